@@ -1,0 +1,149 @@
+// `stagecraft estimate` (one configuration) and `stagecraft compare` (several schedules on
+// the same configuration): the analytic cost model and the fast evaluator.
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "costmodel/estimate.h"
+#include "costmodel/trace.h"
+#include "schedules/error.h"
+#include "schedules/registry.h"
+
+namespace stagecraft::cli {
+namespace {
+
+struct EstimateOpts {
+  PlanFlags plan;
+  bool json = false;
+  std::string trace;
+};
+
+struct CompareOpts {
+  PlanFlags plan;
+  std::string schedules = "gpipe,1f1b,interleaved-1f1b,looped-bfs";
+  bool json = false;
+  std::string trace_dir;
+};
+
+std::string per_rank(const std::vector<double>& v, std::string (*fmt)(double)) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? " " : "") + fmt(v[i]);
+  return out;
+}
+
+void print_estimate(const costmodel::Estimate& e) {
+  const auto& p = e.plan;
+  std::cout << "model " << e.model.name << " on cluster " << e.cluster.name << " (" << e.cluster.num_gpus() << " x "
+            << e.cluster.gpu_name << ")\n"
+            << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << ", microbatch size " << p.microbatch_size
+            << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << " ("
+            << e.schedule.num_stages << " stages), recompute " << costmodel::recompute_name(p.recompute) << "\n\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"iteration time", fmt_seconds(e.eval.iteration_time_s)},
+      {"throughput", fmt_num(e.tokens_per_s, 0) + " tokens/s"},
+      {"model TFLOP/s per GPU", fmt_num(e.tflops_per_gpu, 1) + " (MFU " + fmt_num(100 * e.mfu, 1) + "%)"},
+      {"bubble / compute", fmt_num(e.eval.bubble_over_compute, 4)},
+      {"bubble fraction", fmt_num(e.eval.bubble_fraction, 4)},
+      {"mean idle fraction", fmt_num(e.eval.mean_idle_fraction, 4)},
+      {"peak memory per rank", per_rank(e.eval.peak_memory_bytes, [](double b) { return fmt_bytes(b); })},
+      {"GPU memory", fmt_bytes(e.cluster.gpu_memory_bytes) + (e.fits ? " (fits)" : " (DOES NOT FIT)")},
+  };
+  std::cout << format_table({"metric", "value"}, rows);
+}
+
+void run_estimate(const EstimateOpts& o) {
+  Inputs in = resolve(o.plan);
+  costmodel::EstimateOptions eo;
+  eo.eval.record = !o.trace.empty();
+  costmodel::Estimate e = costmodel::estimate(in.model, in.cluster, in.plan, eo);
+  if (!o.trace.empty()) {
+    costmodel::TraceOptions to;
+    to.title = e.model.name + " on " + e.cluster.name + ", " + e.schedule.name;
+    write_file_atomic(o.trace, costmodel::chrome_trace(e.schedule, e.eval, to).dump() + "\n");
+  }
+  if (o.json) std::cout << costmodel::to_json(e).dump(2) << "\n";
+  else print_estimate(e);
+}
+
+std::vector<std::string> schedule_list(const std::string& spec) {
+  std::vector<std::string> names;
+  if (spec == "all") {
+    for (const auto& g : schedules::generators()) names.push_back(g.name);
+    return names;
+  }
+  for (const std::string& n : split_list(spec)) names.push_back(schedules::find_generator(n).name);  // unknown: exit 2
+  if (names.empty()) throw InputError("--schedules is empty (give a comma-separated list or 'all')");
+  return names;
+}
+
+void run_compare(const CompareOpts& o) {
+  Inputs in = resolve(o.plan);
+  std::vector<std::string> names = schedule_list(o.schedules);
+  nlohmann::json all = nlohmann::json::array();
+  std::vector<std::vector<std::string>> rows;
+  int ok = 0;
+  for (const std::string& name : names) {
+    costmodel::ParallelPlan p = in.plan;
+    p.schedule = name;
+    const auto& g = schedules::find_generator(name);
+    bool takes_chunks = std::find(g.params.begin(), g.params.end(), "chunks") != g.params.end();
+    if (!takes_chunks) p.schedule_params.erase("chunks");
+    try {
+      costmodel::EstimateOptions eo;
+      eo.eval.record = !o.trace_dir.empty();
+      costmodel::Estimate e = costmodel::estimate(in.model, in.cluster, p, eo);
+      ++ok;
+      if (!o.trace_dir.empty()) {
+        costmodel::TraceOptions to;
+        to.title = e.model.name + " on " + e.cluster.name + ", " + name;
+        write_file_atomic(o.trace_dir + "/" + name + ".trace.json", costmodel::chrome_trace(e.schedule, e.eval, to).dump() + "\n");
+      }
+      all.push_back(costmodel::to_json(e));
+      rows.push_back({name, std::to_string(e.schedule.num_stages), fmt_seconds(e.eval.iteration_time_s),
+                      fmt_num(e.tokens_per_s, 0), fmt_num(e.tflops_per_gpu, 1), fmt_num(e.eval.bubble_over_compute, 4),
+                      fmt_num(e.eval.bubble_fraction, 4), fmt_bytes(e.max_memory_bytes), e.fits ? "yes" : "NO"});
+    } catch (const InputError& err) {
+      std::string why = err.what();
+      why = why.substr(0, why.find('\n'));
+      all.push_back({{"schedule", name}, {"rejected", why}});
+      rows.push_back({name, "-", "rejected: " + why});
+    }
+  }
+  if (o.json) {
+    std::cout << all.dump(2) << "\n";
+  } else {
+    const auto& p = in.plan;
+    std::cout << "model " << in.model.name << " on cluster " << in.cluster.name << ": dp " << p.dp << ", tp " << p.tp
+              << ", pp " << p.pp << ", microbatch size " << p.microbatch_size << ", " << p.num_microbatches
+              << " microbatches, recompute " << costmodel::recompute_name(p.recompute) << "\n\n";
+    std::cout << format_table({"schedule", "stages", "iteration", "tokens/s", "TFLOP/s/GPU", "bubble/compute",
+                               "bubble frac", "peak mem", "fits"},
+                              rows);
+    if (!o.trace_dir.empty()) std::cout << "\ntraces written to " << o.trace_dir << "/<schedule>.trace.json\n";
+  }
+  if (ok == 0) throw InputError("no schedule accepts this configuration (see the reasons above)");
+}
+
+}  // namespace
+
+void add_estimate_command(CLI::App& app) {
+  auto o = std::make_shared<EstimateOpts>();
+  CLI::App* c = app.add_subcommand("estimate", "predict iteration time, throughput, bubble and memory of one configuration");
+  add_plan_flags(c, o->plan, true);
+  c->add_flag("--json", o->json, "print one JSON object instead of the table");
+  c->add_option("--trace", o->trace, "write a Chrome trace (Perfetto) of the evaluated iterations to this file");
+  c->callback([o] { run_estimate(*o); });
+}
+
+void add_compare_command(CLI::App& app) {
+  auto o = std::make_shared<CompareOpts>();
+  CLI::App* c = app.add_subcommand("compare", "estimate several schedules on the same configuration, one row each");
+  add_plan_flags(c, o->plan, false);
+  c->add_option("--schedules", o->schedules, "comma-separated schedule names, or 'all' (default: the baseline four)");
+  c->add_flag("--json", o->json, "print a JSON array, one object per schedule");
+  c->add_option("--trace-dir", o->trace_dir, "write a Chrome trace per schedule into this directory");
+  c->callback([o] { run_compare(*o); });
+}
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,70 @@
+// `stagecraft presets`: the named models and clusters, with their key figures and sources.
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "costmodel/flops.h"
+#include "costmodel/presets.h"
+#include "schedules/error.h"
+
+namespace stagecraft::cli {
+namespace {
+
+struct PresetsOpts {
+  bool json = false;
+  std::string show;
+};
+
+void run(const PresetsOpts& o) {
+  using namespace costmodel;
+  if (!o.show.empty()) {
+    for (const auto& e : preset_entries())
+      if (e.name == o.show) {
+        std::cout << e.json;
+        return;
+      }
+    throw InputError("--show " + o.show + ": no such preset (see `stagecraft presets`)");
+  }
+  if (o.json) {
+    nlohmann::json j = {{"models", nlohmann::json::array()}, {"clusters", nlohmann::json::array()}};
+    for (const auto& n : model_preset_names()) j["models"].push_back(to_json(load_model(n)));
+    for (const auto& n : cluster_preset_names()) j["clusters"].push_back(to_json(load_cluster(n)));
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> models;
+  for (const auto& n : model_preset_names()) {
+    ModelSpec m = load_model(n);
+    models.push_back({n, std::string(kind_name(m.kind)), std::to_string(m.num_layers), std::to_string(m.hidden_size),
+                      std::to_string(m.num_heads), std::to_string(m.seq_length), std::to_string(m.vocab_size),
+                      fmt_num(flops::model_params(m) / 1e9, 2) + "B", m.source.substr(0, 70) + (m.source.size() > 70 ? "..." : "")});
+  }
+  std::cout << "Models\n"
+            << format_table({"name", "kind", "layers", "hidden", "heads", "seq", "vocab", "params", "source"}, models);
+  std::vector<std::vector<std::string>> clusters;
+  for (const auto& n : cluster_preset_names()) {
+    ClusterSpec c = load_cluster(n);
+    clusters.push_back({n, std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node), c.gpu_name,
+                        fmt_num(c.gpu_peak_flops_per_s / 1e12, 0) + " TF", fmt_bytes(c.gpu_memory_bytes),
+                        c.intra_node_link + " " + fmt_num(c.intra_node_bandwidth_Bps / 1e9, 0) + " GB/s",
+                        c.inter_node_link + " " + fmt_num(c.inter_node_bandwidth_Bps * c.nics_per_node / 1e9, 1) + " GB/s",
+                        c.source.substr(0, 60) + (c.source.size() > 60 ? "..." : "")});
+  }
+  std::cout << "\nClusters\n"
+            << format_table({"name", "nodes x gpus", "gpu", "peak", "memory", "intra-node", "inter-node (per node)", "source"},
+                            clusters);
+  std::cout << "\nFull sources and every field: stagecraft presets --show NAME\n";
+}
+
+}  // namespace
+
+void add_presets_command(CLI::App& app) {
+  auto o = std::make_shared<PresetsOpts>();
+  CLI::App* c = app.add_subcommand("presets", "list the model and cluster presets with their sources");
+  c->add_flag("--json", o->json, "print every preset as JSON");
+  c->add_option("--show", o->show, "print one preset's JSON file");
+  c->callback([o] { run(*o); });
+}
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,136 @@
+// `stagecraft schedule`: generate or import a schedule, validate it, print it as a grid, CSV,
+// JSON or Chrome trace; with --unit-costs, evaluate it with those durations and no
+// communication and print the metrics as JSON.
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "costmodel/costs.h"
+#include "costmodel/evaluator.h"
+#include "costmodel/trace.h"
+#include "schedules/error.h"
+#include "schedules/grid.h"
+#include "schedules/io.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
+#include "schedules/validate.h"
+
+namespace stagecraft::cli {
+namespace {
+
+struct ScheduleOpts {
+  std::string name;
+  int stages = 4;
+  int microbatches = 8;
+  int chunks = 0;
+  std::string import_file;
+  std::string format = "grid";
+  std::string out;
+  std::string unit_costs;
+  bool lowered = false;
+  bool list = false;
+};
+
+void emit(const ScheduleOpts& o, const std::string& text) {
+  if (o.out.empty()) std::cout << text;
+  else write_file_atomic(o.out, text);
+}
+
+void list_schedules() {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& g : schedules::generators()) {
+    std::string aliases;
+    for (const auto& a : g.aliases) aliases += (aliases.empty() ? "" : ", ") + a;
+    rows.push_back({g.name, g.summary, g.constraints, g.source});
+  }
+  std::cout << format_table({"schedule", "what", "constraints", "source"}, rows);
+}
+
+nlohmann::json unit_metrics(const schedules::Schedule& s, const costmodel::EvalResult& r) {
+  return {{"schedule", s.name},
+          {"ranks", s.num_ranks},
+          {"stages", s.num_stages},
+          {"microbatches", s.num_microbatches},
+          {"params", s.params},
+          {"iteration_time", r.iteration_time_s},
+          {"bubble_over_compute", r.bubble_over_compute},
+          {"bubble_fraction", r.bubble_fraction},
+          {"mean_idle_fraction", r.mean_idle_fraction},
+          {"compute", r.compute_s},
+          {"idle", r.idle_s},
+          {"peak_activations", r.peak_activations}};
+}
+
+void run(const ScheduleOpts& o) {
+  if (o.list) {
+    list_schedules();
+    return;
+  }
+  static const std::vector<std::string> formats = {"grid", "csv", "json", "trace"};
+  if (std::find(formats.begin(), formats.end(), o.format) == formats.end())
+    throw InputError("--format " + o.format + " is invalid (allowed: grid, csv, json, trace)");
+  schedules::Schedule s;
+  if (!o.import_file.empty()) {
+    if (!o.name.empty()) throw InputError("--schedule and --import exclude each other: give one");
+    s = schedules::load_schedule_file(o.import_file);
+    schedules::validate(s);
+  } else {
+    if (o.name.empty()) throw InputError("--schedule NAME or --import FILE is required (schedules: see --list)");
+    schedules::GeneratorOptions g;
+    g.ranks = o.stages;
+    g.microbatches = o.microbatches;
+    g.chunks = o.chunks;
+    s = schedules::generate(o.name, g);
+  }
+  bool evaluate = !o.unit_costs.empty() || o.format == "trace";
+  schedules::Schedule shown = (o.lowered || evaluate) ? schedules::lower(s) : s;
+  if (evaluate) {
+    costmodel::UnitCosts u = costmodel::parse_unit_costs(o.unit_costs);
+    costmodel::EvalOptions eo;
+    eo.record = o.format == "trace";
+    costmodel::Evaluator ev(shown, eo);
+    costmodel::EvalResult r = ev.evaluate(costmodel::unit_cost_table(shown, u));
+    if (o.format == "trace") {
+      costmodel::TraceOptions to;
+      to.title = s.name + " with unit costs " + (o.unit_costs.empty() ? "F=1,B=2,I=1,W=1,R=1" : o.unit_costs);
+      emit(o, costmodel::chrome_trace(shown, r, to).dump() + "\n");
+    } else {
+      emit(o, unit_metrics(s, r).dump(2) + "\n");
+    }
+    return;
+  }
+  if (o.format == "grid") {
+    std::string head = "schedule " + s.name + ": " + std::to_string(s.num_ranks) + " ranks, " +
+                       std::to_string(s.num_stages) + " stages (" + std::string(schedules::placement_name(s.placement)) +
+                       " placement), " + std::to_string(s.num_microbatches) + " microbatches, " +
+                       std::to_string(shown.total_actions()) + " actions; valid\n";
+    emit(o, head + schedules::format_grid(shown));
+  } else if (o.format == "csv") {
+    emit(o, schedules::to_csv(shown));
+  } else {
+    emit(o, schedules::to_json(shown).dump(2) + "\n");
+  }
+}
+
+}  // namespace
+
+void add_schedule_command(CLI::App& app) {
+  auto o = std::make_shared<ScheduleOpts>();
+  CLI::App* c = app.add_subcommand("schedule", "generate or import a schedule, validate it and print it");
+  c->add_option("--schedule", o->name, "registered schedule name (case-insensitive; see --list)");
+  c->add_option("--stages", o->stages, "pipeline ranks p (a schedule with v chunks has p*v stages); default 4");
+  c->add_option("--microbatches", o->microbatches, "microbatches m; default 8");
+  c->add_option("--chunks", o->chunks, "stages per rank v, for interleaved-1f1b and looped-bfs; default 2 there");
+  c->add_option("--import", o->import_file, "read a schedule from a .csv (PyTorch's format) or .json file instead");
+  c->add_option("--format", o->format, "output: grid (default), csv, json or trace (Chrome trace, evaluated)");
+  c->add_option("--out", o->out, "write to this file instead of standard output");
+  c->add_option("--unit-costs", o->unit_costs,
+                "evaluate with these per-stage, per-microbatch durations and no communication, e.g. F=1,B=2,I=1,W=1,R=1; "
+                "prints the metrics as JSON");
+  c->add_flag("--lowered", o->lowered, "show the lowered schedule (sends, receives, reductions, optimizer)");
+  c->add_flag("--list", o->list, "list the registered schedules with their constraints");
+  c->callback([o] { run(*o); });
+}
+
+}  // namespace stagecraft::cli

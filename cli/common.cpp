@@ -1,0 +1,153 @@
+#include "cli/common.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "costmodel/presets.h"
+#include "schedules/error.h"
+
+namespace stagecraft::cli {
+
+void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule) {
+  app->add_option("--model", f.model, "model preset name (see `stagecraft presets`) or a model JSON file")->required();
+  app->add_option("--cluster", f.cluster, "cluster preset name or a cluster JSON file")->required();
+  app->add_option("--plan", f.plan_file, "plan JSON file; the flags below override its fields");
+  app->add_option("--dp", f.dp, "data-parallel degree (default: GPUs / (tp * pp))");
+  app->add_option("--tp", f.tp, "tensor-parallel degree (default 1)");
+  app->add_option("--pp", f.pp, "pipeline-parallel degree: pipeline ranks (default 1)");
+  app->add_option("--microbatch-size", f.microbatch_size, "samples per microbatch (default 1)");
+  app->add_option("--microbatches", f.microbatches, "microbatches per iteration (default: 4 * pp)");
+  if (single_schedule) app->add_option("--schedule", f.schedule, "schedule name (default 1f1b; see `stagecraft schedule --list`)");
+  app->add_option("--chunks", f.chunks, "stages per rank, for schedules that take it (interleaved-1f1b, looped-bfs)");
+  app->add_option("--recompute", f.recompute, "activation recomputation: none, full or selective (default none)");
+  app->add_option("--rank-order", f.rank_order, "rank numbering, fastest axis first (default tp-dp-pp)");
+  app->add_option("--stage-layers", f.stage_layers, "layers per stage of one pipeline, comma-separated (default balanced)");
+}
+
+std::vector<std::string> split_list(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep))
+    if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+Inputs resolve(const PlanFlags& f) {
+  Inputs in;
+  in.model = costmodel::load_model(f.model);
+  in.cluster = costmodel::load_cluster(f.cluster);
+  costmodel::ParallelPlan p;
+  p.num_microbatches = 0;
+  if (!f.plan_file.empty()) p = costmodel::load_plan_file(f.plan_file);
+  if (f.tp) p.tp = *f.tp;
+  if (f.pp) p.pp = *f.pp;
+  if (f.dp) {
+    p.dp = *f.dp;
+  } else if (f.plan_file.empty()) {
+    int gpus = in.cluster.num_gpus();
+    if (p.tp < 1 || p.pp < 1 || gpus % (p.tp * p.pp) != 0)
+      throw InputError("--dp not given and tp*pp = " + std::to_string(p.tp * p.pp) + " does not divide the " +
+                       std::to_string(gpus) + " GPUs of cluster '" + in.cluster.name + "'; give --dp");
+    p.dp = gpus / (p.tp * p.pp);
+  }
+  if (f.microbatch_size) p.microbatch_size = *f.microbatch_size;
+  if (f.microbatches) p.num_microbatches = *f.microbatches;
+  if (p.num_microbatches == 0) p.num_microbatches = 4 * p.pp;
+  if (!f.schedule.empty()) p.schedule = f.schedule;
+  if (f.chunks) p.schedule_params["chunks"] = *f.chunks;
+  if (!f.recompute.empty()) p.recompute = costmodel::parse_recompute(f.recompute);
+  if (!f.rank_order.empty()) p.rank_order = f.rank_order;
+  if (!f.stage_layers.empty()) {
+    p.stage_layers.clear();
+    for (const std::string& tok : split_list(f.stage_layers)) {
+      try {
+        size_t used = 0;
+        int v = std::stoi(tok, &used);
+        if (used != tok.size()) throw std::invalid_argument(tok);
+        p.stage_layers.push_back(v);
+      } catch (const std::exception&) {
+        throw InputError("--stage-layers entry '" + tok + "' is invalid (expected comma-separated integers, e.g. 10,11,11,10)");
+      }
+    }
+  }
+  costmodel::check(p);
+  costmodel::check_fit(in.model, in.cluster, p);
+  in.plan = p;
+  return in;
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  if (ec) throw Error("cannot create directory '" + target.parent_path().string() + "': " + ec.message());
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error("cannot write '" + tmp + "'");
+    out << content;
+    out.flush();
+    if (!out) {
+      out.close();
+      fs::remove(tmp, ec);
+      throw Error("failed writing '" + tmp + "'");
+    }
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error("cannot rename '" + tmp + "' to '" + path + "'");
+  }
+}
+
+std::string fmt_num(double v, int precision) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", precision, v);
+  return buf;
+}
+
+std::string fmt_seconds(double s) {
+  char buf[64];
+  double a = std::fabs(s);
+  if (a >= 1 || a == 0) std::snprintf(buf, sizeof buf, "%.3f s", s);
+  else if (a >= 1e-3) std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  return buf;
+}
+
+std::string fmt_bytes(double b) {
+  char buf[64];
+  double gib = b / (1024.0 * 1024.0 * 1024.0);
+  if (gib >= 1) std::snprintf(buf, sizeof buf, "%.2f GiB", gib);
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024.0));
+  return buf;
+}
+
+std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w(header.size(), 0);
+  for (size_t i = 0; i < header.size(); ++i) w[i] = header[i].size();
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  std::ostringstream out;
+  auto line = [&](const std::vector<std::string>& r) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      std::string c = i < r.size() ? r[i] : "";
+      if (i == 0) out << c << std::string(w[i] - c.size(), ' ');
+      else out << "  " << std::string(w[i] - c.size(), ' ') << c;
+    }
+    out << "\n";
+  };
+  line(header);
+  size_t total = 0;
+  for (size_t x : w) total += x + 2;
+  out << std::string(total - 2, '-') << "\n";
+  for (const auto& r : rows) line(r);
+  return out.str();
+}
+
+}  // namespace stagecraft::cli

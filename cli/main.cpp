@@ -1,0 +1,39 @@
+// stagecraft: one program, subcommands. Exit codes: 0 success, 1 failure at run time,
+// 2 bad input (the message names the field, the value and what is allowed).
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "schedules/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"stagecraft: simulate, run and compare pipeline and 3D-parallel training schedules"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "stagecraft 0.1.0");
+  stagecraft::cli::add_presets_command(app);
+  stagecraft::cli::add_schedule_command(app);
+  stagecraft::cli::add_estimate_command(app);
+  stagecraft::cli::add_compare_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  } catch (const stagecraft::InputError& e) {
+    std::cerr << "stagecraft: error: " << e.what() << "\n";
+    return 2;
+  } catch (const stagecraft::Error& e) {
+    std::cerr << "stagecraft: failed: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "stagecraft: failed: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

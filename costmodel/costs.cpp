@@ -1,0 +1,153 @@
+#include "costmodel/costs.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <numeric>
+
+#include "costmodel/comm.h"
+#include "costmodel/flops.h"
+#include "costmodel/memory.h"
+#include "schedules/error.h"
+
+namespace stagecraft::costmodel {
+
+using schedules::Schedule;
+
+UnitCosts parse_unit_costs(const std::string& text) {
+  UnitCosts u;
+  size_t pos = 0;
+  bool b_given = false, iw_given = false;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    std::string kv = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (kv.empty()) continue;
+    size_t eq = kv.find('=');
+    std::string key = kv.substr(0, eq);
+    for (char& ch : key) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (eq == std::string::npos || (key != "F" && key != "B" && key != "I" && key != "W" && key != "R"))
+      throw InputError("--unit-costs entry '" + kv + "' is invalid (expected KEY=SECONDS with KEY one of F, B, I, W, R)");
+    std::string val = kv.substr(eq + 1);
+    char* end = nullptr;
+    double v = std::strtod(val.c_str(), &end);
+    if (val.empty() || *end != '\0' || !(v >= 0))
+      throw InputError("--unit-costs " + key + " = '" + val + "' is invalid (expected a number >= 0)");
+    if (key == "F") u.f = v;
+    if (key == "B") u.b = v, b_given = true;
+    if (key == "I") u.i = v, iw_given = true;
+    if (key == "W") u.w = v, iw_given = true;
+    if (key == "R") u.r = v;
+  }
+  if (!b_given && iw_given) u.b = u.i + u.w;  // a full backward is the two halves
+  return u;
+}
+
+CostTable unit_cost_table(const Schedule& s, const UnitCosts& u) {
+  CostTable t;
+  double weight = static_cast<double>(s.num_ranks) / s.stages_per_chain();
+  StageCost sc;
+  sc.f_s = u.f;
+  sc.b_s = u.b;
+  sc.i_s = u.i;
+  sc.w_s = u.w;
+  sc.r_s = u.r;
+  sc.weight = weight;
+  t.stages.assign(static_cast<size_t>(s.num_stages), sc);
+  t.optimizer_s.assign(static_cast<size_t>(s.num_ranks), 0.0);
+  t.static_bytes.assign(static_cast<size_t>(s.num_ranks), 0.0);
+  t.params.assign(static_cast<size_t>(s.num_ranks), 0.0);
+  return t;
+}
+
+std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int S) {
+  if (!p.stage_layers.empty()) {
+    if (static_cast<int>(p.stage_layers.size()) != S)
+      throw InputError("plan.stage_layers has " + std::to_string(p.stage_layers.size()) + " entries; the schedule has " +
+                       std::to_string(S) + " stages per pipeline");
+    int sum = std::accumulate(p.stage_layers.begin(), p.stage_layers.end(), 0);
+    if (sum != m.num_layers)
+      throw InputError("plan.stage_layers adds up to " + std::to_string(sum) + " layers; model '" + m.name + "' has " +
+                       std::to_string(m.num_layers));
+    return p.stage_layers;
+  }
+  if (m.num_layers < S)
+    throw InputError("model '" + m.name + "' has num_layers = " + std::to_string(m.num_layers) + ", fewer than the " +
+                     std::to_string(S) + " stages of schedule '" + p.schedule +
+                     "' (each stage needs at least one layer: lower pp or chunks)");
+  std::vector<int> out(static_cast<size_t>(S), m.num_layers / S);
+  int rem = m.num_layers % S;
+  // Extra layers go to the middle stages, away from the embedding and the head.
+  int start = (S - rem) / 2;
+  for (int k = 0; k < rem; ++k) ++out[static_cast<size_t>(start + k)];
+  return out;
+}
+
+CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Schedule& s) {
+  check_fit(m, c, p);
+  if (s.num_ranks != p.pp)
+    throw InputError("schedule '" + s.name + "' has " + std::to_string(s.num_ranks) + " ranks but plan.pp = " +
+                     std::to_string(p.pp));
+  const int S = s.stages_per_chain();
+  std::vector<int> layers = partition_layers(m, p, S);
+  Topology topo(c, p);
+  const int b = p.microbatch_size, t = p.tp;
+  const double rate = c.gpu_peak_flops_per_s * c.achieved_efficiency;  // FLOP/s one GPU sustains
+  const Link tp_link = topo.group_link(kTp);
+  const Link dp_link = topo.group_link(kDp);
+  const double tp_ar_s = ring_allreduce_s(memory::tp_allreduce_bytes(m, b), t, tp_link);
+  const double msg_bytes = memory::boundary_message_bytes(m, b);
+  const bool selective = p.recompute == RecomputePolicy::Selective;
+
+  CostTable table;
+  table.stages.resize(static_cast<size_t>(s.num_stages));
+  table.params.assign(static_cast<size_t>(s.num_ranks), 0.0);
+  for (int st = 0; st < s.num_stages; ++st) {
+    StageCost& sc = table.stages[static_cast<size_t>(st)];
+    const int part = s.model_part(st);
+    const double n = layers[static_cast<size_t>(part)];
+    const bool first = s.is_first(st), last = s.is_last(st);
+    sc.layers = static_cast<int>(n);
+    sc.weight = n * s.num_ranks / m.num_layers;
+    // Compute: per-layer FLOPs split t ways; two tp all-reduces per layer in each direction.
+    double fwd = n * flops::layer_forward_flops(m, b) / t / rate;
+    double bwd_in = n * flops::layer_backward_input_flops(m, b) / t / rate;
+    double bwd_w = n * flops::layer_backward_weight_flops(m, b) / t / rate;
+    double sel = selective ? n * flops::layer_attention_forward_flops(m, b) / t / rate : 0;
+    double tp_comm = n * 2 * tp_ar_s;
+    double head_f = last ? flops::head_forward_flops(m, b) / t / rate : 0;
+    sc.f_s = fwd + tp_comm + head_f;
+    sc.i_s = bwd_in + sel + tp_comm + head_f;
+    sc.w_s = bwd_w + head_f;
+    sc.b_s = sc.i_s + sc.w_s;
+    sc.r_s = fwd + tp_comm;
+    // Point-to-point at the stage's boundaries.
+    int nx = s.next_stage(st), pv = s.prev_stage(st);
+    if (nx >= 0) sc.send_f_s = p2p_s(msg_bytes, topo.p2p_link(s.rank_of(st), s.rank_of(nx)));
+    if (pv >= 0) sc.send_b_s = p2p_s(msg_bytes, topo.p2p_link(s.rank_of(st), s.rank_of(pv)));
+    // Parameters and their data-parallel reduction.
+    double params = n * memory::layer_params_per_rank(m, t) + (first ? memory::embedding_params_per_rank(m, t) : 0) +
+                    (last ? memory::head_params_per_rank(m, t) : 0);
+    table.params[static_cast<size_t>(s.rank_of(st))] += params;
+    sc.reduce_grad_s = ring_allreduce_s(params * m.bytes_per_param, p.dp, dp_link);
+    // Activations.
+    double per_layer = selective ? memory::layer_activation_selective_bytes(m, b, t) : memory::layer_activation_bytes(m, b, t);
+    double extra = (first ? memory::embedding_activation_bytes(m, b) : 0) + (last ? memory::head_activation_bytes(m, b, t) : 0);
+    sc.act_bytes = n * per_layer + extra;
+    sc.ckpt_bytes = n * memory::layer_checkpoint_bytes(m, b) + extra;
+    double stored = p.recompute == RecomputePolicy::Full ? sc.ckpt_bytes : sc.act_bytes;
+    sc.offload_s = stored / c.host_link_bandwidth_Bps;
+    sc.reload_s = sc.offload_s;
+  }
+  table.optimizer_s.resize(static_cast<size_t>(s.num_ranks));
+  table.static_bytes.resize(static_cast<size_t>(s.num_ranks));
+  for (int r = 0; r < s.num_ranks; ++r) {
+    double params = table.params[static_cast<size_t>(r)];
+    table.static_bytes[static_cast<size_t>(r)] = params * memory::static_bytes_per_param(m);
+    table.optimizer_s[static_cast<size_t>(r)] = params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps;
+  }
+  return table;
+}
+
+}  // namespace stagecraft::costmodel

@@ -1,0 +1,60 @@
+// Per-action costs the evaluator (and later the simulator) consumes: for each stage, the
+// duration of each op for one microbatch, the transfer times at its boundaries, its gradient
+// reduction, offload and memory figures; per rank, the optimizer step and static memory.
+// Built from the analytic model (model, cluster, plan) or from unit costs for schedule studies.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "costmodel/specs.h"
+#include "costmodel/topology.h"
+#include "schedules/schedule.h"
+
+namespace stagecraft::costmodel {
+
+struct StageCost {        // one stage, one microbatch
+  double f_s = 0;         // forward
+  double b_s = 0;         // full backward
+  double i_s = 0;         // backward for inputs
+  double w_s = 0;         // backward for weights
+  double r_s = 0;         // recompute of all the stage's layers (an R with fraction x: x * r_s)
+  double send_f_s = 0;    // forward output to the next stage (0 when on the same rank)
+  double send_b_s = 0;    // input gradient to the previous stage (0 when on the same rank)
+  double reduce_grad_s = 0;  // data-parallel all-reduce of all the stage's gradients
+  double offload_s = 0;   // saved activations of one microbatch to host memory
+  double reload_s = 0;    // and back
+  double act_bytes = 0;   // activations F keeps for the backward, no recomputation
+  double ckpt_bytes = 0;  // what F keeps when the stage is fully recomputed (layer inputs)
+  double weight = 1;      // share of a rank's layers, L_stage / (L / p): "microbatches held" unit
+  int layers = 0;         // transformer layers in the stage (0 with unit costs)
+};
+
+struct CostTable {
+  std::vector<StageCost> stages;      // (num_stages)
+  std::vector<double> optimizer_s;    // (num_ranks) optimizer step of each pipeline rank
+  std::vector<double> static_bytes;   // (num_ranks) weights, gradients, optimizer states
+  std::vector<double> params;         // (num_ranks) parameters held by one GPU of the rank
+};
+
+// Durations of one stage and one microbatch; comm, reductions and memory zero.
+struct UnitCosts {
+  double f = 1, b = 2, i = 1, w = 1, r = 1;
+};
+// Parses "F=1,B=2,I=1,W=1,R=1" (any subset; keys case-insensitive); throws InputError.
+UnitCosts parse_unit_costs(const std::string& text);
+CostTable unit_cost_table(const schedules::Schedule& s, const UnitCosts& u);
+
+// Layers of each model part (stage within a chain): plan.stage_layers if given, else as even
+// as possible with the remainder on the middle stages (first and last also carry the
+// embedding and head). Throws InputError when there are fewer layers than stages.
+std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int stages_per_chain);
+
+// Analytic costs: FLOPs (flops.h) over achieved throughput (peak x efficiency), tensor-parallel
+// all-reduces folded into F, B, I and R (two per layer each way, Megatron-LM) on the tp
+// group's link, p2p on the link between the two pipeline ranks, ring all-reduce of gradients
+// on the dp group's link, offload on the host link, memory from memory.h.
+CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p,
+                              const schedules::Schedule& s);
+
+}  // namespace stagecraft::costmodel

@@ -1,0 +1,44 @@
+// The whole path from a model, a cluster and a plan to a prediction: generate the plan's
+// schedule, lower it, add recomputation, cost it analytically and evaluate it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/costs.h"
+#include "costmodel/evaluator.h"
+#include "costmodel/specs.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
+
+namespace stagecraft::costmodel {
+
+struct EstimateOptions {
+  EvalOptions eval;               // iterations, memory, trace recording
+  schedules::LowerOptions lower;  // where receives go, reductions, optimizer
+};
+
+// Generator options from a plan: ranks = pp, microbatches = num_microbatches, chunks and the
+// rest from schedule_params (keys the generator does not read are refused).
+schedules::GeneratorOptions generator_options(const ParallelPlan& p);
+// The lowered schedule the plan runs, with R before each backward for full recomputation.
+schedules::Schedule plan_schedule(const ParallelPlan& p, const schedules::LowerOptions& lower = {});
+
+struct Estimate {
+  ModelSpec model;
+  ClusterSpec cluster;
+  ParallelPlan plan;
+  schedules::Schedule schedule;     // lowered
+  CostTable costs;
+  EvalResult eval;
+  double tokens_per_s = 0;          // global batch * seq_length / iteration time
+  double model_flops = 0;           // per iteration, no recomputation (flops.h)
+  double tflops_per_gpu = 0;        // model FLOPs per second per GPU, in TFLOP/s
+  double mfu = 0;                   // tflops_per_gpu over the GPU's peak
+  double max_memory_bytes = 0;      // largest per-rank peak
+  bool fits = false;                // every rank's peak within gpu_memory_bytes
+};
+
+Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const EstimateOptions& opt = {});
+nlohmann::json to_json(const Estimate& e);
+
+}  // namespace stagecraft::costmodel

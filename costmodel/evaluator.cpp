@@ -1,0 +1,432 @@
+#include "costmodel/evaluator.h"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+
+#include "schedules/error.h"
+#include "schedules/grid.h"
+#include "schedules/validate.h"
+
+namespace stagecraft::costmodel {
+
+using schedules::Action;
+using schedules::Op;
+using schedules::Schedule;
+
+namespace {
+
+enum MemWhat : std::uint8_t { kAllocF, kAllocR, kFree, kOffloadEnd, kReloadStart, kReloadEnd };
+
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+
+bool has_cross_rank_boundary(const Schedule& s) {
+  for (int st = 0; st < s.num_stages; ++st) {
+    int nx = s.next_stage(st);
+    if (nx >= 0 && s.rank_of(nx) != s.rank_of(st)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Evaluator::Evaluator(const Schedule& lowered, EvalOptions opt) : schedule_(lowered), opt_(opt) {
+  if (opt_.iterations < 1)
+    throw InputError("evaluator: iterations = " + std::to_string(opt_.iterations) + " is invalid (must be at least 1)");
+  if (!schedule_.is_lowered() && has_cross_rank_boundary(schedule_))
+    throw InputError("evaluator: schedule '" + schedule_.name +
+                     "' has no sends or receives but stages on different ranks; lower() it first");
+  schedules::validate(schedule_);
+  compile();
+}
+
+void Evaluator::compile() {
+  const Schedule& s = schedule_;
+  const int K = opt_.iterations, m = s.num_microbatches, R = s.num_ranks;
+  const size_t keys = static_cast<size_t>(s.num_stages) * m;
+  auto key = [m](int st, int mb) { return static_cast<size_t>(st) * m + mb; };
+  const std::int32_t opt_slot_base = s.num_stages * kSlotsPerStage;
+
+  // Pass 1: nodes in creation order (rank, iteration, position), and where sends and
+  // receive posts are.
+  std::vector<Node> tmp;
+  struct Made { std::uint32_t main = kNone, extra = kNone; };
+  std::vector<std::vector<std::vector<Made>>> made(static_cast<size_t>(K));  // [k][rank][pos]
+  std::vector<std::vector<std::uint32_t>> xfer_f(static_cast<size_t>(K), std::vector<std::uint32_t>(keys, kNone)),
+      xfer_b = xfer_f, post_f = xfer_f, post_b = xfer_f;
+  for (int k = 0; k < K; ++k) {
+    made[static_cast<size_t>(k)].resize(static_cast<size_t>(R));
+    for (int r = 0; r < R; ++r) {
+      const auto& list = s.actions[static_cast<size_t>(r)];
+      auto& mk = made[static_cast<size_t>(k)][static_cast<size_t>(r)];
+      mk.resize(list.size());
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Action& a = list[i];
+        Node n;
+        n.rank = r;
+        n.position = static_cast<std::int32_t>(i);
+        n.iteration = k;
+        n.stream = Stream::Compute;
+        auto slot = [&](int st, Slot sl) { return st * kSlotsPerStage + sl; };
+        switch (a.op) {
+          case Op::F: n.slot_a = slot(a.stage, kF); n.is_compute = true; break;
+          case Op::B: n.slot_a = slot(a.stage, kB); n.is_compute = true; break;
+          case Op::I: n.slot_a = slot(a.stage, kI); n.is_compute = true; break;
+          case Op::W: n.slot_a = slot(a.stage, kW); n.is_compute = true; break;
+          case Op::R: n.slot_a = slot(a.stage, kR); n.factor_a = a.fraction; n.is_compute = true; break;
+          case Op::OVERLAP_F_B:
+            n.slot_a = slot(a.stage, kF);
+            n.slot_b = slot(a.b_stage, a.b_op == Op::I ? kI : kB);
+            n.is_compute = true;
+            break;
+          case Op::OPTIMIZER: n.slot_a = opt_slot_base + r; n.is_compute = true; n.optimizer = true; break;
+          default: break;  // posts and issues take no compute-stream time
+        }
+        mk[i].main = static_cast<std::uint32_t>(tmp.size());
+        tmp.push_back(n);
+        Node x = n;
+        x.is_compute = false;
+        x.slot_b = -1;
+        x.factor_a = 1;
+        bool extra = true;
+        switch (a.op) {
+          case Op::SEND_F: x.stream = Stream::P2P; x.slot_a = slot(a.stage, kSendF); break;
+          case Op::SEND_B: x.stream = Stream::P2P; x.slot_a = slot(a.stage, kSendB); break;
+          case Op::REDUCE_GRAD: x.stream = Stream::Collective; x.slot_a = slot(a.stage, kReduce); x.factor_a = a.fraction; break;
+          case Op::OFFLOAD: x.stream = Stream::Copy; x.slot_a = slot(a.stage, kOffload); break;
+          case Op::RELOAD: x.stream = Stream::Copy; x.slot_a = slot(a.stage, kReload); break;
+          default: extra = false;
+        }
+        if (extra) {
+          mk[i].extra = static_cast<std::uint32_t>(tmp.size());
+          tmp.push_back(x);
+        }
+        if (a.op == Op::SEND_F) xfer_f[static_cast<size_t>(k)][key(a.stage, a.microbatch)] = mk[i].extra;
+        if (a.op == Op::SEND_B) xfer_b[static_cast<size_t>(k)][key(a.stage, a.microbatch)] = mk[i].extra;
+        if (a.op == Op::RECV_F) post_f[static_cast<size_t>(k)][key(a.stage, a.microbatch)] = mk[i].main;
+        if (a.op == Op::RECV_B) post_b[static_cast<size_t>(k)][key(a.stage, a.microbatch)] = mk[i].main;
+      }
+    }
+  }
+
+  // Pass 2: edges.
+  std::vector<std::vector<std::uint32_t>> in(tmp.size());
+  auto edge = [&](std::uint32_t from, std::uint32_t to) {
+    if (from != kNone) in[to].push_back(from);
+  };
+  for (int r = 0; r < R; ++r) {
+    const auto& list = s.actions[static_cast<size_t>(r)];
+    std::uint32_t prev_compute = kNone, prev_coll = kNone, prev_copy = kNone;
+    for (int k = 0; k < K; ++k) {
+      std::vector<std::vector<std::uint32_t>> pending(keys);
+      const auto& mk = made[static_cast<size_t>(k)][static_cast<size_t>(r)];
+      auto consume = [&](int st, int mb, std::uint32_t node) {
+        auto& p = pending[key(st, mb)];
+        for (std::uint32_t from : p) edge(from, node);
+        p.clear();
+      };
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Action& a = list[i];
+        std::uint32_t me = mk[i].main, ex = mk[i].extra;
+        edge(prev_compute, me);
+        prev_compute = me;
+        switch (a.op) {
+          case Op::F: case Op::B: case Op::I: case Op::W: case Op::R:
+            consume(a.stage, a.microbatch, me);
+            break;
+          case Op::OVERLAP_F_B:
+            consume(a.stage, a.microbatch, me);
+            consume(a.b_stage, a.b_microbatch, me);
+            break;
+          case Op::RECV_F: {
+            std::uint32_t x = xfer_f[static_cast<size_t>(k)][key(s.prev_stage(a.stage), a.microbatch)];
+            pending[key(a.stage, a.microbatch)].push_back(x);
+            break;
+          }
+          case Op::RECV_B: {
+            std::uint32_t x = xfer_b[static_cast<size_t>(k)][key(s.next_stage(a.stage), a.microbatch)];
+            pending[key(a.stage, a.microbatch)].push_back(x);
+            break;
+          }
+          case Op::SEND_F:
+            edge(me, ex);
+            edge(post_f[static_cast<size_t>(k)][key(s.next_stage(a.stage), a.microbatch)], ex);
+            break;
+          case Op::SEND_B:
+            edge(me, ex);
+            edge(post_b[static_cast<size_t>(k)][key(s.prev_stage(a.stage), a.microbatch)], ex);
+            break;
+          case Op::REDUCE_GRAD:
+            edge(me, ex);
+            edge(prev_coll, ex);
+            prev_coll = ex;
+            break;
+          case Op::OFFLOAD:
+            edge(me, ex);
+            edge(prev_copy, ex);
+            prev_copy = ex;
+            break;
+          case Op::RELOAD:
+            edge(me, ex);
+            edge(prev_copy, ex);
+            prev_copy = ex;
+            pending[key(a.stage, a.microbatch)].push_back(ex);
+            break;
+          case Op::OPTIMIZER:
+            edge(prev_coll, me);
+            break;
+        }
+      }
+    }
+  }
+
+  // Topological order (Kahn); what cannot be ordered is a deadlock.
+  std::vector<std::uint32_t> indeg(tmp.size(), 0);
+  std::vector<std::vector<std::uint32_t>> out(tmp.size());
+  for (std::uint32_t v = 0; v < tmp.size(); ++v)
+    for (std::uint32_t u : in[v]) {
+      out[u].push_back(v);
+      ++indeg[v];
+    }
+  std::deque<std::uint32_t> ready;
+  for (std::uint32_t v = 0; v < tmp.size(); ++v)
+    if (indeg[v] == 0) ready.push_back(v);
+  std::vector<std::uint32_t> order;
+  order.reserve(tmp.size());
+  while (!ready.empty()) {
+    std::uint32_t u = ready.front();
+    ready.pop_front();
+    order.push_back(u);
+    for (std::uint32_t v : out[u])
+      if (--indeg[v] == 0) ready.push_back(v);
+  }
+  if (order.size() != tmp.size()) {
+    // Mark, per rank, the first compute-stream action that never became ready.
+    std::vector<int> first_stuck(static_cast<size_t>(R), -1);
+    std::vector<bool> sorted(tmp.size(), false);
+    for (auto v : order) sorted[v] = true;
+    for (std::uint32_t v = 0; v < tmp.size(); ++v) {
+      const Node& n = tmp[v];
+      if (sorted[v] || n.stream != Stream::Compute || n.iteration != 0) continue;
+      int& f = first_stuck[static_cast<size_t>(n.rank)];
+      if (f < 0 || n.position < f) f = n.position;
+    }
+    std::vector<std::pair<int, int>> marks;
+    std::string who;
+    for (int r = 0; r < R; ++r)
+      if (first_stuck[static_cast<size_t>(r)] >= 0) {
+        marks.emplace_back(r, first_stuck[static_cast<size_t>(r)]);
+        who += " rank " + std::to_string(r) + " at step " + std::to_string(first_stuck[static_cast<size_t>(r)]) + ";";
+      }
+    schedules::GridOptions g;
+    g.marks = marks;
+    g.window = 6;
+    throw ScheduleError("schedule '" + s.name + "' deadlocks in the evaluator (a transfer waits on a receive posted after "
+                        "the compute that waits on it):" + who,
+                        schedules::format_grid(s, g));
+  }
+  std::vector<std::uint32_t> new_id(tmp.size());
+  for (std::uint32_t i = 0; i < order.size(); ++i) new_id[order[i]] = i;
+  nodes_.resize(tmp.size());
+  preds_.clear();
+  for (std::uint32_t i = 0; i < order.size(); ++i) {
+    Node n = tmp[order[i]];
+    n.pred_begin = static_cast<std::uint32_t>(preds_.size());
+    for (std::uint32_t u : in[order[i]]) preds_.push_back(new_id[u]);
+    n.pred_end = static_cast<std::uint32_t>(preds_.size());
+    nodes_[i] = n;
+  }
+
+  // Memory and "microbatches held" bookkeeping for the last iteration.
+  const int last = K - 1;
+  std::vector<double> frac(keys, 0.0);  // recompute fraction of each (stage, microbatch)
+  for (const auto& list : s.actions)
+    for (const Action& a : list)
+      if (a.op == Op::R) frac[key(a.stage, a.microbatch)] = a.fraction;
+  mem_compute_.assign(static_cast<size_t>(R), {});
+  mem_copy_.assign(static_cast<size_t>(R), {});
+  held_.assign(static_cast<size_t>(R), {});
+  compute_nodes_last_.clear();
+  for (int r = 0; r < R; ++r) {
+    const auto& list = s.actions[static_cast<size_t>(r)];
+    const auto& mk = made[static_cast<size_t>(last)][static_cast<size_t>(r)];
+    auto& mc = mem_compute_[static_cast<size_t>(r)];
+    auto& my = mem_copy_[static_cast<size_t>(r)];
+    auto& hd = held_[static_cast<size_t>(r)];
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      std::uint32_t me = new_id[mk[i].main];
+      if (tmp[mk[i].main].is_compute) compute_nodes_last_.push_back(me);
+      auto fr = [&](int st, int mb) { return frac[key(st, mb)]; };
+      switch (a.op) {
+        case Op::F:
+          mc.push_back({me, false, a.stage, kAllocF, fr(a.stage, a.microbatch)});
+          hd.emplace_back(a.stage, +1);
+          break;
+        case Op::R: mc.push_back({me, false, a.stage, kAllocR, a.fraction}); break;
+        case Op::B: case Op::W:
+          mc.push_back({me, true, a.stage, kFree, 0});
+          hd.emplace_back(a.stage, -1);
+          break;
+        case Op::OVERLAP_F_B:
+          mc.push_back({me, false, a.stage, kAllocF, fr(a.stage, a.microbatch)});
+          hd.emplace_back(a.stage, +1);
+          if (a.b_op == Op::B) {
+            mc.push_back({me, true, a.b_stage, kFree, 0});
+            hd.emplace_back(a.b_stage, -1);
+          }
+          break;
+        case Op::OFFLOAD:
+          my.push_back({new_id[mk[i].extra], true, a.stage, kOffloadEnd, fr(a.stage, a.microbatch)});
+          hd.emplace_back(a.stage, -1);
+          break;
+        case Op::RELOAD:
+          my.push_back({new_id[mk[i].extra], false, a.stage, kReloadStart, fr(a.stage, a.microbatch)});
+          my.push_back({new_id[mk[i].extra], true, a.stage, kReloadEnd, fr(a.stage, a.microbatch)});
+          hd.emplace_back(a.stage, +1);
+          break;
+        default: break;
+      }
+    }
+  }
+}
+
+EvalResult Evaluator::evaluate(const CostTable& c) const {
+  const Schedule& s = schedule_;
+  const int R = s.num_ranks, K = opt_.iterations;
+  if (static_cast<int>(c.stages.size()) != s.num_stages || static_cast<int>(c.optimizer_s.size()) != R ||
+      static_cast<int>(c.static_bytes.size()) != R)
+    throw InputError("evaluator: cost table has " + std::to_string(c.stages.size()) + " stages and " +
+                     std::to_string(c.optimizer_s.size()) + " ranks; schedule '" + s.name + "' has " +
+                     std::to_string(s.num_stages) + " and " + std::to_string(R));
+  // Flatten the costs into slots.
+  std::vector<double> slot(static_cast<size_t>(s.num_stages * kSlotsPerStage + R), 0.0);
+  for (int st = 0; st < s.num_stages; ++st) {
+    const StageCost& sc = c.stages[static_cast<size_t>(st)];
+    double* p = &slot[static_cast<size_t>(st * kSlotsPerStage)];
+    p[kF] = sc.f_s; p[kB] = sc.b_s; p[kI] = sc.i_s; p[kW] = sc.w_s; p[kR] = sc.r_s;
+    p[kSendF] = sc.send_f_s; p[kSendB] = sc.send_b_s; p[kReduce] = sc.reduce_grad_s;
+    p[kOffload] = sc.offload_s; p[kReload] = sc.reload_s;
+  }
+  for (int r = 0; r < R; ++r) slot[static_cast<size_t>(s.num_stages * kSlotsPerStage + r)] = c.optimizer_s[static_cast<size_t>(r)];
+
+  const size_t N = nodes_.size();
+  std::vector<double> start(N), end(N);
+  std::vector<double> iter_end(static_cast<size_t>(K), 0.0);
+  const std::uint32_t* pr = preds_.data();
+  for (size_t i = 0; i < N; ++i) {
+    const Node& n = nodes_[i];
+    double t = 0;
+    for (std::uint32_t j = n.pred_begin; j < n.pred_end; ++j) t = std::max(t, end[pr[j]]);
+    double d = 0;
+    if (n.slot_a >= 0) d = slot[static_cast<size_t>(n.slot_a)] * n.factor_a;
+    if (n.slot_b >= 0) d += slot[static_cast<size_t>(n.slot_b)];
+    start[i] = t;
+    end[i] = t + d;
+    double& e = iter_end[static_cast<size_t>(n.iteration)];
+    e = std::max(e, end[i]);
+  }
+
+  EvalResult res;
+  res.iteration_time_s = K >= 2 ? iter_end[static_cast<size_t>(K - 1)] - iter_end[static_cast<size_t>(K - 2)] : iter_end[0];
+  const double T = res.iteration_time_s;
+  res.compute_s.assign(static_cast<size_t>(R), 0.0);
+  for (std::uint32_t id : compute_nodes_last_) res.compute_s[static_cast<size_t>(nodes_[id].rank)] += end[id] - start[id];
+  res.idle_s.resize(static_cast<size_t>(R));
+  double cmax = 0, idle_frac_sum = 0;
+  for (int r = 0; r < R; ++r) {
+    res.idle_s[static_cast<size_t>(r)] = T - res.compute_s[static_cast<size_t>(r)];
+    cmax = std::max(cmax, res.compute_s[static_cast<size_t>(r)]);
+    if (T > 0) idle_frac_sum += res.idle_s[static_cast<size_t>(r)] / T;
+  }
+  res.bubble_over_compute = cmax > 0 ? (T - cmax) / cmax : 0;
+  res.bubble_fraction = T > 0 ? (T - cmax) / T : 0;
+  res.mean_idle_fraction = idle_frac_sum / R;
+
+  // Communication stream busy and exposed time in the last iteration.
+  res.dp_comm_s.assign(static_cast<size_t>(R), 0.0);
+  res.exposed_dp_comm_s.assign(static_cast<size_t>(R), 0.0);
+  {
+    std::vector<std::vector<std::pair<double, double>>> busy(static_cast<size_t>(R)), comm(static_cast<size_t>(R));
+    for (size_t i = 0; i < N; ++i) {
+      const Node& n = nodes_[i];
+      if (n.iteration != K - 1 || end[i] <= start[i]) continue;
+      if (n.stream == Stream::Compute) busy[static_cast<size_t>(n.rank)].emplace_back(start[i], end[i]);
+      if (n.stream == Stream::Collective) comm[static_cast<size_t>(n.rank)].emplace_back(start[i], end[i]);
+    }
+    for (int r = 0; r < R; ++r) {
+      auto& b = busy[static_cast<size_t>(r)];
+      std::sort(b.begin(), b.end());
+      for (auto [cs, ce] : comm[static_cast<size_t>(r)]) {
+        res.dp_comm_s[static_cast<size_t>(r)] += ce - cs;
+        double covered = 0;
+        for (auto [bs, be] : b) covered += std::max(0.0, std::min(be, ce) - std::max(bs, cs));
+        res.exposed_dp_comm_s[static_cast<size_t>(r)] += (ce - cs) - covered;
+      }
+    }
+  }
+
+  // Microbatches held, in list order, weighted by stage size.
+  res.peak_activations.assign(static_cast<size_t>(R), 0.0);
+  for (int r = 0; r < R; ++r) {
+    double cur = 0, peak = 0;
+    for (auto [st, d] : held_[static_cast<size_t>(r)]) {
+      cur += d * c.stages[static_cast<size_t>(st)].weight;
+      peak = std::max(peak, cur);
+    }
+    res.peak_activations[static_cast<size_t>(r)] = peak;
+  }
+
+  res.peak_activation_bytes.assign(static_cast<size_t>(R), 0.0);
+  res.peak_host_bytes.assign(static_cast<size_t>(R), 0.0);
+  res.peak_memory_bytes.assign(static_cast<size_t>(R), 0.0);
+  if (opt_.memory) {
+    for (int r = 0; r < R; ++r) {
+      const auto& a = mem_compute_[static_cast<size_t>(r)];
+      const auto& b = mem_copy_[static_cast<size_t>(r)];
+      auto time_of = [&](const MemOp& op) { return op.at_end ? end[op.node] : start[op.node]; };
+      auto delta = [&](const MemOp& op, double& gpu, double& host) {
+        const StageCost& sc = c.stages[static_cast<size_t>(op.stage)];
+        double stored = (1 - op.fraction) * sc.act_bytes + op.fraction * sc.ckpt_bytes;
+        switch (op.what) {
+          case kAllocF: gpu += stored; break;
+          case kAllocR: gpu += op.fraction * (sc.act_bytes - sc.ckpt_bytes); break;
+          case kFree: gpu -= sc.act_bytes; break;
+          case kOffloadEnd: gpu -= stored; host += stored; break;
+          case kReloadStart: gpu += stored; break;
+          case kReloadEnd: host -= stored; break;
+        }
+      };
+      auto frees = [](const MemOp& op) { return op.what == kFree || op.what == kOffloadEnd || op.what == kReloadEnd; };
+      double gpu = 0, host = 0, peak_gpu = 0, peak_host = 0;
+      size_t i = 0, j = 0;
+      while (i < a.size() || j < b.size()) {
+        bool take_a;
+        if (j >= b.size()) take_a = true;
+        else if (i >= a.size()) take_a = false;
+        else {
+          double ta = time_of(a[i]), tb = time_of(b[j]);
+          take_a = ta < tb || (ta == tb && (frees(a[i]) || !frees(b[j])));
+        }
+        delta(take_a ? a[i++] : b[j++], gpu, host);
+        peak_gpu = std::max(peak_gpu, gpu);
+        peak_host = std::max(peak_host, host);
+      }
+      res.peak_activation_bytes[static_cast<size_t>(r)] = peak_gpu;
+      res.peak_host_bytes[static_cast<size_t>(r)] = peak_host;
+      res.peak_memory_bytes[static_cast<size_t>(r)] = c.static_bytes[static_cast<size_t>(r)] + peak_gpu;
+    }
+  }
+
+  if (opt_.record) {
+    res.spans.reserve(N);
+    for (size_t i = 0; i < N; ++i) {
+      const Node& n = nodes_[i];
+      if (n.stream == Stream::Compute && !n.is_compute) continue;  // posts and issues
+      res.spans.push_back({n.rank, n.stream, n.iteration, n.position, start[i], end[i]});
+    }
+  }
+  return res;
+}
+
+}  // namespace stagecraft::costmodel

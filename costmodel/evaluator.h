@@ -1,0 +1,104 @@
+// The fast evaluator: the timeline of a lowered schedule under a cost table, with no network
+// contention (every transfer gets its link to itself; the simulator models sharing).
+//
+// Semantics (docs/evaluator.md): each rank runs its actions in order on a compute stream;
+// SEND, RECV, REDUCE_GRAD, OFFLOAD and RELOAD take no compute-stream time. A transfer starts
+// when both its SEND and its RECV have been posted (rendezvous) and takes the stage's
+// send time. A compute action on (stage, microbatch) waits for every receive and reload of
+// that (stage, microbatch) posted before it in the list. REDUCE_GRAD runs on the rank's
+// communication stream, OFFLOAD/RELOAD on its copy stream, each in issue order; OPTIMIZER
+// waits for the rank's reductions. Several iterations run back to back; the last is reported.
+//
+// Construction compiles the schedule into a dependency graph in topological order (and finds
+// deadlocks); evaluate() then costs it in one pass, cheap enough for planners.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "costmodel/costs.h"
+#include "schedules/schedule.h"
+
+namespace stagecraft::costmodel {
+
+struct EvalOptions {
+  int iterations = 3;   // iterations run back to back; the last one is reported (steady state)
+  bool memory = true;   // per-rank peak memory from the timeline
+  bool record = false;  // keep every node's start and end (for traces)
+};
+
+enum class Stream : std::uint8_t { Compute = 0, P2P = 1, Collective = 2, Copy = 3 };
+
+struct Span {          // one executed piece of work, for traces
+  int rank = 0;
+  Stream stream = Stream::Compute;
+  int iteration = 0;
+  int position = 0;    // index in the rank's action list
+  double start_s = 0, end_s = 0;
+};
+
+struct EvalResult {
+  double iteration_time_s = 0;      // steady-state: end of the last iteration minus the one before
+  std::vector<double> compute_s;    // (ranks) busy time of the compute stream in one iteration
+  std::vector<double> idle_s;       // (ranks) iteration_time_s - compute_s
+  double bubble_over_compute = 0;   // (T - C) / C, C the busiest rank's compute (facts.md)
+  double bubble_fraction = 0;       // (T - C) / T
+  double mean_idle_fraction = 0;    // mean over ranks of idle_s / T
+  std::vector<double> peak_activations;       // (ranks) microbatches held at the peak, weighted by
+                                              // stage size: 1 = one microbatch through L/p layers
+  std::vector<double> peak_activation_bytes;  // (ranks) on the GPU, from the timeline
+  std::vector<double> peak_memory_bytes;      // (ranks) static + peak activations
+  std::vector<double> peak_host_bytes;        // (ranks) offloaded activations at the peak
+  std::vector<double> dp_comm_s;    // (ranks) busy time of the communication stream
+  std::vector<double> exposed_dp_comm_s;  // (ranks) communication-stream time not under compute
+  std::vector<Span> spans;          // every node when EvalOptions::record
+};
+
+class Evaluator {
+ public:
+  // Compiles the schedule. Throws ScheduleError (with the marked grid) when it deadlocks.
+  explicit Evaluator(const schedules::Schedule& lowered, EvalOptions opt = {});
+  EvalResult evaluate(const CostTable& costs) const;
+
+  const schedules::Schedule& schedule() const { return schedule_; }
+  const EvalOptions& options() const { return opt_; }
+  size_t num_nodes() const { return nodes_.size(); }
+
+ private:
+  enum Slot : std::uint8_t { kF, kB, kI, kW, kR, kSendF, kSendB, kReduce, kOffload, kReload, kSlotsPerStage };
+  struct Node {
+    std::uint32_t pred_begin = 0;  // into preds_
+    std::uint32_t pred_end = 0;
+    std::int32_t slot_a = -1;      // cost slot (stage * kSlotsPerStage + Slot), -1 = none
+    std::int32_t slot_b = -1;      // second slot (OVERLAP_F_B's backward)
+    double factor_a = 1;           // fraction applied to slot_a (R, REDUCE_GRAD)
+    std::int32_t rank = 0;
+    std::int32_t position = 0;     // in the rank's action list
+    std::int32_t iteration = 0;
+    Stream stream = Stream::Compute;
+    bool is_compute = false;       // counts as compute time (F, B, I, W, R, OVERLAP, OPTIMIZER)
+    bool optimizer = false;        // slot is the rank's optimizer step
+  };
+  schedules::Schedule schedule_;
+  EvalOptions opt_;
+  std::vector<Node> nodes_;              // topological order
+  std::vector<std::uint32_t> preds_;
+
+  // Memory bookkeeping for the last iteration, per rank, in time order per stream.
+  struct MemOp {
+    std::uint32_t node;
+    bool at_end;
+    std::int32_t stage;
+    std::uint8_t what;   // one of the MemWhat values in evaluator.cpp
+    double fraction;     // recompute fraction of this (stage, microbatch), 0 when none
+  };
+  std::vector<std::vector<MemOp>> mem_compute_;  // (ranks) compute-stream memory ops
+  std::vector<std::vector<MemOp>> mem_copy_;     // (ranks) copy-stream memory ops
+  std::vector<std::vector<std::pair<std::int32_t, int>>> held_;  // (ranks) list-order deltas (stage, +-1)
+  std::vector<std::uint32_t> compute_nodes_last_;  // compute-stream nodes of the last iteration
+
+  void compile();
+};
+
+}  // namespace stagecraft::costmodel

@@ -1,0 +1,55 @@
+#include "costmodel/flops.h"
+
+namespace stagecraft::costmodel::flops {
+namespace {
+double D(int v) { return static_cast<double>(v); }
+int mlp_matrices(const ModelSpec& m) { return m.kind == ModelKind::Llama ? 3 : 2; }
+}  // namespace
+
+double layer_matmul_forward_flops(const ModelSpec& m, int b) {
+  double bs = D(b) * D(m.seq_length), h = D(m.hidden_size), f = D(m.ffn_hidden_size);
+  return 2 * bs * h * (3 * h) + 2 * bs * h * h + 2 * bs * h * f * mlp_matrices(m);
+}
+
+double layer_attention_forward_flops(const ModelSpec& m, int b) {
+  double s = D(m.seq_length);
+  return 4 * D(b) * s * s * D(m.hidden_size);
+}
+
+double layer_forward_flops(const ModelSpec& m, int b) {
+  return layer_matmul_forward_flops(m, b) + layer_attention_forward_flops(m, b);
+}
+
+double layer_backward_input_flops(const ModelSpec& m, int b) {
+  return layer_matmul_forward_flops(m, b) + 2 * layer_attention_forward_flops(m, b);
+}
+
+double layer_backward_weight_flops(const ModelSpec& m, int b) { return layer_matmul_forward_flops(m, b); }
+
+double head_forward_flops(const ModelSpec& m, int b) {
+  return 2 * D(b) * D(m.seq_length) * D(m.hidden_size) * D(m.vocab_size);
+}
+
+double model_flops_per_iteration(const ModelSpec& m, long global_batch) {
+  int b = 1;
+  double per_sample = D(m.num_layers) * layer_forward_flops(m, b) + head_forward_flops(m, b);
+  return 3 * per_sample * static_cast<double>(global_batch);
+}
+
+double layer_params(const ModelSpec& m) {
+  double h = D(m.hidden_size), f = D(m.ffn_hidden_size);
+  bool llama = m.kind == ModelKind::Llama;            // no biases, RMSNorm with one vector
+  double attention = 4 * h * h + (llama ? 0 : 4 * h);  // QKV and output projections
+  double mlp = llama ? 3 * h * f : 2 * h * f + f + h;
+  double norms = llama ? 2 * h : 4 * h;
+  return attention + mlp + norms;  // 12h^2 + 13h for GPT with f = 4h (facts.md)
+}
+
+double embedding_params(const ModelSpec& m) {
+  double h = D(m.hidden_size);
+  return D(m.vocab_size) * h + (m.kind == ModelKind::Llama ? 0 : D(m.seq_length) * h);
+}
+
+double model_params(const ModelSpec& m) { return D(m.num_layers) * layer_params(m) + embedding_params(m); }
+
+}  // namespace stagecraft::costmodel::flops

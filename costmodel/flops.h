@@ -1,0 +1,40 @@
+// FLOP accounting, in one place, each formula with its source. b = microbatch size,
+// s = sequence length, h = hidden size, f = FFN hidden size, V = vocabulary, l = layers.
+#pragma once
+
+#include "costmodel/specs.h"
+
+namespace stagecraft::costmodel::flops {
+
+// Forward FLOPs of the weight matrix products of one transformer layer for one microbatch:
+// QKV 6bsh^2, attention output 2bsh^2, MLP 4bshf (GELU, two matrices) or 6bshf (SwiGLU,
+// three). With f = 4h this is Megatron-LM's 24bsh^2 (Narayanan et al., SC 2021, Sec. 5.1).
+double layer_matmul_forward_flops(const ModelSpec& m, int b);
+// Forward FLOPs of the attention core (QK^T and attention x V): 4bs^2h (same source).
+double layer_attention_forward_flops(const ModelSpec& m, int b);
+// Both: 24bsh^2 + 4bs^2h for f = 4h (facts.md, Megatron-LM SC21).
+double layer_forward_flops(const ModelSpec& m, int b);
+// Backward is twice the forward (Megatron-LM SC21). Split as zero-bubble runtimes split it
+// (Qi et al., ICLR 2024): the input-gradient part I repeats every product once (matrix
+// products and the attention core), the weight-gradient part W repeats only the matrix
+// products: B = I + W = 2F.
+double layer_backward_input_flops(const ModelSpec& m, int b);
+double layer_backward_weight_flops(const ModelSpec& m, int b);
+// Logits of the LM head, forward: 2bshV (facts.md, Megatron-LM SC21). Its backward splits into
+// 2bshV for the input and 2bshV for the weight.
+double head_forward_flops(const ModelSpec& m, int b);
+
+// Model FLOPs of one iteration (global batch B samples) without recomputation, as MFU counts
+// them: 3 x (forward of every layer and the head) = 72Bslh^2(1 + s/(6h) + V/(12lh)) for
+// f = 4h; the same count as Megatron-LM SC21's formula without its recomputation term and as
+// llm.c's 6N + 6LCT per token.
+double model_flops_per_iteration(const ModelSpec& m, long global_batch);
+// Parameters of one transformer layer: 12h^2 + 13h for GPT/BERT with f = 4h (facts.md);
+// LLaMA: 4h^2 + 3hf + 2h (no biases, RMSNorm).
+double layer_params(const ModelSpec& m);
+// Token embedding V*h, plus learned positions s*h for GPT and BERT.
+double embedding_params(const ModelSpec& m);
+// Parameter count of the whole model (embeddings and head counted once: tied weights).
+double model_params(const ModelSpec& m);
+
+}  // namespace stagecraft::costmodel::flops

@@ -1,0 +1,62 @@
+#include "costmodel/memory.h"
+
+#include "costmodel/flops.h"
+
+namespace stagecraft::costmodel::memory {
+namespace {
+double D(int v) { return static_cast<double>(v); }
+double sbh(const ModelSpec& m, int b) { return D(m.seq_length) * D(b) * D(m.hidden_size); }
+double scale(const ModelSpec& m) { return D(m.bytes_per_activation) / 2.0; }
+double mlp_sharded(const ModelSpec& m) {
+  double per_h = D(m.ffn_hidden_size) / D(m.hidden_size);
+  return (m.kind == ModelKind::Llama ? 6.0 : 4.0) * per_h;  // 16 for GPT with f = 4h
+}
+}  // namespace
+
+double layer_activation_selective_bytes(const ModelSpec& m, int b, int t) {
+  return sbh(m, b) * (10.0 + (8.0 + mlp_sharded(m)) / t) * scale(m);
+}
+
+double layer_activation_bytes(const ModelSpec& m, int b, int t) {
+  double attention_core = 5.0 * D(m.num_heads) * D(m.seq_length) / (D(m.hidden_size) * t);
+  return layer_activation_selective_bytes(m, b, t) + sbh(m, b) * attention_core * scale(m);
+}
+
+double layer_checkpoint_bytes(const ModelSpec& m, int b) { return 2.0 * sbh(m, b) * scale(m); }
+
+double embedding_activation_bytes(const ModelSpec& m, int b) { return sbh(m, b); }
+
+double head_activation_bytes(const ModelSpec& m, int b, int t) {
+  return 2.0 * sbh(m, b) * scale(m) + 4.0 * D(m.seq_length) * D(b) * D(m.vocab_size) / t;
+}
+
+double boundary_message_bytes(const ModelSpec& m, int b) { return sbh(m, b) * D(m.bytes_per_activation); }
+
+double tp_allreduce_bytes(const ModelSpec& m, int b) { return sbh(m, b) * D(m.bytes_per_activation); }
+
+double layer_params_per_rank(const ModelSpec& m, int t) {
+  double h = D(m.hidden_size);
+  double norms = m.kind == ModelKind::Llama ? 2 * h : 4 * h;
+  return (flops::layer_params(m) - norms) / t + norms;
+}
+
+double embedding_params_per_rank(const ModelSpec& m, int t) { return flops::embedding_params(m) / t; }
+
+double head_params_per_rank(const ModelSpec& m, int t) {
+  double h = D(m.hidden_size);
+  return D(m.vocab_size) * h / t + 2 * h;
+}
+
+double static_bytes_per_param(const ModelSpec& m) {
+  double master = m.bytes_per_param < 4 ? 4.0 : 0.0;
+  return 2.0 * m.bytes_per_param + master + 8.0;
+}
+
+double optimizer_traffic_bytes_per_param(const ModelSpec& m) {
+  double master = m.bytes_per_param < 4 ? 4.0 : 0.0;
+  double in = 2.0 * m.bytes_per_param + master + 8.0;
+  double out = m.bytes_per_param + master + 8.0;
+  return in + out;
+}
+
+}  // namespace stagecraft::costmodel::memory

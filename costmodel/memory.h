@@ -1,0 +1,49 @@
+// Memory accounting, in one place, each formula with its source. Activation formulas are for
+// 16-bit activations (Korthikanti et al., "Reducing Activation Recomputation in Large
+// Transformer Models", MLSys 2023) and are scaled by bytes_per_activation / 2.
+#pragma once
+
+#include "costmodel/specs.h"
+
+namespace stagecraft::costmodel::memory {
+
+// Activations one transformer layer keeps for its backward, one microbatch of b samples,
+// tensor parallel t, no sequence parallelism: sbh(10 + 24/t + 5as/(ht)) for f = 4h
+// (Korthikanti Sec. 4.2, eq. 2). The 24 splits into 8 (attention: Q, K, V, output-projection
+// input) and 4f/h (MLP: GELU input and output); a gated MLP (LLaMA) keeps 6f/h (assumption:
+// gate, up and activation outputs).
+double layer_activation_bytes(const ModelSpec& m, int b, int t);
+// With selective recomputation the attention core's 5as/(ht) term is recomputed, not kept
+// (Korthikanti Sec. 5).
+double layer_activation_selective_bytes(const ModelSpec& m, int b, int t);
+// With full recomputation only the layer input stays: 2sbh (Korthikanti Sec. 4.3).
+double layer_checkpoint_bytes(const ModelSpec& m, int b);
+// First stage: the embedding's dropout mask, sbh (one byte per element).
+double embedding_activation_bytes(const ModelSpec& m, int b);
+// Last stage: the final norm's input 2sbh and the logits kept in 32-bit for the
+// cross-entropy, 4sbV/t (Korthikanti Sec. 4.3).
+double head_activation_bytes(const ModelSpec& m, int b, int t);
+
+// Bytes of one point-to-point activation or gradient message between stages: sbh elements.
+double boundary_message_bytes(const ModelSpec& m, int b);
+// Bytes of one tensor-parallel all-reduce (Megatron: two per layer forward, two backward):
+// sbh elements (facts.md).
+double tp_allreduce_bytes(const ModelSpec& m, int b);
+
+// Parameters of one layer held by one tensor-parallel rank: weight matrices split t ways,
+// norms (and, for simplicity, biases) replicated.
+double layer_params_per_rank(const ModelSpec& m, int t);
+// Embedding (vocabulary-parallel, Megatron) held by one tensor-parallel rank.
+double embedding_params_per_rank(const ModelSpec& m, int t);
+// LM head on the last stage (a copy of the tied embedding) plus the final norm.
+double head_params_per_rank(const ModelSpec& m, int t);
+
+// Bytes per parameter for weights, gradients and Adam states: weight and gradient in
+// bytes_per_param, a 32-bit master copy when weights are narrower, two 32-bit moments.
+// 16 bytes for mixed-precision Adam (facts.md; ZeRO paper, Rajbhandari et al. SC20).
+double static_bytes_per_param(const ModelSpec& m);
+// Bytes an Adam step reads and writes per parameter (weight, gradient, master, moments in;
+// weight, master, moments out): the optimizer step is memory-bound.
+double optimizer_traffic_bytes_per_param(const ModelSpec& m);
+
+}  // namespace stagecraft::costmodel::memory

@@ -1,0 +1,29 @@
+// Named presets of models and clusters: the JSON files under costmodel/presets/, compiled into
+// the library so the program works from any directory. A name that is not a preset but ends
+// in .json is read as a file.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "costmodel/specs.h"
+
+namespace stagecraft::costmodel {
+
+struct PresetEntry {
+  std::string kind;   // "model" or "cluster"
+  std::string name;   // file name without .json
+  std::string json;   // file contents
+};
+
+const std::vector<PresetEntry>& preset_entries();
+std::vector<std::string> model_preset_names();
+std::vector<std::string> cluster_preset_names();
+
+// A preset name or the path of a JSON file; throws InputError listing the presets.
+ModelSpec load_model(const std::string& name_or_path);
+ClusterSpec load_cluster(const std::string& name_or_path);
+ParallelPlan load_plan_file(const std::string& path);
+
+}  // namespace stagecraft::costmodel

@@ -1,0 +1,314 @@
+#include "costmodel/specs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "schedules/error.h"
+
+namespace stagecraft::costmodel {
+namespace {
+
+std::string num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+[[noreturn]] void bad(const std::string& what, const std::string& field, const std::string& value,
+                      const std::string& allowed) {
+  throw InputError(what + "." + field + " = " + value + " is invalid (" + allowed + ")");
+}
+
+// Reads fields of one JSON object, naming "<what>.<field>" in every error, and rejects
+// fields it does not know (a typo would otherwise pass silently).
+class Reader {
+ public:
+  Reader(const nlohmann::json& j, std::string what) : j_(j), what_(std::move(what)) {
+    if (!j.is_object()) throw InputError(what_ + ": expected a JSON object, got " + std::string(j.type_name()));
+  }
+  template <class T>
+  T req(const char* field) {
+    seen_.insert(field);
+    if (!j_.contains(field)) throw InputError(what_ + "." + field + " is missing");
+    return get<T>(field);
+  }
+  template <class T>
+  T opt(const char* field, T def) {
+    seen_.insert(field);
+    if (!j_.contains(field)) return def;
+    return get<T>(field);
+  }
+  void done() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      if (!seen_.count(it.key())) {
+        std::string allowed;
+        for (const auto& s : seen_) allowed += (allowed.empty() ? "" : ", ") + s;
+        throw InputError(what_ + "." + it.key() + " is not a known field (allowed: " + allowed + ")");
+      }
+  }
+
+ private:
+  template <class T>
+  T get(const char* field) {
+    const auto& v = j_.at(field);
+    if constexpr (std::is_same_v<T, int>) {
+      if (!v.is_number_integer()) throw InputError(what_ + "." + field + " = " + v.dump() + " is invalid (expected an integer)");
+    } else if constexpr (std::is_same_v<T, double>) {
+      if (!v.is_number()) throw InputError(what_ + "." + field + " = " + v.dump() + " is invalid (expected a number)");
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) throw InputError(what_ + "." + field + " = " + v.dump() + " is invalid (expected a string)");
+    }
+    try {
+      return v.get<T>();
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(what_ + "." + field + " = " + v.dump() + " has the wrong type (" + e.what() + ")");
+    }
+  }
+  const nlohmann::json& j_;
+  std::string what_;
+  std::set<std::string> seen_;
+};
+
+void positive(const std::string& what, const char* field, double v) {
+  if (!(v > 0) || !std::isfinite(v)) bad(what, field, num(v), "must be greater than 0");
+}
+void non_negative(const std::string& what, const char* field, double v) {
+  if (!(v >= 0) || !std::isfinite(v)) bad(what, field, num(v), "must be 0 or more");
+}
+
+}  // namespace
+
+std::string_view kind_name(ModelKind k) {
+  switch (k) {
+    case ModelKind::Gpt: return "gpt";
+    case ModelKind::Bert: return "bert";
+    case ModelKind::Llama: return "llama";
+  }
+  return "?";
+}
+
+ModelKind parse_kind(const std::string& s) {
+  if (s == "gpt") return ModelKind::Gpt;
+  if (s == "bert") return ModelKind::Bert;
+  if (s == "llama") return ModelKind::Llama;
+  bad("model", "kind", "\"" + s + "\"", "allowed: gpt, bert, llama");
+}
+
+std::string_view recompute_name(RecomputePolicy p) {
+  switch (p) {
+    case RecomputePolicy::None: return "none";
+    case RecomputePolicy::Full: return "full";
+    case RecomputePolicy::Selective: return "selective";
+  }
+  return "?";
+}
+
+RecomputePolicy parse_recompute(const std::string& s) {
+  if (s == "none") return RecomputePolicy::None;
+  if (s == "full") return RecomputePolicy::Full;
+  if (s == "selective") return RecomputePolicy::Selective;
+  bad("plan", "recompute", "\"" + s + "\"", "allowed: none, full, selective");
+}
+
+nlohmann::json to_json(const ModelSpec& m) {
+  return {{"name", m.name},
+          {"kind", std::string(kind_name(m.kind))},
+          {"num_layers", m.num_layers},
+          {"hidden_size", m.hidden_size},
+          {"num_heads", m.num_heads},
+          {"ffn_hidden_size", m.ffn_hidden_size},
+          {"seq_length", m.seq_length},
+          {"vocab_size", m.vocab_size},
+          {"bytes_per_param", m.bytes_per_param},
+          {"bytes_per_activation", m.bytes_per_activation},
+          {"source", m.source}};
+}
+
+nlohmann::json to_json(const ClusterSpec& c) {
+  return {{"name", c.name},
+          {"nodes", c.nodes},
+          {"gpus_per_node", c.gpus_per_node},
+          {"gpu_name", c.gpu_name},
+          {"gpu_peak_flops_per_s", c.gpu_peak_flops_per_s},
+          {"gpu_memory_bytes", c.gpu_memory_bytes},
+          {"gpu_memory_bandwidth_Bps", c.gpu_memory_bandwidth_Bps},
+          {"achieved_efficiency", c.achieved_efficiency},
+          {"intra_node_link", c.intra_node_link},
+          {"intra_node_bandwidth_Bps", c.intra_node_bandwidth_Bps},
+          {"intra_node_latency_s", c.intra_node_latency_s},
+          {"fast_group_size", c.fast_group_size},
+          {"fast_group_link", c.fast_group_link},
+          {"fast_group_bandwidth_Bps", c.fast_group_bandwidth_Bps},
+          {"fast_group_latency_s", c.fast_group_latency_s},
+          {"inter_node_link", c.inter_node_link},
+          {"inter_node_bandwidth_Bps", c.inter_node_bandwidth_Bps},
+          {"inter_node_latency_s", c.inter_node_latency_s},
+          {"nics_per_node", c.nics_per_node},
+          {"inter_node_topology", c.inter_node_topology},
+          {"host_link_bandwidth_Bps", c.host_link_bandwidth_Bps},
+          {"source", c.source}};
+}
+
+nlohmann::json to_json(const ParallelPlan& p) {
+  return {{"dp", p.dp},
+          {"tp", p.tp},
+          {"pp", p.pp},
+          {"microbatch_size", p.microbatch_size},
+          {"num_microbatches", p.num_microbatches},
+          {"schedule", p.schedule},
+          {"schedule_params", p.schedule_params},
+          {"recompute", std::string(recompute_name(p.recompute))},
+          {"rank_order", p.rank_order},
+          {"stage_layers", p.stage_layers}};
+}
+
+ModelSpec model_from_json(const nlohmann::json& j) {
+  Reader r(j, "model");
+  ModelSpec m;
+  m.name = r.opt<std::string>("name", "custom");
+  m.kind = parse_kind(r.opt<std::string>("kind", "gpt"));
+  m.num_layers = r.req<int>("num_layers");
+  m.hidden_size = r.req<int>("hidden_size");
+  m.num_heads = r.req<int>("num_heads");
+  m.ffn_hidden_size = r.opt<int>("ffn_hidden_size", 4 * m.hidden_size);
+  m.seq_length = r.req<int>("seq_length");
+  m.vocab_size = r.req<int>("vocab_size");
+  m.bytes_per_param = r.opt<int>("bytes_per_param", 2);
+  m.bytes_per_activation = r.opt<int>("bytes_per_activation", 2);
+  m.source = r.opt<std::string>("source", "");
+  r.done();
+  check(m);
+  return m;
+}
+
+ClusterSpec cluster_from_json(const nlohmann::json& j) {
+  Reader r(j, "cluster");
+  ClusterSpec c;
+  c.name = r.opt<std::string>("name", "custom");
+  c.nodes = r.req<int>("nodes");
+  c.gpus_per_node = r.req<int>("gpus_per_node");
+  c.gpu_name = r.opt<std::string>("gpu_name", "");
+  c.gpu_peak_flops_per_s = r.req<double>("gpu_peak_flops_per_s");
+  c.gpu_memory_bytes = r.req<double>("gpu_memory_bytes");
+  c.gpu_memory_bandwidth_Bps = r.req<double>("gpu_memory_bandwidth_Bps");
+  c.achieved_efficiency = r.req<double>("achieved_efficiency");
+  c.intra_node_link = r.opt<std::string>("intra_node_link", "pcie");
+  c.intra_node_bandwidth_Bps = r.req<double>("intra_node_bandwidth_Bps");
+  c.intra_node_latency_s = r.req<double>("intra_node_latency_s");
+  c.fast_group_size = r.opt<int>("fast_group_size", 0);
+  c.fast_group_link = r.opt<std::string>("fast_group_link", "");
+  c.fast_group_bandwidth_Bps = r.opt<double>("fast_group_bandwidth_Bps", 0);
+  c.fast_group_latency_s = r.opt<double>("fast_group_latency_s", 0);
+  c.inter_node_link = r.opt<std::string>("inter_node_link", "");
+  c.inter_node_bandwidth_Bps = r.req<double>("inter_node_bandwidth_Bps");
+  c.inter_node_latency_s = r.req<double>("inter_node_latency_s");
+  c.nics_per_node = r.opt<int>("nics_per_node", 1);
+  c.inter_node_topology = r.opt<std::string>("inter_node_topology", "star");
+  c.host_link_bandwidth_Bps = r.req<double>("host_link_bandwidth_Bps");
+  c.source = r.opt<std::string>("source", "");
+  r.done();
+  check(c);
+  return c;
+}
+
+ParallelPlan plan_from_json(const nlohmann::json& j) {
+  Reader r(j, "plan");
+  ParallelPlan p;
+  p.dp = r.opt<int>("dp", 1);
+  p.tp = r.opt<int>("tp", 1);
+  p.pp = r.opt<int>("pp", 1);
+  p.microbatch_size = r.opt<int>("microbatch_size", 1);
+  p.num_microbatches = r.req<int>("num_microbatches");
+  p.schedule = r.opt<std::string>("schedule", "1f1b");
+  p.schedule_params = r.opt<nlohmann::json>("schedule_params", nlohmann::json::object());
+  p.recompute = parse_recompute(r.opt<std::string>("recompute", "none"));
+  p.rank_order = r.opt<std::string>("rank_order", "tp-dp-pp");
+  p.stage_layers = r.opt<std::vector<int>>("stage_layers", {});
+  r.done();
+  check(p);
+  return p;
+}
+
+void check(const ModelSpec& m) {
+  const std::string w = "model '" + m.name + "'";
+  positive(w, "num_layers", m.num_layers);
+  positive(w, "hidden_size", m.hidden_size);
+  positive(w, "num_heads", m.num_heads);
+  positive(w, "ffn_hidden_size", m.ffn_hidden_size);
+  positive(w, "seq_length", m.seq_length);
+  positive(w, "vocab_size", m.vocab_size);
+  if (m.hidden_size % m.num_heads != 0)
+    bad(w, "hidden_size", std::to_string(m.hidden_size), "must be a multiple of num_heads = " + std::to_string(m.num_heads));
+  for (auto [field, v] : {std::pair{"bytes_per_param", m.bytes_per_param}, {"bytes_per_activation", m.bytes_per_activation}})
+    if (v != 1 && v != 2 && v != 4) bad(w, field, std::to_string(v), "allowed: 1, 2, 4");
+}
+
+void check(const ClusterSpec& c) {
+  const std::string w = "cluster '" + c.name + "'";
+  positive(w, "nodes", c.nodes);
+  positive(w, "gpus_per_node", c.gpus_per_node);
+  positive(w, "gpu_peak_flops_per_s", c.gpu_peak_flops_per_s);
+  positive(w, "gpu_memory_bytes", c.gpu_memory_bytes);
+  positive(w, "gpu_memory_bandwidth_Bps", c.gpu_memory_bandwidth_Bps);
+  if (!(c.achieved_efficiency > 0 && c.achieved_efficiency <= 1))
+    bad(w, "achieved_efficiency", num(c.achieved_efficiency), "must be in (0, 1]");
+  if (c.intra_node_link != "pcie" && c.intra_node_link != "nvlink" && c.intra_node_link != "nvswitch")
+    bad(w, "intra_node_link", "\"" + c.intra_node_link + "\"", "allowed: pcie, nvlink, nvswitch");
+  positive(w, "intra_node_bandwidth_Bps", c.intra_node_bandwidth_Bps);
+  non_negative(w, "intra_node_latency_s", c.intra_node_latency_s);
+  if (c.fast_group_size < 0) bad(w, "fast_group_size", std::to_string(c.fast_group_size), "must be 0 (none) or more");
+  if (c.fast_group_size > 1) {
+    if (c.gpus_per_node % c.fast_group_size != 0)
+      bad(w, "fast_group_size", std::to_string(c.fast_group_size), "must divide gpus_per_node = " + std::to_string(c.gpus_per_node));
+    positive(w, "fast_group_bandwidth_Bps", c.fast_group_bandwidth_Bps);
+    non_negative(w, "fast_group_latency_s", c.fast_group_latency_s);
+  }
+  positive(w, "inter_node_bandwidth_Bps", c.inter_node_bandwidth_Bps);
+  non_negative(w, "inter_node_latency_s", c.inter_node_latency_s);
+  positive(w, "nics_per_node", c.nics_per_node);
+  if (c.inter_node_topology != "star" && c.inter_node_topology != "fat-tree")
+    bad(w, "inter_node_topology", "\"" + c.inter_node_topology + "\"", "allowed: star, fat-tree");
+  positive(w, "host_link_bandwidth_Bps", c.host_link_bandwidth_Bps);
+}
+
+void check(const ParallelPlan& p) {
+  const std::string w = "plan";
+  positive(w, "dp", p.dp);
+  positive(w, "tp", p.tp);
+  positive(w, "pp", p.pp);
+  positive(w, "microbatch_size", p.microbatch_size);
+  positive(w, "num_microbatches", p.num_microbatches);
+  if (!p.schedule_params.is_object()) bad(w, "schedule_params", p.schedule_params.dump(), "must be a JSON object");
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char ch : p.rank_order + "-") {
+    if (ch == '-') {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  std::vector<std::string> sorted = parts;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != std::vector<std::string>{"dp", "pp", "tp"})
+    bad(w, "rank_order", "\"" + p.rank_order + "\"", "a permutation of tp, dp, pp joined by '-', fastest first, e.g. tp-dp-pp");
+  for (size_t i = 0; i < p.stage_layers.size(); ++i)
+    if (p.stage_layers[i] < 1) bad(w, ("stage_layers[" + std::to_string(i) + "]").c_str(), std::to_string(p.stage_layers[i]), "must be at least 1");
+}
+
+void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) {
+  if (p.num_gpus() != c.num_gpus())
+    throw InputError("plan: dp*tp*pp = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
+                     " = " + std::to_string(p.num_gpus()) + " GPUs, but cluster '" + c.name + "' has " +
+                     std::to_string(c.num_gpus()) + " (" + std::to_string(c.nodes) + " nodes x " +
+                     std::to_string(c.gpus_per_node) + "); they must be equal");
+  if (m.num_heads % p.tp != 0)
+    bad("plan", "tp", std::to_string(p.tp), "must divide the model's num_heads = " + std::to_string(m.num_heads));
+  if (m.ffn_hidden_size % p.tp != 0)
+    bad("plan", "tp", std::to_string(p.tp), "must divide the model's ffn_hidden_size = " + std::to_string(m.ffn_hidden_size));
+}
+
+}  // namespace stagecraft::costmodel

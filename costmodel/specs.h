@@ -1,0 +1,101 @@
+// The three inputs of every estimate: the model, the cluster and the parallel plan. Each has
+// JSON in and out (units in every field name) and a check that names the bad field, its value
+// and what is allowed. Presets live as JSON files under costmodel/presets/.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace stagecraft::costmodel {
+
+enum class ModelKind {
+  Gpt,    // decoder, GELU MLP (two matrices)
+  Bert,   // encoder, GELU MLP; same per-layer arithmetic as Gpt
+  Llama,  // decoder, gated SwiGLU MLP (three matrices), no biases
+};
+
+struct ModelSpec {
+  std::string name;               // preset name or "custom"
+  ModelKind kind = ModelKind::Gpt;
+  int num_layers = 0;             // transformer layers l
+  int hidden_size = 0;            // h
+  int num_heads = 0;              // a
+  int ffn_hidden_size = 0;        // f (4h for GPT and BERT)
+  int seq_length = 0;             // s, tokens per sample
+  int vocab_size = 0;             // V
+  int bytes_per_param = 2;        // bytes of one weight (2 for 16-bit training)
+  int bytes_per_activation = 2;   // bytes of one activation element
+  std::string source;             // where the figures come from
+};
+
+struct ClusterSpec {
+  std::string name;
+  int nodes = 0;
+  int gpus_per_node = 0;
+  std::string gpu_name;
+  double gpu_peak_flops_per_s = 0;      // dense 16-bit tensor peak of one GPU
+  double gpu_memory_bytes = 0;          // memory of one GPU
+  double gpu_memory_bandwidth_Bps = 0;  // HBM/GDDR bandwidth of one GPU (optimizer step)
+  double achieved_efficiency = 0;       // fraction of peak that layer GEMMs reach, (0, 1]
+  std::string intra_node_link;          // "pcie", "nvlink" or "nvswitch"
+  double intra_node_bandwidth_Bps = 0;  // per GPU, per direction
+  double intra_node_latency_s = 0;
+  int fast_group_size = 0;              // > 1: GPUs come in groups joined by a faster link
+  std::string fast_group_link;          // e.g. "nvlink-bridge"
+  double fast_group_bandwidth_Bps = 0;  // per GPU, per direction, inside a fast group
+  double fast_group_latency_s = 0;
+  std::string inter_node_link;          // names the network, e.g. "infiniband-hdr"
+  double inter_node_bandwidth_Bps = 0;  // per NIC, per direction
+  double inter_node_latency_s = 0;
+  int nics_per_node = 1;
+  std::string inter_node_topology = "star";  // "star" or "fat-tree"
+  double host_link_bandwidth_Bps = 0;   // GPU <-> host memory, per GPU, per direction (offload)
+  std::string source;
+
+  int num_gpus() const { return nodes * gpus_per_node; }
+};
+
+enum class RecomputePolicy {
+  None,       // keep every activation
+  Full,       // keep each layer's input, recompute the layer before its backward
+  Selective,  // recompute only the attention core (Korthikanti et al., MLSys 2023)
+};
+
+struct ParallelPlan {
+  int dp = 1;                        // data-parallel degree
+  int tp = 1;                        // tensor-parallel degree
+  int pp = 1;                        // pipeline ranks
+  int microbatch_size = 1;           // b, samples per microbatch
+  int num_microbatches = 1;          // m, microbatches per iteration (per data-parallel rank)
+  std::string schedule = "1f1b";     // registered schedule name
+  nlohmann::json schedule_params = nlohmann::json::object();  // e.g. {"chunks": 2}
+  RecomputePolicy recompute = RecomputePolicy::None;
+  std::string rank_order = "tp-dp-pp";  // fastest-varying first; any permutation of tp, dp, pp
+  std::vector<int> stage_layers;     // layers per stage of one pipeline chain; empty = balanced
+
+  int num_gpus() const { return dp * tp * pp; }
+  long global_batch() const { return static_cast<long>(dp) * microbatch_size * num_microbatches; }
+};
+
+std::string_view kind_name(ModelKind k);
+ModelKind parse_kind(const std::string& s);  // throws InputError
+std::string_view recompute_name(RecomputePolicy p);
+RecomputePolicy parse_recompute(const std::string& s);  // throws InputError
+
+nlohmann::json to_json(const ModelSpec& m);
+nlohmann::json to_json(const ClusterSpec& c);
+nlohmann::json to_json(const ParallelPlan& p);
+// Parsers check every field; the error names "<what>.<field>", the value and what is allowed.
+ModelSpec model_from_json(const nlohmann::json& j);
+ClusterSpec cluster_from_json(const nlohmann::json& j);
+ParallelPlan plan_from_json(const nlohmann::json& j);
+
+void check(const ModelSpec& m);
+void check(const ClusterSpec& c);
+void check(const ParallelPlan& p);
+// Cross checks: tp*dp*pp equals the GPU count, tp divides the heads, enough layers for the
+// stages, explicit stage layers adding up.
+void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p);
+
+}  // namespace stagecraft::costmodel

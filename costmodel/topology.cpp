@@ -1,0 +1,137 @@
+#include "costmodel/topology.h"
+
+#include <algorithm>
+#include <set>
+
+namespace stagecraft::costmodel {
+
+Topology::Topology(const ClusterSpec& cluster, const ParallelPlan& plan) : cluster_(cluster) {
+  size_ = {plan.tp, plan.dp, plan.pp};
+  gpus_per_node_ = cluster.gpus_per_node;
+  // rank_order was checked by check(ParallelPlan): "a-b-c", fastest first.
+  std::string o = plan.rank_order;
+  auto axis = [](const std::string& n) { return n == "tp" ? kTp : n == "dp" ? kDp : kPp; };
+  order_ = {axis(o.substr(0, 2)), axis(o.substr(3, 2)), axis(o.substr(6, 2))};
+}
+
+int Topology::global_rank(const Coords& c) const {
+  int r = 0, stride = 1;
+  for (Axis a : order_) {
+    r += c[a] * stride;
+    stride *= size_[a];
+  }
+  return r;
+}
+
+Coords Topology::coords(int g) const {
+  Coords c;
+  for (Axis a : order_) {
+    int v = g % size_[a];
+    g /= size_[a];
+    if (a == kTp) c.tp = v;
+    if (a == kDp) c.dp = v;
+    if (a == kPp) c.pp = v;
+  }
+  return c;
+}
+
+Link Topology::raw_link(int a, int b) const {
+  if (a == b) return {0, 0, "self"};
+  if (node_of(a) != node_of(b)) return {cluster_.inter_node_bandwidth_Bps, cluster_.inter_node_latency_s, "inter-node"};
+  int fg = cluster_.fast_group_size;
+  if (fg > 1 && (a % gpus_per_node_) / fg == (b % gpus_per_node_) / fg)
+    return {cluster_.fast_group_bandwidth_Bps, cluster_.fast_group_latency_s, "fast-group"};
+  return {cluster_.intra_node_bandwidth_Bps, cluster_.intra_node_latency_s, "intra-node"};
+}
+
+Link Topology::inter_node_shared(int flows) const {
+  flows = std::max(flows, 1);
+  double share = static_cast<double>(std::min(flows, cluster_.nics_per_node)) / flows;
+  return {cluster_.inter_node_bandwidth_Bps * share, cluster_.inter_node_latency_s, "inter-node"};
+}
+
+Link Topology::p2p_link(int pp_a, int pp_b) const {
+  auto key = std::make_pair(pp_a, pp_b);
+  if (auto it = p2p_cache_.find(key); it != p2p_cache_.end()) return it->second;
+  Link worst{0, 0, "self"};
+  for (int t = 0; t < size_[kTp]; ++t)
+    for (int d = 0; d < size_[kDp]; ++d) {
+      int a = global_rank({t, d, pp_a}), b = global_rank({t, d, pp_b});
+      Link l = raw_link(a, b);
+      if (l.kind == "self") continue;
+      if (l.kind == "inter-node") {
+        // Every rank of stage pp_a on this node that talks to stage pp_b off-node sends at once.
+        int flows = 0, node = node_of(a);
+        for (int g = node * gpus_per_node_; g < (node + 1) * gpus_per_node_; ++g) {
+          Coords c = coords(g);
+          if (c.pp == pp_a && node_of(global_rank({c.tp, c.dp, pp_b})) != node) ++flows;
+        }
+        l = inter_node_shared(flows);
+      }
+      if (worst.kind == "self" || l.bandwidth_Bps < worst.bandwidth_Bps) worst = l;
+    }
+  p2p_cache_[key] = worst;
+  return worst;
+}
+
+Link Topology::group_link(Axis axis) const {
+  if (auto it = group_cache_.find(axis); it != group_cache_.end()) return it->second;
+  int n = size_[axis];
+  Link worst{0, 0, "self"};
+  if (n > 1) {
+    int total = size_[0] * size_[1] * size_[2];
+    // Groups: ranks sharing the two other coordinates. Identify a group by its member with
+    // coordinate 0 along the axis.
+    std::vector<std::vector<int>> groups;
+    std::vector<int> group_of(static_cast<size_t>(total), -1);
+    for (int g = 0; g < total; ++g) {
+      Coords c = coords(g);
+      if (c[axis] != 0) continue;
+      std::vector<int> members;
+      for (int k = 0; k < n; ++k) {
+        Coords m = c;
+        if (axis == kTp) m.tp = k;
+        if (axis == kDp) m.dp = k;
+        if (axis == kPp) m.pp = k;
+        members.push_back(global_rank(m));
+      }
+      for (int mbr : members) group_of[static_cast<size_t>(mbr)] = static_cast<int>(groups.size());
+      groups.push_back(members);
+    }
+    // Groups crossing each node: those with members on that node and on another.
+    std::vector<bool> spans(groups.size(), false);
+    for (size_t i = 0; i < groups.size(); ++i) {
+      std::set<int> nodes;
+      for (int mbr : groups[i]) nodes.insert(node_of(mbr));
+      spans[i] = nodes.size() > 1;
+    }
+    int num_nodes = (total + gpus_per_node_ - 1) / gpus_per_node_;
+    std::vector<int> crossing(static_cast<size_t>(num_nodes), 0);
+    for (int node = 0; node < num_nodes; ++node) {
+      std::set<int> seen;
+      for (int g = node * gpus_per_node_; g < std::min(total, (node + 1) * gpus_per_node_); ++g) {
+        int gi = group_of[static_cast<size_t>(g)];
+        if (spans[static_cast<size_t>(gi)]) seen.insert(gi);
+      }
+      crossing[static_cast<size_t>(node)] = static_cast<int>(seen.size());
+    }
+    bool first = true;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const auto& mem = groups[i];
+      for (size_t k = 0; k < mem.size(); ++k) {
+        int a = mem[k], b = mem[(k + 1) % mem.size()];
+        Link l = raw_link(a, b);
+        if (l.kind == "inter-node") l = inter_node_shared(crossing[static_cast<size_t>(node_of(a))]);
+        if (first || l.bandwidth_Bps < worst.bandwidth_Bps ||
+            (l.bandwidth_Bps == worst.bandwidth_Bps && l.latency_s > worst.latency_s)) {
+          worst = l;
+          first = false;
+        }
+      }
+    }
+  }
+  group_cache_[axis] = worst;
+  return worst;
+}
+
+}  // namespace stagecraft::costmodel

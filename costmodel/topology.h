@@ -1,0 +1,53 @@
+// Where the ranks of a plan sit on a cluster, and which link a transfer or a collective uses.
+// Ranks are numbered with one axis varying fastest, Megatron-LM's order by default
+// (tp fastest, then dp, then pp); GPU g sits on node g / gpus_per_node.
+#pragma once
+
+#include <array>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "costmodel/comm.h"
+#include "costmodel/specs.h"
+
+namespace stagecraft::costmodel {
+
+enum Axis { kTp = 0, kDp = 1, kPp = 2 };
+
+struct Coords {
+  int tp = 0, dp = 0, pp = 0;
+  int operator[](Axis a) const { return a == kTp ? tp : a == kDp ? dp : pp; }
+};
+
+class Topology {
+ public:
+  Topology(const ClusterSpec& cluster, const ParallelPlan& plan);
+
+  int global_rank(const Coords& c) const;
+  Coords coords(int global_rank) const;
+  int node_of(int global_rank) const { return global_rank / gpus_per_node_; }
+
+  // Link between two ranks, before sharing: fast group, intra-node or inter-node.
+  Link raw_link(int a, int b) const;
+  // The link a point-to-point transfer between pipeline ranks pp_a and pp_b sees: the slowest
+  // over every (tp, dp) pair, with a node's NICs shared by every rank of that node that sends
+  // across nodes at the same time (all tp*dp ranks of a stage send together).
+  Link p2p_link(int pp_a, int pp_b) const;
+  // The bottleneck link of the ring collectives of the groups along an axis (tp or dp): the
+  // slowest hop of the slowest group; inter-node hops share the node's NICs among the groups
+  // of that axis that cross the node at the same time.
+  Link group_link(Axis axis) const;
+  int group_size(Axis axis) const { return size_[axis]; }
+
+ private:
+  ClusterSpec cluster_;
+  std::array<int, 3> size_{};    // degree of each axis
+  std::array<Axis, 3> order_{};  // fastest first
+  int gpus_per_node_ = 1;
+  mutable std::map<std::pair<int, int>, Link> p2p_cache_;
+  mutable std::map<int, Link> group_cache_;
+  Link inter_node_shared(int flows) const;
+};
+
+}  // namespace stagecraft::costmodel

@@ -1,0 +1,206 @@
+#include "schedules/io.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "schedules/error.h"
+#include "schedules/validate.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+std::vector<std::string> split_row(const std::string& line) {
+  // Split on commas outside parentheses and brackets ("(0F7;7B3)OVERLAP_F_B" has none, but a
+  // suffix "[sb=1,seg=2]" does).
+  std::vector<std::string> cells;
+  std::string cur;
+  int depth = 0;
+  for (char c : line) {
+    if (c == '(' || c == '[') ++depth;
+    if (c == ')' || c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      cells.push_back(cur);
+      cur.clear();
+    } else if (c != '\r') {
+      cur += c;
+    }
+  }
+  cells.push_back(cur);
+  return cells;
+}
+
+PlacementKind classify(const std::vector<int>& map, int ranks) {
+  if (map == loop_placement(static_cast<int>(map.size()), ranks)) return PlacementKind::Loop;
+  if (map == v_placement(static_cast<int>(map.size()), ranks)) return PlacementKind::V;
+  return PlacementKind::Explicit;
+}
+
+template <class T>
+T field(const nlohmann::json& j, const char* name) {
+  if (!j.contains(name)) throw InputError(std::string("schedule JSON: missing field '") + name + "'");
+  try {
+    return j.at(name).get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(std::string("schedule JSON: field '") + name + "' has the wrong type: " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string to_csv(const Schedule& s) {
+  DryRunResult d = dry_run(s);
+  std::ostringstream out;
+  for (int r = 0; r < s.num_ranks; ++r) {
+    const auto& list = s.actions[static_cast<size_t>(r)];
+    std::vector<std::string> row;
+    if (d.deadlock) {
+      for (const auto& a : list) row.push_back(to_text(a));
+    } else {
+      for (size_t i = 0; i < list.size(); ++i) {
+        size_t step = static_cast<size_t>(d.step_of[static_cast<size_t>(r)][i]);
+        if (row.size() <= step) row.resize(step + 1);
+        row[step] = to_text(list[i]);
+      }
+    }
+    for (size_t i = 0; i < row.size(); ++i) out << (i ? "," : "") << row[i];
+    out << "\n";
+  }
+  return out.str();
+}
+
+Schedule from_csv(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  std::vector<std::vector<Action>> rows;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::vector<Action> row;
+    for (const std::string& cell : split_row(line)) {
+      if (cell.find_first_not_of(" \t") == std::string::npos) continue;  // idle step
+      try {
+        row.push_back(parse_action(cell));
+      } catch (const InputError& e) {
+        throw InputError("CSV line " + std::to_string(line_no) + ": " + e.what());
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  while (!rows.empty() && rows.back().empty()) rows.pop_back();
+  if (rows.empty()) throw InputError("CSV schedule '" + name + "' has no rows (expected one row per rank)");
+  int ranks = static_cast<int>(rows.size());
+  // Infer placement and sizes.
+  std::map<int, int> stage_rank;
+  int max_mb = -1;
+  std::set<std::pair<int, int>> has_w;
+  for (int r = 0; r < ranks; ++r) {
+    for (const Action& a : rows[static_cast<size_t>(r)]) {
+      auto place = [&](int st) {
+        if (st < 0) return;
+        auto [it, fresh] = stage_rank.emplace(st, r);
+        if (!fresh && it->second != r)
+          throw InputError("CSV schedule '" + name + "': stage " + std::to_string(st) + " appears on rank " +
+                           std::to_string(it->second) + " and on rank " + std::to_string(r) +
+                           " (each stage must live on exactly one rank)");
+      };
+      place(a.stage);
+      if (a.op == Op::OVERLAP_F_B) place(a.b_stage);
+      max_mb = std::max({max_mb, a.microbatch, a.b_microbatch});
+      if (a.op == Op::W) has_w.emplace(a.stage, a.microbatch);
+    }
+  }
+  if (stage_rank.empty()) throw InputError("CSV schedule '" + name + "' has no actions");
+  int stages = stage_rank.rbegin()->first + 1;
+  std::vector<int> map(static_cast<size_t>(stages), -1);
+  for (auto [st, r] : stage_rank) map[static_cast<size_t>(st)] = r;
+  for (int st = 0; st < stages; ++st)
+    if (map[static_cast<size_t>(st)] < 0)
+      throw InputError("CSV schedule '" + name + "': stage " + std::to_string(st) + " never appears (stages run 0.." +
+                       std::to_string(stages - 1) + ")");
+  // Older notation: B followed by a W of the same stage and microbatch is the input backward.
+  for (auto& row : rows)
+    for (Action& a : row) {
+      if (a.op == Op::B && has_w.count({a.stage, a.microbatch})) a.op = Op::I;
+      if (a.op == Op::OVERLAP_F_B && a.b_op == Op::B && has_w.count({a.b_stage, a.b_microbatch})) a.b_op = Op::I;
+    }
+  Schedule s = make_schedule(name, ranks, stages, max_mb + 1, classify(map, ranks), map);
+  s.actions = std::move(rows);
+  return s;
+}
+
+nlohmann::json to_json(const Schedule& s) {
+  nlohmann::json j;
+  j["format"] = "stagecraft-schedule";
+  j["version"] = 1;
+  j["name"] = s.name;
+  j["params"] = s.params;
+  j["num_ranks"] = s.num_ranks;
+  j["num_stages"] = s.num_stages;
+  j["num_microbatches"] = s.num_microbatches;
+  j["num_chains"] = s.num_chains;
+  j["placement"] = std::string(placement_name(s.placement));
+  j["stage_to_rank"] = s.stage_to_rank;
+  nlohmann::json acts = nlohmann::json::array();
+  for (const auto& list : s.actions) {
+    nlohmann::json row = nlohmann::json::array();
+    for (const auto& a : list) row.push_back(to_text(a));
+    acts.push_back(row);
+  }
+  j["actions"] = acts;
+  return j;
+}
+
+Schedule from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw InputError("schedule JSON: expected an object at the top level");
+  if (j.contains("format") && j["format"] != "stagecraft-schedule")
+    throw InputError("schedule JSON: field 'format' is " + j["format"].dump() + " (expected \"stagecraft-schedule\")");
+  Schedule s;
+  s.name = j.value("name", std::string("imported"));
+  s.params = j.value("params", nlohmann::json::object());
+  s.num_ranks = field<int>(j, "num_ranks");
+  s.num_stages = field<int>(j, "num_stages");
+  s.num_microbatches = field<int>(j, "num_microbatches");
+  s.num_chains = j.value("num_chains", 1);
+  s.placement = parse_placement(j.value("placement", std::string("explicit")));
+  s.stage_to_rank = field<std::vector<int>>(j, "stage_to_rank");
+  auto rows = field<std::vector<std::vector<std::string>>>(j, "actions");
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::vector<Action> list;
+    for (size_t i = 0; i < rows[r].size(); ++i) {
+      try {
+        list.push_back(parse_action(rows[r][i]));
+      } catch (const InputError& e) {
+        throw InputError("schedule JSON: actions[" + std::to_string(r) + "][" + std::to_string(i) + "]: " + e.what());
+      }
+    }
+    s.actions.push_back(std::move(list));
+  }
+  check_shape(s);
+  return s;
+}
+
+Schedule load_schedule_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError("cannot read schedule file '" + path + "'");
+  std::stringstream buf;
+  buf << f.rdbuf();
+  std::string ext = path.size() >= 5 ? path.substr(path.size() - 5) : "";
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  base = base.substr(0, base.find_last_of('.'));
+  if (ext == ".json") {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(buf.str());
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError("schedule file '" + path + "' is not valid JSON: " + e.what());
+    }
+    return from_json(j);
+  }
+  if (path.size() >= 4 && path.substr(path.size() - 4) == ".csv") return from_csv(buf.str(), base);
+  throw InputError("schedule file '" + path + "': unknown extension (allowed: .csv, .json)");
+}
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,138 @@
+#include "schedules/lower.h"
+
+#include <algorithm>
+
+#include "schedules/error.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+// The peer is left implied (-1): within a chain it is always the adjacent stage, and the text
+// form then reads as PyTorch writes it ("1SEND_F3").
+Action p2p(int stage, Op op, int mb, int /*peer*/) { return Action::make(stage, op, mb); }
+
+// Receives and sends one compute action needs, for one (stage, microbatch, forward?) part.
+void comm_for(const Schedule& s, int rank, int stage, int mb, bool forward, std::vector<Action>& recvs,
+              std::vector<Action>& sends) {
+  if (forward) {
+    int pv = s.prev_stage(stage), nx = s.next_stage(stage);
+    if (pv >= 0 && s.rank_of(pv) != rank) recvs.push_back(p2p(stage, Op::RECV_F, mb, pv));
+    if (nx >= 0 && s.rank_of(nx) != rank) sends.push_back(p2p(stage, Op::SEND_F, mb, nx));
+  } else {
+    int pv = s.prev_stage(stage), nx = s.next_stage(stage);
+    if (nx >= 0 && s.rank_of(nx) != rank) recvs.push_back(p2p(stage, Op::RECV_B, mb, nx));
+    if (pv >= 0 && s.rank_of(pv) != rank) sends.push_back(p2p(stage, Op::SEND_B, mb, pv));
+  }
+}
+
+std::vector<Action> lower_p2p(const Schedule& s, int rank, const std::vector<Action>& in, int lookahead) {
+  std::vector<Action> out;
+  out.reserve(in.size() * 2);
+  std::vector<size_t> compute_pos;  // positions in `out` of compute actions, for lookahead
+  for (const Action& a : in) {
+    std::vector<Action> recvs, sends;
+    if (a.op == Op::F) comm_for(s, rank, a.stage, a.microbatch, true, recvs, sends);
+    if (a.op == Op::B || a.op == Op::I) comm_for(s, rank, a.stage, a.microbatch, false, recvs, sends);
+    if (a.op == Op::OVERLAP_F_B) {
+      comm_for(s, rank, a.stage, a.microbatch, true, recvs, sends);
+      comm_for(s, rank, a.b_stage, a.b_microbatch, false, recvs, sends);
+    }
+    if (!recvs.empty()) {
+      size_t at = out.size();
+      int back = std::min<int>(lookahead, static_cast<int>(compute_pos.size()));
+      if (back > 0) at = compute_pos[compute_pos.size() - static_cast<size_t>(back)];
+      out.insert(out.begin() + static_cast<std::ptrdiff_t>(at), recvs.begin(), recvs.end());
+      for (size_t& p : compute_pos)
+        if (p >= at) p += recvs.size();
+    }
+    if (is_compute(a.op)) compute_pos.push_back(out.size());
+    out.push_back(a);
+    out.insert(out.end(), sends.begin(), sends.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+Schedule lower(const Schedule& in, const LowerOptions& opt) {
+  check_shape(in);
+  if (opt.recv_lookahead < 0)
+    throw InputError("recv_lookahead = " + std::to_string(opt.recv_lookahead) + " is invalid (must be >= 0)");
+  Schedule s = in;
+  if (!in.is_lowered())
+    for (int r = 0; r < s.num_ranks; ++r)
+      s.actions[static_cast<size_t>(r)] = lower_p2p(s, r, in.actions[static_cast<size_t>(r)], opt.recv_lookahead);
+
+  for (int r = 0; r < s.num_ranks; ++r) {
+    auto& list = s.actions[static_cast<size_t>(r)];
+    if (opt.insert_reduce_grad) {
+      for (int st : s.stages_of(r)) {
+        bool placed = std::any_of(list.begin(), list.end(),
+                                  [&](const Action& a) { return a.op == Op::REDUCE_GRAD && a.stage == st; });
+        if (placed) continue;
+        // After the last B or W of the stage (and the send that follows it).
+        int last = -1;
+        for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+          const Action& a = list[static_cast<size_t>(i)];
+          bool bwd = ((a.op == Op::B || a.op == Op::W) && a.stage == st) ||
+                     (a.op == Op::OVERLAP_F_B && a.b_stage == st);
+          if (bwd) last = i;
+        }
+        if (last < 0) continue;  // no backward on this stage: validator will say so
+        size_t at = static_cast<size_t>(last) + 1;
+        while (at < list.size() && list[at].op == Op::SEND_B && list[at].stage == st) ++at;
+        list.insert(list.begin() + static_cast<std::ptrdiff_t>(at), Action::make(st, Op::REDUCE_GRAD));
+      }
+    }
+    if (opt.insert_optimizer &&
+        std::none_of(list.begin(), list.end(), [](const Action& a) { return a.op == Op::OPTIMIZER; }))
+      list.push_back(Action::make(-1, Op::OPTIMIZER));
+  }
+  return s;
+}
+
+Schedule insert_recompute(const Schedule& in, const std::vector<double>& fraction) {
+  if (static_cast<int>(fraction.size()) != in.num_stages)
+    throw InputError("recompute fractions: " + std::to_string(fraction.size()) + " given, the schedule has " +
+                     std::to_string(in.num_stages) + " stages");
+  for (size_t i = 0; i < fraction.size(); ++i)
+    if (!(fraction[i] >= 0 && fraction[i] <= 1))
+      throw InputError("recompute fraction of stage " + std::to_string(i) + " = " + std::to_string(fraction[i]) +
+                       " is outside [0, 1]");
+  Schedule s = in;
+  for (int r = 0; r < s.num_ranks; ++r) {
+    const auto& src = in.actions[static_cast<size_t>(r)];
+    std::vector<bool> has_r(static_cast<size_t>(s.num_stages), false);
+    for (const Action& a : src)
+      if (a.op == Op::R) has_r[static_cast<size_t>(a.stage)] = true;
+    std::vector<Action> out;
+    out.reserve(src.size() * 2);
+    for (const Action& a : src) {
+      auto add_r = [&](int st, int mb) {
+        double f = fraction[static_cast<size_t>(st)];
+        if (f <= 0 || has_r[static_cast<size_t>(st)]) return;
+        Action rc = Action::make(st, Op::R, mb);
+        rc.fraction = f;
+        out.push_back(rc);
+      };
+      if (a.op == Op::B || a.op == Op::I) add_r(a.stage, a.microbatch);
+      if (a.op == Op::OVERLAP_F_B) add_r(a.b_stage, a.b_microbatch);
+      out.push_back(a);
+    }
+    s.actions[static_cast<size_t>(r)] = std::move(out);
+  }
+  return s;
+}
+
+Schedule compute_only(const Schedule& in) {
+  Schedule s = in;
+  for (auto& list : s.actions)
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [](const Action& a) {
+                                return is_p2p(a.op) || a.op == Op::REDUCE_GRAD || a.op == Op::OPTIMIZER;
+                              }),
+               list.end());
+  return s;
+}
+
+}  // namespace stagecraft::schedules

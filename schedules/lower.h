@@ -1,0 +1,34 @@
+// Passes over schedules. Generators emit compute-only action lists; these passes add what
+// execution needs: sends and receives at stage boundaries that cross ranks, a data-parallel
+// gradient reduction after each stage's last backward, the optimizer step, and recomputation.
+#pragma once
+
+#include <vector>
+
+#include "schedules/schedule.h"
+
+namespace stagecraft::schedules {
+
+struct LowerOptions {
+  bool insert_reduce_grad = true;  // REDUCE_GRAD after each stage's last backward, unless the
+                                   // generator placed reductions for that stage itself
+  bool insert_optimizer = true;    // OPTIMIZER at the end of each rank's list, unless present
+  int recv_lookahead = 0;          // post each receive this many compute actions before the
+                                   // action that consumes it (0: right before it); prefetch
+};
+
+// Adds SEND_F/RECV_F/SEND_B/RECV_B where adjacent stages sit on different ranks: a send right
+// after the producing compute, a receive before the consuming one. A schedule that already
+// has sends and receives keeps them (only reductions and the optimizer are added).
+Schedule lower(const Schedule& s, const LowerOptions& opt = {});
+
+// Adds R(stage, mb) with the given fraction of the stage's layers right before each backward
+// (B or I) of every stage whose fraction is > 0 and which has no R yet: recomputation as
+// Megatron-LM runs it, after the gradient has been received. fraction_per_stage has
+// num_stages entries in [0, 1].
+Schedule insert_recompute(const Schedule& s, const std::vector<double>& fraction_per_stage);
+
+// The compute-only part of a schedule (drops SEND/RECV, REDUCE_GRAD, OPTIMIZER).
+Schedule compute_only(const Schedule& s);
+
+}  // namespace stagecraft::schedules

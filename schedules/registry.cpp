@@ -1,0 +1,77 @@
+#include "schedules/registry.h"
+
+#include <cctype>
+
+#include "schedules/error.h"
+#include "schedules/validate.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+std::string normalize(std::string_view name) {
+  std::string out;
+  for (char c : name)
+    if (c != '-' && c != '_' && c != ' ') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+const std::vector<GeneratorInfo>& generators() {
+  static const std::vector<GeneratorInfo> all = {
+      gpipe_generator(),
+      one_f_one_b_generator(),
+      interleaved_1f1b_generator(),
+      looped_bfs_generator(),
+  };
+  return all;
+}
+
+const GeneratorInfo& find_generator(std::string_view name) {
+  std::string key = normalize(name);
+  for (const auto& g : generators()) {
+    if (normalize(g.name) == key) return g;
+    for (const auto& a : g.aliases)
+      if (normalize(a) == key) return g;
+  }
+  std::string names;
+  for (const auto& g : generators()) names += (names.empty() ? "" : ", ") + g.name;
+  throw InputError("schedule '" + std::string(name) + "' is unknown (registered: " + names + ")");
+}
+
+Schedule generate(std::string_view name, const GeneratorOptions& opt) {
+  const GeneratorInfo& g = find_generator(name);
+  g.check(opt);
+  Schedule s = g.build(opt);
+  s.name = g.name;
+  validate(s);
+  return s;
+}
+
+namespace constraint {
+
+void positive(const std::string& schedule, const char* field, int value) {
+  if (value < 1)
+    throw InputError("schedule " + schedule + ": " + field + " = " + std::to_string(value) + " is invalid (must be at least 1)");
+}
+
+void at_least(const std::string& schedule, const char* field, int value, int minimum, const std::string& why) {
+  if (value < minimum)
+    throw InputError("schedule " + schedule + ": " + field + " = " + std::to_string(value) + " is invalid (must be at least " +
+                     std::to_string(minimum) + (why.empty() ? "" : ": " + why) + ")");
+}
+
+void multiple_of(const std::string& schedule, const char* field, int value, int divisor, const std::string& why) {
+  if (divisor <= 0 || value % divisor != 0)
+    throw InputError("schedule " + schedule + ": " + field + " = " + std::to_string(value) + " is invalid (must be a multiple of " +
+                     std::to_string(divisor) + ": " + why + ")");
+}
+
+void no_chunks(const std::string& schedule, const GeneratorOptions& opt) {
+  if (opt.chunks > 1)
+    throw InputError("schedule " + schedule + ": chunks = " + std::to_string(opt.chunks) +
+                     " is invalid (this schedule holds one stage per rank; use interleaved-1f1b or looped-bfs for several)");
+}
+
+}  // namespace constraint
+}  // namespace stagecraft::schedules

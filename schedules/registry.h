@@ -1,0 +1,57 @@
+// Schedule generators, registered by name. A generator states its parameters and constraints,
+// refuses what it cannot do with an InputError naming the constraint, and emits a
+// compute-only schedule; generate() also validates it.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/schedule.h"
+
+namespace stagecraft::schedules {
+
+struct GeneratorOptions {
+  int ranks = 4;         // pipeline ranks p (`--stages` on the command line)
+  int microbatches = 8;  // microbatches per iteration m
+  int chunks = 0;        // stages per rank v for schedules that take it; 0 = the generator's default
+  nlohmann::json extra = nlohmann::json::object();  // generator-specific parameters by name
+};
+
+struct GeneratorInfo {
+  std::string name;                  // canonical name: lowercase with hyphens
+  std::vector<std::string> aliases;  // other accepted names (matching ignores case, '-' and '_')
+  std::string summary;               // one line
+  std::string source;                // where it comes from
+  std::vector<std::string> params;   // GeneratorOptions fields and extra keys it reads
+  std::string constraints;           // what it requires, in words
+  std::function<void(const GeneratorOptions&)> check;      // throws InputError on a violation
+  std::function<Schedule(const GeneratorOptions&)> build;  // compute-only schedule; after check
+};
+
+// Every registered generator, in a stable order.
+const std::vector<GeneratorInfo>& generators();
+
+// Case-insensitive lookup ignoring '-', '_' and spaces; throws InputError listing the names.
+const GeneratorInfo& find_generator(std::string_view name);
+
+// check + build + validate. The result is compute-only; lower() it before evaluating.
+Schedule generate(std::string_view name, const GeneratorOptions& opt);
+
+// Shared checks for generators, each throwing InputError that names the schedule and field.
+namespace constraint {
+void positive(const std::string& schedule, const char* field, int value);
+void at_least(const std::string& schedule, const char* field, int value, int minimum, const std::string& why = "");
+void multiple_of(const std::string& schedule, const char* field, int value, int divisor, const std::string& why);
+void no_chunks(const std::string& schedule, const GeneratorOptions& opt);
+}  // namespace constraint
+
+// The generators of this build, one file each under generators/.
+GeneratorInfo gpipe_generator();
+GeneratorInfo one_f_one_b_generator();
+GeneratorInfo interleaved_1f1b_generator();
+GeneratorInfo looped_bfs_generator();
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,61 @@
+// Shared test helpers: data paths, golden files, running the CLI.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace stagecraft::test {
+
+inline std::string data_path(const std::string& rel) { return std::string(STAGECRAFT_TEST_DATA) + "/" + rel; }
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream b;
+  b << f.rdbuf();
+  return b.str();
+}
+
+// Compares `actual` with tests/golden/NAME. With STAGECRAFT_UPDATE_GOLDEN=1 in the environment
+// the file is rewritten instead (docs/testing.md: how to regenerate golden files).
+inline void expect_golden(const std::string& name, const std::string& actual) {
+  std::string path = std::string(STAGECRAFT_GOLDEN_DIR) + "/" + name;
+  const char* update = std::getenv("STAGECRAFT_UPDATE_GOLDEN");
+  if (update && std::string(update) == "1") {
+    std::ofstream(path) << actual;
+    GTEST_SKIP() << "golden file " << name << " rewritten";
+  }
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << "missing golden file " << path << " (run with STAGECRAFT_UPDATE_GOLDEN=1 to create it)";
+  EXPECT_EQ(read_text(path), actual) << "output differs from golden file " << name;
+}
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // standard output
+  std::string err;  // standard error
+};
+
+// Runs the stagecraft binary with the given arguments (a shell fragment).
+inline RunResult run_cli(const std::string& args) {
+  static int counter = 0;
+  std::string base = ::testing::TempDir() + "stagecraft_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  std::string cmd = std::string(STAGECRAFT_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
+  int status = std::system(cmd.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text(base + ".out");
+  r.err = read_text(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+}  // namespace stagecraft::test

@@ -1,0 +1,76 @@
+// FLOP, parameter, activation and communication formulas against their sources.
+#include <gtest/gtest.h>
+
+#include "costmodel/comm.h"
+#include "costmodel/flops.h"
+#include "costmodel/memory.h"
+#include "costmodel/presets.h"
+
+using namespace stagecraft::costmodel;
+
+namespace {
+ModelSpec gpt(int l, int h, int a, int s, int V) {
+  ModelSpec m;
+  m.name = "t";
+  m.num_layers = l;
+  m.hidden_size = h;
+  m.num_heads = a;
+  m.ffn_hidden_size = 4 * h;
+  m.seq_length = s;
+  m.vocab_size = V;
+  return m;
+}
+}  // namespace
+
+// Megatron-LM SC21 Sec. 5.1 / facts.md: 24bsh^2 + 4bs^2h per layer forward; 2bshV logits.
+TEST(Accounting, LayerFlops) {
+  ModelSpec m = gpt(2, 1024, 16, 512, 1000);
+  double b = 3, s = 512, h = 1024;
+  EXPECT_DOUBLE_EQ(flops::layer_forward_flops(m, 3), 24 * b * s * h * h + 4 * b * s * s * h);
+  EXPECT_DOUBLE_EQ(flops::layer_backward_input_flops(m, 3) + flops::layer_backward_weight_flops(m, 3),
+                   2 * flops::layer_forward_flops(m, 3));
+  EXPECT_DOUBLE_EQ(flops::head_forward_flops(m, 3), 2 * b * s * h * 1000);
+}
+
+// Megatron-LM SC21 eq. (3) without recomputation: 72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
+TEST(Accounting, ModelFlopsPerIteration) {
+  ModelSpec m = gpt(96, 12288, 96, 2048, 51200);
+  double B = 1536, s = 2048, l = 96, h = 12288, V = 51200;
+  double expect = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  EXPECT_NEAR(flops::model_flops_per_iteration(m, 1536) / expect, 1.0, 1e-12);
+}
+
+// facts.md: 12h^2 + 13h per layer; GPT-3 175B has about 175e9 parameters (Brown et al. 2020).
+TEST(Accounting, Parameters) {
+  ModelSpec m = gpt(2, 1024, 16, 512, 1000);
+  EXPECT_DOUBLE_EQ(flops::layer_params(m), 12.0 * 1024 * 1024 + 13.0 * 1024);
+  EXPECT_NEAR(flops::model_params(load_model("gpt3-175b")) / 175e9, 1.0, 0.01);
+  EXPECT_NEAR(flops::model_params(load_model("llama-7b")) / flops::layer_params(load_model("llama-7b")),
+              16 + 32000.0 * 4096 / flops::layer_params(load_model("llama-7b")), 1e-9);
+  EXPECT_DOUBLE_EQ(memory::static_bytes_per_param(m), 16.0);  // mixed-precision Adam
+}
+
+// Korthikanti et al. MLSys 2023 eq. 1-2: sbh(34 + 5as/h), with tp t: sbh(10 + 24/t + 5as/(ht)).
+TEST(Accounting, ActivationsKorthikanti) {
+  ModelSpec m = gpt(1, 2048, 16, 1024, 1000);
+  double s = 1024, b = 2, h = 2048, a = 16;
+  EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(m, 2, 1), s * b * h * (34 + 5 * a * s / h));
+  EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(m, 2, 4), s * b * h * (10 + 24.0 / 4 + 5 * a * s / (h * 4)));
+  EXPECT_DOUBLE_EQ(memory::layer_activation_selective_bytes(m, 2, 4), s * b * h * (10 + 24.0 / 4));
+  EXPECT_DOUBLE_EQ(memory::layer_checkpoint_bytes(m, 2), 2 * s * b * h);
+  ModelSpec f32 = m;
+  f32.bytes_per_activation = 4;
+  EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(f32, 2, 1), 2 * memory::layer_activation_bytes(m, 2, 1));
+}
+
+// nccl-tests PERFORMANCE.md / facts.md: ring all-reduce 2(n-1)/n S/B + 2(n-1) alpha.
+TEST(Accounting, Collectives) {
+  Link l{10e9, 5e-6, "intra-node"};
+  EXPECT_DOUBLE_EQ(p2p_s(1e9, l), 5e-6 + 0.1);
+  EXPECT_DOUBLE_EQ(ring_allreduce_s(1e9, 4, l), 1.5 * 0.1 + 6 * 5e-6);
+  EXPECT_DOUBLE_EQ(reduce_scatter_s(1e9, 4, l), 0.75 * 0.1 + 3 * 5e-6);
+  EXPECT_DOUBLE_EQ(all_gather_s(1e9, 4, l), reduce_scatter_s(1e9, 4, l));
+  EXPECT_DOUBLE_EQ(ring_allreduce_s(1e9, 1, l), 0);
+  EXPECT_DOUBLE_EQ(p2p_s(1e9, {0, 0, "self"}), 0);
+  EXPECT_DOUBLE_EQ(allreduce_bus_bandwidth_Bps(1e9, 4, 0.1), 1e10 * 1.5);
+}

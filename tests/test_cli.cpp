@@ -1,0 +1,133 @@
+// The `stagecraft` program as a user runs it: outputs, files, exit codes (0 ok, 1 run-time
+// failure, 2 bad input).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "helpers.h"
+
+using stagecraft::test::run_cli;
+
+TEST(Cli, HelpOnEveryCommand) {
+  for (const char* c : {"", "presets", "schedule", "estimate", "compare"}) {
+    auto r = run_cli(std::string(c) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << c;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << c;
+  }
+}
+
+TEST(Cli, ScheduleGridAndUnitCosts) {
+  auto r = run_cli("schedule --schedule 1f1b --stages 4 --microbatches 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("valid"), std::string::npos);
+  EXPECT_NE(r.out.find("rank 3"), std::string::npos);
+  r = run_cli("schedule --schedule GPipe --stages 4 --microbatches 8 --unit-costs F=1,B=2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j["bubble_over_compute"].get<double>(), 3.0 / 8);
+  for (const char* k : {"iteration_time", "bubble_fraction", "mean_idle_fraction", "peak_activations"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["peak_activations"][0], 8);
+}
+
+TEST(Cli, ScheduleFormatsAndImport) {
+  std::string dir = ::testing::TempDir() + "cli_formats";
+  std::filesystem::create_directories(dir);
+  auto r = run_cli("schedule --schedule interleaved-1f1b --stages 2 --microbatches 4 --format csv --out " + dir + "/s.csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli("schedule --import " + dir + "/s.csv --format json --out " + dir + "/s.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(stagecraft::test::read_text(dir + "/s.json"));
+  EXPECT_EQ(j["num_stages"], 4);
+  r = run_cli("schedule --import " + dir + "/s.json --format trace --unit-costs F=1,B=2 --out " + dir + "/s.trace.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto t = nlohmann::json::parse(stagecraft::test::read_text(dir + "/s.trace.json"));
+  EXPECT_GT(t["traceEvents"].size(), 16u);
+  r = run_cli("schedule --import " + stagecraft::test::data_path("pytorch/dualpipev_4rank_10mb.csv") + " --unit-costs F=1,I=1,W=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out).contains("bubble_fraction"));
+}
+
+TEST(Cli, EstimateJson) {
+  auto r = run_cli("estimate --model gpt3-18b --cluster fold3d-a100-128 --dp 4 --tp 8 --pp 4 --microbatch-size 1 "
+                   "--microbatches 16 --schedule 1f1b --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"iteration_time_s", "tokens_per_s", "tflops_per_gpu", "bubble_over_compute", "bubble_fraction",
+                        "peak_memory_bytes", "fits"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["peak_memory_bytes"].size(), 4u);
+  r = run_cli("estimate --model gpt3-18b --cluster fold3d-a100-128 --tp 8 --pp 4 --microbatches 16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("dp 4"), std::string::npos);  // dp defaults to GPUs / (tp * pp)
+  EXPECT_NE(r.out.find("tokens/s"), std::string::npos);
+}
+
+TEST(Cli, CompareWritesTraces) {
+  std::string dir = ::testing::TempDir() + "cli_compare";
+  std::filesystem::remove_all(dir);
+  auto r = run_cli("compare --model gpt-8.3b --cluster merak-3090-64 --tp 4 --pp 4 --microbatches 16 --schedules all "
+                   "--trace-dir " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+    auto t = nlohmann::json::parse(stagecraft::test::read_text(dir + "/" + s + ".trace.json"));
+    EXPECT_TRUE(t.contains("traceEvents")) << s;
+  }
+  // A schedule that refuses the configuration gets a row saying why, not an abort.
+  r = run_cli("compare --model gpt-8.3b --cluster merak-3090-64 --tp 4 --pp 4 --microbatches 6 --schedules 1f1b,interleaved");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rejected: schedule interleaved-1f1b: microbatches = 6"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadInputExitsTwoWithMessage) {
+  struct Case {
+    std::string args, needle;
+  };
+  std::string bad_json = ::testing::TempDir() + "bad_model.json";
+  std::ofstream(bad_json) << "{ \"num_layers\": ";
+  std::vector<Case> cases = {
+      {"estimate --model gpt-99 --cluster merak-3090-64 --pp 4", "model 'gpt-99' is not a preset"},
+      {"estimate --model gpt-8.3b --cluster nowhere --pp 4", "cluster 'nowhere' is not a preset"},
+      {"estimate --model gpt-8.3b --cluster merak-3090-64 --dp 3 --tp 4 --pp 4", "dp*tp*pp = 3*4*4 = 48 GPUs"},
+      {"estimate --model gpt-8.3b --cluster merak-3090-64 --pp 4 --schedule zigzag", "schedule 'zigzag' is unknown"},
+      {"estimate --model tiny --cluster merak-3090-64 --pp 8", "fewer than the 8 stages"},
+      {"estimate --model gpt-8.3b --cluster merak-3090-64 --pp 4 --microbatches 6 --schedule interleaved-1f1b",
+       "must be a multiple of 4"},
+      {"estimate --model gpt-8.3b --cluster merak-3090-64 --pp 4 --microbatch-size 0", "plan.microbatch_size = 0"},
+      {"estimate --model " + bad_json + " --cluster merak-3090-64", "is not valid JSON"},
+      {"estimate --cluster merak-3090-64", "--model is required"},
+      {"estimate --model gpt-8.3b --cluster merak-3090-64 --recompute sometimes", "allowed: none, full, selective"},
+      {"schedule --schedule 1f1b --stages 0", "ranks = 0 is invalid"},
+      {"schedule --schedule 1f1b --format pdf", "--format pdf is invalid"},
+      {"schedule --schedule 1f1b --unit-costs X=3", "--unit-costs entry 'X=3' is invalid"},
+      {"schedule --import nowhere.csv", "cannot read schedule file"},
+      {"compare --model gpt-8.3b --cluster merak-3090-64 --pp 4 --schedules 1f1b,nope", "schedule 'nope' is unknown"},
+      {"presets --show nothing", "no such preset"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+TEST(Cli, RunTimeFailureExitsOneAndLeavesNothingHalfWritten) {
+  std::string blocker = ::testing::TempDir() + "not_a_dir";
+  std::ofstream(blocker) << "x";
+  auto r = run_cli("schedule --schedule 1f1b --format csv --out " + blocker + "/s.csv");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot create directory"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(blocker + "/s.csv.tmp"));
+}
+
+TEST(Cli, PresetsList) {
+  auto r = run_cli("presets");
+  ASSERT_EQ(r.exit_code, 0);
+  for (const char* n : {"gpt3-175b", "merak-3090-64", "h100-nvl-ib-64", "fold3d-v100-64"}) EXPECT_NE(r.out.find(n), std::string::npos) << n;
+  r = run_cli("presets --show tiny");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["hidden_size"], 64);
+}

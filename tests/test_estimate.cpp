@@ -1,0 +1,109 @@
+// End to end: model, cluster and plan to a prediction, on the paper presets.
+#include <gtest/gtest.h>
+
+#include "costmodel/estimate.h"
+#include "costmodel/flops.h"
+#include "costmodel/presets.h"
+#include "helpers.h"
+#include "schedules/error.h"
+
+using namespace stagecraft;
+using namespace stagecraft::costmodel;
+
+namespace {
+ParallelPlan plan(int dp, int tp, int pp, int m, const char* schedule = "1f1b") {
+  ParallelPlan p;
+  p.dp = dp;
+  p.tp = tp;
+  p.pp = pp;
+  p.microbatch_size = 1;
+  p.num_microbatches = m;
+  p.schedule = schedule;
+  return p;
+}
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST(Estimate, ThroughputAndFlopsAreConsistent) {
+  ModelSpec m = load_model("gpt3-39b");
+  ClusterSpec c = load_cluster("h100-nvl-ib-64");
+  Estimate e = estimate(m, c, plan(2, 8, 4, 16));
+  double T = e.eval.iteration_time_s;
+  ASSERT_GT(T, 0);
+  EXPECT_DOUBLE_EQ(e.tokens_per_s, 2.0 * 16 * m.seq_length / T);
+  EXPECT_DOUBLE_EQ(e.tflops_per_gpu, flops::model_flops_per_iteration(m, 32) / T / 64 / 1e12);
+  // Utilisation cannot exceed the efficiency the cluster preset assumes for GEMMs.
+  EXPECT_LT(e.mfu, c.achieved_efficiency);
+  EXPECT_GT(e.mfu, 0.5 * c.achieved_efficiency);
+  EXPECT_EQ(e.eval.peak_memory_bytes.size(), 4u);
+}
+
+TEST(Estimate, RecomputationTradesTimeForMemory) {
+  ModelSpec m = load_model("gpt3-18b");
+  ClusterSpec c = load_cluster("fold3d-a100-128");
+  ParallelPlan p = plan(4, 8, 4, 16);
+  Estimate none = estimate(m, c, p);
+  p.recompute = RecomputePolicy::Selective;
+  Estimate sel = estimate(m, c, p);
+  p.recompute = RecomputePolicy::Full;
+  Estimate full = estimate(m, c, p);
+  EXPECT_LT(sel.max_memory_bytes, none.max_memory_bytes);
+  EXPECT_LT(full.max_memory_bytes, sel.max_memory_bytes);
+  EXPECT_GT(sel.eval.iteration_time_s, none.eval.iteration_time_s);
+  EXPECT_GT(full.eval.iteration_time_s, sel.eval.iteration_time_s);
+  // Full recomputation repeats the forward: about 4/3 of the compute (Megatron-LM SC21).
+  EXPECT_NEAR(full.eval.compute_s[1] / none.eval.compute_s[1], 4.0 / 3.0, 0.05);
+}
+
+TEST(Estimate, InterleavingShrinksTheBubble) {
+  ModelSpec m = load_model("gpt-8.3b");
+  ClusterSpec c = load_cluster("merak-3090-64");
+  Estimate a = estimate(m, c, plan(4, 2, 8, 16));
+  ParallelPlan p = plan(4, 2, 8, 16, "interleaved-1f1b");
+  p.schedule_params = {{"chunks", 3}};
+  Estimate b = estimate(m, c, p);
+  EXPECT_LT(b.eval.bubble_over_compute, a.eval.bubble_over_compute);
+  EXPECT_EQ(b.schedule.num_stages, 24);
+}
+
+TEST(Estimate, PinnedNumbers) {
+  // A pinned prediction: any change to the cost model shows up here. Regenerate with
+  // STAGECRAFT_UPDATE_GOLDEN=1 (docs/testing.md) after checking the change is intended.
+  Estimate e = estimate(load_model("gpt-1.4b"), load_cluster("merak-3090-64"), plan(8, 2, 4, 16));
+  nlohmann::json j = to_json(e);
+  stagecraft::test::expect_golden("estimate_gpt-1.4b_merak-3090-64.json", j.dump(2) + "\n");
+}
+
+TEST(Estimate, BadConfigurationsAreNamed) {
+  ModelSpec m = load_model("tiny");  // 4 layers, 4 heads
+  ClusterSpec c = load_cluster("merak-3090-64");
+  EXPECT_NE(error_of([&] { estimate(m, c, plan(8, 1, 8, 16)); }).find("num_layers = 4, fewer than the 8 stages"), std::string::npos);
+  EXPECT_NE(error_of([&] { estimate(m, c, plan(8, 8, 1, 16)); }).find("tp = 8 is invalid (must divide the model's num_heads = 4)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { estimate(m, c, plan(4, 4, 2, 16)); }).find("32 GPUs, but cluster"), std::string::npos);
+  ParallelPlan p = plan(16, 1, 4, 6, "interleaved-1f1b");
+  EXPECT_NE(error_of([&] { estimate(load_model("gpt-1.4b"), c, p); }).find("multiple of 4"), std::string::npos);
+  p = plan(16, 1, 4, 8, "1f1b");
+  p.schedule_params = {{"waves", 2}};
+  EXPECT_NE(error_of([&] { estimate(load_model("gpt-1.4b"), c, p); }).find("schedule_params.waves is not a parameter"),
+            std::string::npos);
+  p = plan(16, 1, 4, 8, "1f1b");
+  p.stage_layers = {10, 10, 10};
+  EXPECT_NE(error_of([&] { estimate(load_model("gpt-1.4b"), c, p); }).find("stage_layers has 3 entries"), std::string::npos);
+}
+
+TEST(Estimate, ExplicitStageLayers) {
+  ModelSpec m = load_model("gpt-1.4b");  // 48 layers
+  ParallelPlan p = plan(16, 1, 4, 8);
+  p.stage_layers = {9, 13, 13, 13};  // lighten the first stage
+  Estimate e = estimate(m, load_cluster("merak-3090-64"), p);
+  EXPECT_EQ(e.costs.stages[0].layers, 9);
+  EXPECT_LT(e.costs.stages[0].f_s, e.costs.stages[1].f_s);
+}

@@ -1,0 +1,125 @@
+// Import and export: PyTorch's CSV (both notations) and stagecraft's JSON, with round trips.
+#include <gtest/gtest.h>
+
+#include "costmodel/costs.h"
+#include "costmodel/evaluator.h"
+#include "helpers.h"
+#include "schedules/error.h"
+#include "schedules/io.h"
+#include "schedules/lower.h"
+#include "schedules/registry.h"
+#include "schedules/validate.h"
+
+using namespace stagecraft;
+using namespace stagecraft::schedules;
+
+namespace {
+Schedule gen(const char* name, int p, int m, int v = 0) {
+  GeneratorOptions o;
+  o.ranks = p;
+  o.microbatches = m;
+  o.chunks = v;
+  return generate(name, o);
+}
+void expect_same_lists(const Schedule& a, const Schedule& b) {
+  ASSERT_EQ(a.num_ranks, b.num_ranks);
+  EXPECT_EQ(a.num_stages, b.num_stages);
+  EXPECT_EQ(a.num_microbatches, b.num_microbatches);
+  EXPECT_EQ(a.stage_to_rank, b.stage_to_rank);
+  EXPECT_EQ(a.placement, b.placement);
+  EXPECT_EQ(a.actions, b.actions);
+}
+}  // namespace
+
+TEST(ScheduleIO, CsvRoundTripCompute) {
+  for (const char* name : {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs"}) {
+    Schedule s = gen(name, 4, 8);
+    Schedule back = from_csv(to_csv(s), name);
+    expect_same_lists(s, back);
+  }
+}
+
+TEST(ScheduleIO, CsvRoundTripLowered) {
+  Schedule s = lower(gen("interleaved-1f1b", 4, 8, 2));
+  Schedule back = from_csv(to_csv(s));
+  expect_same_lists(s, back);
+}
+
+TEST(ScheduleIO, CsvHasIdleCellsAtDryRunSteps) {
+  // 1F1B p=2: rank 1 waits one step for rank 0's first forward, so its row starts with an
+  // empty cell, as PyTorch writes it.
+  std::string csv = to_csv(gen("1f1b", 2, 2));
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "0F0,0F1,,0B0,,0B1");
+  EXPECT_EQ(csv.substr(csv.find('\n') + 1), ",1F0,1B0,1F1,1B1\n");
+}
+
+TEST(ScheduleIO, JsonRoundTrip) {
+  Schedule s = lower(gen("looped-bfs", 3, 5, 3));
+  s.actions[0].front().sub_batch = 1;  // extra fields survive
+  Schedule back = from_json(to_json(s));
+  expect_same_lists(s, back);
+  EXPECT_EQ(back.name, "looped-bfs");
+  EXPECT_EQ(back.params, s.params);
+}
+
+TEST(ScheduleIO, GoldenCsvAndJsonFormats) {
+  Schedule s = gen("1f1b", 4, 6);
+  stagecraft::test::expect_golden("1f1b_p4_m6.csv", to_csv(s));
+  stagecraft::test::expect_golden("1f1b_p4_m6.lowered.json", to_json(lower(s)).dump(1) + "\n");
+}
+
+TEST(ScheduleIO, PyTorchZb1pImportsValidatesEvaluates) {
+  Schedule s = load_schedule_file(stagecraft::test::data_path("pytorch/zb1p_2rank_2stagep_compute.csv"));
+  EXPECT_EQ(s.num_ranks, 2);
+  EXPECT_EQ(s.num_stages, 4);
+  EXPECT_EQ(s.num_microbatches, 8);
+  EXPECT_EQ(s.placement, PlacementKind::Loop);
+  // Older notation: "2B0" followed by "2W0" is the input backward (idle cells are dropped).
+  EXPECT_EQ(to_text(s.actions[0][4]), "2I0");
+  EXPECT_EQ(to_text(s.actions[0][5]), "2W0");
+  validate(s);
+  costmodel::Evaluator ev(lower(s));
+  costmodel::EvalResult r = ev.evaluate(costmodel::unit_cost_table(ev.schedule(), {1, 2, 1, 1, 1}));
+  EXPECT_GT(r.iteration_time_s, 0);
+  EXPECT_DOUBLE_EQ(r.compute_s[0], 8 * 2 * 3.0);  // 2 stages x 8 microbatches x (F + I + W)
+}
+
+TEST(ScheduleIO, PyTorchDualPipeVImportsValidatesEvaluates) {
+  Schedule s = load_schedule_file(stagecraft::test::data_path("pytorch/dualpipev_4rank_10mb.csv"));
+  EXPECT_EQ(s.num_ranks, 4);
+  EXPECT_EQ(s.num_stages, 8);
+  EXPECT_EQ(s.num_microbatches, 10);
+  EXPECT_EQ(s.placement, PlacementKind::V);
+  validate(s);
+  costmodel::Evaluator ev(lower(s));
+  costmodel::EvalResult r = ev.evaluate(costmodel::unit_cost_table(ev.schedule(), {1, 2, 1, 1, 1}));
+  // Every rank computes 2 stages x 10 microbatches x (F + backward of 2 units).
+  for (double c : r.compute_s) EXPECT_DOUBLE_EQ(c, 2 * 10 * 3.0);
+}
+
+TEST(ScheduleIO, CsvErrors) {
+  EXPECT_THROW(from_csv(""), InputError);
+  EXPECT_THROW(from_csv("0F0,1F0\n1F1\n"), InputError);  // stage 1 on two ranks
+  EXPECT_THROW(from_csv("0F0,2F0\n"), InputError);        // stage 1 never appears
+  try {
+    from_csv("0F0\n1Q0\n");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("CSV line 2"), std::string::npos);
+  }
+  EXPECT_THROW(load_schedule_file("does-not-exist.csv"), InputError);
+}
+
+TEST(ScheduleIO, JsonErrorsNameTheField) {
+  nlohmann::json j = to_json(gen("1f1b", 2, 2));
+  j.erase("num_stages");
+  try {
+    from_json(j);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("num_stages"), std::string::npos);
+  }
+  nlohmann::json k = to_json(gen("1f1b", 2, 2));
+  k["stage_to_rank"] = {0, 5};
+  EXPECT_THROW(from_json(k), InputError);
+}
