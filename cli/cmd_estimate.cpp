@@ -26,12 +26,6 @@ struct CompareOpts {
   std::string trace_dir;
 };
 
-std::string per_rank(const std::vector<double>& v, std::string (*fmt)(double)) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? " " : "") + fmt(v[i]);
-  return out;
-}
-
 void print_estimate(const costmodel::Estimate& e) {
   const auto& p = e.plan;
   std::cout << "model " << e.model.name << " on cluster " << e.cluster.name << " (" << e.cluster.num_gpus() << " x "
@@ -46,10 +40,22 @@ void print_estimate(const costmodel::Estimate& e) {
       {"bubble / compute", fmt_num(e.eval.bubble_over_compute, 4)},
       {"bubble fraction", fmt_num(e.eval.bubble_fraction, 4)},
       {"mean idle fraction", fmt_num(e.eval.mean_idle_fraction, 4)},
-      {"peak memory per rank", per_rank(e.eval.peak_memory_bytes, [](double b) { return fmt_bytes(b); })},
+      {"peak memory (largest rank)", fmt_bytes(e.max_memory_bytes)},
       {"GPU memory", fmt_bytes(e.cluster.gpu_memory_bytes) + (e.fits ? " (fits)" : " (DOES NOT FIT)")},
   };
-  std::cout << format_table({"metric", "value"}, rows);
+  std::cout << format_table({"metric", "value"}, rows) << "\n";
+  std::vector<std::vector<std::string>> ranks;
+  for (int r = 0; r < e.schedule.num_ranks; ++r) {
+    size_t i = static_cast<size_t>(r);
+    int layers = 0;
+    for (int st : e.schedule.stages_of(r)) layers += e.costs.stages[static_cast<size_t>(st)].layers;
+    ranks.push_back({std::to_string(r), std::to_string(layers), fmt_seconds(e.eval.compute_s[i]), fmt_seconds(e.eval.idle_s[i]),
+                     fmt_seconds(e.eval.exposed_dp_comm_s[i]), fmt_num(e.eval.peak_activations[i], 2),
+                     fmt_bytes(e.costs.static_bytes[i]), fmt_bytes(e.eval.peak_memory_bytes[i])});
+  }
+  std::cout << format_table({"pipeline rank", "layers", "compute", "idle", "exposed dp comm", "microbatches held",
+                             "static memory", "peak memory"},
+                            ranks);
 }
 
 void run_estimate(const EstimateOpts& o) {

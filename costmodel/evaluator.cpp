@@ -246,7 +246,8 @@ void Evaluator::compile() {
   mem_compute_.assign(static_cast<size_t>(R), {});
   mem_copy_.assign(static_cast<size_t>(R), {});
   held_.assign(static_cast<size_t>(R), {});
-  compute_nodes_last_.clear();
+  compute_last_.assign(static_cast<size_t>(R), {});
+  coll_last_.assign(static_cast<size_t>(R), {});
   for (int r = 0; r < R; ++r) {
     const auto& list = s.actions[static_cast<size_t>(r)];
     const auto& mk = made[static_cast<size_t>(last)][static_cast<size_t>(r)];
@@ -256,7 +257,8 @@ void Evaluator::compile() {
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
       std::uint32_t me = new_id[mk[i].main];
-      if (tmp[mk[i].main].is_compute) compute_nodes_last_.push_back(me);
+      if (tmp[mk[i].main].is_compute) compute_last_[static_cast<size_t>(r)].push_back(me);
+      if (a.op == Op::REDUCE_GRAD) coll_last_[static_cast<size_t>(r)].push_back(new_id[mk[i].extra]);
       auto fr = [&](int st, int mb) { return frac[key(st, mb)]; };
       switch (a.op) {
         case Op::F:
@@ -331,7 +333,8 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
   res.iteration_time_s = K >= 2 ? iter_end[static_cast<size_t>(K - 1)] - iter_end[static_cast<size_t>(K - 2)] : iter_end[0];
   const double T = res.iteration_time_s;
   res.compute_s.assign(static_cast<size_t>(R), 0.0);
-  for (std::uint32_t id : compute_nodes_last_) res.compute_s[static_cast<size_t>(nodes_[id].rank)] += end[id] - start[id];
+  for (int r = 0; r < R; ++r)
+    for (std::uint32_t id : compute_last_[static_cast<size_t>(r)]) res.compute_s[static_cast<size_t>(r)] += end[id] - start[id];
   res.idle_s.resize(static_cast<size_t>(R));
   double cmax = 0, idle_frac_sum = 0;
   for (int r = 0; r < R; ++r) {
@@ -346,23 +349,17 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
   // Communication stream busy and exposed time in the last iteration.
   res.dp_comm_s.assign(static_cast<size_t>(R), 0.0);
   res.exposed_dp_comm_s.assign(static_cast<size_t>(R), 0.0);
-  {
-    std::vector<std::vector<std::pair<double, double>>> busy(static_cast<size_t>(R)), comm(static_cast<size_t>(R));
-    for (size_t i = 0; i < N; ++i) {
-      const Node& n = nodes_[i];
-      if (n.iteration != K - 1 || end[i] <= start[i]) continue;
-      if (n.stream == Stream::Compute) busy[static_cast<size_t>(n.rank)].emplace_back(start[i], end[i]);
-      if (n.stream == Stream::Collective) comm[static_cast<size_t>(n.rank)].emplace_back(start[i], end[i]);
-    }
-    for (int r = 0; r < R; ++r) {
-      auto& b = busy[static_cast<size_t>(r)];
-      std::sort(b.begin(), b.end());
-      for (auto [cs, ce] : comm[static_cast<size_t>(r)]) {
-        res.dp_comm_s[static_cast<size_t>(r)] += ce - cs;
-        double covered = 0;
-        for (auto [bs, be] : b) covered += std::max(0.0, std::min(be, ce) - std::max(bs, cs));
-        res.exposed_dp_comm_s[static_cast<size_t>(r)] += (ce - cs) - covered;
-      }
+  // Compute nodes of one rank run one after another, so their intervals are already in time
+  // order; each reduction's exposed part is its length minus its overlap with them.
+  for (int r = 0; r < R; ++r) {
+    const auto& busy = compute_last_[static_cast<size_t>(r)];
+    for (std::uint32_t c : coll_last_[static_cast<size_t>(r)]) {
+      double cs = start[c], ce = end[c];
+      double covered = 0;
+      auto it = std::lower_bound(busy.begin(), busy.end(), cs, [&](std::uint32_t id, double t) { return end[id] <= t; });
+      for (; it != busy.end() && start[*it] < ce; ++it) covered += std::max(0.0, std::min(end[*it], ce) - std::max(start[*it], cs));
+      res.dp_comm_s[static_cast<size_t>(r)] += ce - cs;
+      res.exposed_dp_comm_s[static_cast<size_t>(r)] += (ce - cs) - covered;
     }
   }
 

@@ -50,6 +50,10 @@ double embedding_params(const ModelSpec& m) {
   return D(m.vocab_size) * h + (m.kind == ModelKind::Llama ? 0 : D(m.seq_length) * h);
 }
 
-double model_params(const ModelSpec& m) { return D(m.num_layers) * layer_params(m) + embedding_params(m); }
+double model_params(const ModelSpec& m) {
+  // GPT and BERT tie the LM head to the token embedding; LLaMA has a separate output matrix.
+  double head = m.kind == ModelKind::Llama ? D(m.vocab_size) * D(m.hidden_size) : 0;
+  return D(m.num_layers) * layer_params(m) + embedding_params(m) + head;
+}
 
 }  // namespace stagecraft::costmodel::flops

@@ -34,7 +34,8 @@ double model_flops_per_iteration(const ModelSpec& m, long global_batch);
 double layer_params(const ModelSpec& m);
 // Token embedding V*h, plus learned positions s*h for GPT and BERT.
 double embedding_params(const ModelSpec& m);
-// Parameter count of the whole model (embeddings and head counted once: tied weights).
+// Parameter count of the whole model (GPT and BERT: head tied to the embedding, counted once;
+// LLaMA: separate output matrix).
 double model_params(const ModelSpec& m);
 
 }  // namespace stagecraft::costmodel::flops

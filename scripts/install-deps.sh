@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Installs every Debian package stagecraft needs, now and in the issues to come (simulator,
-# runtime, profiler), so the set-up command never changes. Idempotent: packages already present
-# are skipped, and `apt-get update` runs at most once per machine (a stamp file remembers it).
+# Installs every Debian package stagecraft needs, now and in the issues to come (simulator:
+# SimGrid; runtime and profiler: LibTorch with Gloo), so the set-up command never changes.
+# Idempotent: when every package is present it does nothing; otherwise it runs `apt-get update`
+# once and installs what is missing. Works as root (as on CI) or through sudo.
 set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libcli11-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
-  libsimgrid-dev simgrid
+  libsimgrid-dev
   libtorch-dev libgloo-dev
 )
 
@@ -29,10 +30,6 @@ if [ "$(id -u)" -ne 0 ]; then
   sudo="sudo"
 fi
 
-stamp=/var/tmp/stagecraft-apt-updated
-if [ ! -f "$stamp" ]; then
-  $sudo apt-get update -q
-  $sudo touch "$stamp" 2>/dev/null || true
-fi
+$sudo apt-get update -q
 echo "install-deps: installing ${missing[*]}"
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
