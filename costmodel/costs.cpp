@@ -122,6 +122,11 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     sc.w_s = bwd_w + head_f;
     sc.b_s = sc.i_s + sc.w_s;
     sc.r_s = fwd + tp_comm;
+    sc.tp_allreduces_f = t > 1 ? static_cast<int>(2 * n) : 0;
+    sc.tp_allreduces_i = sc.tp_allreduces_f;
+    sc.tp_allreduce_bytes = t > 1 ? memory::tp_allreduce_bytes(m, b) : 0;
+    sc.tp_comm_f_s = tp_comm;
+    sc.tp_comm_i_s = tp_comm;
     // Point-to-point at the stage's boundaries.
     int nx = s.next_stage(st), pv = s.prev_stage(st);
     if (nx >= 0) sc.send_f_s = p2p_s(msg_bytes, topo.p2p_link(s.rank_of(st), s.rank_of(nx)));

@@ -26,6 +26,13 @@ struct StageCost {        // one stage, one microbatch
   double reload_s = 0;    // and back
   double act_bytes = 0;   // activations F keeps for the backward, no recomputation
   double ckpt_bytes = 0;  // what F keeps when the stage is fully recomputed (layer inputs)
+  // Tensor-parallel all-reduces folded into the durations above (Megatron: two per layer in F
+  // and R, two in I and B); engines that simulate them explicitly subtract these.
+  int tp_allreduces_f = 0;        // all-reduces inside one F (and one full R)
+  int tp_allreduces_i = 0;        // all-reduces inside one I (and one B)
+  double tp_allreduce_bytes = 0;  // size of each: sbh activations, (b, s, h)
+  double tp_comm_f_s = 0;         // time of F's all-reduces included in f_s (and r_s)
+  double tp_comm_i_s = 0;         // time of I's all-reduces included in i_s (and b_s)
   double weight = 1;      // share of a rank's layers, L_stage / (L / p): "microbatches held" unit
   int layers = 0;         // transformer layers in the stage (0 with unit costs)
 };
