@@ -92,9 +92,7 @@ void run_compare(const CompareOpts& o) {
   for (const std::string& name : names) {
     costmodel::ParallelPlan p = in.plan;
     p.schedule = name;
-    const auto& g = schedules::find_generator(name);
-    bool takes_chunks = std::find(g.params.begin(), g.params.end(), "chunks") != g.params.end();
-    if (!takes_chunks) p.schedule_params.erase("chunks");
+    p.schedule_params = params_for(name, in.plan.schedule_params);
     try {
       costmodel::EstimateOptions eo;
       eo.eval.record = !o.trace_dir.empty();

@@ -30,6 +30,7 @@ struct ScheduleOpts {
   std::string unit_costs;
   bool lowered = false;
   bool list = false;
+  ScheduleParamFlags params;
 };
 
 void emit(const ScheduleOpts& o, const std::string& text) {
@@ -81,6 +82,11 @@ void run(const ScheduleOpts& o) {
     g.ranks = o.stages;
     g.microbatches = o.microbatches;
     g.chunks = o.chunks;
+    g.extra = schedule_params_json(o.params);
+    const auto& info = schedules::find_generator(o.name);
+    for (auto it = g.extra.begin(); it != g.extra.end(); ++it)
+      if (std::find(info.params.begin(), info.params.end(), it.key()) == info.params.end())
+        throw InputError("schedule " + info.name + " takes no parameter '" + it.key() + "'");
     s = schedules::generate(o.name, g);
   }
   bool evaluate = !o.unit_costs.empty() || o.format == "trace";
@@ -128,6 +134,7 @@ void add_schedule_command(CLI::App& app) {
   c->add_option("--unit-costs", o->unit_costs,
                 "evaluate with these per-stage, per-microbatch durations and no communication, e.g. F=1,B=2,I=1,W=1,R=1; "
                 "prints the metrics as JSON");
+  add_schedule_param_flags(c, o->params);
   c->add_flag("--lowered", o->lowered, "show the lowered schedule (sends, receives, reductions, optimizer)");
   c->add_flag("--list", o->list, "list the registered schedules with their constraints");
   c->callback([o] { run(*o); });

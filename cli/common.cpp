@@ -7,13 +7,14 @@
 #include <sstream>
 
 #include "costmodel/presets.h"
+#include "schedules/registry.h"
 #include "schedules/error.h"
 
 namespace stagecraft::cli {
 
-void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule) {
+void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster) {
   app->add_option("--model", f.model, "model preset name (see `stagecraft presets`) or a model JSON file")->required();
-  app->add_option("--cluster", f.cluster, "cluster preset name or a cluster JSON file")->required();
+  if (with_cluster) app->add_option("--cluster", f.cluster, "cluster preset name or a cluster JSON file")->required();
   app->add_option("--plan", f.plan_file, "plan JSON file; the flags below override its fields");
   app->add_option("--dp", f.dp, "data-parallel degree (default: GPUs / (tp * pp))");
   app->add_option("--tp", f.tp, "tensor-parallel degree (default 1)");
@@ -25,6 +26,49 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule) {
   app->add_option("--recompute", f.recompute, "activation recomputation: none, full or selective (default none)");
   app->add_option("--rank-order", f.rank_order, "rank numbering, fastest axis first (default tp-dp-pp)");
   app->add_option("--stage-layers", f.stage_layers, "layers per stage of one pipeline, comma-separated (default balanced)");
+  app->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism (activations split t ways)");
+  add_schedule_param_flags(app, f.params);
+}
+
+void add_schedule_param_flags(CLI::App* app, ScheduleParamFlags& f) {
+  app->add_option("--waves", f.waves, "hanayo: waves W (2*W*P stages; default 2)");
+  app->add_option("--segments", f.segments, "fold3d-aiao: segments ns, or auto (default: auto in estimate/compare, 2 in schedule)");
+  app->add_option("--alpha1", f.alpha1, "merak: un-recomputed share of the first stage in [0, 1], or auto (the largest that fits)");
+  app->add_option("--param", f.extra, "any generator parameter as KEY=VALUE, e.g. --param offload=false (repeatable)");
+}
+
+namespace {
+nlohmann::json scalar(const std::string& flag, const std::string& v) {
+  try {
+    nlohmann::json j = nlohmann::json::parse(v);
+    if (j.is_primitive()) return j;
+  } catch (const nlohmann::json::exception&) {
+  }
+  if (v.empty()) throw InputError(flag + " needs a value");
+  return v;  // a plain word such as auto
+}
+}  // namespace
+
+nlohmann::json schedule_params_json(const ScheduleParamFlags& f) {
+  nlohmann::json j = nlohmann::json::object();
+  if (f.waves) j["waves"] = *f.waves;
+  if (!f.segments.empty()) j["segments"] = scalar("--segments", f.segments);
+  if (!f.alpha1.empty()) j["alpha1"] = scalar("--alpha1", f.alpha1);
+  for (const std::string& kv : f.extra) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw InputError("--param '" + kv + "' is invalid (expected KEY=VALUE, e.g. --param offload=false)");
+    j[kv.substr(0, eq)] = scalar("--param " + kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return j;
+}
+
+nlohmann::json params_for(const std::string& schedule, const nlohmann::json& params) {
+  const auto& g = schedules::find_generator(schedule);
+  nlohmann::json out = nlohmann::json::object();
+  for (auto it = params.begin(); it != params.end(); ++it)
+    if (std::find(g.params.begin(), g.params.end(), it.key()) != g.params.end()) out[it.key()] = it.value();
+  return out;
 }
 
 std::vector<std::string> split_list(const std::string& s, char sep) {
@@ -40,6 +84,12 @@ Inputs resolve(const PlanFlags& f) {
   Inputs in;
   in.model = costmodel::load_model(f.model);
   in.cluster = costmodel::load_cluster(f.cluster);
+  in.plan = resolve_plan(f, in.cluster.num_gpus(), "GPUs of cluster '" + in.cluster.name + "'");
+  costmodel::check_fit(in.model, in.cluster, in.plan);
+  return in;
+}
+
+costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::string& gpus_from) {
   costmodel::ParallelPlan p;
   p.num_microbatches = 0;
   if (!f.plan_file.empty()) p = costmodel::load_plan_file(f.plan_file);
@@ -48,10 +98,9 @@ Inputs resolve(const PlanFlags& f) {
   if (f.dp) {
     p.dp = *f.dp;
   } else if (f.plan_file.empty()) {
-    int gpus = in.cluster.num_gpus();
     if (p.tp < 1 || p.pp < 1 || gpus % (p.tp * p.pp) != 0)
       throw InputError("--dp not given and tp*pp = " + std::to_string(p.tp * p.pp) + " does not divide the " +
-                       std::to_string(gpus) + " GPUs of cluster '" + in.cluster.name + "'; give --dp");
+                       std::to_string(gpus) + " " + gpus_from + "; give --dp");
     p.dp = gpus / (p.tp * p.pp);
   }
   if (f.microbatch_size) p.microbatch_size = *f.microbatch_size;
@@ -59,6 +108,9 @@ Inputs resolve(const PlanFlags& f) {
   if (p.num_microbatches == 0) p.num_microbatches = 4 * p.pp;
   if (!f.schedule.empty()) p.schedule = f.schedule;
   if (f.chunks) p.schedule_params["chunks"] = *f.chunks;
+  nlohmann::json given = schedule_params_json(f.params);
+  for (auto it = given.begin(); it != given.end(); ++it) p.schedule_params[it.key()] = it.value();
+  if (f.sequence_parallel) p.sequence_parallel = true;
   if (!f.recompute.empty()) p.recompute = costmodel::parse_recompute(f.recompute);
   if (!f.rank_order.empty()) p.rank_order = f.rank_order;
   if (!f.stage_layers.empty()) {
@@ -75,9 +127,7 @@ Inputs resolve(const PlanFlags& f) {
     }
   }
   costmodel::check(p);
-  costmodel::check_fit(in.model, in.cluster, p);
-  in.plan = p;
-  return in;
+  return p;
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,19 @@
 #include "costmodel/specs.h"
 
 namespace stagecraft::cli {
+
+// Schedule parameters given on the command line: named ones and generic KEY=VALUE pairs.
+struct ScheduleParamFlags {
+  std::optional<int> waves;        // hanayo: waves W
+  std::string segments;            // fold3d-aiao: segment count, or "auto"
+  std::string alpha1;              // merak: non-recomputed share of the first stage, or "auto"
+  std::vector<std::string> extra;  // --param KEY=VALUE (VALUE read as JSON when it parses)
+};
+void add_schedule_param_flags(CLI::App* app, ScheduleParamFlags& f);
+// The flags as a JSON object of generator parameters; throws InputError on a malformed pair.
+nlohmann::json schedule_params_json(const ScheduleParamFlags& f);
+// Only the keys a generator reads (compare passes one set of flags to every schedule).
+nlohmann::json params_for(const std::string& schedule, const nlohmann::json& params);
 
 // Flags of `estimate`, `compare` (and later `simulate`, `train`) that define a configuration.
 struct PlanFlags {
@@ -23,9 +37,12 @@ struct PlanFlags {
   std::string recompute;          // none | full | selective (default: the plan's, else none)
   std::string rank_order;         // e.g. tp-dp-pp
   std::string stage_layers;       // comma-separated layers per stage
+  bool sequence_parallel = false; // Megatron sequence parallelism
+  ScheduleParamFlags params;      // --waves, --segments, --alpha1, --param
 };
 
-void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule);
+// with_cluster = false leaves out --cluster (train: the plan does not depend on a cluster).
+void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster = true);
 
 struct Inputs {
   costmodel::ModelSpec model;
@@ -34,6 +51,9 @@ struct Inputs {
 };
 // Loads presets or files and builds the plan; throws InputError naming the flag.
 Inputs resolve(const PlanFlags& f);
+// The plan alone, from the plan file and flags; dp defaults to gpus / (tp * pp). Checks the
+// plan's own fields (costmodel::check) but nothing that needs a model or a cluster.
+costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::string& gpus_from);
 
 // Writes to PATH.tmp then renames, so a failure never leaves a half-written file; creates
 // missing parent directories. Throws Error on failure.

@@ -84,6 +84,25 @@ std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int
   return out;
 }
 
+namespace {
+
+// Gradient all-reduce of one stage: over its data-parallel group, and with several chains
+// (Chimera) over the copies of the same model part as well, in one ring whose slowest hop is
+// the slower of the dp link and the link between the copies' ranks (Chimera Sec. 3.4).
+double reduce_grad_time(const Schedule& s, int stage, const Topology& topo, double bytes, int dp, const Link& dp_link) {
+  if (s.num_chains == 1) return ring_allreduce_s(bytes, dp, dp_link);
+  Link link = dp_link;
+  for (int c = 0; c < s.num_chains; ++c) {
+    int copy = c * s.stages_per_chain() + s.model_part(stage);
+    if (copy == stage) continue;
+    Link l = topo.p2p_link(s.rank_of(stage), s.rank_of(copy));
+    if (l.kind != "self" && (link.kind == "self" || l.bandwidth_Bps < link.bandwidth_Bps)) link = l;
+  }
+  return ring_allreduce_s(bytes, dp * s.num_chains, link);
+}
+
+}  // namespace
+
 CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Schedule& s) {
   check_fit(m, c, p);
   if (s.num_ranks != p.pp)
@@ -97,7 +116,8 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
   const Link tp_link = topo.group_link(kTp);
   const Link dp_link = topo.group_link(kDp);
   const double tp_ar_s = ring_allreduce_s(memory::tp_allreduce_bytes(m, b), t, tp_link);
-  const double msg_bytes = memory::boundary_message_bytes(m, b);
+  const bool sp = p.sequence_parallel;  // all-gather + reduce-scatter cost what the all-reduce did
+  const double msg_bytes = memory::boundary_message_bytes(m, b, t, sp);
   const bool selective = p.recompute == RecomputePolicy::Selective;
 
   CostTable table;
@@ -135,14 +155,15 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     double params = n * memory::layer_params_per_rank(m, t) + (first ? memory::embedding_params_per_rank(m, t) : 0) +
                     (last ? memory::head_params_per_rank(m, t) : 0);
     table.params[static_cast<size_t>(s.rank_of(st))] += params;
-    sc.reduce_grad_s = ring_allreduce_s(params * m.bytes_per_param, p.dp, dp_link);
+    sc.reduce_grad_s = reduce_grad_time(s, st, topo, params * m.bytes_per_param, p.dp, dp_link);
     // Activations.
-    double per_layer = selective ? memory::layer_activation_selective_bytes(m, b, t) : memory::layer_activation_bytes(m, b, t);
-    double extra = (first ? memory::embedding_activation_bytes(m, b) : 0) + (last ? memory::head_activation_bytes(m, b, t) : 0);
+    double per_layer =
+        selective ? memory::layer_activation_selective_bytes(m, b, t, sp) : memory::layer_activation_bytes(m, b, t, sp);
+    double extra = (first ? memory::embedding_activation_bytes(m, b, t, sp) : 0) +
+                   (last ? memory::head_activation_bytes(m, b, t, sp) : 0);
     sc.act_bytes = n * per_layer + extra;
-    sc.ckpt_bytes = n * memory::layer_checkpoint_bytes(m, b) + extra;
-    double stored = p.recompute == RecomputePolicy::Full ? sc.ckpt_bytes : sc.act_bytes;
-    sc.offload_s = stored / c.host_link_bandwidth_Bps;
+    sc.ckpt_bytes = n * memory::layer_checkpoint_bytes(m, b, t, sp) + extra;
+    sc.offload_s = sc.act_bytes / c.host_link_bandwidth_Bps;
     sc.reload_s = sc.offload_s;
   }
   table.optimizer_s.resize(static_cast<size_t>(s.num_ranks));

@@ -22,7 +22,8 @@ struct StageCost {        // one stage, one microbatch
   double send_f_s = 0;    // forward output to the next stage (0 when on the same rank)
   double send_b_s = 0;    // input gradient to the previous stage (0 when on the same rank)
   double reduce_grad_s = 0;  // data-parallel all-reduce of all the stage's gradients
-  double offload_s = 0;   // saved activations of one microbatch to host memory
+  double offload_s = 0;   // all activations of one microbatch (act_bytes) to host memory; a
+                          // recomputed (stage, microbatch) moves only what F kept, in proportion
   double reload_s = 0;    // and back
   double act_bytes = 0;   // activations F keeps for the backward, no recomputation
   double ckpt_bytes = 0;  // what F keeps when the stage is fully recomputed (layer inputs)

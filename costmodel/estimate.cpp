@@ -39,11 +39,9 @@ schedules::Schedule plan_schedule(const ParallelPlan& p, const schedules::LowerO
   return s;
 }
 
-Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const EstimateOptions& opt) {
-  check(m);
-  check(c);
-  check(p);
-  check_fit(m, c, p);
+namespace {
+
+Estimate estimate_as_given(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const EstimateOptions& opt) {
   Estimate e;
   e.model = m;
   e.cluster = c;
@@ -61,6 +59,88 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& 
   e.max_memory_bytes = *std::max_element(e.eval.peak_memory_bytes.begin(), e.eval.peak_memory_bytes.end());
   e.fits = e.max_memory_bytes <= c.gpu_memory_bytes;
   return e;
+}
+
+bool is_auto(const nlohmann::json& params, const char* key) {
+  return !params.contains(key) || (params[key].is_string() && params[key].get<std::string>() == "auto");
+}
+
+EstimateOptions quick(const EstimateOptions& opt) {
+  EstimateOptions q = opt;
+  q.eval.record = false;
+  return q;
+}
+
+// Largest alpha_1 in [0, 1] whose plan fits memory (peak memory grows with alpha_1).
+double fit_alpha1(const ModelSpec& m, const ClusterSpec& c, ParallelPlan p, const EstimateOptions& opt) {
+  auto fits = [&](double a) {
+    p.schedule_params["alpha1"] = a;
+    return estimate_as_given(m, c, p, quick(opt)).fits;
+  };
+  if (fits(1.0)) return 1.0;
+  if (!fits(0.0)) return 0.0;
+  double lo = 0, hi = 1;
+  for (int i = 0; i < 20; ++i) {
+    double mid = 0.5 * (lo + hi);
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+// Forward over backward time of the stages, from the cost table of the plan as it stands.
+double fwd_bwd_ratio(const ModelSpec& m, const ClusterSpec& c, ParallelPlan p, const EstimateOptions& opt) {
+  if (!p.schedule_params.contains("fwd_bwd_ratio")) p.schedule_params["fwd_bwd_ratio"] = 0.5;
+  Estimate e = estimate_as_given(m, c, p, quick(opt));
+  double f = 0, b = 0;
+  for (const StageCost& sc : e.costs.stages) {
+    f += sc.f_s;
+    b += sc.b_s;
+  }
+  return b > 0 ? f / b : 0.5;
+}
+
+}  // namespace
+
+ParallelPlan resolve_schedule_params(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& in, const EstimateOptions& opt) {
+  ParallelPlan p = in;
+  const std::string name = schedules::find_generator(p.schedule).name;
+  auto& sp = p.schedule_params;
+  if (name == "merak" && is_auto(sp, "alpha1")) sp["alpha1"] = fit_alpha1(m, c, p, opt);
+  if (name == "merak-early-recompute" && sp.contains("alpha1") && is_auto(sp, "alpha1")) sp["alpha1"] = fit_alpha1(m, c, p, opt);
+  if (name == "fold3d-aiao") {
+    bool auto_segments = is_auto(sp, "segments");
+    bool auto_ratio = !sp.contains("fwd_bwd_ratio");
+    auto settle = [&](ParallelPlan q) {
+      if (auto_ratio) q.schedule_params["fwd_bwd_ratio"] = fwd_bwd_ratio(m, c, q, opt);
+      return q;
+    };
+    if (auto_segments) {
+      ParallelPlan best;
+      double best_s = 0;
+      int max_ns = std::max(1, m.num_layers / p.pp);
+      for (int ns = 1; ns <= std::min(max_ns, 16); ++ns) {
+        ParallelPlan q = p;
+        q.schedule_params["segments"] = ns;
+        q = settle(q);
+        double t = estimate_as_given(m, c, q, quick(opt)).eval.iteration_time_s;
+        if (ns > 1 && t >= best_s) break;
+        best = q;
+        best_s = t;
+      }
+      p = best;
+    } else {
+      p = settle(p);
+    }
+  }
+  return p;
+}
+
+Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const EstimateOptions& opt) {
+  check(m);
+  check(c);
+  check(p);
+  check_fit(m, c, p);
+  return estimate_as_given(m, c, resolve_schedule_params(m, c, p, opt), opt);
 }
 
 nlohmann::json to_json(const Estimate& e) {

@@ -38,6 +38,17 @@ struct Estimate {
   bool fits = false;                // every rank's peak within gpu_memory_bytes
 };
 
+// Resolves the schedule parameters the cost model chooses, writing the choice into the plan:
+//   merak: alpha1 absent or "auto" -> the largest alpha_1 whose peak memory fits every GPU
+//          (Merak Sec. 5.2: "tune alpha_1 by increasing it until an OOM error"), by bisection;
+//   merak-early-recompute: alpha1 "auto" likewise (absent stays full recomputation);
+//   fold3d-aiao: fwd_bwd_ratio absent -> forward over backward time from the cost table;
+//          segments absent or "auto" -> increase ns from 1 while the iteration gets faster
+//          (FOLD3D Sec. IV's heuristic, judged by this cost model), at most num_layers / pp.
+ParallelPlan resolve_schedule_params(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p,
+                                     const EstimateOptions& opt = {});
+
+// resolve_schedule_params, then the prediction.
 Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const EstimateOptions& opt = {});
 nlohmann::json to_json(const Estimate& e);
 

@@ -93,8 +93,8 @@ void Evaluator::compile() {
           case Op::SEND_F: x.stream = Stream::P2P; x.slot_a = slot(a.stage, kSendF); break;
           case Op::SEND_B: x.stream = Stream::P2P; x.slot_a = slot(a.stage, kSendB); break;
           case Op::REDUCE_GRAD: x.stream = Stream::Collective; x.slot_a = slot(a.stage, kReduce); x.factor_a = a.fraction; break;
-          case Op::OFFLOAD: x.stream = Stream::Copy; x.slot_a = slot(a.stage, kOffload); break;
-          case Op::RELOAD: x.stream = Stream::Copy; x.slot_a = slot(a.stage, kReload); break;
+          case Op::OFFLOAD: x.stream = Stream::Copy; x.slot_a = slot(a.stage, kOffload); x.copy = true; break;
+          case Op::RELOAD: x.stream = Stream::Copy; x.slot_a = slot(a.stage, kReload); x.copy = true; break;
           default: extra = false;
         }
         if (extra) {
@@ -111,43 +111,46 @@ void Evaluator::compile() {
 
   // Pass 2: edges.
   std::vector<std::vector<std::uint32_t>> in(tmp.size());
+  std::vector<std::vector<std::vector<std::uint32_t>>> reduce_issue(
+      static_cast<size_t>(K), std::vector<std::vector<std::uint32_t>>(static_cast<size_t>(s.num_stages))),
+      reduce_node = reduce_issue;  // [k][stage]: REDUCE_GRAD issue nodes and collective nodes, in order
   auto edge = [&](std::uint32_t from, std::uint32_t to) {
     if (from != kNone) in[to].push_back(from);
   };
+  // A forward waits for the forward input of its (stage, microbatch) received before it; a
+  // backward or recompute for the gradient received and the checkpoint reloaded before it.
+  enum Wait { kInput = 0, kGrad = 1 };
   for (int r = 0; r < R; ++r) {
     const auto& list = s.actions[static_cast<size_t>(r)];
     std::uint32_t prev_compute = kNone, prev_coll = kNone, prev_copy = kNone;
     for (int k = 0; k < K; ++k) {
-      std::vector<std::vector<std::uint32_t>> pending(keys);
+      std::vector<std::vector<std::uint32_t>> pending(2 * keys);
       const auto& mk = made[static_cast<size_t>(k)][static_cast<size_t>(r)];
-      auto consume = [&](int st, int mb, std::uint32_t node) {
-        auto& p = pending[key(st, mb)];
+      auto consume = [&](int st, int mb, Wait w, std::uint32_t node) {
+        auto& p = pending[2 * key(st, mb) + w];
         for (std::uint32_t from : p) edge(from, node);
         p.clear();
       };
+      auto wait_on = [&](int st, int mb, Wait w, std::uint32_t from) { pending[2 * key(st, mb) + w].push_back(from); };
       for (size_t i = 0; i < list.size(); ++i) {
         const Action& a = list[i];
         std::uint32_t me = mk[i].main, ex = mk[i].extra;
         edge(prev_compute, me);
         prev_compute = me;
         switch (a.op) {
-          case Op::F: case Op::B: case Op::I: case Op::W: case Op::R:
-            consume(a.stage, a.microbatch, me);
-            break;
+          case Op::F: consume(a.stage, a.microbatch, kInput, me); break;
+          case Op::B: case Op::I: case Op::R: consume(a.stage, a.microbatch, kGrad, me); break;
+          case Op::W: break;
           case Op::OVERLAP_F_B:
-            consume(a.stage, a.microbatch, me);
-            consume(a.b_stage, a.b_microbatch, me);
+            consume(a.stage, a.microbatch, kInput, me);
+            consume(a.b_stage, a.b_microbatch, kGrad, me);
             break;
-          case Op::RECV_F: {
-            std::uint32_t x = xfer_f[static_cast<size_t>(k)][key(s.prev_stage(a.stage), a.microbatch)];
-            pending[key(a.stage, a.microbatch)].push_back(x);
+          case Op::RECV_F:
+            wait_on(a.stage, a.microbatch, kInput, xfer_f[static_cast<size_t>(k)][key(s.prev_stage(a.stage), a.microbatch)]);
             break;
-          }
-          case Op::RECV_B: {
-            std::uint32_t x = xfer_b[static_cast<size_t>(k)][key(s.next_stage(a.stage), a.microbatch)];
-            pending[key(a.stage, a.microbatch)].push_back(x);
+          case Op::RECV_B:
+            wait_on(a.stage, a.microbatch, kGrad, xfer_b[static_cast<size_t>(k)][key(s.next_stage(a.stage), a.microbatch)]);
             break;
-          }
           case Op::SEND_F:
             edge(me, ex);
             edge(post_f[static_cast<size_t>(k)][key(s.next_stage(a.stage), a.microbatch)], ex);
@@ -160,6 +163,8 @@ void Evaluator::compile() {
             edge(me, ex);
             edge(prev_coll, ex);
             prev_coll = ex;
+            reduce_issue[static_cast<size_t>(k)][static_cast<size_t>(a.stage)].push_back(me);
+            reduce_node[static_cast<size_t>(k)][static_cast<size_t>(a.stage)].push_back(ex);
             break;
           case Op::OFFLOAD:
             edge(me, ex);
@@ -170,7 +175,7 @@ void Evaluator::compile() {
             edge(me, ex);
             edge(prev_copy, ex);
             prev_copy = ex;
-            pending[key(a.stage, a.microbatch)].push_back(ex);
+            wait_on(a.stage, a.microbatch, kGrad, ex);
             break;
           case Op::OPTIMIZER:
             edge(prev_coll, me);
@@ -179,6 +184,21 @@ void Evaluator::compile() {
       }
     }
   }
+  // Stages holding copies of the same model part (Chimera's two directions) reduce their
+  // gradients in one collective: the j-th reduction of each copy starts when every copy has
+  // issued its j-th.
+  if (s.num_chains > 1)
+    for (int k = 0; k < K; ++k)
+      for (int part = 0; part < s.stages_per_chain(); ++part)
+        for (int c = 0; c < s.num_chains; ++c) {
+          int st = c * s.stages_per_chain() + part;
+          const auto& mine = reduce_node[static_cast<size_t>(k)][static_cast<size_t>(st)];
+          for (int c2 = 0; c2 < s.num_chains; ++c2) {
+            if (c2 == c) continue;
+            const auto& other = reduce_issue[static_cast<size_t>(k)][static_cast<size_t>(c2 * s.stages_per_chain() + part)];
+            for (size_t j = 0; j < mine.size() && j < other.size(); ++j) edge(other[j], mine[j]);
+          }
+        }
 
   // Topological order (Kahn); what cannot be ordered is a deadlock.
   std::vector<std::uint32_t> indeg(tmp.size(), 0);
@@ -243,6 +263,13 @@ void Evaluator::compile() {
   for (const auto& list : s.actions)
     for (const Action& a : list)
       if (a.op == Op::R) frac[key(a.stage, a.microbatch)] = a.fraction;
+  // A copy moves what the forward kept: scale the stage's offload time (for all activations)
+  // by the kept share, known once the cost table gives activation and checkpoint bytes.
+  for (Node& n : nodes_)
+    if (n.copy) {
+      const Action& a = s.actions[static_cast<size_t>(n.rank)][static_cast<size_t>(n.position)];
+      n.kept_fraction = frac[key(a.stage, a.microbatch)];
+    }
   mem_compute_.assign(static_cast<size_t>(R), {});
   mem_copy_.assign(static_cast<size_t>(R), {});
   held_.assign(static_cast<size_t>(R), {});
@@ -312,6 +339,12 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
   }
   for (int r = 0; r < R; ++r) slot[static_cast<size_t>(s.num_stages * kSlotsPerStage + r)] = c.optimizer_s[static_cast<size_t>(r)];
 
+  // Share of a stage's activations a copy moves: (1 - f) + f * ckpt/act for recompute share f.
+  std::vector<double> kept_share(static_cast<size_t>(s.num_stages), 1.0), ckpt_share(static_cast<size_t>(s.num_stages), 0.0);
+  for (int st = 0; st < s.num_stages; ++st) {
+    const StageCost& sc = c.stages[static_cast<size_t>(st)];
+    if (sc.act_bytes > 0) ckpt_share[static_cast<size_t>(st)] = sc.ckpt_bytes / sc.act_bytes - 1.0;
+  }
   const size_t N = nodes_.size();
   std::vector<double> start(N), end(N);
   std::vector<double> iter_end(static_cast<size_t>(K), 0.0);
@@ -322,6 +355,7 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
     for (std::uint32_t j = n.pred_begin; j < n.pred_end; ++j) t = std::max(t, end[pr[j]]);
     double d = 0;
     if (n.slot_a >= 0) d = slot[static_cast<size_t>(n.slot_a)] * n.factor_a;
+    if (n.copy) d *= kept_share[static_cast<size_t>(n.slot_a / kSlotsPerStage)] + n.kept_fraction * ckpt_share[static_cast<size_t>(n.slot_a / kSlotsPerStage)];
     if (n.slot_b >= 0) d += slot[static_cast<size_t>(n.slot_b)];
     start[i] = t;
     end[i] = t + d;

@@ -79,6 +79,8 @@ class Evaluator {
     Stream stream = Stream::Compute;
     bool is_compute = false;       // counts as compute time (F, B, I, W, R, OVERLAP, OPTIMIZER)
     bool optimizer = false;        // slot is the rank's optimizer step
+    bool copy = false;             // OFFLOAD/RELOAD: duration scales with what the forward kept
+    double kept_fraction = 0;      // copy nodes: recompute share f of the (stage, microbatch)
   };
   schedules::Schedule schedule_;
   EvalOptions opt_;

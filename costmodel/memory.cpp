@@ -13,24 +13,29 @@ double mlp_sharded(const ModelSpec& m) {
 }
 }  // namespace
 
-double layer_activation_selective_bytes(const ModelSpec& m, int b, int t) {
-  return sbh(m, b) * (10.0 + (8.0 + mlp_sharded(m)) / t) * scale(m);
+double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp) {
+  double replicated = sp ? 10.0 / t : 10.0;
+  return sbh(m, b) * (replicated + (8.0 + mlp_sharded(m)) / t) * scale(m);
 }
 
-double layer_activation_bytes(const ModelSpec& m, int b, int t) {
+double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp) {
   double attention_core = 5.0 * D(m.num_heads) * D(m.seq_length) / (D(m.hidden_size) * t);
-  return layer_activation_selective_bytes(m, b, t) + sbh(m, b) * attention_core * scale(m);
+  return layer_activation_selective_bytes(m, b, t, sp) + sbh(m, b) * attention_core * scale(m);
 }
 
-double layer_checkpoint_bytes(const ModelSpec& m, int b) { return 2.0 * sbh(m, b) * scale(m); }
-
-double embedding_activation_bytes(const ModelSpec& m, int b) { return sbh(m, b); }
-
-double head_activation_bytes(const ModelSpec& m, int b, int t) {
-  return 2.0 * sbh(m, b) * scale(m) + 4.0 * D(m.seq_length) * D(b) * D(m.vocab_size) / t;
+double layer_checkpoint_bytes(const ModelSpec& m, int b, int t, bool sp) {
+  return 2.0 * sbh(m, b) * scale(m) / (sp ? t : 1);
 }
 
-double boundary_message_bytes(const ModelSpec& m, int b) { return sbh(m, b) * D(m.bytes_per_activation); }
+double embedding_activation_bytes(const ModelSpec& m, int b, int t, bool sp) { return sbh(m, b) / (sp ? t : 1); }
+
+double head_activation_bytes(const ModelSpec& m, int b, int t, bool sp) {
+  return 2.0 * sbh(m, b) * scale(m) / (sp ? t : 1) + 4.0 * D(m.seq_length) * D(b) * D(m.vocab_size) / t;
+}
+
+double boundary_message_bytes(const ModelSpec& m, int b, int t, bool sp) {
+  return sbh(m, b) * D(m.bytes_per_activation) / (sp ? t : 1);
+}
 
 double tp_allreduce_bytes(const ModelSpec& m, int b) { return sbh(m, b) * D(m.bytes_per_activation); }
 

@@ -12,20 +12,24 @@ namespace stagecraft::costmodel::memory {
 // (Korthikanti Sec. 4.2, eq. 2). The 24 splits into 8 (attention: Q, K, V, output-projection
 // input) and 4f/h (MLP: GELU input and output); a gated MLP (LLaMA) keeps 6f/h (assumption:
 // gate, up and activation outputs).
-double layer_activation_bytes(const ModelSpec& m, int b, int t);
+// With sequence parallelism (sp) every term is split t ways: sbh/t (34 + 5as/h) (Korthikanti
+// Sec. 4.2.2, eq. 4).
+double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp = false);
 // With selective recomputation the attention core's 5as/(ht) term is recomputed, not kept
 // (Korthikanti Sec. 5).
-double layer_activation_selective_bytes(const ModelSpec& m, int b, int t);
-// With full recomputation only the layer input stays: 2sbh (Korthikanti Sec. 4.3).
-double layer_checkpoint_bytes(const ModelSpec& m, int b);
-// First stage: the embedding's dropout mask, sbh (one byte per element).
-double embedding_activation_bytes(const ModelSpec& m, int b);
-// Last stage: the final norm's input 2sbh and the logits kept in 32-bit for the
+double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp = false);
+// With full recomputation only the layer input stays: 2sbh, 2sbh/t with sp (Korthikanti
+// Sec. 4.3).
+double layer_checkpoint_bytes(const ModelSpec& m, int b, int t = 1, bool sp = false);
+// First stage: the embedding's dropout mask, sbh (one byte per element); /t with sp.
+double embedding_activation_bytes(const ModelSpec& m, int b, int t = 1, bool sp = false);
+// Last stage: the final norm's input 2sbh (/t with sp) and the logits kept in 32-bit for the
 // cross-entropy, 4sbV/t (Korthikanti Sec. 4.3).
-double head_activation_bytes(const ModelSpec& m, int b, int t);
+double head_activation_bytes(const ModelSpec& m, int b, int t, bool sp = false);
 
-// Bytes of one point-to-point activation or gradient message between stages: sbh elements.
-double boundary_message_bytes(const ModelSpec& m, int b);
+// Bytes of one point-to-point activation or gradient message between stages: sbh elements,
+// a 1/t slice of them with sequence parallelism (each tp rank sends its part).
+double boundary_message_bytes(const ModelSpec& m, int b, int t = 1, bool sp = false);
 // Bytes of one tensor-parallel all-reduce (Megatron: two per layer forward, two backward):
 // sbh elements (facts.md).
 double tp_allreduce_bytes(const ModelSpec& m, int b);

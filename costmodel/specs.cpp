@@ -161,7 +161,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
           {"schedule_params", p.schedule_params},
           {"recompute", std::string(recompute_name(p.recompute))},
           {"rank_order", p.rank_order},
-          {"stage_layers", p.stage_layers}};
+          {"stage_layers", p.stage_layers},
+          {"sequence_parallel", p.sequence_parallel}};
 }
 
 ModelSpec model_from_json(const nlohmann::json& j) {
@@ -226,6 +227,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.recompute = parse_recompute(r.opt<std::string>("recompute", "none"));
   p.rank_order = r.opt<std::string>("rank_order", "tp-dp-pp");
   p.stage_layers = r.opt<std::vector<int>>("stage_layers", {});
+  p.sequence_parallel = r.opt<bool>("sequence_parallel", false);
   r.done();
   check(p);
   return p;

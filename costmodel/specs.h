@@ -73,6 +73,8 @@ struct ParallelPlan {
   RecomputePolicy recompute = RecomputePolicy::None;
   std::string rank_order = "tp-dp-pp";  // fastest-varying first; any permutation of tp, dp, pp
   std::vector<int> stage_layers;     // layers per stage of one pipeline chain; empty = balanced
+  bool sequence_parallel = false;    // Megatron sequence parallelism: the activations outside the
+                                     // tensor-parallel blocks split t ways too (Korthikanti et al.)
 
   int num_gpus() const { return dp * tp * pp; }
   long global_batch() const { return static_cast<long>(dp) * microbatch_size * num_microbatches; }

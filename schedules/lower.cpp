@@ -25,17 +25,48 @@ void comm_for(const Schedule& s, int rank, int stage, int mb, bool forward, std:
   }
 }
 
-std::vector<Action> lower_p2p(const Schedule& s, int rank, const std::vector<Action>& in, int lookahead) {
+// True when the next compute action after the R at `i` is the backward (B or I, or the
+// OVERLAP_F_B carrying it) of the same stage and microbatch.
+bool r_feeds_next_backward(const std::vector<Action>& in, size_t i) {
+  const Action& r = in[i];
+  for (size_t j = i + 1; j < in.size(); ++j) {
+    const Action& a = in[j];
+    if (!is_compute(a.op)) continue;
+    if ((a.op == Op::B || a.op == Op::I) && a.stage == r.stage && a.microbatch == r.microbatch) return true;
+    if (a.op == Op::OVERLAP_F_B && a.b_stage == r.stage && a.b_microbatch == r.microbatch) return true;
+    return false;
+  }
+  return false;
+}
+
+std::vector<Action> lower_p2p(const Schedule& s, int rank, const std::vector<Action>& in, int lookahead, bool late_recompute) {
   std::vector<Action> out;
   out.reserve(in.size() * 2);
   std::vector<size_t> compute_pos;  // positions in `out` of compute actions, for lookahead
-  for (const Action& a : in) {
+  std::vector<bool> grad_posted(static_cast<size_t>(s.num_stages) * s.num_microbatches, false);
+  auto posted = [&](int st, int mb) { return grad_posted[static_cast<size_t>(st) * s.num_microbatches + mb]; };
+  for (size_t idx = 0; idx < in.size(); ++idx) {
+    const Action& a = in[idx];
     std::vector<Action> recvs, sends;
     if (a.op == Op::F) comm_for(s, rank, a.stage, a.microbatch, true, recvs, sends);
-    if (a.op == Op::B || a.op == Op::I) comm_for(s, rank, a.stage, a.microbatch, false, recvs, sends);
+    if ((a.op == Op::B || a.op == Op::I) && !posted(a.stage, a.microbatch))
+      comm_for(s, rank, a.stage, a.microbatch, false, recvs, sends);
+    else if (a.op == Op::B || a.op == Op::I) {
+      std::vector<Action> unused;
+      comm_for(s, rank, a.stage, a.microbatch, false, unused, sends);
+    }
+    if (a.op == Op::R && late_recompute && r_feeds_next_backward(in, idx)) {
+      std::vector<Action> unused;
+      comm_for(s, rank, a.stage, a.microbatch, false, recvs, unused);
+      grad_posted[static_cast<size_t>(a.stage) * s.num_microbatches + a.microbatch] = true;
+    }
     if (a.op == Op::OVERLAP_F_B) {
       comm_for(s, rank, a.stage, a.microbatch, true, recvs, sends);
-      comm_for(s, rank, a.b_stage, a.b_microbatch, false, recvs, sends);
+      if (!posted(a.b_stage, a.b_microbatch)) comm_for(s, rank, a.b_stage, a.b_microbatch, false, recvs, sends);
+      else {
+        std::vector<Action> unused;
+        comm_for(s, rank, a.b_stage, a.b_microbatch, false, unused, sends);
+      }
     }
     if (!recvs.empty()) {
       size_t at = out.size();
@@ -56,12 +87,20 @@ std::vector<Action> lower_p2p(const Schedule& s, int rank, const std::vector<Act
 
 Schedule lower(const Schedule& in, const LowerOptions& opt) {
   check_shape(in);
-  if (opt.recv_lookahead < 0)
-    throw InputError("recv_lookahead = " + std::to_string(opt.recv_lookahead) + " is invalid (must be >= 0)");
+  int lookahead = opt.recv_lookahead;
+  if (lookahead < 0) {
+    const auto& v = in.params.contains("recv_lookahead") ? in.params["recv_lookahead"] : nlohmann::json(0);
+    if (!v.is_number_integer() || v.get<int>() < 0)
+      throw InputError("schedule '" + in.name + "': params.recv_lookahead = " + v.dump() + " is invalid (must be an integer >= 0)");
+    lookahead = v.get<int>();
+  }
+  std::string timing = in.params.value("recompute_timing", std::string("late"));
+  if (timing != "late" && timing != "early")
+    throw InputError("schedule '" + in.name + "': params.recompute_timing = \"" + timing + "\" is invalid (allowed: late, early)");
   Schedule s = in;
   if (!in.is_lowered())
     for (int r = 0; r < s.num_ranks; ++r)
-      s.actions[static_cast<size_t>(r)] = lower_p2p(s, r, in.actions[static_cast<size_t>(r)], opt.recv_lookahead);
+      s.actions[static_cast<size_t>(r)] = lower_p2p(s, r, in.actions[static_cast<size_t>(r)], lookahead, timing == "late");
 
   for (int r = 0; r < s.num_ranks; ++r) {
     auto& list = s.actions[static_cast<size_t>(r)];

@@ -13,13 +13,18 @@ struct LowerOptions {
   bool insert_reduce_grad = true;  // REDUCE_GRAD after each stage's last backward, unless the
                                    // generator placed reductions for that stage itself
   bool insert_optimizer = true;    // OPTIMIZER at the end of each rank's list, unless present
-  int recv_lookahead = 0;          // post each receive this many compute actions before the
-                                   // action that consumes it (0: right before it); prefetch
+  int recv_lookahead = -1;         // post each receive this many compute actions before the
+                                   // action that consumes it (0: right before it; prefetch when
+                                   // > 0); -1: as the schedule's params ask ("recv_lookahead"), else 0
 };
 
 // Adds SEND_F/RECV_F/SEND_B/RECV_B where adjacent stages sit on different ranks: a send right
-// after the producing compute, a receive before the consuming one. A schedule that already
-// has sends and receives keeps them (only reductions and the optimizer are added).
+// after the producing compute, a receive before the consuming one. The consumer of a gradient
+// is its backward, or, when the schedule's params say "recompute_timing": "late" (the
+// default), the R right before that backward: recomputation waits for the gradient as in
+// Megatron-LM; with "early" the receive goes between R and the backward (Merak Sec. 5.1).
+// A schedule that already has sends and receives keeps them (only reductions and the
+// optimizer are added).
 Schedule lower(const Schedule& s, const LowerOptions& opt = {});
 
 // Adds R(stage, mb) with the given fraction of the stage's layers right before each backward

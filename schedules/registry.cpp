@@ -23,6 +23,16 @@ const std::vector<GeneratorInfo>& generators() {
       one_f_one_b_generator(),
       interleaved_1f1b_generator(),
       looped_bfs_generator(),
+      chimera_generator(),
+      chimera_wave_generator(),
+      hanayo_generator(),
+      merak_early_recompute_generator(),
+      merak_generator(),
+      fold3d_generator(),
+      zb_h1_generator(),
+      zb_h2_generator(),
+      zb_v_generator(),
+      zb1p_generator(),
   };
   return all;
 }

@@ -53,5 +53,15 @@ GeneratorInfo gpipe_generator();
 GeneratorInfo one_f_one_b_generator();
 GeneratorInfo interleaved_1f1b_generator();
 GeneratorInfo looped_bfs_generator();
+GeneratorInfo chimera_generator();
+GeneratorInfo chimera_wave_generator();
+GeneratorInfo hanayo_generator();
+GeneratorInfo merak_early_recompute_generator();
+GeneratorInfo merak_generator();
+GeneratorInfo fold3d_generator();
+GeneratorInfo zb_h1_generator();
+GeneratorInfo zb_h2_generator();
+GeneratorInfo zb_v_generator();
+GeneratorInfo zb1p_generator();
 
 }  // namespace stagecraft::schedules

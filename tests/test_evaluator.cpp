@@ -55,7 +55,9 @@ TEST(Evaluator, PrefetchedReceivesHideTransfers) {
 // R after RECV_B waits for the gradient (Megatron); R before it runs early (Merak Sec. 5.1).
 TEST(Evaluator, RecomputeWaitsOnlyWhenPlacedAfterTheReceive) {
   Schedule late = insert_recompute(lower(gen("1f1b", 2, 2)), {1.0, 0.0});
-  Schedule early = lower(insert_recompute(gen("1f1b", 2, 2), {1.0, 0.0}));
+  Schedule early_c = insert_recompute(gen("1f1b", 2, 2), {1.0, 0.0});
+  early_c.params["recompute_timing"] = "early";
+  Schedule early = lower(early_c);
   EvalOptions o = one_iteration();
   double t_late = Evaluator(late, o).evaluate(table(late)).iteration_time_s;
   double t_early = Evaluator(early, o).evaluate(table(early)).iteration_time_s;

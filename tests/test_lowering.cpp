@@ -61,7 +61,9 @@ TEST(Lowering, ReductionAfterLastBackwardOfEachStage) {
       }
       EXPECT_GT(red, last_b);
       // ... and after the send of that backward's gradient, where there is one.
-      if (s.prev_stage(st) >= 0 && s.rank_of(s.prev_stage(st)) != r) EXPECT_EQ(l[static_cast<size_t>(red) - 1].op, Op::SEND_B);
+      if (s.prev_stage(st) >= 0 && s.rank_of(s.prev_stage(st)) != r) {
+        EXPECT_EQ(l[static_cast<size_t>(red) - 1].op, Op::SEND_B);
+      }
     }
     EXPECT_EQ(l.back().op, Op::OPTIMIZER);
   }
@@ -86,10 +88,19 @@ TEST(Lowering, RecomputeAfterReceiveWhenInsertedAfterLowering) {
                                                            "0RECV_B1", "0R1", "0B1", "0REDUCE_GRAD", "OPTIMIZER"}));
   EXPECT_EQ(to_text(s.actions[1][2]), "1R0[frac=0.5]");
   validate(s);
-  // Inserted before lowering, the receive lands between R and B (Merak's early recompute).
-  Schedule e = lower(insert_recompute(gen("1f1b", 2, 2), {1.0, 0.0}));
+  // Inserted before lowering, R counts as the gradient's consumer ("late", the default) ...
+  Schedule c = insert_recompute(gen("1f1b", 2, 2), {1.0, 0.0});
+  Schedule l = lower(c);
+  EXPECT_EQ(to_text(l.actions[0][4]), "0RECV_B0");
+  EXPECT_EQ(to_text(l.actions[0][5]), "0R0");
+  // ... unless the schedule asks for early recomputation: then the receive lands between R
+  // and B (Merak Sec. 5.1).
+  c.params["recompute_timing"] = "early";
+  Schedule e = lower(c);
   EXPECT_EQ(to_text(e.actions[0][4]), "0R0");
   EXPECT_EQ(to_text(e.actions[0][5]), "0RECV_B0");
+  c.params["recompute_timing"] = "sometime";
+  EXPECT_THROW(lower(c), InputError);
   EXPECT_THROW(insert_recompute(gen("1f1b", 2, 2), {1.0}), InputError);
   EXPECT_THROW(insert_recompute(gen("1f1b", 2, 2), {1.0, 1.5}), InputError);
 }
