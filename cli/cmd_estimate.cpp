@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "costmodel/estimate.h"
+#include "costmodel/svg.h"
 #include "costmodel/trace.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
@@ -24,6 +25,7 @@ struct CompareOpts {
   std::string schedules = "gpipe,1f1b,interleaved-1f1b,looped-bfs";
   bool json = false;
   std::string trace_dir;
+  std::string svg;
 };
 
 void print_estimate(const costmodel::Estimate& e) {
@@ -88,6 +90,8 @@ void run_compare(const CompareOpts& o) {
   std::vector<std::string> names = schedule_list(o.schedules);
   nlohmann::json all = nlohmann::json::array();
   std::vector<std::vector<std::string>> rows;
+  std::vector<costmodel::Estimate> kept;  // for the SVG
+  kept.reserve(names.size());
   int ok = 0;
   for (const std::string& name : names) {
     costmodel::ParallelPlan p = in.plan;
@@ -95,7 +99,7 @@ void run_compare(const CompareOpts& o) {
     p.schedule_params = params_for(name, in.plan.schedule_params);
     try {
       costmodel::EstimateOptions eo;
-      eo.eval.record = !o.trace_dir.empty();
+      eo.eval.record = !o.trace_dir.empty() || !o.svg.empty();
       costmodel::Estimate e = costmodel::estimate(in.model, in.cluster, p, eo);
       ++ok;
       if (!o.trace_dir.empty()) {
@@ -104,9 +108,12 @@ void run_compare(const CompareOpts& o) {
         write_file_atomic(o.trace_dir + "/" + name + ".trace.json", costmodel::chrome_trace(e.schedule, e.eval, to).dump() + "\n");
       }
       all.push_back(costmodel::to_json(e));
+      double host = *std::max_element(e.eval.peak_host_bytes.begin(), e.eval.peak_host_bytes.end());
       rows.push_back({name, std::to_string(e.schedule.num_stages), fmt_seconds(e.eval.iteration_time_s),
                       fmt_num(e.tokens_per_s, 0), fmt_num(e.tflops_per_gpu, 1), fmt_num(e.eval.bubble_over_compute, 4),
-                      fmt_num(e.eval.bubble_fraction, 4), fmt_bytes(e.max_memory_bytes), e.fits ? "yes" : "NO"});
+                      fmt_num(e.eval.bubble_fraction, 4), fmt_bytes(e.max_memory_bytes), host > 0 ? fmt_bytes(host) : "-",
+                      e.fits ? "yes" : "NO (marked)"});
+      if (!o.svg.empty()) kept.push_back(std::move(e));
     } catch (const InputError& err) {
       std::string why = err.what();
       why = why.substr(0, why.find('\n'));
@@ -122,9 +129,18 @@ void run_compare(const CompareOpts& o) {
               << ", pp " << p.pp << ", microbatch size " << p.microbatch_size << ", " << p.num_microbatches
               << " microbatches, recompute " << costmodel::recompute_name(p.recompute) << "\n\n";
     std::cout << format_table({"schedule", "stages", "iteration", "tokens/s", "TFLOP/s/GPU", "bubble/compute",
-                               "bubble frac", "peak mem", "fits"},
+                               "bubble frac", "peak GPU mem", "host mem", "fits"},
                               rows);
     if (!o.trace_dir.empty()) std::cout << "\ntraces written to " << o.trace_dir << "/<schedule>.trace.json\n";
+  }
+  if (!o.svg.empty() && !kept.empty()) {
+    std::vector<costmodel::SvgPanel> panels;
+    for (const auto& e : kept)
+      panels.push_back({e.schedule.name + ": " + fmt_seconds(e.eval.iteration_time_s) + ", bubble fraction " +
+                            fmt_num(e.eval.bubble_fraction, 3),
+                        &e.schedule, &e.eval});
+    write_file_atomic(o.svg, costmodel::schedule_svg(panels));
+    if (!o.json) std::cout << "timelines drawn in " << o.svg << "\n";
   }
   if (ok == 0) throw InputError("no schedule accepts this configuration (see the reasons above)");
 }
@@ -147,6 +163,7 @@ void add_compare_command(CLI::App& app) {
   c->add_option("--schedules", o->schedules, "comma-separated schedule names, or 'all' (default: the baseline four)");
   c->add_flag("--json", o->json, "print a JSON array, one object per schedule");
   c->add_option("--trace-dir", o->trace_dir, "write a Chrome trace per schedule into this directory");
+  c->add_option("--svg", o->svg, "draw every schedule's last iteration, stacked on one time axis, into this SVG file");
   c->callback([o] { run_compare(*o); });
 }
 

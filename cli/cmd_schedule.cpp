@@ -8,6 +8,7 @@
 #include "cli/common.h"
 #include "costmodel/costs.h"
 #include "costmodel/evaluator.h"
+#include "costmodel/svg.h"
 #include "costmodel/trace.h"
 #include "schedules/error.h"
 #include "schedules/grid.h"
@@ -28,6 +29,7 @@ struct ScheduleOpts {
   std::string format = "grid";
   std::string out;
   std::string unit_costs;
+  std::string svg;
   bool lowered = false;
   bool list = false;
   ScheduleParamFlags params;
@@ -89,14 +91,22 @@ void run(const ScheduleOpts& o) {
         throw InputError("schedule " + info.name + " takes no parameter '" + it.key() + "'");
     s = schedules::generate(o.name, g);
   }
-  bool evaluate = !o.unit_costs.empty() || o.format == "trace";
+  bool evaluate = !o.unit_costs.empty() || o.format == "trace" || !o.svg.empty();
   schedules::Schedule shown = (o.lowered || evaluate) ? schedules::lower(s) : s;
   if (evaluate) {
     costmodel::UnitCosts u = costmodel::parse_unit_costs(o.unit_costs);
     costmodel::EvalOptions eo;
-    eo.record = o.format == "trace";
+    eo.record = o.format == "trace" || !o.svg.empty();
     costmodel::Evaluator ev(shown, eo);
     costmodel::EvalResult r = ev.evaluate(costmodel::unit_cost_table(shown, u));
+    if (!o.svg.empty()) {
+      costmodel::SvgOptions so;
+      so.time_unit = "units";
+      std::string title = s.name + ", " + std::to_string(s.num_ranks) + " ranks, " + std::to_string(s.num_microbatches) +
+                          " microbatches, unit costs " + (o.unit_costs.empty() ? "F=1,B=2,I=1,W=1,R=1" : o.unit_costs);
+      write_file_atomic(o.svg, costmodel::schedule_svg({{title, &shown, &r}}, so));
+      if (o.unit_costs.empty() && o.format != "trace") return;
+    }
     if (o.format == "trace") {
       costmodel::TraceOptions to;
       to.title = s.name + " with unit costs " + (o.unit_costs.empty() ? "F=1,B=2,I=1,W=1,R=1" : o.unit_costs);
@@ -135,6 +145,7 @@ void add_schedule_command(CLI::App& app) {
                 "evaluate with these per-stage, per-microbatch durations and no communication, e.g. F=1,B=2,I=1,W=1,R=1; "
                 "prints the metrics as JSON");
   add_schedule_param_flags(c, o->params);
+  c->add_option("--svg", o->svg, "draw the evaluated schedule (unit costs) as an SVG timeline into this file");
   c->add_flag("--lowered", o->lowered, "show the lowered schedule (sends, receives, reductions, optimizer)");
   c->add_flag("--list", o->list, "list the registered schedules with their constraints");
   c->callback([o] { run(*o); });

@@ -82,6 +82,53 @@ TEST(Cli, CompareWritesTraces) {
   EXPECT_NE(r.out.find("rejected: schedule interleaved-1f1b: microbatches = 6"), std::string::npos) << r.out;
 }
 
+TEST(Cli, SvgPicturesAreValidXml) {
+  std::string dir = ::testing::TempDir() + "cli_svg";
+  std::filesystem::create_directories(dir);
+  auto r = run_cli("schedule --schedule hanayo --stages 4 --microbatches 4 --waves 2 --svg " + dir + "/h.svg");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string svg = stagecraft::test::read_text(dir + "/h.svg");
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find("<title>15F0</title>"), std::string::npos);  // the wave's last stage
+  r = run_cli("compare --model gpt-8.3b --cluster merak-3090-64 --tp 4 --pp 4 --microbatches 8 --schedules 1f1b,merak,fold3d "
+              "--svg " + dir + "/c.svg");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string c = stagecraft::test::read_text(dir + "/c.svg");
+  for (const char* s : {"1f1b: ", "merak: ", "fold3d-aiao: "}) EXPECT_NE(c.find(s), std::string::npos) << s;
+  // Balanced tags: every opened element is closed (a cheap well-formedness check).
+  size_t opens = 0, closes = 0, selfs = 0;
+  for (size_t i = 0; (i = c.find('<', i)) != std::string::npos; ++i) {
+    if (c[i + 1] == '/') ++closes;
+    else if (c[i + 1] != '?') {
+      size_t end = c.find('>', i);
+      if (c[end - 1] == '/') ++selfs;
+      else ++opens;
+    }
+  }
+  EXPECT_EQ(opens, closes);
+}
+
+TEST(Cli, CompareAllRanksEverySchedule) {
+  auto r = run_cli("compare --model gpt3-39b --cluster fold3d-a100-128 --tp 8 --pp 4 --microbatches 16 --sequence-parallel "
+                   "--schedules all --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.size(), 14u);
+  int fits = 0, rejected = 0;
+  for (const auto& row : j) {
+    if (row.contains("rejected")) {
+      ++rejected;
+      continue;
+    }
+    fits += row["fits"].get<bool>();
+    EXPECT_TRUE(row.contains("peak_host_bytes"));
+  }
+  EXPECT_EQ(rejected, 0);
+  EXPECT_LT(fits, 14);  // GPipe and looped BFS do not fit 40 GB: marked, not dropped
+}
+
 TEST(Cli, BadInputExitsTwoWithMessage) {
   struct Case {
     std::string args, needle;
@@ -106,6 +153,10 @@ TEST(Cli, BadInputExitsTwoWithMessage) {
       {"schedule --import nowhere.csv", "cannot read schedule file"},
       {"compare --model gpt-8.3b --cluster merak-3090-64 --pp 4 --schedules 1f1b,nope", "schedule 'nope' is unknown"},
       {"presets --show nothing", "no such preset"},
+      {"schedule --schedule chimera --stages 3 --microbatches 6", "ranks = 3 is invalid"},
+      {"schedule --schedule merak --stages 4 --microbatches 8 --alpha1 auto", "needs a model and a cluster"},
+      {"schedule --schedule 1f1b --stages 4 --waves 2", "takes no parameter 'waves'"},
+      {"schedule --schedule fold3d --stages 2 --microbatches 4 --param offload=maybe", "offload = \"maybe\" is invalid"},
   };
   for (const auto& c : cases) {
     auto r = run_cli(c.args);
