@@ -58,6 +58,11 @@ TEST(Accounting, ActivationsKorthikanti) {
   EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(m, 2, 4), s * b * h * (10 + 24.0 / 4 + 5 * a * s / (h * 4)));
   EXPECT_DOUBLE_EQ(memory::layer_activation_selective_bytes(m, 2, 4), s * b * h * (10 + 24.0 / 4));
   EXPECT_DOUBLE_EQ(memory::layer_checkpoint_bytes(m, 2), 2 * s * b * h);
+  // With sequence parallelism: sbh/t (34 + 5as/h) (Korthikanti eq. 4); checkpoints and
+  // pipeline messages split t ways too.
+  EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(m, 2, 4, true), s * b * h / 4 * (34 + 5 * a * s / h));
+  EXPECT_DOUBLE_EQ(memory::layer_checkpoint_bytes(m, 2, 4, true), 2 * s * b * h / 4);
+  EXPECT_DOUBLE_EQ(memory::boundary_message_bytes(m, 2, 4, true), memory::boundary_message_bytes(m, 2) / 4);
   ModelSpec f32 = m;
   f32.bytes_per_activation = 4;
   EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(f32, 2, 1), 2 * memory::layer_activation_bytes(m, 2, 1));
