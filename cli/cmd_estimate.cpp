@@ -34,7 +34,10 @@ void print_estimate(const costmodel::Estimate& e) {
             << e.cluster.gpu_name << ")\n"
             << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << ", microbatch size " << p.microbatch_size
             << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << " ("
-            << e.schedule.num_stages << " stages), recompute " << costmodel::recompute_name(p.recompute) << "\n\n";
+            << e.schedule.num_stages << " stages), recompute " << costmodel::recompute_name(p.recompute) << "\n"
+            << "costs: " << (e.profile_source.empty() ? "analytic" : "measured, profile " + e.profile_source) << "\n";
+  for (const std::string& n : e.costs.notes) std::cout << "  note: " << n << "\n";
+  std::cout << "\n";
   std::vector<std::vector<std::string>> rows = {
       {"iteration time", fmt_seconds(e.eval.iteration_time_s)},
       {"throughput", fmt_num(e.tokens_per_s, 0) + " tokens/s"},
@@ -64,6 +67,7 @@ void run_estimate(const EstimateOpts& o) {
   Inputs in = resolve(o.plan);
   costmodel::EstimateOptions eo;
   eo.eval.record = !o.trace.empty();
+  eo.profile = in.profile_ptr();
   costmodel::Estimate e = costmodel::estimate(in.model, in.cluster, in.plan, eo);
   if (!o.trace.empty()) {
     costmodel::TraceOptions to;
@@ -100,6 +104,7 @@ void run_compare(const CompareOpts& o) {
     try {
       costmodel::EstimateOptions eo;
       eo.eval.record = !o.trace_dir.empty() || !o.svg.empty();
+      eo.profile = in.profile_ptr();
       costmodel::Estimate e = costmodel::estimate(in.model, in.cluster, p, eo);
       ++ok;
       if (!o.trace_dir.empty()) {
@@ -127,7 +132,8 @@ void run_compare(const CompareOpts& o) {
     const auto& p = in.plan;
     std::cout << "model " << in.model.name << " on cluster " << in.cluster.name << ": dp " << p.dp << ", tp " << p.tp
               << ", pp " << p.pp << ", microbatch size " << p.microbatch_size << ", " << p.num_microbatches
-              << " microbatches, recompute " << costmodel::recompute_name(p.recompute) << "\n\n";
+              << " microbatches, recompute " << costmodel::recompute_name(p.recompute) << "\n"
+              << "costs: " << (in.profile ? "measured, profile " + o.plan.profile : std::string("analytic")) << "\n\n";
     std::cout << format_table({"schedule", "stages", "iteration", "tokens/s", "TFLOP/s/GPU", "bubble/compute",
                                "bubble frac", "peak GPU mem", "host mem", "fits"},
                               rows);

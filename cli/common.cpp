@@ -27,6 +27,8 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   app->add_option("--rank-order", f.rank_order, "rank numbering, fastest axis first (default tp-dp-pp)");
   app->add_option("--stage-layers", f.stage_layers, "layers per stage of one pipeline, comma-separated (default balanced)");
   app->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism (activations split t ways)");
+  if (with_cluster)
+    app->add_option("--profile", f.profile, "profile JSON from `stagecraft profile`: measured costs instead of the analytic model");
   add_schedule_param_flags(app, f.params);
 }
 
@@ -86,6 +88,7 @@ Inputs resolve(const PlanFlags& f) {
   in.cluster = costmodel::load_cluster(f.cluster);
   in.plan = resolve_plan(f, in.cluster.num_gpus(), "GPUs of cluster '" + in.cluster.name + "'");
   costmodel::check_fit(in.model, in.cluster, in.plan);
+  if (!f.profile.empty()) in.profile = costmodel::load_profile(f.profile);
   return in;
 }
 

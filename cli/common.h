@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/profile.h"
 #include "costmodel/specs.h"
 
 namespace stagecraft::cli {
@@ -39,6 +40,7 @@ struct PlanFlags {
   std::string stage_layers;       // comma-separated layers per stage
   bool sequence_parallel = false; // Megatron sequence parallelism
   ScheduleParamFlags params;      // --waves, --segments, --alpha1, --param
+  std::string profile;            // measured costs (stagecraft profile) instead of the analytic model
 };
 
 // with_cluster = false leaves out --cluster (train: the plan does not depend on a cluster).
@@ -48,6 +50,8 @@ struct Inputs {
   costmodel::ModelSpec model;
   costmodel::ClusterSpec cluster;
   costmodel::ParallelPlan plan;
+  std::optional<costmodel::Profile> profile;  // from --profile
+  const costmodel::Profile* profile_ptr() const { return profile ? &*profile : nullptr; }
 };
 // Loads presets or files and builds the plan; throws InputError naming the flag.
 Inputs resolve(const PlanFlags& f);

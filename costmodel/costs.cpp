@@ -8,6 +8,7 @@
 #include "costmodel/comm.h"
 #include "costmodel/flops.h"
 #include "costmodel/memory.h"
+#include "costmodel/profile.h"
 #include "schedules/error.h"
 
 namespace stagecraft::costmodel {
@@ -103,7 +104,27 @@ double reduce_grad_time(const Schedule& s, int stage, const Topology& topo, doub
 
 }  // namespace
 
-CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Schedule& s) {
+namespace {
+
+// Measured time of an all-reduce (or p2p) on an intra-node link, else the analytic one.
+double comm_s(const Profile* prof, const char* op, int ranks, double bytes, const Link& link, double analytic_s,
+              std::vector<std::string>& notes) {
+  if (!prof || link.kind == "inter-node" || link.kind == "self" || bytes <= 0 || ranks <= 1) return analytic_s;
+  bool extra = false;
+  double t = profiled_collective_s(*prof, op, ranks, bytes, &extra);
+  if (t < 0) {
+    notes.push_back(std::string("no measured ") + op + " over " + std::to_string(ranks) + " ranks: analytic");
+    return analytic_s;
+  }
+  if (extra) notes.push_back(std::string(op) + " of " + std::to_string(static_cast<long>(bytes)) + " bytes over " +
+                             std::to_string(ranks) + " ranks extrapolated beyond the measured sizes");
+  return t;
+}
+
+}  // namespace
+
+CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Schedule& s,
+                              const Profile* prof) {
   check_fit(m, c, p);
   if (s.num_ranks != p.pp)
     throw InputError("schedule '" + s.name + "' has " + std::to_string(s.num_ranks) + " ranks but plan.pp = " +
@@ -115,13 +136,23 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
   const double rate = c.gpu_peak_flops_per_s * c.achieved_efficiency;  // FLOP/s one GPU sustains
   const Link tp_link = topo.group_link(kTp);
   const Link dp_link = topo.group_link(kDp);
-  const double tp_ar_s = ring_allreduce_s(memory::tp_allreduce_bytes(m, b), t, tp_link);
+  CostTable table;
+  const double tp_ar_s = comm_s(prof, "all_reduce", t, memory::tp_allreduce_bytes(m, b), tp_link,
+                                ring_allreduce_s(memory::tp_allreduce_bytes(m, b), t, tp_link), table.notes);
   const bool sp = p.sequence_parallel;  // all-gather + reduce-scatter cost what the all-reduce did
   const double msg_bytes = memory::boundary_message_bytes(m, b, t, sp);
   const bool selective = p.recompute == RecomputePolicy::Selective;
 
-  CostTable table;
   table.stages.resize(static_cast<size_t>(s.num_stages));
+  LayerCost layer_m, head_m, embed_m;  // measured costs, when profiled
+  if (prof) {
+    layer_m = profiled_layer(*prof, "transformer", m, b, t);
+    head_m = profiled_layer(*prof, "head", m, b, t);
+    embed_m = profiled_layer(*prof, "embedding", m, b, t);
+    for (const LayerCost* lc : {&layer_m, &head_m, &embed_m})
+      if (lc->extrapolated) table.notes.push_back(lc->note);
+  }
+  const bool tp_measured = prof && !layer_m.extrapolated;  // measured at this tp: all-reduces included
   table.params.assign(static_cast<size_t>(s.num_ranks), 0.0);
   for (int st = 0; st < s.num_stages; ++st) {
     StageCost& sc = table.stages[static_cast<size_t>(st)];
@@ -137,11 +168,29 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     double sel = selective ? n * flops::layer_attention_forward_flops(m, b) / t / rate : 0;
     double tp_comm = n * 2 * tp_ar_s;
     double head_f = last ? flops::head_forward_flops(m, b) / t / rate : 0;
-    sc.f_s = fwd + tp_comm + head_f;
-    sc.i_s = bwd_in + sel + tp_comm + head_f;
-    sc.w_s = bwd_w + head_f;
+    double head_i = head_f, head_w = head_f, embed_f = 0, embed_b = 0, tp_in_layers = 0;
+    if (prof) {
+      // Measured: the layers' times (with their all-reduces when measured at this tp).
+      double tp_extra = tp_measured ? 0 : tp_comm;
+      tp_in_layers = tp_measured ? tp_comm : 0;
+      fwd = n * layer_m.f_s;
+      bwd_in = n * layer_m.i_s;
+      bwd_w = n * layer_m.w_s;
+      // Selective recomputation repeats the attention core: its FLOP share of the measured forward.
+      sel = selective ? n * layer_m.f_s * flops::layer_attention_forward_flops(m, b) / flops::layer_forward_flops(m, b) : 0;
+      tp_comm = tp_extra;
+      head_f = last ? head_m.f_s : 0;
+      head_i = last ? head_m.i_s : 0;
+      head_w = last ? head_m.w_s : 0;
+      embed_f = first ? embed_m.f_s : 0;
+      embed_b = first ? embed_m.b_s : 0;
+    }
+    sc.f_s = fwd + tp_comm + head_f + embed_f;
+    sc.i_s = bwd_in + sel + tp_comm + head_i + embed_b;
+    sc.w_s = bwd_w + head_w;
     sc.b_s = sc.i_s + sc.w_s;
-    sc.r_s = fwd + tp_comm;
+    sc.r_s = prof ? n * layer_m.r_s + tp_comm : fwd + tp_comm;
+    tp_comm += tp_in_layers;
     sc.tp_allreduces_f = t > 1 ? static_cast<int>(2 * n) : 0;
     sc.tp_allreduces_i = sc.tp_allreduces_f;
     sc.tp_allreduce_bytes = t > 1 ? memory::tp_allreduce_bytes(m, b) : 0;
@@ -149,13 +198,21 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     sc.tp_comm_i_s = tp_comm;
     // Point-to-point at the stage's boundaries.
     int nx = s.next_stage(st), pv = s.prev_stage(st);
-    if (nx >= 0) sc.send_f_s = p2p_s(msg_bytes, topo.p2p_link(s.rank_of(st), s.rank_of(nx)));
-    if (pv >= 0) sc.send_b_s = p2p_s(msg_bytes, topo.p2p_link(s.rank_of(st), s.rank_of(pv)));
+    if (nx >= 0) {
+      Link l = topo.p2p_link(s.rank_of(st), s.rank_of(nx));
+      sc.send_f_s = comm_s(prof, "p2p", 2, msg_bytes, l, p2p_s(msg_bytes, l), table.notes);
+    }
+    if (pv >= 0) {
+      Link l = topo.p2p_link(s.rank_of(st), s.rank_of(pv));
+      sc.send_b_s = comm_s(prof, "p2p", 2, msg_bytes, l, p2p_s(msg_bytes, l), table.notes);
+    }
     // Parameters and their data-parallel reduction.
     double params = n * memory::layer_params_per_rank(m, t) + (first ? memory::embedding_params_per_rank(m, t) : 0) +
                     (last ? memory::head_params_per_rank(m, t) : 0);
     table.params[static_cast<size_t>(s.rank_of(st))] += params;
     sc.reduce_grad_s = reduce_grad_time(s, st, topo, params * m.bytes_per_param, p.dp, dp_link);
+    if (s.num_chains == 1)
+      sc.reduce_grad_s = comm_s(prof, "all_reduce", p.dp, params * m.bytes_per_param, dp_link, sc.reduce_grad_s, table.notes);
     // Activations.
     double per_layer =
         selective ? memory::layer_activation_selective_bytes(m, b, t, sp) : memory::layer_activation_bytes(m, b, t, sp);
@@ -163,6 +220,11 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
                    (last ? memory::head_activation_bytes(m, b, t, sp) : 0);
     sc.act_bytes = n * per_layer + extra;
     sc.ckpt_bytes = n * memory::layer_checkpoint_bytes(m, b, t, sp) + extra;
+    if (prof && !selective && !sp) {
+      double head_x = last ? head_m.activation_bytes : 0, embed_x = first ? embed_m.activation_bytes : 0;
+      sc.act_bytes = n * layer_m.activation_bytes + head_x + embed_x;
+      sc.ckpt_bytes = n * layer_m.checkpoint_bytes + head_x + embed_x;
+    }
     sc.offload_s = sc.act_bytes / c.host_link_bandwidth_Bps;
     sc.reload_s = sc.offload_s;
   }
@@ -171,8 +233,13 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
   for (int r = 0; r < s.num_ranks; ++r) {
     double params = table.params[static_cast<size_t>(r)];
     table.static_bytes[static_cast<size_t>(r)] = params * memory::static_bytes_per_param(m);
-    table.optimizer_s[static_cast<size_t>(r)] = params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps;
+    table.optimizer_s[static_cast<size_t>(r)] =
+        prof && prof->optimizer_s_per_param > 0
+            ? params * prof->optimizer_s_per_param
+            : params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps;
   }
+  std::sort(table.notes.begin(), table.notes.end());
+  table.notes.erase(std::unique(table.notes.begin(), table.notes.end()), table.notes.end());
   return table;
 }
 

@@ -43,6 +43,7 @@ struct CostTable {
   std::vector<double> optimizer_s;    // (num_ranks) optimizer step of each pipeline rank
   std::vector<double> static_bytes;   // (num_ranks) weights, gradients, optimizer states
   std::vector<double> params;         // (num_ranks) parameters held by one GPU of the rank
+  std::vector<std::string> notes;     // where measured costs were interpolated or extrapolated
 };
 
 // Durations of one stage and one microbatch; comm, reductions and memory zero.
@@ -62,7 +63,14 @@ std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int
 // all-reduces folded into F, B, I and R (two per layer each way, Megatron-LM) on the tp
 // group's link, p2p on the link between the two pipeline ranks, ring all-reduce of gradients
 // on the dp group's link, offload on the host link, memory from memory.h.
+//
+// With a profile (profile.h), measured layer times replace FLOPs over throughput (they include
+// the tensor-parallel all-reduces when measured at that tp; otherwise the analytic all-reduce
+// is added), measured activation bytes replace the formulas, measured collectives replace the
+// alpha-beta model on links inside a node, and a measured optimizer step replaces the
+// memory-bandwidth estimate. Interpolations and extrapolations are listed in `notes`.
+struct Profile;
 CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p,
-                              const schedules::Schedule& s);
+                              const schedules::Schedule& s, const Profile* profile = nullptr);
 
 }  // namespace stagecraft::costmodel

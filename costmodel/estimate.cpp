@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "costmodel/flops.h"
+#include "costmodel/profile.h"
 #include "schedules/error.h"
 
 namespace stagecraft::costmodel {
@@ -47,7 +48,8 @@ Estimate estimate_as_given(const ModelSpec& m, const ClusterSpec& c, const Paral
   e.cluster = c;
   e.plan = p;
   e.schedule = plan_schedule(p, opt.lower);
-  e.costs = analytic_cost_table(m, c, p, e.schedule);
+  e.costs = analytic_cost_table(m, c, p, e.schedule, opt.profile);
+  if (opt.profile) e.profile_source = opt.profile->source.empty() ? "(in memory)" : opt.profile->source;
   Evaluator ev(e.schedule, opt.eval);
   e.eval = ev.evaluate(e.costs);
   const double T = e.eval.iteration_time_s;
@@ -166,7 +168,9 @@ nlohmann::json to_json(const Estimate& e) {
           {"peak_host_bytes", e.eval.peak_host_bytes},
           {"static_memory_bytes", e.costs.static_bytes},
           {"gpu_memory_bytes", e.cluster.gpu_memory_bytes},
-          {"fits", e.fits}};
+          {"fits", e.fits},
+          {"cost_model", e.profile_source.empty() ? std::string("analytic") : "profiled: " + e.profile_source},
+          {"cost_notes", e.costs.notes}};
 }
 
 }  // namespace stagecraft::costmodel

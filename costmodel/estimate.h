@@ -12,9 +12,12 @@
 
 namespace stagecraft::costmodel {
 
+struct Profile;
+
 struct EstimateOptions {
   EvalOptions eval;               // iterations, memory, trace recording
   schedules::LowerOptions lower;  // where receives go, reductions, optimizer
+  const Profile* profile = nullptr;  // measured costs (profile.h) instead of the analytic ones
 };
 
 // Generator options from a plan: ranks = pp, microbatches = num_microbatches, chunks and the
@@ -36,6 +39,7 @@ struct Estimate {
   double mfu = 0;                   // tflops_per_gpu over the GPU's peak
   double max_memory_bytes = 0;      // largest per-rank peak
   bool fits = false;                // every rank's peak within gpu_memory_bytes
+  std::string profile_source;       // the profile the costs came from; empty: analytic
 };
 
 // Resolves the schedule parameters the cost model chooses, writing the choice into the plan:

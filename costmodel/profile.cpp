@@ -1,0 +1,266 @@
+#include "costmodel/profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "costmodel/flops.h"
+#include "costmodel/memory.h"
+#include "schedules/error.h"
+
+namespace stagecraft::costmodel {
+namespace {
+
+nlohmann::json meas_json(const Measurement& m) {
+  return {{"median_s", m.median_s}, {"min_s", m.min_s}, {"max_s", m.max_s}, {"runs", m.runs}};
+}
+
+Measurement meas_from(const nlohmann::json& j, const std::string& where) {
+  Measurement m;
+  if (!j.is_object()) throw InputError("profile: " + where + " must be an object with median_s, min_s, max_s, runs");
+  try {
+    m.median_s = j.at("median_s").get<double>();
+    m.min_s = j.value("min_s", m.median_s);
+    m.max_s = j.value("max_s", m.median_s);
+    m.runs = j.value("runs", 1);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("profile: " + where + ": " + e.what());
+  }
+  if (!(m.median_s >= 0)) throw InputError("profile: " + where + ".median_s = " + std::to_string(m.median_s) + " (must be >= 0)");
+  return m;
+}
+
+ModelSpec spec_of(const LayerProfile& l) {
+  ModelSpec m;
+  m.name = "profiled";
+  m.kind = parse_kind(l.model_kind);
+  m.num_layers = 1;
+  m.hidden_size = l.hidden_size;
+  m.num_heads = l.num_heads;
+  m.ffn_hidden_size = l.ffn_hidden_size;
+  m.seq_length = l.seq_length;
+  m.vocab_size = std::max(1, l.vocab_size);
+  return m;
+}
+
+// The quantity times scale with: FLOPs per tp rank for layers and the head, elements for the
+// embedding (a lookup).
+double work(const std::string& kind, const ModelSpec& m, int b, int t) {
+  if (kind == "transformer") return flops::layer_forward_flops(m, b) / t;
+  if (kind == "head") return flops::head_forward_flops(m, b) / t;
+  return static_cast<double>(b) * m.seq_length * m.hidden_size;
+}
+
+LayerCost from_entry(const LayerProfile& l) {
+  LayerCost c;
+  c.f_s = l.forward.median_s;
+  c.b_s = l.backward.median_s;
+  c.i_s = l.backward_input.median_s;
+  c.w_s = l.backward_weight.median_s;
+  c.r_s = l.recompute.median_s;
+  c.activation_bytes = l.activation_bytes;
+  c.checkpoint_bytes = l.checkpoint_bytes;
+  return c;
+}
+
+LayerCost blend(const LayerCost& a, const LayerCost& b, double w) {  // (1-w) a + w b
+  auto mix = [w](double x, double y) { return (1 - w) * x + w * y; };
+  LayerCost c;
+  c.f_s = mix(a.f_s, b.f_s);
+  c.b_s = mix(a.b_s, b.b_s);
+  c.i_s = mix(a.i_s, b.i_s);
+  c.w_s = mix(a.w_s, b.w_s);
+  c.r_s = mix(a.r_s, b.r_s);
+  return c;
+}
+
+LayerCost scaled(const LayerCost& a, double k) {
+  LayerCost c = a;
+  c.f_s *= k;
+  c.b_s *= k;
+  c.i_s *= k;
+  c.w_s *= k;
+  c.r_s *= k;
+  return c;
+}
+
+std::string shape(const LayerProfile& l) {
+  std::ostringstream o;
+  o << l.kind << " h=" << l.hidden_size << " a=" << l.num_heads << " s=" << l.seq_length << " b=" << l.microbatch_size
+    << " tp=" << l.tp;
+  return o.str();
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Profile& p) {
+  nlohmann::json layers = nlohmann::json::array(), colls = nlohmann::json::array();
+  for (const auto& l : p.layers)
+    layers.push_back({{"kind", l.kind}, {"model_kind", l.model_kind}, {"hidden_size", l.hidden_size},
+                      {"num_heads", l.num_heads}, {"ffn_hidden_size", l.ffn_hidden_size}, {"seq_length", l.seq_length},
+                      {"vocab_size", l.vocab_size}, {"microbatch_size", l.microbatch_size}, {"tp", l.tp},
+                      {"forward", meas_json(l.forward)}, {"backward", meas_json(l.backward)},
+                      {"backward_input", meas_json(l.backward_input)}, {"backward_weight", meas_json(l.backward_weight)},
+                      {"recompute", meas_json(l.recompute)}, {"activation_bytes", l.activation_bytes},
+                      {"checkpoint_bytes", l.checkpoint_bytes}});
+  for (const auto& c : p.collectives)
+    colls.push_back({{"op", c.op}, {"ranks", c.ranks}, {"bytes", c.bytes}, {"time", meas_json(c.time)},
+                     {"algbw_Bps", c.algbw_Bps}, {"busbw_Bps", c.busbw_Bps}});
+  return {{"format", "stagecraft-profile"}, {"version", 1}, {"device", p.device}, {"layers", layers},
+          {"collectives", colls}, {"optimizer_s_per_param", p.optimizer_s_per_param}};
+}
+
+Profile profile_from_json(const nlohmann::json& j) {
+  if (!j.is_object() || j.value("format", std::string()) != "stagecraft-profile")
+    throw InputError("profile: field 'format' must be \"stagecraft-profile\"");
+  Profile p;
+  p.device = j.value("device", nlohmann::json::object());
+  p.optimizer_s_per_param = j.value("optimizer_s_per_param", 0.0);
+  if (!j.contains("layers") || !j["layers"].is_array()) throw InputError("profile: field 'layers' (an array) is missing");
+  for (size_t i = 0; i < j["layers"].size(); ++i) {
+    const auto& e = j["layers"][i];
+    std::string w = "layers[" + std::to_string(i) + "]";
+    LayerProfile l;
+    try {
+      l.kind = e.at("kind").get<std::string>();
+      l.model_kind = e.value("model_kind", std::string("gpt"));
+      l.hidden_size = e.at("hidden_size").get<int>();
+      l.num_heads = e.value("num_heads", 1);
+      l.ffn_hidden_size = e.value("ffn_hidden_size", 4 * l.hidden_size);
+      l.seq_length = e.at("seq_length").get<int>();
+      l.vocab_size = e.value("vocab_size", 0);
+      l.microbatch_size = e.at("microbatch_size").get<int>();
+      l.tp = e.value("tp", 1);
+      l.activation_bytes = e.value("activation_bytes", 0.0);
+      l.checkpoint_bytes = e.value("checkpoint_bytes", 0.0);
+    } catch (const nlohmann::json::exception& ex) {
+      throw InputError("profile: " + w + ": " + ex.what());
+    }
+    if (l.kind != "transformer" && l.kind != "embedding" && l.kind != "head")
+      throw InputError("profile: " + w + ".kind = \"" + l.kind + "\" (allowed: transformer, embedding, head)");
+    if (l.hidden_size < 1 || l.seq_length < 1 || l.microbatch_size < 1 || l.tp < 1)
+      throw InputError("profile: " + w + ": hidden_size, seq_length, microbatch_size and tp must be at least 1");
+    l.forward = meas_from(e.value("forward", nlohmann::json()), w + ".forward");
+    l.backward = meas_from(e.value("backward", nlohmann::json()), w + ".backward");
+    l.backward_input = meas_from(e.value("backward_input", nlohmann::json()), w + ".backward_input");
+    l.backward_weight = meas_from(e.value("backward_weight", nlohmann::json()), w + ".backward_weight");
+    l.recompute = meas_from(e.value("recompute", nlohmann::json()), w + ".recompute");
+    p.layers.push_back(l);
+  }
+  for (size_t i = 0; i < j.value("collectives", nlohmann::json::array()).size(); ++i) {
+    const auto& e = j["collectives"][i];
+    std::string w = "collectives[" + std::to_string(i) + "]";
+    CollectiveProfile c;
+    try {
+      c.op = e.at("op").get<std::string>();
+      c.ranks = e.at("ranks").get<int>();
+      c.bytes = e.at("bytes").get<double>();
+      c.algbw_Bps = e.value("algbw_Bps", 0.0);
+      c.busbw_Bps = e.value("busbw_Bps", 0.0);
+    } catch (const nlohmann::json::exception& ex) {
+      throw InputError("profile: " + w + ": " + ex.what());
+    }
+    c.time = meas_from(e.value("time", nlohmann::json()), w + ".time");
+    p.collectives.push_back(c);
+  }
+  return p;
+}
+
+Profile load_profile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError("profile file '" + path + "' cannot be read");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError("profile file '" + path + "' is not valid JSON: " + e.what());
+  }
+  Profile p = profile_from_json(j);
+  p.source = path;
+  return p;
+}
+
+LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelSpec& m, int b, int tp) {
+  // Candidates: same kind, model kind and tp degree if any were measured at that tp, else any tp.
+  std::vector<const LayerProfile*> cand;
+  for (const auto& l : p.layers)
+    if (l.kind == kind && l.model_kind == kind_name(m.kind) && l.tp == tp) cand.push_back(&l);
+  bool other_tp = cand.empty();
+  if (other_tp)
+    for (const auto& l : p.layers)
+      if (l.kind == kind && l.model_kind == kind_name(m.kind)) cand.push_back(&l);
+  if (cand.empty())
+    throw InputError("profile " + p.source + " has no " + kind + " layer of a " + std::string(kind_name(m.kind)) +
+                     " model; profile one (stagecraft profile) or drop --profile");
+  double q = work(kind, m, b, tp);
+  auto w_of = [&](const LayerProfile* l) { return work(kind, spec_of(*l), l->microbatch_size, l->tp); };
+  std::sort(cand.begin(), cand.end(), [&](auto* a, auto* c) { return w_of(a) < w_of(c); });
+  // Activation bytes: the nearest measurement, scaled by the analytic model's ratio.
+  auto bytes_from = [&](const LayerProfile* l, LayerCost& c) {
+    ModelSpec e = spec_of(*l);
+    double ratio = kind == "transformer"
+                       ? memory::layer_activation_bytes(m, b, tp) / memory::layer_activation_bytes(e, l->microbatch_size, l->tp)
+                       : q / w_of(l);
+    double cratio = kind == "transformer" ? memory::layer_checkpoint_bytes(m, b) / memory::layer_checkpoint_bytes(e, l->microbatch_size)
+                                          : ratio;
+    c.activation_bytes = l->activation_bytes * ratio;
+    c.checkpoint_bytes = l->checkpoint_bytes * cratio;
+  };
+  for (const auto* l : cand)
+    if (std::fabs(w_of(l) - q) <= 1e-9 * q && l->hidden_size == m.hidden_size && l->seq_length == m.seq_length &&
+        l->microbatch_size == b && l->tp == tp) {
+      LayerCost c = from_entry(*l);
+      c.activation_bytes = l->activation_bytes;
+      c.checkpoint_bytes = l->checkpoint_bytes;
+      c.note = "measured " + shape(*l);
+      return c;
+    }
+  LayerCost c;
+  const LayerProfile* nearest = cand.front();
+  if (q < w_of(cand.front()) || q > w_of(cand.back()) || cand.size() == 1) {
+    nearest = q < w_of(cand.front()) ? cand.front() : cand.back();
+    c = scaled(from_entry(*nearest), q / w_of(nearest));
+    c.extrapolated = true;
+    c.note = "extrapolated from " + shape(*nearest) + " by FLOPs (x" + std::to_string(q / w_of(nearest)) + ")";
+  } else {
+    size_t hi = 1;
+    while (hi < cand.size() && w_of(cand[hi]) < q) ++hi;
+    const LayerProfile *a = cand[hi - 1], *z = cand[hi];
+    double span = w_of(z) - w_of(a);
+    double w = span > 0 ? (q - w_of(a)) / span : 0;
+    c = blend(from_entry(*a), from_entry(*z), w);
+    nearest = w < 0.5 ? a : z;
+    c.note = "interpolated in FLOPs between " + shape(*a) + " and " + shape(*z);
+  }
+  if (other_tp) {
+    c.extrapolated = true;
+    c.note += "; no measurement at tp=" + std::to_string(tp);
+  }
+  bytes_from(nearest, c);
+  return c;
+}
+
+double profiled_collective_s(const Profile& p, const std::string& op, int ranks, double bytes, bool* extrapolated) {
+  std::vector<const CollectiveProfile*> cand;
+  for (const auto& c : p.collectives)
+    if (c.op == op && c.ranks == ranks) cand.push_back(&c);
+  if (cand.empty()) return -1;
+  std::sort(cand.begin(), cand.end(), [](auto* a, auto* b) { return a->bytes < b->bytes; });
+  if (extrapolated) *extrapolated = false;
+  if (bytes <= cand.front()->bytes) {
+    if (extrapolated) *extrapolated = bytes < cand.front()->bytes;
+    return cand.front()->time.median_s;  // latency-bound below the smallest size measured
+  }
+  if (bytes >= cand.back()->bytes) {
+    if (extrapolated) *extrapolated = bytes > cand.back()->bytes;
+    return cand.back()->time.median_s * bytes / cand.back()->bytes;
+  }
+  size_t hi = 1;
+  while (cand[hi]->bytes < bytes) ++hi;
+  const auto *a = cand[hi - 1], *z = cand[hi];
+  double w = (bytes - a->bytes) / (z->bytes - a->bytes);
+  return (1 - w) * a->time.median_s + w * z->time.median_s;
+}
+
+}  // namespace stagecraft::costmodel

@@ -1,0 +1,77 @@
+// Measured costs: what `stagecraft profile` writes and what the cost model reads through
+// --profile instead of its analytic guesses. Layer timings over a grid of shapes, activation
+// bytes, collective times against message size, the optimizer step. Between measured points
+// the lookups interpolate (linearly in FLOPs, or in bytes for collectives); outside them they
+// scale the nearest point by FLOPs (or bytes) and say that they extrapolated.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "costmodel/specs.h"
+
+namespace stagecraft::costmodel {
+
+struct Measurement {   // one timed quantity over repeated runs after warm-up
+  double median_s = 0;
+  double min_s = 0;
+  double max_s = 0;
+  int runs = 0;
+};
+
+struct LayerProfile {
+  std::string kind = "transformer";  // "transformer", "embedding" or "head"
+  std::string model_kind = "gpt";    // ModelKind name the layer was built as
+  int hidden_size = 0;
+  int num_heads = 0;
+  int ffn_hidden_size = 0;
+  int seq_length = 0;
+  int vocab_size = 0;                // embedding and head
+  int microbatch_size = 1;
+  int tp = 1;                        // tensor-parallel degree; times include its all-reduces
+  Measurement forward;
+  Measurement backward;              // full backward
+  Measurement backward_input;        // I
+  Measurement backward_weight;       // W
+  Measurement recompute;             // forward again from the saved input
+  double activation_bytes = 0;       // saved for the backward, one microbatch, no recomputation
+  double checkpoint_bytes = 0;       // saved with full recomputation
+};
+
+struct CollectiveProfile {
+  std::string op;        // "p2p", "all_reduce", "all_gather", "reduce_scatter"
+  int ranks = 2;
+  double bytes = 0;      // message (p2p) or whole buffer (collectives)
+  Measurement time;
+  double algbw_Bps = 0;  // bytes / time
+  double busbw_Bps = 0;  // algorithm bandwidth x the nccl-tests factor of the op
+};
+
+struct Profile {
+  nlohmann::json device = nlohmann::json::object();  // kind, name, threads, software versions, backend
+  std::vector<LayerProfile> layers;
+  std::vector<CollectiveProfile> collectives;
+  double optimizer_s_per_param = 0;  // AdamW step time over parameters (0: not measured)
+  std::string source;                // file it came from, for messages
+};
+
+nlohmann::json to_json(const Profile& p);
+Profile profile_from_json(const nlohmann::json& j);  // throws InputError naming the field
+Profile load_profile(const std::string& path);
+
+// One layer's costs for a model, microbatch size and tp degree, from a profile.
+struct LayerCost {
+  double f_s = 0, b_s = 0, i_s = 0, w_s = 0, r_s = 0;
+  double activation_bytes = 0, checkpoint_bytes = 0;
+  bool extrapolated = false;   // outside the measured grid
+  std::string note;            // what was interpolated or extrapolated from
+};
+// kind: "transformer", "embedding" or "head". Throws InputError if the profile has no layer of
+// that kind.
+LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelSpec& m, int b, int tp);
+// Time of a collective of `bytes` over `ranks`; nullopt-like: returns < 0 if the profile has no
+// measurement of that op and rank count.
+double profiled_collective_s(const Profile& p, const std::string& op, int ranks, double bytes, bool* extrapolated);
+
+}  // namespace stagecraft::costmodel

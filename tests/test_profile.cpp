@@ -1,0 +1,122 @@
+// Measured costs: the profile format, lookups between and beyond measured points, and the cost
+// model and CLI using them (with a hand-made fixture, tests/data/profile/synthetic-tiny.json).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "costmodel/estimate.h"
+#include "costmodel/presets.h"
+#include "costmodel/profile.h"
+#include "helpers.h"
+#include "schedules/error.h"
+
+using namespace stagecraft;
+using namespace stagecraft::costmodel;
+
+namespace {
+Profile fixture() { return load_profile(stagecraft::test::data_path("profile/synthetic-tiny.json")); }
+
+ClusterSpec two_gpu_node() {
+  ClusterSpec c = load_cluster("merak-3090-64");
+  c.name = "one-node-of-two";
+  c.nodes = 1;
+  c.gpus_per_node = 2;
+  return c;
+}
+}  // namespace
+
+TEST(Profile, JsonRoundTrip) {
+  Profile p = fixture();
+  EXPECT_EQ(p.layers.size(), 6u);
+  EXPECT_EQ(p.collectives.size(), 4u);
+  EXPECT_EQ(to_json(profile_from_json(to_json(p))), to_json(p));
+}
+
+TEST(Profile, ExactInterpolatedExtrapolated) {
+  Profile p = fixture();
+  ModelSpec m = load_model("tiny");
+  LayerCost exact = profiled_layer(p, "transformer", m, 1, 1);
+  EXPECT_DOUBLE_EQ(exact.f_s, 1e-3);
+  EXPECT_DOUBLE_EQ(exact.w_s, 0.8e-3);
+  EXPECT_FALSE(exact.extrapolated);
+  // b = 2: FLOPs one third of the way from b = 1 to b = 4.
+  LayerCost mid = profiled_layer(p, "transformer", m, 2, 1);
+  EXPECT_NEAR(mid.f_s, 2e-3, 1e-12);
+  EXPECT_FALSE(mid.extrapolated);
+  EXPECT_NE(mid.note.find("interpolated"), std::string::npos);
+  // b = 8: twice the FLOPs of the largest point.
+  LayerCost far = profiled_layer(p, "transformer", m, 8, 1);
+  EXPECT_NEAR(far.f_s, 8e-3, 1e-12);
+  EXPECT_TRUE(far.extrapolated);
+  EXPECT_NE(far.note.find("extrapolated"), std::string::npos);
+  // No measurement at tp = 2: scaled by FLOPs (half) and flagged.
+  LayerCost tp2 = profiled_layer(p, "transformer", m, 1, 2);
+  EXPECT_NEAR(tp2.f_s, 0.5e-3, 1e-12);
+  EXPECT_TRUE(tp2.extrapolated);
+  ModelSpec llama = m;
+  llama.kind = ModelKind::Llama;
+  EXPECT_THROW(profiled_layer(p, "transformer", llama, 1, 1), InputError);
+}
+
+TEST(Profile, Collectives) {
+  Profile p = fixture();
+  bool ex = true;
+  EXPECT_DOUBLE_EQ(profiled_collective_s(p, "p2p", 2, 1024, &ex), 20e-6);
+  EXPECT_FALSE(ex);
+  double half = 1024 + (1048576.0 - 1024) / 2;
+  EXPECT_NEAR(profiled_collective_s(p, "all_reduce", 2, half, &ex), (40e-6 + 500e-6) / 2, 1e-15);
+  EXPECT_NEAR(profiled_collective_s(p, "all_reduce", 2, 2 * 1048576.0, &ex), 1000e-6, 1e-15);
+  EXPECT_TRUE(ex);
+  EXPECT_LT(profiled_collective_s(p, "all_gather", 2, 1024, &ex), 0);  // not measured
+}
+
+TEST(Profile, CostModelUsesMeasurements) {
+  Profile p = fixture();
+  ModelSpec m = load_model("tiny");  // 4 layers
+  ParallelPlan plan;
+  plan.pp = 2;
+  plan.num_microbatches = 4;
+  EstimateOptions opt;
+  opt.profile = &p;
+  Estimate e = estimate(m, two_gpu_node(), plan, opt);
+  EXPECT_NEAR(e.costs.stages[0].f_s, 2 * 1e-3 + 0.05e-3, 1e-12);  // two layers and the embedding
+  EXPECT_NEAR(e.costs.stages[1].f_s, 2 * 1e-3 + 0.2e-3, 1e-12);   // two layers and the head
+  EXPECT_NEAR(e.costs.stages[1].w_s, 2 * 0.8e-3 + 0.2e-3, 1e-12);
+  // Pipeline message of s*b*h*4 bytes = 16 KiB, between the measured p2p points.
+  double bytes = 64.0 * 64 * 4, w = (bytes - 1024) / (1048576.0 - 1024);
+  EXPECT_NEAR(e.costs.stages[0].send_f_s, (1 - w) * 20e-6 + w * 200e-6, 1e-15);
+  EXPECT_NEAR(e.costs.optimizer_s[0], e.costs.params[0] * 2e-9, 1e-15);
+  EXPECT_NEAR(e.costs.stages[0].act_bytes, 2 * 100000.0 + 4096, 1e-6);
+  EXPECT_TRUE(e.costs.notes.empty());
+  EXPECT_EQ(to_json(e)["cost_model"], "profiled: " + p.source);
+  Estimate a = estimate(m, two_gpu_node(), plan);
+  EXPECT_EQ(to_json(a)["cost_model"], "analytic");
+  EXPECT_NE(a.eval.iteration_time_s, e.eval.iteration_time_s);
+}
+
+TEST(Profile, BadFilesAreNamed) {
+  std::string path = ::testing::TempDir() + "bad_profile.json";
+  std::ofstream(path) << R"({"format": "stagecraft-profile", "layers": [{"kind": "mlp", "hidden_size": 4, "seq_length": 4, "microbatch_size": 1}]})";
+  try {
+    load_profile(path);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("layers[0].kind = \"mlp\""), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_profile("no-such-profile.json"), InputError);
+  std::ofstream(path) << R"({"format": "something-else"})";
+  EXPECT_THROW(load_profile(path), InputError);
+}
+
+TEST(Profile, CliEstimateAndCompareTakeAProfile) {
+  std::string prof = stagecraft::test::data_path("profile/synthetic-tiny.json");
+  auto r = stagecraft::test::run_cli("estimate --model tiny --cluster merak-3090-64 --pp 2 --microbatches 4 --json --profile " + prof);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"cost_model\": \"profiled: "), std::string::npos);
+  r = stagecraft::test::run_cli("compare --model tiny --cluster merak-3090-64 --pp 2 --microbatches 4 --schedules 1f1b,zb-h1 --profile " + prof);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("costs: measured, profile"), std::string::npos);
+  r = stagecraft::test::run_cli("estimate --model tiny --cluster merak-3090-64 --pp 2 --profile missing.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("cannot be read"), std::string::npos);
+}
