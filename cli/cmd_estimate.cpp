@@ -10,6 +10,9 @@
 #include "costmodel/trace.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
+#ifdef STAGECRAFT_HAVE_SIM
+#include "sim/simulate.h"
+#endif
 
 namespace stagecraft::cli {
 namespace {
@@ -26,7 +29,23 @@ struct CompareOpts {
   bool json = false;
   std::string trace_dir;
   std::string svg;
+  std::string engine = "eval";  // eval (the fast evaluator) or sim (the SimGrid simulator)
 };
+
+// The simulator as compare's engine (--engine sim); InputError when not built with it.
+costmodel::Estimate with_engine(const costmodel::Estimate& e, const std::string& engine) {
+  if (engine == "eval") return e;
+#ifdef STAGECRAFT_HAVE_SIM
+  if (engine == "sim") return sim::simulated_estimate(e);
+#endif
+  throw InputError("--engine = '" + engine + "' is not available (allowed: eval" +
+#ifdef STAGECRAFT_HAVE_SIM
+                   std::string(", sim") +
+#else
+                   std::string("; sim needs a build with STAGECRAFT_BUILD_SIM") +
+#endif
+                   ")");
+}
 
 void print_estimate(const costmodel::Estimate& e) {
   const auto& p = e.plan;
@@ -105,7 +124,7 @@ void run_compare(const CompareOpts& o) {
       costmodel::EstimateOptions eo;
       eo.eval.record = !o.trace_dir.empty() || !o.svg.empty();
       eo.profile = in.profile_ptr();
-      costmodel::Estimate e = costmodel::estimate(in.model, in.cluster, p, eo);
+      costmodel::Estimate e = with_engine(costmodel::estimate(in.model, in.cluster, p, eo), o.engine);
       ++ok;
       if (!o.trace_dir.empty()) {
         costmodel::TraceOptions to;
@@ -113,6 +132,7 @@ void run_compare(const CompareOpts& o) {
         write_file_atomic(o.trace_dir + "/" + name + ".trace.json", costmodel::chrome_trace(e.schedule, e.eval, to).dump() + "\n");
       }
       all.push_back(costmodel::to_json(e));
+      all.back()["engine"] = o.engine;
       double host = *std::max_element(e.eval.peak_host_bytes.begin(), e.eval.peak_host_bytes.end());
       rows.push_back({name, std::to_string(e.schedule.num_stages), fmt_seconds(e.eval.iteration_time_s),
                       fmt_num(e.tokens_per_s, 0), fmt_num(e.tflops_per_gpu, 1), fmt_num(e.eval.bubble_over_compute, 4),
@@ -169,6 +189,7 @@ void add_compare_command(CLI::App& app) {
   c->add_option("--schedules", o->schedules, "comma-separated schedule names, or 'all' (default: the baseline four)");
   c->add_flag("--json", o->json, "print a JSON array, one object per schedule");
   c->add_option("--trace-dir", o->trace_dir, "write a Chrome trace per schedule into this directory");
+  c->add_option("--engine", o->engine, "eval (the fast evaluator, default) or sim (the SimGrid simulator)");
   c->add_option("--svg", o->svg, "draw every schedule's last iteration, stacked on one time axis, into this SVG file");
   c->callback([o] { run_compare(*o); });
 }

@@ -10,5 +10,12 @@ void add_presets_command(CLI::App& app);
 void add_schedule_command(CLI::App& app);
 void add_estimate_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+#ifdef STAGECRAFT_HAVE_SIM
+void add_simulate_command(CLI::App& app);  // only when built with STAGECRAFT_BUILD_SIM
+#endif
+#ifdef STAGECRAFT_WITH_RUNTIME
+// argv: the whole command line, which --nproc re-executes once per rank.
+void add_train_command(CLI::App& app, int argc, char** argv);
+#endif
 
 }  // namespace stagecraft::cli

@@ -14,6 +14,12 @@ int main(int argc, char** argv) {
   stagecraft::cli::add_schedule_command(app);
   stagecraft::cli::add_estimate_command(app);
   stagecraft::cli::add_compare_command(app);
+#ifdef STAGECRAFT_HAVE_SIM
+  stagecraft::cli::add_simulate_command(app);
+#endif
+#ifdef STAGECRAFT_WITH_RUNTIME
+  stagecraft::cli::add_train_command(app, argc, argv);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -22,6 +28,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {  // a command's own exit code (train's ranks)
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;

@@ -1,0 +1,110 @@
+// `stagecraft simulate`: one configuration on the SimGrid simulator (docs/sim.md), with the
+// same model/cluster/plan flags as estimate, plus the platform and tensor-parallel options.
+#include <algorithm>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "costmodel/estimate.h"
+#include "sim/simulate.h"
+#include "sim/trace.h"
+
+namespace stagecraft::cli {
+namespace {
+
+struct SimulateOpts {
+  PlanFlags plan;
+  std::string platform;         // SimGrid XML platform file; empty = built from the cluster
+  std::string tp_comm = "folded";
+  int iterations = 3;
+  bool json = false;
+  std::string trace;
+};
+
+double max_of(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+void print_simulation(const costmodel::Estimate& ev, const costmodel::Estimate& e, const sim::SimResult& r,
+                      const sim::SimOptions& so) {
+  const auto& p = e.plan;
+  std::cout << "model " << e.model.name << " on cluster " << e.cluster.name << " (" << p.num_gpus() << " simulated GPUs"
+            << (so.platform_file.empty() ? "" : ", platform " + so.platform_file) << ")\n"
+            << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << ", microbatch size " << p.microbatch_size
+            << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << ", tp comm "
+            << sim::tp_comm_name(so.tp_comm) << "\n\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"iteration time", fmt_seconds(e.eval.iteration_time_s) + " (evaluator " + fmt_seconds(ev.eval.iteration_time_s) + ")"},
+      {"throughput", fmt_num(e.tokens_per_s, 0) + " tokens/s"},
+      {"model TFLOP/s per GPU", fmt_num(e.tflops_per_gpu, 1) + " (MFU " + fmt_num(100 * e.mfu, 1) + "%)"},
+      {"bubble / compute", fmt_num(e.eval.bubble_over_compute, 4)},
+      {"bubble fraction", fmt_num(e.eval.bubble_fraction, 4)},
+      {"exposed pipeline comm (worst rank)", fmt_seconds(max_of(r.exposed_pp_comm_s))},
+      {"exposed data-parallel comm (worst rank)", fmt_seconds(max_of(r.eval.exposed_dp_comm_s))},
+      {"exposed tensor-parallel comm (worst rank)", fmt_seconds(max_of(r.exposed_tp_comm_s))},
+      {"busiest link", r.busiest_link.name + " " + fmt_num(100 * r.busiest_link.utilisation, 1) + "%"},
+      {"peak memory (largest rank)", fmt_bytes(e.max_memory_bytes) + (e.fits ? " (fits)" : " (DOES NOT FIT)")},
+      {"simulated events", std::to_string(r.activities) + " in " + fmt_seconds(r.sim_wall_s) + " (" +
+                               fmt_num(r.events_per_s, 0) + "/s)"},
+  };
+  std::cout << format_table({"metric", "value"}, rows) << "\n";
+  std::vector<std::vector<std::string>> ranks;
+  for (int i = 0; i < e.schedule.num_ranks; ++i) {
+    size_t k = static_cast<size_t>(i);
+    ranks.push_back({std::to_string(i), fmt_seconds(r.eval.compute_s[k]), fmt_seconds(r.eval.idle_s[k]),
+                     fmt_seconds(r.exposed_pp_comm_s[k]), fmt_seconds(r.eval.exposed_dp_comm_s[k]),
+                     fmt_seconds(r.exposed_tp_comm_s[k]), fmt_bytes(r.eval.peak_memory_bytes[k])});
+  }
+  std::cout << format_table({"pipeline rank", "compute", "idle", "exposed pp", "exposed dp", "exposed tp", "peak memory"}, ranks)
+            << "\n";
+  std::vector<std::vector<std::string>> links;
+  for (const auto& l : r.top_links)
+    links.push_back({l.name, fmt_num(l.bandwidth_Bps / 1e9, 1) + " GB/s", fmt_bytes(l.bytes), fmt_num(100 * l.utilisation, 1) + "%"});
+  std::cout << format_table({"busiest links", "bandwidth", "bytes / iteration", "utilisation"}, links);
+}
+
+void run_simulate(const SimulateOpts& o) {
+  Inputs in = resolve(o.plan);
+  sim::SimOptions so;
+  so.platform_file = o.platform;
+  so.tp_comm = sim::parse_tp_comm(o.tp_comm);
+  so.iterations = o.iterations;
+  so.record = !o.trace.empty();
+  costmodel::Estimate ev = costmodel::estimate(in.model, in.cluster, in.plan);
+  sim::SimResult r;
+  costmodel::Estimate e = sim::simulated_estimate(ev, so, &r);
+  if (!o.trace.empty()) {
+    costmodel::TraceOptions to;
+    to.title = e.model.name + " on " + e.cluster.name + ", " + e.schedule.name + " (simulated)";
+    write_file_atomic(o.trace, sim::sim_trace(e.schedule, r, to).dump() + "\n");
+  }
+  if (o.json) {
+    nlohmann::json j = costmodel::to_json(e);
+    nlohmann::json s = sim::to_json(r);
+    s.erase("spans");
+    s.erase("net_spans");
+    j["engine"] = "sim";
+    j["tp_comm"] = std::string(sim::tp_comm_name(so.tp_comm));
+    j["evaluator_iteration_time_s"] = ev.eval.iteration_time_s;
+    j["simulation"] = s;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_simulation(ev, e, r, so);
+  }
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto o = std::make_shared<SimulateOpts>();
+  CLI::App* c = app.add_subcommand("simulate", "simulate one configuration on a SimGrid platform (network contention, traces)");
+  add_plan_flags(c, o->plan, true);
+  c->add_option("--platform", o->platform,
+                "SimGrid XML platform; GPU hosts carry the property stagecraft_gpu=\"<rank>\" (default: built from --cluster)");
+  c->add_option("--tp-comm", o->tp_comm, "tensor-parallel all-reduces: folded (in compute, as the evaluator) or explicit");
+  c->add_option("--iterations", o->iterations, "iterations simulated; the last one is reported (default 3)");
+  c->add_flag("--json", o->json, "print one JSON object instead of the tables");
+  c->add_option("--trace", o->trace, "write a Chrome trace (evaluator layout plus network flows) to this file");
+  c->callback([o] { run_simulate(*o); });
+}
+
+}  // namespace stagecraft::cli

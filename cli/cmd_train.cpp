@@ -1,0 +1,66 @@
+// `stagecraft train`: real training with the LibTorch runtime. With --nproc N it starts N
+// local ranks (this same program); under torchrun, srun or mpirun each process is one rank
+// and reads its place from the environment (docs/runtime.md).
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "costmodel/presets.h"
+#include "runtime/train.h"
+#include "schedules/error.h"
+
+namespace stagecraft::cli {
+
+namespace {
+
+struct TrainFlags {
+  PlanFlags plan;                  // model and cluster-independent plan flags
+  int nproc = 0;                   // local ranks to start; 0 = this process is one rank
+  runtime::TrainOptions run;       // steps, seed, lr, backend, outputs
+};
+
+runtime::TrainOptions resolve_train(const TrainFlags& f, int world) {
+  runtime::TrainOptions o = f.run;
+  o.model = costmodel::load_model(f.plan.model);
+  o.plan = resolve_plan(f.plan, world, "ranks of the world (--nproc or WORLD_SIZE)");
+  return o;
+}
+
+int train(const TrainFlags& f, const std::vector<std::string>& argv) {
+  if (f.nproc > 0 && !runtime::launched_locally()) {
+    runtime::preflight(resolve_train(f, f.nproc), f.nproc);  // bad configs fail before any rank starts
+    return runtime::launch_local(f.nproc, argv, f.run.timeout_s);
+  }
+  runtime::RankEnv env = runtime::rank_env_from_environment();
+  if (f.nproc > 0 && env.world != f.nproc)
+    throw InputError("--nproc " + std::to_string(f.nproc) + " but WORLD_SIZE is " + std::to_string(env.world));
+  return runtime::run_rank(resolve_train(f, env.world), env);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, int argc, char** argv) {
+  auto f = std::make_shared<TrainFlags>();
+  CLI::App* c = app.add_subcommand("train", "train a GPT model for real with the LibTorch runtime (Gloo on CPU, NCCL on GPUs)");
+  add_plan_flags(c, f->plan, true, /*with_cluster=*/false);
+  c->add_option("--nproc", f->nproc, "start this many local ranks (default: one rank per process, placed by RANK/WORLD_SIZE, SLURM_* or OMPI_*)");
+  c->add_option("--steps", f->run.steps, "optimizer steps to run (default 10)");
+  c->add_option("--seed", f->run.seed, "seed of the weights and the synthetic data (default 1234)");
+  c->add_option("--lr", f->run.lr, "AdamW learning rate (default 1e-3)");
+  c->add_option("--backend", f->run.backend, "auto (nccl with CUDA, else gloo), gloo or nccl");
+  c->add_option("--timeout", f->run.timeout_s, "seconds before a silent peer is declared failed (default 60)");
+  c->add_option("--trace", f->run.trace_path, "write a Chrome trace of every executed action to this file");
+  c->add_option("--json", f->run.json_path, "write the JSON summary (losses, iteration times, per-rank times, memory)");
+  c->add_option("--save", f->run.save_dir, "write a checkpoint (per-rank files, atomically) after the last step");
+  c->add_option("--resume", f->run.resume_dir, "continue from a checkpoint written by --save");
+  c->add_option("--log-every", f->run.log_every, "print the loss every this many steps (0: never; default 1)");
+  c->add_option("--threads", f->run.threads, "intra-op CPU threads per rank (default 1)");
+  std::vector<std::string> args(argv, argv + argc);
+  c->callback([f, args] {
+    int rc = train(*f, args);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace stagecraft::cli

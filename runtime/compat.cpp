@@ -1,0 +1,114 @@
+#include "runtime/compat.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "runtime/plan.h"
+#include "schedules/error.h"
+
+#if defined(STAGECRAFT_WITH_NCCL)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace stagecraft::runtime {
+
+std::string resolve_backend(const std::string& requested) {
+  if (requested == "auto") return compat::nccl_compiled() && compat::cuda_devices() > 0 ? "nccl" : "gloo";
+  if (requested == "gloo") return "gloo";
+  if (requested != "nccl") throw InputError("--backend '" + requested + "' is invalid (allowed: auto, gloo, nccl)");
+  if (!compat::nccl_compiled())
+    throw InputError("--backend nccl: this build's LibTorch (" TORCH_VERSION ") has no NCCL; build against a CUDA "
+                     "LibTorch (docs/gpu.md) or use --backend gloo");
+  if (compat::cuda_devices() == 0) throw InputError("--backend nccl: no CUDA GPU is visible on this machine");
+  return "nccl";
+}
+
+namespace compat {
+namespace {
+
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  if (master_addr == "127.0.0.1" || master_addr == "localhost" || master_addr.empty())
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+c10::intrusive_ptr<CommBase> make_backend(const StorePtr& store, int rank, int size, const GroupOptions& opt) {
+  if (opt.backend == "nccl") {
+#if defined(STAGECRAFT_WITH_NCCL)
+    auto o = c10d::ProcessGroupNCCL::Options::create();
+    o->timeout = opt.timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
+#else
+    throw InputError("backend nccl is not compiled into this build");
+#endif
+  }
+  auto o = c10d::ProcessGroupGloo::Options::create(opt.timeout);
+  o->devices.push_back(gloo_device(opt.master_addr));
+  o->threads = 2;
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
+}
+
+int group_rank_of(const Group& g, int global) {
+  for (int i = 0; i < g.size(); ++i)
+    if (g.members[static_cast<size_t>(i)] == global) return i;
+  throw Error("runtime: rank " + std::to_string(global) + " is not a member of the " + g.name);
+}
+
+}  // namespace
+
+Group make_group(const StorePtr& store, const std::string& prefix, std::vector<int> members, int global_rank,
+                 const GroupOptions& opt) {
+  Group g;
+  g.name = prefix;
+  g.members = std::move(members);
+  g.rank = group_rank_of(g, global_rank);
+  if (g.size() > 1) g.pg = make_backend(c10::make_intrusive<c10d::PrefixStore>(prefix, store), g.rank, g.size(), opt);
+  return g;
+}
+
+WorkPtr send(Group& g, torch::Tensor& t, int dst_global, int tag) {
+  std::vector<torch::Tensor> v{t};
+  return g.pg->send(v, group_rank_of(g, dst_global), tag);
+}
+
+WorkPtr recv(Group& g, torch::Tensor& t, int src_global, int tag) {
+  std::vector<torch::Tensor> v{t};
+  return g.pg->recv(v, group_rank_of(g, src_global), tag);
+}
+
+WorkPtr all_reduce_sum(Group& g, torch::Tensor& t) {
+  if (!g.pg) return {};
+  std::vector<torch::Tensor> v{t};
+  return g.pg->allreduce(v);
+}
+
+void wait(const WorkPtr& w, std::chrono::milliseconds timeout) {
+  if (w) w->wait(timeout);
+}
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+#else
+  const int64_t s = q.size(2);
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3)));  // (b, a, s, s)
+  auto mask = torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+  scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  return torch::matmul(torch::softmax(scores, -1), v);  // (b, a, s, d)
+#endif
+}
+
+bool nccl_compiled() {
+#if defined(STAGECRAFT_WITH_NCCL)
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_devices() { return static_cast<int>(torch::cuda::device_count()); }
+
+}  // namespace compat
+}  // namespace stagecraft::runtime

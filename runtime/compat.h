@@ -1,0 +1,54 @@
+// The one place that knows LibTorch versions: 1.13 (Debian's libtorch-dev) and 2.x (inside
+// a PyTorch wheel). Process groups, work handles and attention differ between them; the rest
+// of the runtime uses only what is declared here.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/torch_pch.h"
+
+namespace stagecraft::runtime::compat {
+
+#if TORCH_VERSION_MAJOR >= 2
+using CommBase = c10d::Backend;        // 2.x: Gloo and NCCL are backends of a ProcessGroup
+#else
+using CommBase = c10d::ProcessGroup;   // 1.13: ProcessGroupGloo is itself a ProcessGroup
+#endif
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+using StorePtr = c10::intrusive_ptr<c10d::Store>;
+
+// A communicator over some of the world's ranks.
+struct Group {
+  std::string name;                  // e.g. "tp group of pp 1, dp 0" (for error messages)
+  std::vector<int> members;          // global ranks, in group-rank order
+  int rank = 0;                      // this process's rank in the group
+  c10::intrusive_ptr<CommBase> pg;   // null when the group has one member
+  int size() const { return static_cast<int>(members.size()); }
+};
+
+struct GroupOptions {
+  std::string backend = "gloo";      // gloo or nccl (resolved)
+  std::string master_addr;           // used to pick the Gloo network device
+  std::chrono::milliseconds timeout{60000};  // every blocking operation gives up after this
+};
+
+// Creates the group; the members meet through `store` under the key prefix `prefix`.
+Group make_group(const StorePtr& store, const std::string& prefix, std::vector<int> members, int global_rank,
+                 const GroupOptions& opt);
+
+WorkPtr send(Group& g, torch::Tensor& t, int dst_global, int tag);  // asynchronous
+WorkPtr recv(Group& g, torch::Tensor& t, int src_global, int tag);  // asynchronous
+WorkPtr all_reduce_sum(Group& g, torch::Tensor& t);                 // asynchronous, in place
+void wait(const WorkPtr& w, std::chrono::milliseconds timeout);
+
+// Causal multi-head attention on (b, heads, s, d) tensors.
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+
+// Whether this LibTorch build has NCCL, and how many CUDA devices the machine shows.
+bool nccl_compiled();
+int cuda_devices();
+
+}  // namespace stagecraft::runtime::compat

@@ -1,0 +1,415 @@
+#include "runtime/executor.h"
+
+#include <cmath>
+
+#include "schedules/error.h"
+
+namespace stagecraft::runtime {
+
+using schedules::Action;
+using schedules::Op;
+using Clock = std::chrono::steady_clock;
+using Key = std::pair<int, int>;  // (stage, microbatch)
+
+namespace {
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+int stream_of(Op op) {
+  if (schedules::is_p2p(op)) return 1;
+  if (op == Op::REDUCE_GRAD) return 2;
+  if (op == Op::OFFLOAD || op == Op::RELOAD) return 3;
+  return 0;
+}
+
+// Saved state of one (stage, microbatch) between its forward and its backward.
+struct MbState {
+  torch::Tensor ckpt;      // (b, s, h) leaf the stage's layers start from (received input or embedding output)
+  torch::Tensor embed_out; // (b, s, h) embedding output with its graph (first stage only)
+  torch::Tensor mid_leaf;  // (b, s, h) leaf after the first k layers (recomputed stages)
+  torch::Tensor mid;       // (b, s, h) the first k layers recomputed with a graph (after R)
+  torch::Tensor output;    // (b, s, h) stage output with its graph; () loss on the last stage
+  torch::Tensor host_ckpt; // (b, s, h) checkpoint offloaded to host memory
+  int recompute_layers = 0;  // k: layers run without a graph in F and again in R
+};
+
+struct Pending {             // a posted receive
+  compat::WorkPtr work;
+  size_t span = 0;           // index of its span, closed when a consumer waits
+  Op op = Op::RECV_F;
+  int peer_global = 0;
+};
+
+struct Bucket {              // one in-flight gradient all-reduce
+  compat::WorkPtr work;
+  torch::Tensor flat;        // (n) concatenated gradients
+  std::vector<torch::Tensor> params;
+  size_t span = 0;
+};
+
+}  // namespace
+
+struct Executor::Impl {
+  ExecConfig cfg;
+  std::map<int, GptPart*> parts;
+  AdamW* opt = nullptr;
+  const std::vector<Action>* list = nullptr;
+  std::map<Key, double> recompute_fraction;   // from this rank's R actions
+  // Per-iteration state.
+  std::map<Key, MbState> states;
+  std::map<Key, torch::Tensor> recv_f;        // (b, s, h) received activations
+  std::map<Key, torch::Tensor> recv_b;        // (b, s, h) received output gradients
+  std::map<Key, torch::Tensor> grad_in;       // (b, s, h) input gradients waiting for SEND_B
+  std::map<Key, std::vector<Pending>> pending;
+  std::map<Key, DeferredGrads> deferred;
+  std::vector<std::pair<compat::WorkPtr, int>> sends;  // (work, peer global rank)
+  std::vector<Bucket> buckets;
+  std::map<int, size_t> reduce_cursor;        // stage -> next parameter to reduce
+  std::map<int, double> reduced_share;        // stage -> fraction reduced so far
+  const BatchFn* batch = nullptr;
+  StepRecord rec;
+  Clock::time_point t0;
+  double wait_in_action = 0;
+
+  double now() const { return seconds(t0, Clock::now()); }
+  torch::Tensor activation() const {
+    return torch::empty({cfg.microbatch_size, cfg.seq_length, cfg.hidden_size});
+  }
+  int global_of_stage(int stage) const { return cfg.global_of(cfg.schedule->rank_of(stage)); }
+  int tag(bool forward, int consumer, int mb) const {
+    const auto& s = *cfg.schedule;
+    return ((forward ? 0 : 1) * s.num_stages + consumer) * s.num_microbatches + mb;
+  }
+  GptPart& part(int stage) {
+    auto it = parts.find(stage);
+    if (it == parts.end()) throw Error("runtime: rank " + std::to_string(cfg.global_rank) + " holds no stage " + std::to_string(stage));
+    return *it->second;
+  }
+  [[noreturn]] void comm_failure(const std::string& what, int peer, const std::exception& e) {
+    throw Error("rank " + std::to_string(cfg.global_rank) + ": " + what + (peer >= 0 ? " (peer rank " + std::to_string(peer) + ")" : "") +
+                " failed: " + e.what());
+  }
+
+  // Waits for the receives of (stage, mb) posted so far: the activation for a forward
+  // (grad = false), the output gradient for a backward or recompute (grad = true), as the
+  // evaluator does (docs/evaluator.md).
+  void wait_inputs(int stage, int mb, bool grad) {
+    auto it = pending.find({stage, mb});
+    if (it == pending.end()) return;
+    std::vector<Pending> keep;
+    for (Pending& p : it->second) {
+      if ((p.op == Op::RECV_B) != grad) {
+        keep.push_back(p);
+        continue;
+      }
+      auto a = Clock::now();
+      try {
+        compat::wait(p.work, cfg.timeout);
+      } catch (const std::exception& e) {
+        comm_failure(std::string("waiting for ") + std::string(schedules::op_name(p.op)) + " of stage " +
+                     std::to_string(stage) + " microbatch " + std::to_string(mb), p.peer_global, e);
+      }
+      wait_in_action += seconds(a, Clock::now());
+      rec.spans[p.span].end_s = std::max(rec.spans[p.span].end_s, now());
+    }
+    if (keep.empty()) pending.erase(it);
+    else it->second = keep;
+  }
+
+  // The stage's input: received from another rank, or handed over by the previous stage
+  // when it sits on this rank too (V placements).
+  torch::Tensor take_input(int stage, int mb) {
+    auto it = recv_f.find({stage, mb});
+    if (it != recv_f.end()) {
+      torch::Tensor t = it->second;
+      recv_f.erase(it);
+      return t;
+    }
+    int prev = cfg.schedule->prev_stage(stage);
+    auto local = states.find({prev, mb});
+    if (parts.count(prev) && local != states.end()) return local->second.output.detach();
+    throw Error("runtime: F of stage " + std::to_string(stage) + " mb " + std::to_string(mb) + " has no input (no RECV_F, no local forward)");
+  }
+
+  // The gradient of the stage's output: received, or left by the next stage on this rank.
+  torch::Tensor take_output_grad(int stage, int mb) {
+    for (auto* from : {&recv_b, &grad_in}) {
+      Key k = from == &recv_b ? Key{stage, mb} : Key{cfg.schedule->next_stage(stage), mb};
+      auto it = from->find(k);
+      if (it == from->end()) continue;
+      torch::Tensor t = it->second;
+      from->erase(it);
+      return t;
+    }
+    throw Error("runtime: backward of stage " + std::to_string(stage) + " mb " + std::to_string(mb) +
+                " has no output gradient (no RECV_B, no local backward)");
+  }
+
+  void forward(int stage, int mb) {
+    GptPart& P = part(stage);
+    MbState& st = states[{stage, mb}];
+    auto [tokens, targets] = (*batch)(mb);
+    if (P.shape().embedding) {
+      st.embed_out = P.embed(tokens);
+      st.ckpt = st.embed_out.detach().requires_grad_(true);
+    } else {
+      st.ckpt = take_input(stage, mb).requires_grad_(true);
+    }
+    auto rf = recompute_fraction.find({stage, mb});
+    const int n = P.shape().num_layers;
+    st.recompute_layers = rf == recompute_fraction.end() ? 0 : static_cast<int>(std::lround(rf->second * n));
+    torch::Tensor x = st.ckpt;
+    if (st.recompute_layers > 0) {
+      torch::Tensor h;
+      {
+        torch::NoGradGuard ng;
+        h = P.layers(st.ckpt, 0, st.recompute_layers);
+      }
+      st.mid_leaf = h.detach().requires_grad_(true);
+      x = st.mid_leaf;
+    }
+    x = P.layers(x, st.recompute_layers, n);
+    if (P.shape().head) {
+      st.output = P.loss(x, targets);
+      rec.loss_sum += st.output.item<double>();
+      rec.loss_count += 1;
+    } else {
+      st.output = x;
+    }
+  }
+
+  void recompute(int stage, int mb) {
+    MbState& st = states.at({stage, mb});
+    if (st.recompute_layers == 0) return;
+    if (!st.ckpt.defined()) throw Error("runtime: R of stage " + std::to_string(stage) + " before its checkpoint was reloaded");
+    st.mid = part(stage).layers(st.ckpt, 0, st.recompute_layers);
+  }
+
+  void backward(int stage, int mb, bool split) {
+    auto it = states.find({stage, mb});
+    if (it == states.end()) throw Error("runtime: backward of stage " + std::to_string(stage) + " mb " + std::to_string(mb) + " without its forward");
+    MbState& st = it->second;
+    GptPart& P = part(stage);
+    DeferWeightGrads guard(split ? &deferred[{stage, mb}] : nullptr);
+    if (P.shape().head) {
+      (st.output / static_cast<double>(cfg.schedule->num_microbatches)).backward();
+    } else {
+      st.output.backward(take_output_grad(stage, mb));
+    }
+    if (st.recompute_layers > 0) {
+      if (!st.mid.defined()) throw Error("runtime: backward of recomputed stage " + std::to_string(stage) + " before its R");
+      st.mid.backward(st.mid_leaf.grad());
+    }
+    if (P.shape().embedding) st.embed_out.backward(st.ckpt.grad());
+    else grad_in[{stage, mb}] = st.ckpt.grad();
+    states.erase(it);
+  }
+
+  void weight(int stage, int mb) {
+    auto it = deferred.find({stage, mb});
+    if (it == deferred.end()) throw Error("runtime: W of stage " + std::to_string(stage) + " mb " + std::to_string(mb) + " without its I");
+    torch::NoGradGuard ng;
+    for (auto& job : it->second) job();
+    deferred.erase(it);
+  }
+
+  void post_send(const Action& a) {
+    const auto& s = *cfg.schedule;
+    bool fwd = a.op == Op::SEND_F;
+    int peer_stage = fwd ? s.next_stage(a.stage) : s.prev_stage(a.stage);
+    torch::Tensor t;
+    if (fwd) {
+      t = states.at({a.stage, a.microbatch}).output.detach().contiguous();
+    } else {
+      auto g = grad_in.find({a.stage, a.microbatch});
+      if (g == grad_in.end()) throw Error("runtime: SEND_B of stage " + std::to_string(a.stage) + " before its backward");
+      t = g->second.contiguous();
+      grad_in.erase(g);
+    }
+    int peer = global_of_stage(peer_stage);
+    sends.emplace_back(compat::send(*cfg.world, t, peer, tag(fwd, fwd ? peer_stage : peer_stage, a.microbatch)), peer);
+  }
+
+  void post_recv(const Action& a, size_t span) {
+    const auto& s = *cfg.schedule;
+    bool fwd = a.op == Op::RECV_F;
+    int peer_stage = fwd ? s.prev_stage(a.stage) : s.next_stage(a.stage);
+    torch::Tensor t = activation();
+    int peer = global_of_stage(peer_stage);
+    Pending p{compat::recv(*cfg.world, t, peer, tag(fwd, a.stage, a.microbatch)), span, a.op, peer};
+    (fwd ? recv_f : recv_b)[{a.stage, a.microbatch}] = t;
+    pending[{a.stage, a.microbatch}].push_back(p);
+  }
+
+  void reduce_grad(const Action& a, size_t span) {
+    const auto& named = part(a.stage).named_parameters();
+    size_t& cur = reduce_cursor[a.stage];
+    double& share = reduced_share[a.stage];
+    share = std::min(1.0, share + a.fraction);
+    double total = 0;
+    for (const auto& np : named) total += static_cast<double>(np.second.numel());
+    double done = 0;
+    for (size_t i = 0; i < cur; ++i) done += static_cast<double>(named[i].second.numel());
+    std::vector<torch::Tensor> take;
+    double bytes = 0;
+    while (cur < named.size() && (share >= 1.0 || done < share * total - 0.5)) {
+      torch::Tensor p = named[cur++].second;
+      done += static_cast<double>(p.numel());
+      take.push_back(p);
+      bytes += static_cast<double>(p.numel()) * 4;
+      if (bytes >= cfg.bucket_bytes) {
+        start_bucket(take, span);
+        take.clear();
+        bytes = 0;
+      }
+    }
+    if (!take.empty()) start_bucket(take, span);
+  }
+
+  void start_bucket(const std::vector<torch::Tensor>& params, size_t span) {
+    if (cfg.dp->size() == 1) return;
+    std::vector<torch::Tensor> flat;
+    for (const auto& p : params) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      flat.push_back(p.grad().reshape({-1}));
+    }
+    Bucket b;
+    b.flat = torch::cat(flat);
+    b.params = params;
+    b.span = span;
+    b.work = compat::all_reduce_sum(*cfg.dp, b.flat);
+    buckets.push_back(std::move(b));
+  }
+
+  void finish_reductions() {
+    const double inv = 1.0 / cfg.dp->size();
+    for (Bucket& b : buckets) {
+      auto a = Clock::now();
+      try {
+        compat::wait(b.work, cfg.timeout);
+      } catch (const std::exception& e) {
+        comm_failure("gradient all-reduce in the " + cfg.dp->name, -1, e);
+      }
+      wait_in_action += seconds(a, Clock::now());
+      rec.spans[b.span].end_s = std::max(rec.spans[b.span].end_s, now());
+      torch::NoGradGuard ng;
+      int64_t off = 0;
+      for (auto& p : b.params) {
+        p.mutable_grad().copy_(b.flat.narrow(0, off, p.numel()).view_as(p) * inv);
+        off += p.numel();
+      }
+    }
+    buckets.clear();
+  }
+
+  void optimizer() {
+    finish_reductions();
+    for (auto& [work, peer] : sends) {
+      auto a = Clock::now();
+      try {
+        compat::wait(work, cfg.timeout);
+      } catch (const std::exception& e) {
+        comm_failure("a send", peer, e);
+      }
+      wait_in_action += seconds(a, Clock::now());
+    }
+    sends.clear();
+    for (const auto& [stage, share] : reduced_share)
+      if (share < 1.0 - 1e-9) throw Error("runtime: stage " + std::to_string(stage) + " reduced only " + std::to_string(share) + " of its gradients");
+    reduce_cursor.clear();
+    reduced_share.clear();
+    opt->step();
+    if (!states.empty() || !deferred.empty() || !recv_f.empty() || !recv_b.empty() || !pending.empty())
+      throw Error("runtime: state left over at the optimizer step (a forward without backward or an unused receive)");
+  }
+
+  void offload(int stage, int mb) {
+    MbState& st = states.at({stage, mb});
+    st.host_ckpt = st.ckpt.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
+    // Without recomputed layers the checkpoint is also the graph's input: keep it linked.
+    if (st.recompute_layers > 0) st.ckpt = torch::Tensor();
+  }
+
+  void reload(int stage, int mb) {
+    MbState& st = states.at({stage, mb});
+    if (!st.ckpt.defined()) st.ckpt = st.host_ckpt.to(cfg_device()).requires_grad_(true);
+    st.host_ckpt = torch::Tensor();
+  }
+  torch::Device cfg_device() const { return torch::kCPU; }
+
+  void compute(const Action& a) {
+    switch (a.op) {
+      case Op::F: wait_inputs(a.stage, a.microbatch, false); forward(a.stage, a.microbatch); break;
+      case Op::B: wait_inputs(a.stage, a.microbatch, true); backward(a.stage, a.microbatch, false); break;
+      case Op::I: wait_inputs(a.stage, a.microbatch, true); backward(a.stage, a.microbatch, true); break;
+      case Op::W: weight(a.stage, a.microbatch); break;
+      case Op::R: wait_inputs(a.stage, a.microbatch, true); recompute(a.stage, a.microbatch); break;
+      case Op::OVERLAP_F_B:
+        wait_inputs(a.stage, a.microbatch, false);
+        forward(a.stage, a.microbatch);
+        wait_inputs(a.b_stage, a.b_microbatch, true);
+        backward(a.b_stage, a.b_microbatch, a.b_op == Op::I);
+        break;
+      case Op::OPTIMIZER: optimizer(); break;
+      default: break;
+    }
+  }
+
+  void execute(const Action& a, size_t span) {
+    switch (a.op) {
+      case Op::SEND_F: case Op::SEND_B: post_send(a); break;
+      case Op::RECV_F: case Op::RECV_B: post_recv(a, span); break;
+      case Op::REDUCE_GRAD: reduce_grad(a, span); break;
+      case Op::OFFLOAD: offload(a.stage, a.microbatch); break;
+      case Op::RELOAD: reload(a.stage, a.microbatch); break;
+      default: compute(a); break;
+    }
+  }
+};
+
+Executor::Executor(ExecConfig cfg, std::map<int, GptPart*> parts, AdamW* optimizer) : impl_(std::make_unique<Impl>()) {
+  impl_->cfg = std::move(cfg);
+  impl_->parts = std::move(parts);
+  impl_->opt = optimizer;
+  impl_->list = &impl_->cfg.schedule->actions.at(static_cast<size_t>(impl_->cfg.pp_rank));
+  for (const Action& a : *impl_->list)
+    if (a.op == Op::R) impl_->recompute_fraction[{a.stage, a.microbatch}] = a.fraction;
+}
+
+Executor::~Executor() = default;
+
+StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
+  Impl& m = *impl_;
+  m.rec = StepRecord{};
+  m.batch = &batch;
+  m.t0 = t0;
+  TpContext& tp = tp_context();
+  const double step_start = m.now();
+  m.rec.spans.reserve(m.list->size());
+  for (size_t i = 0; i < m.list->size(); ++i) {
+    const Action& a = (*m.list)[i];
+    m.wait_in_action = 0;
+    const double tp_before = tp.comm_s;
+    ActionSpan sp;
+    sp.position = static_cast<int>(i);
+    sp.stream = stream_of(a.op);
+    sp.start_s = m.now();
+    m.rec.spans.push_back(sp);
+    m.execute(a, i);
+    const double end = m.now();
+    ActionSpan& s = m.rec.spans[i];
+    s.end_s = std::max(s.end_s, end);  // receives and reductions are closed again when waited
+    const double dur = end - s.start_s, tp_comm = tp.comm_s - tp_before;
+    m.rec.wait_s += m.wait_in_action;
+    if (schedules::is_compute(a.op)) {
+      m.rec.compute_s += dur - m.wait_in_action - tp_comm;
+      m.rec.comm_s += tp_comm;
+    } else if (a.op != Op::OFFLOAD && a.op != Op::RELOAD) {
+      m.rec.comm_s += dur;
+    }
+  }
+  m.rec.time_s = m.now() - step_start;
+  return m.rec;
+}
+
+}  // namespace stagecraft::runtime

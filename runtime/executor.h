@@ -1,0 +1,68 @@
+// The executor: runs one rank's lowered action list, one iteration per call, with the IR's
+// semantics (docs/ir.md): SEND/RECV post asynchronous transfers; a compute action on
+// (stage, microbatch) first waits for every receive and reload of that pair posted before
+// it; REDUCE_GRAD starts bucketed asynchronous all-reduces that OPTIMIZER waits for; I
+// queues the weight gradients that W computes; R recomputes a stage's first `fraction` of
+// layers from its checkpoint. Every action's start and end are recorded.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "runtime/model.h"
+#include "runtime/optim.h"
+#include "schedules/schedule.h"
+
+namespace stagecraft::runtime {
+
+struct ActionSpan {
+  int position = 0;     // index in the rank's action list
+  int stream = 0;       // trace track: 0 compute, 1 p2p, 2 collective, 3 copy
+  double start_s = 0;   // seconds since the run started (host clock)
+  double end_s = 0;
+};
+
+struct StepRecord {
+  double loss_sum = 0;       // sum of the last stage's microbatch losses (0 when no last stage)
+  int loss_count = 0;        // microbatches that contributed
+  double time_s = 0;         // wall time of the iteration on this rank
+  double compute_s = 0;      // compute actions, minus waits and tp communication inside them
+  double comm_s = 0;         // tp all-reduces plus posting transfers and reductions
+  double wait_s = 0;         // blocked on receives, sends and reductions
+  std::vector<ActionSpan> spans;  // one per action, in list order
+};
+
+// (b, s) input tokens and (b, s) targets of one microbatch of this data-parallel rank.
+using BatchFn = std::function<std::pair<torch::Tensor, torch::Tensor>(int microbatch)>;
+
+struct ExecConfig {
+  const schedules::Schedule* schedule = nullptr;  // lowered, checked by check_executable
+  int pp_rank = 0;                        // this rank's pipeline rank (index into actions)
+  std::function<int(int pp_rank)> global_of;  // global rank at another pipeline rank, same tp and dp
+  compat::Group* world = nullptr;         // point-to-point transfers (global ranks)
+  compat::Group* dp = nullptr;            // gradient all-reduces
+  std::chrono::milliseconds timeout{60000};  // limit of every wait
+  std::int64_t microbatch_size = 1;       // b
+  std::int64_t seq_length = 1;            // s
+  std::int64_t hidden_size = 1;           // h
+  double bucket_bytes = 4e6;              // gradient bucket size for REDUCE_GRAD
+  int global_rank = 0;                    // for messages
+};
+
+class Executor {
+ public:
+  // `parts` maps each stage this rank holds to its model part.
+  Executor(ExecConfig cfg, std::map<int, GptPart*> parts, AdamW* optimizer);
+  ~Executor();
+  // Runs the action list once. `t0` is the run's time origin for the spans.
+  StepRecord run_step(const BatchFn& batch, std::chrono::steady_clock::time_point t0);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stagecraft::runtime

@@ -1,0 +1,196 @@
+#include "runtime/model.h"
+
+#include <cmath>
+
+#include "schedules/error.h"
+
+namespace stagecraft::runtime {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+namespace {
+
+thread_local DeferredGrads* g_defer = nullptr;
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Full-size normal(0, 0.02) tensor from a generator seeded by (seed, owner, tensor id).
+torch::Tensor draw(std::uint64_t seed, std::uint64_t owner, std::uint64_t id, at::IntArrayRef shape) {
+  at::Generator gen = at::detail::createCPUGenerator(mix(mix(seed) ^ mix(owner * 131 + id)));
+  return torch::randn(shape, gen, torch::kFloat32) * 0.02;
+}
+
+void accumulate_grad(const torch::Tensor& w, const torch::Tensor& g) {
+  if (!w.grad().defined()) w.mutable_grad() = g;
+  else w.mutable_grad().add_(g);
+}
+
+torch::Tensor weight_grad(const torch::Tensor& go, const torch::Tensor& x) {  // (out, in)
+  return go.reshape({-1, go.size(-1)}).t().mm(x.reshape({-1, x.size(-1)}));
+}
+
+// y = x w^T whose weight gradient can be deferred from I to W.
+struct DeferrableLinear : torch::autograd::Function<DeferrableLinear> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w) {
+    ctx->save_for_backward({x, w});
+    return torch::matmul(x, w.t());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    torch::Tensor x = saved[0], w = saved[1], go = grads[0];
+    torch::Tensor gx = torch::matmul(go, w);
+    if (g_defer) {
+      g_defer->push_back([x, w, go] { accumulate_grad(w, weight_grad(go, x)); });
+      return {gx, torch::Tensor()};
+    }
+    return {gx, weight_grad(go, x)};
+  }
+};
+
+void tp_all_reduce(torch::Tensor& t) {
+  TpContext& tp = tp_context();
+  auto t0 = std::chrono::steady_clock::now();
+  compat::wait(compat::all_reduce_sum(*tp.group, t), tp.timeout);
+  tp.comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Megatron's f: identity forward, all-reduce of the gradient backward.
+struct CopyToTp : torch::autograd::Function<CopyToTp> {
+  static torch::Tensor forward(AutogradContext*, const torch::Tensor& x) { return x.clone(); }
+  static variable_list backward(AutogradContext*, variable_list g) {
+    torch::Tensor r = g[0].contiguous().clone();
+    tp_all_reduce(r);
+    return {r};
+  }
+};
+
+// Megatron's g: all-reduce forward, identity backward.
+struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
+  static torch::Tensor forward(AutogradContext*, const torch::Tensor& x) {
+    torch::Tensor r = x.contiguous().clone();
+    tp_all_reduce(r);
+    return r;
+  }
+  static variable_list backward(AutogradContext*, variable_list g) { return {g[0]}; }
+};
+
+torch::Tensor dlinear(const torch::Tensor& x, const torch::Tensor& w) { return DeferrableLinear::apply(x, w); }
+
+torch::Tensor shard_rows(const torch::Tensor& full, int rank, int size) {
+  int64_t n = full.size(0) / size;
+  return full.narrow(0, rank * n, n).clone();
+}
+
+torch::Tensor shard_cols(const torch::Tensor& full, int rank, int size) {
+  int64_t n = full.size(1) / size;
+  return full.narrow(1, rank * n, n).contiguous();
+}
+
+}  // namespace
+
+TpContext& tp_context() {
+  static TpContext ctx;
+  return ctx;
+}
+
+DeferWeightGrads::DeferWeightGrads(DeferredGrads* q) : prev_(g_defer) { g_defer = q; }
+DeferWeightGrads::~DeferWeightGrads() { g_defer = prev_; }
+
+GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed)
+    : m_(m), shape_(shape), tp_rank_(tp_rank), tp_size_(tp_size) {
+  if (m.num_heads % tp_size != 0 || m.ffn_hidden_size % tp_size != 0)
+    throw InputError("runtime: tp = " + std::to_string(tp_size) + " must divide num_heads and ffn_hidden_size");
+  if (shape.embedding) init_ends(seed);
+  for (int l = 0; l < shape.num_layers; ++l) init_layer(shape.first_layer + l, seed);
+  if (shape.head) {
+    lnf_w_ = add("final.ln_w", torch::ones({m.hidden_size}));
+    lnf_b_ = add("final.ln_b", torch::zeros({m.hidden_size}));
+    head_w_ = add("head.w", draw(seed, 1u << 20, 3, {m.vocab_size, m.hidden_size}));
+  }
+}
+
+torch::Tensor GptPart::add(const std::string& name, torch::Tensor t) {
+  t = t.contiguous().set_requires_grad(true);
+  params_.emplace_back(name, t);
+  return t;
+}
+
+void GptPart::init_ends(std::uint64_t seed) {
+  tok_emb_ = add("embed.tok", draw(seed, 1u << 20, 1, {m_.vocab_size, m_.hidden_size}));
+  pos_emb_ = add("embed.pos", draw(seed, 1u << 20, 2, {m_.seq_length, m_.hidden_size}));
+}
+
+void GptPart::init_layer(int l, std::uint64_t seed) {
+  const int64_t h = m_.hidden_size, f = m_.ffn_hidden_size;
+  const std::string n = "L" + std::to_string(l) + ".";
+  const auto owner = static_cast<std::uint64_t>(l) + 1;
+  LayerParams p;
+  p.ln1_w = add(n + "ln1_w", torch::ones({h}));
+  p.ln1_b = add(n + "ln1_b", torch::zeros({h}));
+  torch::Tensor qkv = draw(seed, owner, 1, {3 * h, h});  // rows: q, k, v, each (h, h), heads contiguous
+  std::vector<torch::Tensor> parts;
+  for (int j = 0; j < 3; ++j) parts.push_back(shard_rows(qkv.narrow(0, j * h, h), tp_rank_, tp_size_));
+  p.qkv_w = add(n + "qkv_w", torch::cat(parts, 0));
+  p.qkv_b = add(n + "qkv_b", torch::zeros({3 * h / tp_size_}));
+  p.proj_w = add(n + "proj_w", shard_cols(draw(seed, owner, 2, {h, h}), tp_rank_, tp_size_));
+  p.proj_b = add(n + "proj_b", torch::zeros({h}));
+  p.ln2_w = add(n + "ln2_w", torch::ones({h}));
+  p.ln2_b = add(n + "ln2_b", torch::zeros({h}));
+  p.fc1_w = add(n + "fc1_w", shard_rows(draw(seed, owner, 3, {f, h}), tp_rank_, tp_size_));
+  p.fc1_b = add(n + "fc1_b", torch::zeros({f / tp_size_}));
+  p.fc2_w = add(n + "fc2_w", shard_cols(draw(seed, owner, 4, {h, f}), tp_rank_, tp_size_));
+  p.fc2_b = add(n + "fc2_b", torch::zeros({h}));
+  layers_.push_back(p);
+}
+
+torch::Tensor GptPart::embed(const torch::Tensor& tokens) const {
+  return torch::embedding(tok_emb_, tokens) + pos_emb_.narrow(0, 0, tokens.size(1)).unsqueeze(0);
+}
+
+torch::Tensor GptPart::layers(const torch::Tensor& x, int from, int to) const {
+  torch::Tensor y = x;
+  for (int l = from; l < to; ++l) y = layer(y, layers_[static_cast<size_t>(l)]);
+  return y;
+}
+
+torch::Tensor GptPart::layer(const torch::Tensor& x, const LayerParams& p) const {
+  const int64_t h = m_.hidden_size;
+  torch::Tensor a = x + attention(torch::layer_norm(x, {h}, p.ln1_w, p.ln1_b), p);
+  return a + mlp(torch::layer_norm(a, {h}, p.ln2_w, p.ln2_b), p);
+}
+
+torch::Tensor GptPart::attention(const torch::Tensor& x, const LayerParams& p) const {
+  const int64_t b = x.size(0), s = x.size(1), heads = m_.num_heads / tp_size_;
+  const int64_t d = m_.hidden_size / m_.num_heads;
+  torch::Tensor in = tp_size_ > 1 ? CopyToTp::apply(x) : x;
+  torch::Tensor qkv = dlinear(in, p.qkv_w) + p.qkv_b;  // (b, s, 3h/t)
+  auto split = qkv.chunk(3, -1);
+  auto heads_of = [&](const torch::Tensor& t) { return t.reshape({b, s, heads, d}).transpose(1, 2); };  // (b, a/t, s, d)
+  torch::Tensor ctx = compat::causal_attention(heads_of(split[0]), heads_of(split[1]), heads_of(split[2]));
+  ctx = ctx.transpose(1, 2).reshape({b, s, heads * d});  // (b, s, h/t)
+  torch::Tensor out = dlinear(ctx, p.proj_w);            // (b, s, h) partial sum over tp ranks
+  if (tp_size_ > 1) out = ReduceFromTp::apply(out);
+  return out + p.proj_b;
+}
+
+torch::Tensor GptPart::mlp(const torch::Tensor& x, const LayerParams& p) const {
+  torch::Tensor in = tp_size_ > 1 ? CopyToTp::apply(x) : x;
+  torch::Tensor u = torch::gelu(dlinear(in, p.fc1_w) + p.fc1_b);  // (b, s, f/t)
+  torch::Tensor out = dlinear(u, p.fc2_w);                      // (b, s, h) partial sum
+  if (tp_size_ > 1) out = ReduceFromTp::apply(out);
+  return out + p.fc2_b;
+}
+
+torch::Tensor GptPart::loss(const torch::Tensor& x, const torch::Tensor& targets) const {
+  torch::Tensor y = torch::layer_norm(x, {m_.hidden_size}, lnf_w_, lnf_b_);
+  torch::Tensor logits = dlinear(y, head_w_);  // (b, s, V)
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, m_.vocab_size}), targets.reshape({-1}));
+}
+
+}  // namespace stagecraft::runtime

@@ -1,0 +1,98 @@
+// The GPT decoder, cut into model parts (pipeline stages) and sharded Megatron-style over the
+// tensor-parallel group: column-parallel QKV and first MLP matrix, row-parallel output
+// projection and second MLP matrix, an all-reduce after each row-parallel product in the
+// forward and after each column-parallel input in the backward (autograd functions).
+// Embedding, norms and head are replicated across the tp group.
+//
+// Weights: every tensor of global layer l is drawn from a generator seeded by (seed, l,
+// tensor), full size, then sliced to this tp rank's shard; so every (dp, tp, pp) partition
+// trains the same mathematical model.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "costmodel/specs.h"
+#include "runtime/compat.h"
+
+namespace stagecraft::runtime {
+
+// Tensor-parallel state shared by the autograd functions of one process.
+struct TpContext {
+  compat::Group* group = nullptr;            // tp group (size 1: no communication)
+  std::chrono::milliseconds timeout{60000};  // all-reduce wait limit
+  double comm_s = 0;                         // seconds spent in tp all-reduces so far
+};
+TpContext& tp_context();
+
+// Weight-gradient work deferred from I to W (zero-bubble): one closure per linear layer.
+using DeferredGrads = std::vector<std::function<void()>>;
+// While alive, linear layers' backward queues their weight gradients into `q` instead of
+// computing them (the I half of a split backward).
+class DeferWeightGrads {
+ public:
+  explicit DeferWeightGrads(DeferredGrads* q);
+  ~DeferWeightGrads();
+  DeferWeightGrads(const DeferWeightGrads&) = delete;
+  DeferWeightGrads& operator=(const DeferWeightGrads&) = delete;
+
+ private:
+  DeferredGrads* prev_;
+};
+
+struct LayerParams {
+  torch::Tensor ln1_w, ln1_b;  // (h), (h)
+  torch::Tensor qkv_w;         // (3h/t, h) rows of q, k and v for this rank's heads
+  torch::Tensor qkv_b;         // (3h/t)
+  torch::Tensor proj_w;        // (h, h/t) columns for this rank's heads
+  torch::Tensor proj_b;        // (h)
+  torch::Tensor ln2_w, ln2_b;  // (h), (h)
+  torch::Tensor fc1_w;         // (f/t, h)
+  torch::Tensor fc1_b;         // (f/t)
+  torch::Tensor fc2_w;         // (h, f/t)
+  torch::Tensor fc2_b;         // (h)
+};
+
+struct PartShape {
+  int first_layer = 0;   // global index of the part's first transformer layer
+  int num_layers = 0;    // layers in this part
+  bool embedding = false;  // the part starts the model (token and position embedding)
+  bool head = false;       // the part ends it (final norm, LM head, loss)
+};
+
+// One model part (pipeline stage) as held by one tp rank.
+class GptPart {
+ public:
+  GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed);
+
+  torch::Tensor embed(const torch::Tensor& tokens) const;                  // (b, s) -> (b, s, h)
+  torch::Tensor layers(const torch::Tensor& x, int from, int to) const;    // (b, s, h) -> (b, s, h)
+  torch::Tensor loss(const torch::Tensor& x, const torch::Tensor& targets) const;  // (b, s, h) -> ()
+
+  const PartShape& shape() const { return shape_; }
+  // Every parameter with a stable name ("L3.qkv_w", "embed.tok", ...), in a fixed order.
+  const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters() const { return params_; }
+
+ private:
+  torch::Tensor layer(const torch::Tensor& x, const LayerParams& p) const;  // (b, s, h) -> (b, s, h)
+  torch::Tensor attention(const torch::Tensor& x, const LayerParams& p) const;
+  torch::Tensor mlp(const torch::Tensor& x, const LayerParams& p) const;
+  void init_layer(int global_layer, std::uint64_t seed);
+  void init_ends(std::uint64_t seed);
+  torch::Tensor add(const std::string& name, torch::Tensor t);
+
+  costmodel::ModelSpec m_;
+  PartShape shape_;
+  int tp_rank_ = 0, tp_size_ = 1;
+  std::vector<LayerParams> layers_;
+  torch::Tensor tok_emb_;   // (V, h)
+  torch::Tensor pos_emb_;   // (s, h)
+  torch::Tensor lnf_w_, lnf_b_;  // (h), (h)
+  torch::Tensor head_w_;    // (V, h)
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+};
+
+}  // namespace stagecraft::runtime

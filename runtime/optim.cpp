@@ -1,0 +1,64 @@
+#include "runtime/optim.h"
+
+#include <cmath>
+
+#include "schedules/error.h"
+
+namespace stagecraft::runtime {
+
+AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions opt)
+    : params_(std::move(params)), opt_(opt) {
+  for (const auto& [name, p] : params_) {
+    m_.push_back(torch::zeros_like(p));
+    v_.push_back(torch::zeros_like(p));
+  }
+}
+
+void AdamW::step() {
+  torch::NoGradGuard no_grad;
+  ++step_;
+  const double bc1 = 1 - std::pow(opt_.beta1, static_cast<double>(step_));
+  const double bc2_sqrt = std::sqrt(1 - std::pow(opt_.beta2, static_cast<double>(step_)));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor p = params_[i].second;
+    torch::Tensor g = p.grad();
+    if (!g.defined()) throw Error("runtime: parameter " + params_[i].first + " has no gradient at the optimizer step");
+    p.mul_(1 - opt_.lr * opt_.weight_decay);
+    m_[i].mul_(opt_.beta1).add_(g, 1 - opt_.beta1);
+    v_[i].mul_(opt_.beta2).addcmul_(g, g, 1 - opt_.beta2);
+    torch::Tensor denom = (v_[i].sqrt() / bc2_sqrt).add_(opt_.eps);
+    p.addcdiv_(m_[i], denom, -opt_.lr / bc1);
+    p.mutable_grad().reset();
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> AdamW::state() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out.emplace_back("param." + params_[i].first, params_[i].second.detach());
+    out.emplace_back("adam_m." + params_[i].first, m_[i]);
+    out.emplace_back("adam_v." + params_[i].first, v_[i]);
+  }
+  out.emplace_back("adam_step", torch::tensor(static_cast<int64_t>(step_)));
+  return out;
+}
+
+void AdamW::load(const std::vector<std::pair<std::string, torch::Tensor>>& state) {
+  std::map<std::string, torch::Tensor> by_name(state.begin(), state.end());
+  auto get = [&](const std::string& name, const torch::Tensor& like) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) throw Error("runtime: checkpoint has no tensor '" + name + "'");
+    if (it->second.sizes() != like.sizes())
+      throw Error("runtime: checkpoint tensor '" + name + "' has another shape than this run's (different plan?)");
+    return it->second;
+  };
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].second.copy_(get("param." + params_[i].first, params_[i].second));
+    m_[i].copy_(get("adam_m." + params_[i].first, m_[i]));
+    v_[i].copy_(get("adam_v." + params_[i].first, v_[i]));
+  }
+  step_ = get("adam_step", torch::tensor(static_cast<int64_t>(0))).item<int64_t>();
+}
+
+}  // namespace stagecraft::runtime

@@ -1,0 +1,39 @@
+// AdamW (Loshchilov and Hutter, ICLR 2019; the update torch.optim.AdamW performs), written
+// out so that its state is plain tensors: checkpoints save and restore it exactly.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/torch_pch.h"
+
+namespace stagecraft::runtime {
+
+struct AdamWOptions {
+  double lr = 1e-3;            // learning rate
+  double beta1 = 0.9;          // first-moment decay
+  double beta2 = 0.999;        // second-moment decay
+  double eps = 1e-8;           // denominator guard
+  double weight_decay = 0.01;  // decoupled decay, multiplied by lr
+};
+
+class AdamW {
+ public:
+  AdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions opt);
+  // One update from the parameters' .grad, then the gradients are dropped.
+  void step();
+  long steps_done() const { return step_; }
+  // Parameters, moments and the step count, by name, for checkpoints.
+  std::vector<std::pair<std::string, torch::Tensor>> state() const;
+  // Restores what state() returned; throws Error when a name or a shape is missing.
+  void load(const std::vector<std::pair<std::string, torch::Tensor>>& state);
+
+ private:
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::vector<torch::Tensor> m_, v_;  // first and second moments, each shaped like its parameter
+  AdamWOptions opt_;
+  long step_ = 0;
+};
+
+}  // namespace stagecraft::runtime

@@ -1,0 +1,119 @@
+#include "runtime/plan.h"
+
+#include <map>
+#include <utility>
+
+#include "costmodel/costs.h"
+#include "costmodel/estimate.h"
+#include "schedules/error.h"
+
+namespace stagecraft::runtime {
+
+using schedules::Action;
+using schedules::Op;
+using schedules::Schedule;
+
+namespace {
+
+[[noreturn]] void refuse(const Schedule& s, const Action& a, const std::string& why) {
+  throw InputError("runtime: cannot execute action " + schedules::to_text(a) + " of schedule '" + s.name + "': " + why);
+}
+
+// A REDUCE_GRAD before the stage's last backward would reduce the previous iteration's
+// gradients (FOLD3D's deferred part): that changes the training math, so it is refused.
+void check_reductions(const Schedule& s, int rank) {
+  const auto& list = s.actions[static_cast<size_t>(rank)];
+  std::map<int, int> last_backward;  // stage -> position of its last B/W/I
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Action& a = list[i];
+    if (a.op == Op::B || a.op == Op::W || a.op == Op::I) last_backward[a.stage] = static_cast<int>(i);
+    if (a.op == Op::OVERLAP_F_B) last_backward[a.b_stage] = static_cast<int>(i);
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Action& a = list[i];
+    if (a.op != Op::REDUCE_GRAD) continue;
+    auto it = last_backward.find(a.stage);
+    if (it != last_backward.end() && it->second > static_cast<int>(i))
+      refuse(s, a, "it precedes the stage's last backward, so it would reduce the previous iteration's gradients "
+                   "(deferred reduction); the runtime only runs synchronous data parallelism");
+  }
+}
+
+// OFFLOAD moves a stage's checkpoint (its saved input) to host memory; that frees memory only
+// when the stage recomputes, since otherwise autograd keeps the layers' activations anyway.
+void check_offloads(const Schedule& s, int rank) {
+  const auto& list = s.actions[static_cast<size_t>(rank)];
+  for (const Action& a : list) {
+    if (a.op != Op::OFFLOAD) continue;
+    bool recomputed = false;
+    for (const Action& r : list)
+      if (r.op == Op::R && r.stage == a.stage && r.microbatch == a.microbatch && r.fraction > 0) recomputed = true;
+    if (!recomputed)
+      refuse(s, a, "the runtime offloads checkpoints of recomputed stages only, and this (stage, microbatch) has no R");
+  }
+}
+
+void check_action(const Schedule& s, const Action& a) {
+  if (a.sub_batch >= 0) refuse(s, a, "sub-batches (Oases) are not implemented by the runtime");
+  if (schedules::is_p2p(a.op) && a.peer >= 0) {
+    bool fwd = a.op == Op::SEND_F || a.op == Op::RECV_B;
+    int implied = fwd ? s.next_stage(a.stage) : s.prev_stage(a.stage);
+    if (a.peer != implied) refuse(s, a, "its peer stage is not the adjacent stage of the same pipeline");
+  }
+  if (a.op == Op::OVERLAP_F_B && a.b_op != Op::B && a.b_op != Op::I)
+    refuse(s, a, "the backward half must be B or I");
+}
+
+}  // namespace
+
+void check_executable(const Schedule& s) {
+  if (s.num_chains != 1)
+    throw InputError("runtime: schedule '" + s.name + "' has " + std::to_string(s.num_chains) +
+                     " chains (replicated model parts); the runtime executes single-chain schedules only");
+  for (int r = 0; r < s.num_ranks; ++r) {
+    for (const Action& a : s.actions[static_cast<size_t>(r)]) check_action(s, a);
+    check_reductions(s, r);
+    check_offloads(s, r);
+  }
+}
+
+RunPlan make_run_plan(const costmodel::ModelSpec& m, const costmodel::ParallelPlan& p) {
+  RunPlan rp;
+  rp.schedule = costmodel::plan_schedule(p);
+  if (p.recompute == costmodel::RecomputePolicy::Selective)
+    throw InputError("runtime: --recompute selective (attention-core recomputation) is not implemented; use none or full");
+  check_executable(rp.schedule);
+  rp.part_layers = costmodel::partition_layers(m, p, rp.schedule.stages_per_chain());
+  int first = 0;
+  for (int n : rp.part_layers) {
+    rp.part_first_layer.push_back(first);
+    first += n;
+  }
+  return rp;
+}
+
+void preflight(const TrainOptions& opt, int world) {
+  costmodel::check(opt.model);
+  costmodel::check(opt.plan);
+  const auto& p = opt.plan;
+  if (p.num_gpus() != world)
+    throw InputError("plan: dp*tp*pp = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
+                     " = " + std::to_string(p.num_gpus()) + " ranks, but the world has " + std::to_string(world) +
+                     " processes (--nproc or WORLD_SIZE); they must be equal");
+  costmodel::ClusterSpec local;
+  local.name = "local ranks";
+  local.nodes = 1;
+  local.gpus_per_node = world;
+  costmodel::check_fit(opt.model, local, p);  // tp divides the heads and the MLP width
+  if (opt.model.kind != costmodel::ModelKind::Gpt)
+    throw InputError("runtime: model '" + opt.model.name + "' is of kind " + std::string(costmodel::kind_name(opt.model.kind)) +
+                     "; the runtime builds GPT decoders only");
+  if (p.sequence_parallel)
+    throw InputError("runtime: sequence parallelism (plan.sequence_parallel) is not implemented by the runtime");
+  if (opt.steps < 1) throw InputError("--steps = " + std::to_string(opt.steps) + " must be at least 1");
+  if (opt.timeout_s <= 0) throw InputError("--timeout must be positive");
+  resolve_backend(opt.backend);
+  make_run_plan(opt.model, p);
+}
+
+}  // namespace stagecraft::runtime

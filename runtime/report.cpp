@@ -1,0 +1,97 @@
+// The run's outputs, assembled on rank 0 from every rank's records: the JSON summary and the
+// Chrome trace in the evaluator's layout (pid = rank, tid 0 compute, 1 p2p, 2 collective,
+// 3 copy; one complete event per executed action, in list order). No torch here.
+#include <algorithm>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "costmodel/specs.h"
+#include "runtime/train.h"
+#include "schedules/schedule.h"
+
+namespace stagecraft::runtime {
+
+using nlohmann::json;
+using schedules::Action;
+using schedules::Op;
+
+namespace {
+
+const char* kStreamNames[4] = {"compute", "p2p send", "dp collective", "host copy"};
+
+// Mean of a per-step field over the steps after the first (warm-up), or the only step.
+double steady_mean(const json& steps, const char* field) {
+  size_t from = steps.size() > 1 ? 1 : 0;
+  double sum = 0;
+  for (size_t i = from; i < steps.size(); ++i) sum += steps[i][field].get<double>();
+  return steps.size() > from ? sum / static_cast<double>(steps.size() - from) : 0;
+}
+
+}  // namespace
+
+json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const std::vector<json>& ranks) {
+  json steps = json::array();
+  const json& first = ranks.front()["steps"];
+  for (size_t i = 0; i < first.size(); ++i) {
+    double t = 0, loss = 0;
+    bool have = false;
+    for (const json& r : ranks) {
+      t = std::max(t, r["steps"][i]["time_s"].get<double>());
+      if (!have && r["steps"][i].contains("loss")) loss = r["steps"][i]["loss"].get<double>(), have = true;
+    }
+    steps.push_back({{"step", first[i]["step"]}, {"loss", loss}, {"iteration_time_s", t}});
+  }
+  json per_rank = json::array();
+  for (const json& r : ranks) {
+    double T = steady_mean(r["steps"], "time_s"), C = steady_mean(r["steps"], "compute_s");
+    double M = steady_mean(r["steps"], "comm_s"), W = steady_mean(r["steps"], "wait_s");
+    per_rank.push_back({{"rank", r["rank"]}, {"tp", r["tp"]}, {"dp", r["dp"]}, {"pp", r["pp"]},
+                        {"iteration_time_s", T}, {"compute_s", C}, {"communication_s", M}, {"wait_s", W},
+                        {"idle_s", std::max(0.0, T - C - M)}, {"peak_memory_bytes", r["peak_memory_bytes"]}});
+  }
+  return {{"format", "stagecraft-train"}, {"model", opt.model.name}, {"schedule", s.name},
+          {"plan", costmodel::to_json(opt.plan)}, {"world", static_cast<int>(ranks.size())},
+          {"mean_iteration_time_s", steady_mean(steps, "iteration_time_s")},
+          {"steps", steps}, {"ranks", per_rank},
+          {"notes", "times from the host clock; compute excludes waits and tp all-reduces; peak memory is the "
+                    "process's peak resident set (CPU)"}};
+}
+
+json trace_json(const schedules::Schedule& s, const std::vector<json>& ranks, int, int, int,
+                const std::function<int(int, int, int)>& global_of) {
+  json events = json::array();
+  for (const json& r : ranks) {
+    int g = r["rank"];
+    std::string label = "rank " + std::to_string(g) + " (pp " + std::to_string(r["pp"].get<int>()) + ", dp " +
+                        std::to_string(r["dp"].get<int>()) + ", tp " + std::to_string(r["tp"].get<int>()) + ")";
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", g}, {"tid", 0}, {"args", {{"name", label}}}});
+    events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", g}, {"tid", 0}, {"args", {{"sort_index", g}}}});
+    for (int t = 0; t < 4; ++t)
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", g}, {"tid", t}, {"args", {{"name", kStreamNames[t]}}}});
+  }
+  for (const json& r : ranks) {
+    const int g = r["rank"], pp = r["pp"];
+    const auto& list = s.actions[static_cast<size_t>(pp)];
+    for (const json& st : r["steps"]) {
+      for (const json& sp : st["spans"]) {
+        const Action& a = list[sp[0].get<size_t>()];
+        std::string name = schedules::to_text(a);
+        if (a.op == Op::SEND_F || a.op == Op::SEND_B) {
+          int peer = a.op == Op::SEND_F ? s.next_stage(a.stage) : s.prev_stage(a.stage);
+          name += " -> rank " + std::to_string(global_of(r["tp"], r["dp"], s.rank_of(peer)));
+        }
+        json args = {{"iteration", st["step"]}, {"op", std::string(schedules::op_name(a.op))}, {"step", sp[0]}};
+        if (a.stage >= 0) args["stage"] = a.stage;
+        if (a.microbatch >= 0) args["microbatch"] = a.microbatch;
+        double t0 = sp[2], t1 = sp[3];
+        events.push_back({{"name", name}, {"cat", std::string(schedules::op_name(a.op))}, {"ph", "X"}, {"pid", g},
+                          {"tid", sp[1]}, {"ts", t0 * 1e6}, {"dur", (t1 - t0) * 1e6}, {"args", args}});
+      }
+    }
+  }
+  json meta = {{"schedule", s.name}, {"title", "stagecraft train (measured)"},
+               {"time_unit", "microseconds (host clock, measured)"}};
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"metadata", meta}};
+}
+
+}  // namespace stagecraft::runtime

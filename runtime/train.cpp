@@ -1,0 +1,290 @@
+// One rank's run: rendezvous, process groups, model parts, the step loop, checkpoints, and
+// the gathering of every rank's records into the trace and the JSON summary (rank 0).
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "runtime/executor.h"
+#include "runtime/plan.h"
+#include "runtime/rank.h"
+#include "schedules/error.h"
+
+namespace stagecraft::runtime {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Run {
+  const TrainOptions& opt;
+  const RankEnv& env;
+  RunPlan plan;
+  Grid grid;
+  std::array<int, 3> me;   // (tp, dp, pp)
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  std::unique_ptr<Watchdog> watchdog;
+  compat::Group world, tp, dp;
+  std::vector<std::unique_ptr<GptPart>> parts;
+  std::unique_ptr<AdamW> optim;
+  std::unique_ptr<Executor> exec;
+  long first_step = 0;
+  json steps = json::array();  // this rank's records
+  bool has_loss = false;
+
+  Run(const TrainOptions& o, const RankEnv& e) : opt(o), env(e), plan(make_run_plan(o.model, o.plan)), grid(o.plan) {
+    me = grid.coords(e.rank);
+  }
+  std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(static_cast<long>(opt.timeout_s * 1000)); }
+};
+
+void write_atomic(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  {
+    std::ofstream out(path + ".tmp", std::ios::trunc);
+    out << text;
+    if (!out) throw Error("cannot write '" + path + ".tmp'");
+  }
+  fs::rename(path + ".tmp", path, ec);
+  if (ec) throw Error("cannot rename '" + path + ".tmp': " + ec.message());
+}
+
+std::string store_get(c10d::Store& s, const std::string& key) {
+  auto v = s.get(key);
+  return std::string(v.begin(), v.end());
+}
+
+void store_set(c10d::Store& s, const std::string& key, const std::string& val) {
+  s.set(key, std::vector<uint8_t>(val.begin(), val.end()));
+}
+
+void rendezvous(Run& r) {
+  if (r.env.world == 1) return;
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<std::uint16_t>(r.env.master_port);
+  o.isServer = r.env.rank == 0;
+  o.numWorkers = r.env.world;
+  o.waitWorkers = false;
+  o.timeout = r.timeout();
+  r.store = c10::make_intrusive<c10d::TCPStore>(r.env.master_addr, o);
+  r.watchdog = std::make_unique<Watchdog>(r.env, r.opt.timeout_s);
+}
+
+void make_groups(Run& r) {
+  compat::GroupOptions go;
+  go.backend = resolve_backend(r.opt.backend);
+  go.master_addr = r.env.master_addr;
+  go.timeout = r.timeout();
+  std::vector<int> all;
+  for (int g = 0; g < r.env.world; ++g) all.push_back(g);
+  auto name = [&](const char* axis, int a, int b) { return std::string(axis) + " group " + std::to_string(a) + "." + std::to_string(b); };
+  compat::StorePtr store = r.store;
+  r.world = compat::make_group(store, "world", all, r.env.rank, go);
+  r.tp = compat::make_group(store, name("tp", r.me[1], r.me[2]), r.grid.group(r.env.rank, 0), r.env.rank, go);
+  r.dp = compat::make_group(store, name("dp", r.me[0], r.me[2]), r.grid.group(r.env.rank, 1), r.env.rank, go);
+  tp_context().group = &r.tp;
+  tp_context().timeout = r.timeout();
+}
+
+void build_model(Run& r) {
+  const auto& s = r.plan.schedule;
+  std::map<int, GptPart*> by_stage;
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  for (int stage : s.stages_of(r.me[2])) {
+    int part = s.model_part(stage);
+    PartShape shape{r.plan.part_first_layer[static_cast<size_t>(part)], r.plan.part_layers[static_cast<size_t>(part)],
+                    s.is_first(stage), s.is_last(stage)};
+    r.parts.push_back(std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed));
+    by_stage[stage] = r.parts.back().get();
+    for (const auto& np : r.parts.back()->named_parameters()) params.push_back(np);
+    r.has_loss = r.has_loss || shape.head;
+  }
+  AdamWOptions ao;
+  ao.lr = r.opt.lr;
+  ao.weight_decay = r.opt.weight_decay;
+  r.optim = std::make_unique<AdamW>(params, ao);
+  ExecConfig c;
+  c.schedule = &r.plan.schedule;
+  c.pp_rank = r.me[2];
+  c.global_of = [&r](int pp) { return r.grid.global({r.me[0], r.me[1], pp}); };
+  c.world = &r.world;
+  c.dp = &r.dp;
+  c.timeout = r.timeout();
+  c.microbatch_size = r.opt.plan.microbatch_size;
+  c.seq_length = r.opt.model.seq_length;
+  c.hidden_size = r.opt.model.hidden_size;
+  c.bucket_bytes = r.opt.bucket_bytes;
+  c.global_rank = r.env.rank;
+  r.exec = std::make_unique<Executor>(c, by_stage, r.optim.get());
+}
+
+json checkpoint_meta(const Run& r, long step) {
+  return {{"format", "stagecraft-checkpoint"}, {"version", 1}, {"step", step}, {"world", r.env.world},
+          {"seed", r.opt.seed}, {"model", costmodel::to_json(r.opt.model)}, {"plan", costmodel::to_json(r.opt.plan)}};
+}
+
+void resume(Run& r) {
+  if (r.opt.resume_dir.empty()) return;
+  std::ifstream in(r.opt.resume_dir + "/meta.json");
+  if (!in) throw InputError("--resume: no '" + r.opt.resume_dir + "/meta.json' (not a complete checkpoint)");
+  json meta = json::parse(in);
+  json want = checkpoint_meta(r, meta.value("step", 0L));
+  for (const char* k : {"world", "seed", "model", "plan"})
+    if (meta[k] != want[k])
+      throw InputError(std::string("--resume: the checkpoint's ") + k + " " + meta[k].dump() + " differs from this run's " + want[k].dump());
+  load_rank_state(r.opt.resume_dir, r.env.rank, *r.optim);
+  r.first_step = meta["step"].get<long>();
+  if (r.optim->steps_done() != r.first_step) throw Error("--resume: rank file and meta.json disagree on the step");
+}
+
+void barrier(Run& r, const std::string& name) {
+  if (!r.store) return;
+  r.store->add(name, 1);
+  const auto deadline = Clock::now() + r.timeout();
+  while (r.store->add(name, 0) < r.env.world) {
+    if (Clock::now() > deadline) throw Error("rank " + std::to_string(r.env.rank) + ": timed out at barrier '" + name + "'");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void save(Run& r, long step) {
+  if (r.opt.save_dir.empty()) return;
+  save_rank_state(r.opt.save_dir, r.env.rank, *r.optim);
+  barrier(r, "saved");
+  if (r.env.rank == 0) write_atomic(r.opt.save_dir + "/meta.json", checkpoint_meta(r, step).dump(2) + "\n");
+}
+
+double global_loss(Run& r, const StepRecord& rec) {
+  if (!r.has_loss) return 0;
+  torch::Tensor t = torch::tensor({rec.loss_sum / rec.loss_count}, torch::kFloat64);
+  compat::wait(compat::all_reduce_sum(r.dp, t), r.timeout());
+  return t.item<double>() / r.dp.size();
+}
+
+json spans_json(const StepRecord& rec) {
+  json a = json::array();
+  for (const ActionSpan& s : rec.spans) a.push_back({s.position, s.stream, s.start_s, s.end_s});
+  return a;
+}
+
+void train_loop(Run& r) {
+  const auto t0 = Clock::now();
+  const auto& p = r.opt.plan;
+  const long m = p.num_microbatches, b = p.microbatch_size;
+  for (long k = 0; k < r.opt.steps; ++k) {
+    const long step = r.first_step + k;
+    BatchFn batch = [&](int mb) {
+      long first = step * p.global_batch() + (r.me[1] * m + mb) * b;
+      return synthetic_batch(r.opt.seed, first, b, r.opt.model.seq_length, r.opt.model.vocab_size);
+    };
+    StepRecord rec = r.exec->run_step(batch, t0);
+    double loss = global_loss(r, rec);
+    json s = {{"step", step}, {"time_s", rec.time_s}, {"compute_s", rec.compute_s}, {"comm_s", rec.comm_s}, {"wait_s", rec.wait_s}};
+    if (r.has_loss) s["loss"] = loss;
+    if (!r.opt.trace_path.empty()) s["spans"] = spans_json(rec);
+    r.steps.push_back(s);
+    bool printer = r.has_loss && r.me[0] == 0 && r.me[1] == 0;
+    if (printer && r.opt.log_every > 0 && (k % r.opt.log_every == 0 || k + 1 == r.opt.steps))
+      std::printf("step %ld loss %.6f iteration %.2f ms\n", step, loss, rec.time_s * 1e3), std::fflush(stdout);
+  }
+}
+
+long peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<long>(u.ru_maxrss) * 1024;
+}
+
+json rank_result(const Run& r) {
+  return {{"rank", r.env.rank}, {"tp", r.me[0]}, {"dp", r.me[1]}, {"pp", r.me[2]},
+          {"peak_memory_bytes", peak_rss_bytes()}, {"steps", r.steps}};
+}
+
+std::vector<json> gather(Run& r) {
+  std::vector<json> all;
+  if (!r.store) return {rank_result(r)};
+  store_set(*r.store, "result/" + std::to_string(r.env.rank), rank_result(r).dump());
+  barrier(r, "results");
+  if (r.env.rank == 0)
+    for (int k = 0; k < r.env.world; ++k) all.push_back(json::parse(store_get(*r.store, "result/" + std::to_string(k))));
+  return all;
+}
+
+}  // namespace
+
+// Defined in report.cpp: the trace and the summary from every rank's records.
+json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const std::vector<json>& ranks);
+json trace_json(const schedules::Schedule& s, const std::vector<json>& ranks, int tp, int dp, int pp,
+                const std::function<int(int, int, int)>& global_of);
+
+namespace {
+
+void write_outputs(Run& r, const std::vector<json>& ranks) {
+  if (r.env.rank != 0) return;
+  if (!r.opt.json_path.empty()) write_atomic(r.opt.json_path, summary_json(r.opt, r.plan.schedule, ranks).dump(2) + "\n");
+  if (!r.opt.trace_path.empty()) {
+    auto g = [&r](int tp, int dp, int pp) { return r.grid.global({tp, dp, pp}); };
+    write_atomic(r.opt.trace_path, trace_json(r.plan.schedule, ranks, r.opt.plan.tp, r.opt.plan.dp, r.opt.plan.pp, g).dump() + "\n");
+  }
+}
+
+void finish(Run& r) {
+  if (!r.store) return;
+  r.watchdog->stop();
+  store_set(*r.store, "done/" + std::to_string(r.env.rank), "1");
+  if (r.env.rank != 0) return;
+  std::vector<std::string> keys;
+  for (int k = 0; k < r.env.world; ++k) keys.push_back("done/" + std::to_string(k));
+  r.store->wait(keys, r.timeout());  // the store lives in rank 0: keep it until everyone is out
+}
+
+void run(Run& r) {
+  torch::set_num_threads(r.opt.threads);
+  rendezvous(r);
+  make_groups(r);
+  build_model(r);
+  resume(r);
+  train_loop(r);
+  save(r, r.first_step + r.opt.steps);
+  write_outputs(r, gather(r));
+  finish(r);
+}
+
+}  // namespace
+
+int run_rank(const TrainOptions& opt, const RankEnv& env) {
+  std::unique_ptr<Run> r;
+  try {
+    preflight(opt, env.world);
+    r = std::make_unique<Run>(opt, env);
+    run(*r);
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "stagecraft: error: rank %d: %s\n", env.rank, e.what());
+    std::fflush(stderr);
+    if (env.world > 1) std::_Exit(2);  // peers fail the same check; skip group teardown
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stagecraft: failed: rank %d: %s\n", env.rank, e.what());
+    std::fflush(stderr);
+    if (r && r->watchdog) {
+      r->watchdog->await_verdict();  // ends the process naming the peer when one died
+      while (r->watchdog->aborting()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      r->watchdog->declare_self_failed(e.what());
+    }
+    std::fflush(stdout);
+    std::_Exit(1);  // process groups may hold sockets to dead peers: no destructors
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (env.world > 1) std::_Exit(0);
+  return 0;
+}
+
+}  // namespace stagecraft::runtime

@@ -1,0 +1,60 @@
+// The LibTorch training runtime, seen from the command line: options, the local launcher and
+// the per-rank entry point. This header does not include torch, so the CLI compiles fast;
+// only the runtime's own translation units do (docs/runtime.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "costmodel/specs.h"
+
+namespace stagecraft::runtime {
+
+struct TrainOptions {
+  costmodel::ModelSpec model;       // what to train (the tiny preset in tests)
+  costmodel::ParallelPlan plan;     // dp, tp, pp, microbatches, schedule, recompute, stage layers
+  int steps = 10;                   // optimizer steps to run in this invocation
+  unsigned long long seed = 1234;   // weights and data derive from it
+  double lr = 1e-3;                 // AdamW learning rate
+  double weight_decay = 0.01;       // AdamW decoupled weight decay
+  std::string backend = "auto";     // auto (nccl with CUDA, else gloo), gloo or nccl
+  double timeout_s = 60;            // a peer silent this long is declared failed
+  double bucket_bytes = 4e6;        // data-parallel all-reduce bucket size
+  std::string trace_path;           // Chrome trace of every executed action ("" = none)
+  std::string json_path;            // JSON summary ("" = none)
+  std::string save_dir;             // checkpoint after the last step ("" = none)
+  std::string resume_dir;           // continue from this checkpoint ("" = fresh start)
+  int log_every = 1;                // print the loss every this many steps (0 = never)
+  int threads = 1;                  // intra-op threads per rank (torch::set_num_threads)
+};
+
+// Where this process sits: from the local launcher or from torchrun / srun / mpirun.
+struct RankEnv {
+  int rank = 0;                     // global rank
+  int world = 1;                    // world size
+  std::string master_addr = "127.0.0.1";  // host of the TCPStore (rank 0)
+  int master_port = 0;              // its port; 0 = single process, no store server needed
+};
+
+// Reads RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun), SLURM_PROCID/SLURM_NTASKS or
+// OMPI_COMM_WORLD_RANK/SIZE; none of them: a single process. Throws InputError when the
+// variables are inconsistent.
+RankEnv rank_env_from_environment();
+// True when this process was started by launch_local (the child side of --nproc).
+bool launched_locally();
+
+// Everything checked before any rank starts: plan against the world size, tp against the
+// heads, stages against the layers, the schedule's ops against what the executor runs,
+// the backend against this build. Throws InputError naming the problem.
+void preflight(const TrainOptions& opt, int world);
+
+// Starts `nproc` copies of this program (same arguments) as ranks 0..nproc-1 on localhost,
+// waits for them, and returns 0 when all succeed. When one fails, the others get
+// 2 * timeout_s + 10 s to exit by themselves before they are killed.
+int launch_local(int nproc, const std::vector<std::string>& argv, double timeout_s);
+
+// Runs training as one rank. Returns the process exit code (0 success); never hangs past
+// the timeout when a peer fails. Communication failures are reported naming the peer.
+int run_rank(const TrainOptions& opt, const RankEnv& env);
+
+}  // namespace stagecraft::runtime

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds stagecraft against the LibTorch inside the installed PyTorch wheel (LibTorch 2.x,
+# CUDA, NCCL) into build-gpu/, simulator off. Needs python3 with torch, CUDA and cmake/ninja.
+# Usage: scripts/gpu-build.sh [extra cmake -D options]   (docs/gpu.md)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" -DSTAGECRAFT_BUILD_SIM=OFF -DSTAGECRAFT_BUILD_RUNTIME=ON \
+  -DSTAGECRAFT_BUILD_TESTS=ON -DSTAGECRAFT_BUILD_BENCH=ON \
+  -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$abi" "$@"
+cmake --build build-gpu -j"$(nproc 2>/dev/null || echo 2)"

@@ -1,0 +1,51 @@
+// Runs a lowered schedule on a SimGrid platform as one dependency graph of activities: no
+// actors at all. Each compute action is an Exec on its GPU host, each transfer, ring step and
+// copy a Comm between hosts; edges encode the IR's semantics (docs/ir.md, docs/sim.md), and
+// SimGrid starts each activity when its predecessors finish and shares links among flows.
+// Internal to sim/.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "costmodel/costs.h"
+#include "costmodel/topology.h"
+#include "schedules/schedule.h"
+#include "sim/platform.h"
+#include "sim/simulate.h"
+#include "sim/workload.h"
+
+namespace stagecraft::sim {
+
+enum class RecKind : std::uint8_t { Compute, TpPad, Flow };
+
+struct Record {                // one simulated activity
+  std::int32_t unit = 0;       // issuing unit: pipeline rank * dp + data-parallel index
+  std::int32_t peer_unit = 0;  // receiving unit (pipeline transfers), else unit
+  std::int32_t iteration = 0;
+  std::int32_t position = 0;   // in the pipeline rank's action list
+  std::int32_t src_gpu = 0;    // exec: its host; flow: source GPU (-1 = host memory)
+  std::int32_t dst_gpu = 0;    // flow: destination GPU (-1 = host memory)
+  RecKind kind = RecKind::Compute;
+  CommKind comm = CommKind::Pipeline;  // flows only
+  double bytes = 0;            // flows only
+  double start_s = -1, end_s = -1;  // -1 until it ran
+};
+
+struct Execution {
+  std::vector<Record> records;  // every activity, in creation order
+  int dp = 1, tp = 1;           // units are (pipeline rank, dp index); each drives tp GPUs
+};
+
+// GPU pairs that exchange data (pipeline neighbours, dp rings, tp rings when explicit).
+std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, const costmodel::ParallelPlan& p,
+                                              const costmodel::Topology& topo, const SimOptions& opt);
+
+// Builds the graph, runs the engine, and returns the records. Throws InputError when the
+// schedule deadlocks (which ranks wait on what) or a receive has no matching send.
+Execution execute(const schedules::Schedule& s, const costmodel::CostTable& c, const Workload& w,
+                  const costmodel::ParallelPlan& p, const costmodel::Topology& topo, const Platform& pf,
+                  const SimOptions& opt);
+
+}  // namespace stagecraft::sim

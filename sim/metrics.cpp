@@ -1,0 +1,243 @@
+#include "sim/metrics.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace stagecraft::sim {
+
+using costmodel::Span;
+using costmodel::Stream;
+using schedules::Action;
+using schedules::Op;
+
+namespace {
+
+using Interval = std::pair<double, double>;
+
+// Length of the union of `iv` not covered by `busy` (busy: disjoint, sorted).
+double uncovered(std::vector<Interval> iv, const std::vector<Interval>& busy) {
+  std::sort(iv.begin(), iv.end());
+  std::vector<Interval> merged;
+  for (const Interval& x : iv) {
+    if (!merged.empty() && x.first <= merged.back().second) merged.back().second = std::max(merged.back().second, x.second);
+    else merged.push_back(x);
+  }
+  double out = 0;
+  for (const Interval& m : merged) {
+    double covered = 0;
+    auto it = std::lower_bound(busy.begin(), busy.end(), m.first, [](const Interval& b, double t) { return b.second <= t; });
+    for (; it != busy.end() && it->first < m.second; ++it)
+      covered += std::max(0.0, std::min(it->second, m.second) - std::max(it->first, m.first));
+    out += (m.second - m.first) - covered;
+  }
+  return out;
+}
+
+double folded_tp_s(const Action& a, const costmodel::CostTable& c) {
+  auto st = [&](int i) -> const costmodel::StageCost& { return c.stages[static_cast<size_t>(i)]; };
+  switch (a.op) {
+    case Op::F: return st(a.stage).tp_comm_f_s;
+    case Op::R: return a.fraction * st(a.stage).tp_comm_f_s;
+    case Op::B: case Op::I: return st(a.stage).tp_comm_i_s;
+    case Op::OVERLAP_F_B: return st(a.stage).tp_comm_f_s + st(a.b_stage).tp_comm_i_s;
+    default: return 0;
+  }
+}
+
+struct MemEvent {
+  double t;
+  bool frees;
+  double gpu, host;  // deltas in bytes
+};
+
+// Activation bytes over the last iteration's timeline, as the evaluator counts them.
+std::pair<double, double> peak_memory(const schedules::Schedule& s, const costmodel::CostTable& c,
+                                      const std::vector<const Record*>& compute, const std::vector<const Record*>& copies) {
+  std::map<std::pair<int, int>, double> frac;  // recompute fraction of (stage, microbatch)
+  for (const auto& list : s.actions)
+    for (const Action& a : list)
+      if (a.op == Op::R) frac[{a.stage, a.microbatch}] = a.fraction;
+  auto stored = [&](int st, int mb) {
+    const auto& sc = c.stages[static_cast<size_t>(st)];
+    auto it = frac.find({st, mb});
+    double f = it == frac.end() ? 0 : it->second;
+    return (1 - f) * sc.act_bytes + f * sc.ckpt_bytes;
+  };
+  std::vector<MemEvent> ev;
+  auto action = [&](const Record* r) -> const Action& {
+    return s.actions[static_cast<size_t>(r->unit)][static_cast<size_t>(r->position)];
+  };
+  for (const Record* r : compute) {
+    const Action& a = action(r);
+    const auto& sc = c.stages[static_cast<size_t>(std::max(a.stage, 0))];
+    switch (a.op) {
+      case Op::F: ev.push_back({r->start_s, false, stored(a.stage, a.microbatch), 0}); break;
+      case Op::R: ev.push_back({r->start_s, false, a.fraction * (sc.act_bytes - sc.ckpt_bytes), 0}); break;
+      case Op::B: case Op::W: ev.push_back({r->end_s, true, -sc.act_bytes, 0}); break;
+      case Op::OVERLAP_F_B:
+        ev.push_back({r->start_s, false, stored(a.stage, a.microbatch), 0});
+        if (a.b_op == Op::B) ev.push_back({r->end_s, true, -c.stages[static_cast<size_t>(a.b_stage)].act_bytes, 0});
+        break;
+      default: break;
+    }
+  }
+  for (const Record* r : copies) {
+    const Action& a = action(r);
+    double b = stored(a.stage, a.microbatch);
+    if (a.op == Op::OFFLOAD) ev.push_back({r->end_s, true, -b, b});
+    if (a.op == Op::RELOAD) {
+      ev.push_back({r->start_s, false, b, 0});
+      ev.push_back({r->end_s, true, 0, -b});
+    }
+  }
+  std::stable_sort(ev.begin(), ev.end(), [](const MemEvent& x, const MemEvent& y) {
+    return x.t < y.t || (x.t == y.t && x.frees && !y.frees);
+  });
+  double gpu = 0, host = 0, pg = 0, ph = 0;
+  for (const MemEvent& e : ev) {
+    gpu += e.gpu;
+    host += e.host;
+    pg = std::max(pg, gpu);
+    ph = std::max(ph, host);
+  }
+  return {pg, ph};
+}
+
+}  // namespace
+
+SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c, const Execution& ex,
+                    const std::map<std::string, LinkLoad>& links, const SimOptions& opt) {
+  const int K = opt.iterations, last = K - 1, R = s.num_ranks, dp = ex.dp, U = R * dp;
+  SimResult res;
+  costmodel::EvalResult& ev = res.eval;
+  std::vector<double> iter_end(static_cast<size_t>(K), 0);
+  for (const Record& r : ex.records) iter_end[static_cast<size_t>(r.iteration)] = std::max(iter_end[static_cast<size_t>(r.iteration)], r.end_s);
+  ev.iteration_time_s = K >= 2 ? iter_end[static_cast<size_t>(last)] - iter_end[static_cast<size_t>(last - 1)] : iter_end[0];
+  const double T = ev.iteration_time_s;
+
+  // Per unit, last iteration: compute busy intervals and the communication of each kind.
+  std::vector<std::vector<Interval>> busy(static_cast<size_t>(U)), pp(busy), tp(busy);
+  std::vector<std::vector<const Record*>> comp(static_cast<size_t>(U)), copies(comp);
+  std::map<std::tuple<int, int, int, int>, Interval> groups;  // (unit, iteration, position, kind) -> span
+  for (const Record& r : ex.records) {
+    const bool lastk = r.iteration == last;
+    if (r.kind == RecKind::Compute) {
+      if (lastk) {
+        busy[static_cast<size_t>(r.unit)].push_back({r.start_s, r.end_s});
+        comp[static_cast<size_t>(r.unit)].push_back(&r);
+      }
+      continue;
+    }
+    const int kind = r.kind == RecKind::TpPad ? static_cast<int>(CommKind::TensorParallel) : static_cast<int>(r.comm);
+    auto key = std::make_tuple(r.unit, r.iteration, r.position, kind);
+    auto it = groups.find(key);
+    if (it == groups.end()) groups[key] = {r.start_s, r.end_s};
+    else it->second = {std::min(it->second.first, r.start_s), std::max(it->second.second, r.end_s)};
+    if (lastk && r.kind == RecKind::Flow && r.comm == CommKind::Pipeline) pp[static_cast<size_t>(r.peer_unit)].push_back({r.start_s, r.end_s});
+    if (lastk && r.kind == RecKind::Flow && r.comm == CommKind::Copy && (r.src_gpu == -1 || r.dst_gpu == -1)) {
+      auto& cp = copies[static_cast<size_t>(r.unit)];
+      if (cp.empty() || cp.back()->position != r.position) cp.push_back(&r);
+    }
+  }
+  std::vector<std::vector<Interval>> dpi(static_cast<size_t>(U));
+  for (const auto& [key, span] : groups) {
+    auto [u, k, pos, kind] = key;
+    if (k != last) continue;
+    if (kind == static_cast<int>(CommKind::DataParallel)) dpi[static_cast<size_t>(u)].push_back(span);
+    if (kind == static_cast<int>(CommKind::TensorParallel)) tp[static_cast<size_t>(u)].push_back(span);
+  }
+  for (auto& b : busy) std::sort(b.begin(), b.end());
+
+  auto per_rank_max = [&](auto f) {
+    std::vector<double> out(static_cast<size_t>(R), 0);
+    for (int u = 0; u < U; ++u) out[static_cast<size_t>(u / dp)] = std::max(out[static_cast<size_t>(u / dp)], f(u));
+    return out;
+  };
+  ev.compute_s = per_rank_max([&](int u) {
+    double sum = 0;
+    for (const Interval& b : busy[static_cast<size_t>(u)]) sum += b.second - b.first;
+    return sum;
+  });
+  double cmax = 0, idle_sum = 0;
+  for (int r = 0; r < R; ++r) {
+    ev.idle_s.push_back(T - ev.compute_s[static_cast<size_t>(r)]);
+    cmax = std::max(cmax, ev.compute_s[static_cast<size_t>(r)]);
+    if (T > 0) idle_sum += ev.idle_s.back() / T;
+  }
+  ev.bubble_over_compute = cmax > 0 ? (T - cmax) / cmax : 0;
+  ev.bubble_fraction = T > 0 ? (T - cmax) / T : 0;
+  ev.mean_idle_fraction = idle_sum / R;
+  ev.dp_comm_s = per_rank_max([&](int u) {
+    double sum = 0;
+    for (const Interval& x : dpi[static_cast<size_t>(u)]) sum += x.second - x.first;
+    return sum;
+  });
+  ev.exposed_dp_comm_s = per_rank_max([&](int u) { return uncovered(dpi[static_cast<size_t>(u)], busy[static_cast<size_t>(u)]); });
+  res.exposed_pp_comm_s = per_rank_max([&](int u) { return uncovered(pp[static_cast<size_t>(u)], busy[static_cast<size_t>(u)]); });
+  res.exposed_tp_comm_s = per_rank_max([&](int u) {
+    if (opt.tp_comm == TpComm::Explicit) return uncovered(tp[static_cast<size_t>(u)], busy[static_cast<size_t>(u)]);
+    double sum = 0;
+    for (const Record* r : comp[static_cast<size_t>(u)])
+      sum += folded_tp_s(s.actions[static_cast<size_t>(u / dp)][static_cast<size_t>(r->position)], c);
+    return sum;
+  });
+
+  // Memory: records carry the unit; the action list is the pipeline rank's.
+  ev.peak_activations.assign(static_cast<size_t>(R), 0);
+  ev.peak_activation_bytes.assign(static_cast<size_t>(R), 0);
+  ev.peak_host_bytes.assign(static_cast<size_t>(R), 0);
+  ev.peak_memory_bytes.assign(static_cast<size_t>(R), 0);
+  for (int u = 0; u < U; ++u) {
+    std::vector<Record> cr, yr;  // copies with unit = pipeline rank, for peak_memory's lookup
+    std::vector<const Record*> cp, yp;
+    for (const Record* r : comp[static_cast<size_t>(u)]) { cr.push_back(*r); cr.back().unit = u / dp; }
+    for (const Record* r : copies[static_cast<size_t>(u)]) { yr.push_back(*r); yr.back().unit = u / dp; }
+    for (const Record& r : cr) cp.push_back(&r);
+    for (const Record& r : yr) yp.push_back(&r);
+    auto [g, h] = peak_memory(s, c, cp, yp);
+    const size_t r = static_cast<size_t>(u / dp);
+    ev.peak_activation_bytes[r] = std::max(ev.peak_activation_bytes[r], g);
+    ev.peak_host_bytes[r] = std::max(ev.peak_host_bytes[r], h);
+  }
+  for (int r = 0; r < R; ++r) {
+    double cur = 0, peak = 0;
+    for (const Action& a : s.actions[static_cast<size_t>(r)]) {
+      double w = a.stage >= 0 ? c.stages[static_cast<size_t>(a.stage)].weight : 0;
+      if (a.op == Op::F || (a.op == Op::OVERLAP_F_B)) cur += w;
+      if (a.op == Op::RELOAD) cur += w;
+      if (a.op == Op::B || a.op == Op::W || a.op == Op::OFFLOAD) cur -= w;
+      if (a.op == Op::OVERLAP_F_B && a.b_op == Op::B) cur -= c.stages[static_cast<size_t>(a.b_stage)].weight;
+      peak = std::max(peak, cur);
+    }
+    ev.peak_activations[static_cast<size_t>(r)] = peak;
+    ev.peak_memory_bytes[static_cast<size_t>(r)] = c.static_bytes[static_cast<size_t>(r)] + ev.peak_activation_bytes[static_cast<size_t>(r)];
+  }
+
+  // Links.
+  std::vector<LinkUse> uses;
+  for (const auto& [name, l] : links)
+    uses.push_back({name, l.bandwidth_Bps, l.bytes, T > 0 && l.bandwidth_Bps > 0 ? l.bytes / (l.bandwidth_Bps * T) : 0});
+  std::sort(uses.begin(), uses.end(), [](const LinkUse& a, const LinkUse& b) { return a.utilisation > b.utilisation || (a.utilisation == b.utilisation && a.name < b.name); });
+  if (!uses.empty()) res.busiest_link = uses.front();
+  uses.resize(std::min<size_t>(uses.size(), 5));
+  res.top_links = uses;
+
+  if (opt.record) {
+    for (const Record& r : ex.records) {
+      if (r.unit % dp != 0) continue;
+      if (r.kind == RecKind::Compute) ev.spans.push_back({r.unit / dp, Stream::Compute, r.iteration, r.position, r.start_s, r.end_s});
+      if (r.kind == RecKind::Flow && r.iteration == last)
+        res.net_spans.push_back({r.src_gpu, r.dst_gpu, r.comm, r.iteration, r.bytes, r.start_s, r.end_s});
+    }
+    for (const auto& [key, span] : groups) {
+      auto [u, k, pos, kind] = key;
+      if (u % dp != 0 || kind == static_cast<int>(CommKind::TensorParallel)) continue;
+      Stream st = kind == static_cast<int>(CommKind::Pipeline) ? Stream::P2P
+                  : kind == static_cast<int>(CommKind::DataParallel) ? Stream::Collective : Stream::Copy;
+      ev.spans.push_back({u / dp, st, k, pos, span.first, span.second});
+    }
+  }
+  return res;
+}
+
+}  // namespace stagecraft::sim

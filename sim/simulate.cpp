@@ -1,0 +1,147 @@
+// simulate(): checks, then one forked child per simulation (SimGrid allows one engine per
+// process): the child builds the platform and the activity graph, runs it and writes its
+// result as JSON into a pipe; the parent rethrows the child's errors with their kind.
+#include "sim/simulate.h"
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "costmodel/topology.h"
+#include "schedules/error.h"
+#include "sim/executor.h"
+#include "sim/metrics.h"
+#include "sim/platform.h"
+#include "sim/workload.h"
+
+namespace stagecraft::sim {
+
+namespace sg = simgrid::s4u;
+
+namespace {
+
+void check_inputs(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ParallelPlan& p,
+                  const SimOptions& opt) {
+  if (opt.iterations < 1)
+    throw InputError("simulator: iterations = " + std::to_string(opt.iterations) + " (must be at least 1)");
+  if (s.num_ranks != p.pp)
+    throw InputError("simulator: schedule '" + s.name + "' has " + std::to_string(s.num_ranks) + " ranks but plan.pp = " +
+                     std::to_string(p.pp));
+  if (static_cast<int>(c.stages.size()) != s.num_stages || static_cast<int>(c.optimizer_s.size()) != s.num_ranks ||
+      static_cast<int>(c.static_bytes.size()) != s.num_ranks)
+    throw InputError("simulator: cost table has " + std::to_string(c.stages.size()) + " stages and " +
+                     std::to_string(c.optimizer_s.size()) + " ranks; schedule '" + s.name + "' has " +
+                     std::to_string(s.num_stages) + " and " + std::to_string(s.num_ranks));
+  check_shape(s);
+}
+
+// Bytes each link carried in the last iteration, from the flows' routes.
+std::map<std::string, LinkLoad> link_loads(const Execution& ex, const Platform& pf, int last) {
+  std::map<std::string, LinkLoad> out;
+  std::map<std::pair<sg::Host*, sg::Host*>, std::vector<sg::Link*>> routes;
+  for (const Record& r : ex.records) {
+    if (r.kind != RecKind::Flow || r.iteration != last) continue;
+    const int g = r.src_gpu >= 0 ? r.src_gpu : r.dst_gpu;
+    sg::Host* a = r.src_gpu >= 0 ? pf.gpus[static_cast<size_t>(r.src_gpu)] : pf.host_memory[static_cast<size_t>(g)];
+    sg::Host* b = r.dst_gpu >= 0 ? pf.gpus[static_cast<size_t>(r.dst_gpu)] : pf.host_memory[static_cast<size_t>(g)];
+    auto [it, fresh] = routes.try_emplace({a, b});
+    if (fresh) {
+      double lat = 0;
+      a->route_to(b, it->second, &lat);
+    }
+    for (sg::Link* l : it->second) {
+      LinkLoad& ll = out[l->get_name()];
+      ll.bandwidth_Bps = l->get_bandwidth();
+      ll.bytes += r.bytes;
+    }
+  }
+  return out;
+}
+
+SimResult run_here(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,
+                   const costmodel::ParallelPlan& p, const SimOptions& opt) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::string a0 = "stagecraft-sim", a1 = "--log=root.thres:critical";
+  char* argv[] = {a0.data(), a1.data(), nullptr};
+  int argc = 2;
+  sg::Engine engine(&argc, argv);
+  configure_network();
+  costmodel::Topology topo(cl, p);
+  Workload w = derive_workload(s, c, cl, p);
+  BuildOptions bo;
+  bo.fat_tree_leaf_nodes = opt.fat_tree_leaf_nodes;
+  Platform pf = opt.platform_file.empty() ? build_platform(cl, p.num_gpus(), needed_pairs(s, p, topo, opt), bo)
+                                          : load_platform_file(opt.platform_file, p.num_gpus());
+  Execution ex = execute(s, c, w, p, topo, pf, opt);
+  SimResult r = summarise(s, c, ex, link_loads(ex, pf, opt.iterations - 1), opt);
+  r.num_gpus = p.num_gpus();
+  r.activities = static_cast<long>(ex.records.size());
+  r.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.events_per_s = r.sim_wall_s > 0 ? r.activities / r.sim_wall_s : 0;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  r.peak_rss_bytes = static_cast<double>(ru.ru_maxrss) * 1024.0;
+  return r;
+}
+
+[[noreturn]] void child(int fd, const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,
+                        const costmodel::ParallelPlan& p, const SimOptions& opt) {
+  nlohmann::json out;
+  try {
+    out = {{"ok", to_json(run_here(s, c, cl, p, opt))}};
+  } catch (const InputError& e) {
+    out = {{"input_error", e.what()}};
+  } catch (const std::exception& e) {
+    out = {{"error", e.what()}};
+  }
+  std::string text = out.dump();
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) _exit(3);
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  _exit(0);
+}
+
+}  // namespace
+
+SimResult simulate(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,
+                   const costmodel::ParallelPlan& p, const SimOptions& opt) {
+  check_inputs(s, c, p, opt);
+  int fds[2];
+  if (pipe(fds) != 0) throw Error("simulator: cannot create a pipe to the simulating process");
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) throw Error("simulator: cannot fork the simulating process");
+  if (pid == 0) {
+    close(fds[0]);
+    child(fds[1], s, c, cl, p, opt);
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[1 << 16];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || text.empty())
+    throw Error("simulator: the simulating process " +
+                (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                     : "exited with status " + std::to_string(WEXITSTATUS(status))) +
+                " (SimGrid's message, if any, is above; a platform file without a route between two GPUs that "
+                "exchange data ends this way)");
+  nlohmann::json j = nlohmann::json::parse(text);
+  if (j.contains("input_error")) throw InputError(j["input_error"].get<std::string>());
+  if (j.contains("error")) throw Error(j["error"].get<std::string>());
+  return sim_result_from_json(j.at("ok"));
+}
+
+}  // namespace stagecraft::sim

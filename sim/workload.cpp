@@ -1,0 +1,57 @@
+#include "sim/workload.h"
+
+#include <string>
+
+#include "schedules/error.h"
+
+namespace stagecraft::sim {
+
+using costmodel::Link;
+
+namespace {
+
+double p2p_bytes(double time_s, const Link& l, int stage, const char* field) {
+  if (time_s <= 0 || l.kind == "self") return 0;
+  double bytes = (time_s - l.latency_s) * l.bandwidth_Bps;
+  if (bytes < 0)
+    throw InputError("simulator: cost table stage " + std::to_string(stage) + " " + field + " = " + std::to_string(time_s) +
+                     " s is shorter than the link latency " + std::to_string(l.latency_s) + " s (must be at least it)");
+  return bytes;
+}
+
+// Inverse of ring_allreduce_s: t = 2(n-1)/n * S/B + 2(n-1) alpha.
+double ring_bytes(double time_s, int n, const Link& l, int stage) {
+  if (time_s <= 0 || n <= 1) return 0;
+  double steps = 2.0 * (n - 1);
+  double bytes = (time_s - steps * l.latency_s) * l.bandwidth_Bps * n / steps;
+  if (bytes < 0)
+    throw InputError("simulator: cost table stage " + std::to_string(stage) + " reduce_grad_s = " + std::to_string(time_s) +
+                     " s is shorter than the ring's latency " + std::to_string(steps * l.latency_s) + " s");
+  return bytes;
+}
+
+}  // namespace
+
+Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,
+                         const costmodel::ParallelPlan& p) {
+  costmodel::Topology topo(cl, p);
+  const size_t n = static_cast<size_t>(s.num_stages);
+  Workload w;
+  w.send_f_bytes.assign(n, 0);
+  w.send_b_bytes.assign(n, 0);
+  w.reduce_bytes.assign(n, 0);
+  w.copy_bytes.assign(n, 0);
+  const Link dp = topo.group_link(costmodel::kDp);
+  for (int st = 0; st < s.num_stages; ++st) {
+    const auto& sc = c.stages[static_cast<size_t>(st)];
+    int nx = s.next_stage(st), pv = s.prev_stage(st);
+    if (nx >= 0) w.send_f_bytes[static_cast<size_t>(st)] = p2p_bytes(sc.send_f_s, topo.p2p_link(s.rank_of(st), s.rank_of(nx)), st, "send_f_s");
+    if (pv >= 0) w.send_b_bytes[static_cast<size_t>(st)] = p2p_bytes(sc.send_b_s, topo.p2p_link(s.rank_of(st), s.rank_of(pv)), st, "send_b_s");
+    w.reduce_bytes[static_cast<size_t>(st)] = ring_bytes(sc.reduce_grad_s, p.dp, dp, st);
+    w.copy_bytes[static_cast<size_t>(st)] = sc.offload_s * cl.host_link_bandwidth_Bps;
+  }
+  w.tp_alpha_s = topo.group_link(costmodel::kTp).latency_s;
+  return w;
+}
+
+}  // namespace stagecraft::sim

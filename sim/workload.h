@@ -1,0 +1,26 @@
+// What the simulator moves and computes, derived from a cost table: the cost table gives times
+// under the evaluator's links (costmodel/topology.h), and inverting those link formulas gives
+// the bytes each flow carries, so any cost table (analytic, unit, profiled) can be simulated.
+#pragma once
+
+#include <vector>
+
+#include "costmodel/costs.h"
+#include "costmodel/topology.h"
+#include "schedules/schedule.h"
+
+namespace stagecraft::sim {
+
+struct Workload {
+  std::vector<double> send_f_bytes;  // (stages) per GPU, forward output to the next stage
+  std::vector<double> send_b_bytes;  // (stages) per GPU, input gradient to the previous stage
+  std::vector<double> reduce_bytes;  // (stages) per GPU, the whole gradient buffer of the ring
+  std::vector<double> copy_bytes;    // (stages) per GPU, one microbatch's offload (and reload)
+  double tp_alpha_s = 0;             // latency of one tensor-parallel ring step
+};
+
+// Throws InputError when a time is shorter than its link's latency (no byte count fits).
+Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,
+                         const costmodel::ParallelPlan& p);
+
+}  // namespace stagecraft::sim

@@ -1,0 +1,107 @@
+// Parity: every registered schedule the runtime executes, on several (dp, tp, pp) grids,
+// gives the per-step losses of a single-process run of the same model and global batch
+// (10 steps, within 1e-5 relative, fp32). Schedules the runtime refuses must say so before
+// training (exit 2, "runtime:"); those and configurations a generator's constraints forbid
+// are listed, and the core schedules must all run.
+#include <cmath>
+#include <set>
+
+#include "costmodel/estimate.h"
+#include "costmodel/presets.h"
+#include "schedules/error.h"
+#include "tests/runtime_helpers.h"
+
+namespace stagecraft::test {
+namespace {
+
+struct Grid3 {
+  int dp, tp, pp;
+};
+
+const char* kModel = STAGECRAFT_TEST_DATA "/models/runtime-tiny8.json";
+constexpr int kMicrobatches = 8;
+constexpr int kSteps = 10;
+
+std::string common_flags() {
+  return std::string("--model ") + kModel + " --steps " + std::to_string(kSteps) + " --seed 7 --lr 3e-3 --timeout 60";
+}
+
+std::vector<double> reference(int dp) {
+  static std::map<int, std::vector<double>> cache;
+  auto it = cache.find(dp);
+  if (it != cache.end()) return it->second;
+  TrainRun r = train(common_flags() + " --dp 1 --tp 1 --pp 1 --schedule gpipe --microbatches " + std::to_string(dp * kMicrobatches));
+  EXPECT_EQ(r.cli.exit_code, 0) << r.cli.err;
+  return cache[dp] = r.cli.exit_code == 0 ? losses(r.summary) : std::vector<double>{};
+}
+
+// Whether the plan's generator accepts this configuration (its own constraints).
+bool generator_accepts(const std::string& schedule, const Grid3& g) {
+  costmodel::ParallelPlan p;
+  p.dp = g.dp;
+  p.tp = g.tp;
+  p.pp = g.pp;
+  p.num_microbatches = kMicrobatches;
+  p.schedule = schedule;
+  try {
+    schedules::Schedule s = costmodel::plan_schedule(p);
+    return s.stages_per_chain() <= costmodel::load_model(kModel).num_layers;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+class RuntimeParity : public ::testing::TestWithParam<Grid3> {};
+
+TEST_P(RuntimeParity, LossesEqualSingleProcess) {
+  const Grid3 g = GetParam();
+  const std::vector<double> ref = reference(g.dp);
+  ASSERT_EQ(ref.size(), static_cast<size_t>(kSteps));
+  std::set<std::string> ran, refused;
+  for (const auto& gen : schedules::generators()) {
+    if (!generator_accepts(gen.name, g)) continue;
+    std::string args = common_flags() + " --nproc " + std::to_string(g.dp * g.tp * g.pp) + " --dp " + std::to_string(g.dp) +
+                       " --tp " + std::to_string(g.tp) + " --pp " + std::to_string(g.pp) + " --microbatches " +
+                       std::to_string(kMicrobatches) + " --schedule " + gen.name;
+    TrainRun r = train(args);
+    if (r.cli.exit_code == 2 && r.cli.err.find("runtime:") != std::string::npos) {
+      refused.insert(gen.name + ": " + r.cli.err.substr(0, 200));
+      continue;
+    }
+    ASSERT_EQ(r.cli.exit_code, 0) << gen.name << "\n" << r.cli.err;
+    std::vector<double> got = losses(r.summary);
+    ASSERT_EQ(got.size(), ref.size()) << gen.name;
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_NEAR(got[i], ref[i], 1e-5 * std::fabs(ref[i])) << gen.name << " step " << i;
+    ran.insert(gen.name);
+  }
+  std::string list;
+  for (const auto& s : refused) list += "  refused " + s + "\n";
+  for (const char* core : {"gpipe", "1f1b"}) EXPECT_TRUE(ran.count(core)) << core << " did not run\n" << list;
+  std::cout << "ran " << ran.size() << " schedules\n" << list;
+  // The loss must move: a run that trains nothing would also "match".
+  EXPECT_LT(ref.back(), ref.front());
+}
+
+INSTANTIATE_TEST_SUITE_P(Grids, RuntimeParity,
+                         ::testing::Values(Grid3{1, 1, 2}, Grid3{2, 1, 2}, Grid3{1, 2, 2}, Grid3{2, 2, 1}, Grid3{1, 1, 4}),
+                         [](const auto& info) {
+                           const Grid3& g = info.param;
+                           return "dp" + std::to_string(g.dp) + "_tp" + std::to_string(g.tp) + "_pp" + std::to_string(g.pp);
+                         });
+
+// Interleaved stages with recomputation, and an explicit uneven layer split.
+TEST(RuntimeParity, RecomputeAndStageLayersMatch) {
+  const std::vector<double> ref = reference(1);
+  for (const std::string extra : {"--schedule interleaved-1f1b --chunks 2 --recompute full",
+                                  "--schedule 1f1b --stage-layers 3,5"}) {
+    TrainRun r = train(common_flags() + " --nproc 2 --pp 2 --microbatches 8 " + extra);
+    ASSERT_EQ(r.cli.exit_code, 0) << extra << "\n" << r.cli.err;
+    std::vector<double> got = losses(r.summary);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-5 * std::fabs(ref[i])) << extra << " step " << i;
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::test
