@@ -69,7 +69,9 @@ void run_simulate(const SimulateOpts& o) {
   so.tp_comm = sim::parse_tp_comm(o.tp_comm);
   so.iterations = o.iterations;
   so.record = !o.trace.empty();
-  costmodel::Estimate ev = costmodel::estimate(in.model, in.cluster, in.plan);
+  costmodel::EstimateOptions eo;
+  eo.profile = in.profile_ptr();
+  costmodel::Estimate ev = costmodel::estimate(in.model, in.cluster, in.plan, eo);
   sim::SimResult r;
   costmodel::Estimate e = sim::simulated_estimate(ev, so, &r);
   if (!o.trace.empty()) {

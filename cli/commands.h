@@ -16,6 +16,8 @@ void add_simulate_command(CLI::App& app);  // only when built with STAGECRAFT_BU
 #ifdef STAGECRAFT_WITH_RUNTIME
 // argv: the whole command line, which --nproc re-executes once per rank.
 void add_train_command(CLI::App& app, int argc, char** argv);
+void add_profile_command(CLI::App& app, int argc, char** argv);
+void add_validate_command(CLI::App& app);
 #endif
 
 }  // namespace stagecraft::cli

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
 #endif
 #ifdef STAGECRAFT_WITH_RUNTIME
   stagecraft::cli::add_train_command(app, argc, argv);
+  stagecraft::cli::add_profile_command(app, argc, argv);
+  stagecraft::cli::add_validate_command(app);
 #endif
   try {
     app.parse(argc, argv);

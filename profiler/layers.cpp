@@ -1,0 +1,235 @@
+#include "profiler/layers.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <unordered_map>
+
+#include "runtime/model.h"
+#include "runtime/optim.h"
+#include "runtime/torch_pch.h"
+#include <c10/core/CPUAllocator.h>
+#include "schedules/error.h"
+
+namespace stagecraft::profiler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Counts the bytes the CPU allocator holds, so the activations a forward keeps can be read off
+// as the growth across it. Installed for the profiler's lifetime, delegating to the default.
+class CountingAllocator final : public c10::Allocator {
+ public:
+  explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  c10::DataPtr allocate(size_t n) override { return wrap(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+#else
+  c10::DataPtr allocate(size_t n) const override { return instance()->wrap(n); }
+#endif
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  size_t live_bytes() const { return live_.load(); }
+  static CountingAllocator*& instance() {
+    static CountingAllocator* me = nullptr;
+    return me;
+  }
+
+ private:
+  c10::Allocator* base_;
+  std::atomic<size_t> live_{0};
+  std::mutex mu_;
+  std::unordered_map<void*, std::pair<c10::DataPtr, size_t>> blocks_;  // data -> (the base allocation, bytes)
+
+  // The data pointer is its own context, as raw allocations require; the base allocation is
+  // kept until the data is released.
+  c10::DataPtr wrap(size_t n) {
+    c10::DataPtr inner = base_->allocate(n);
+    void* data = inner.get();
+    if (data) {
+      std::lock_guard<std::mutex> lock(mu_);
+      blocks_.emplace(data, std::make_pair(std::move(inner), n));
+      live_ += n;
+    }
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  static void release(void* data) {
+    CountingAllocator* me = instance();
+    std::lock_guard<std::mutex> lock(me->mu_);
+    auto it = me->blocks_.find(data);
+    if (it == me->blocks_.end()) return;
+    me->live_ -= it->second.second;
+    me->blocks_.erase(it);  // frees the base allocation
+  }
+};
+
+CountingAllocator& counter() {
+  static CountingAllocator* c = [] {
+    auto* a = new CountingAllocator(c10::GetDefaultCPUAllocator());
+    CountingAllocator::instance() = a;
+    c10::SetCPUAllocator(a, /*priority=*/100);
+    return a;
+  }();
+  return *c;
+}
+
+costmodel::Measurement summarize(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  costmodel::Measurement m;
+  m.runs = static_cast<int>(t.size());
+  m.min_s = t.front();
+  m.max_s = t.back();
+  m.median_s = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  return m;
+}
+
+template <class F>
+costmodel::Measurement time_it(const LayerGridOptions& o, F&& f) {
+  for (int i = 0; i < o.warmup; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < o.runs; ++i) {
+    auto a = Clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(Clock::now() - a).count());
+  }
+  return summarize(t);
+}
+
+costmodel::ModelSpec spec(const LayerGridOptions& o, int h, int a, int s) {
+  costmodel::ModelSpec m;
+  m.name = "profiled";
+  m.kind = costmodel::parse_kind(o.model_kind);
+  m.num_layers = 1;
+  m.hidden_size = h;
+  m.num_heads = a;
+  m.ffn_hidden_size = 4 * h;
+  m.seq_length = s;
+  m.vocab_size = o.vocab_size;
+  m.bytes_per_param = 4;
+  m.bytes_per_activation = 4;
+  return m;
+}
+
+// Times of one part: forward (building the graph), full backward, the backward split into I
+// (weight gradients deferred) and W (running them), and recompute (the forward again).
+struct PartRun {
+  std::function<torch::Tensor()> forward;  // returns a scalar to differentiate
+};
+
+void fill_times(const LayerGridOptions& o, const std::function<torch::Tensor()>& fwd, costmodel::LayerProfile& lp) {
+  lp.forward = time_it(o, [&] { fwd(); });
+  lp.recompute = lp.forward;
+  lp.recompute = time_it(o, [&] { fwd(); });
+  std::vector<double> full, in, wt;
+  for (int i = 0; i < o.warmup + o.runs; ++i) {
+    torch::Tensor y = fwd();
+    auto a = Clock::now();
+    y.backward();
+    double tb = std::chrono::duration<double>(Clock::now() - a).count();
+    torch::Tensor y2 = fwd();
+    runtime::DeferredGrads q;
+    a = Clock::now();
+    {
+      runtime::DeferWeightGrads defer(&q);
+      y2.backward();
+    }
+    double ti = std::chrono::duration<double>(Clock::now() - a).count();
+    a = Clock::now();
+    for (auto& g : q) g();
+    double tw = std::chrono::duration<double>(Clock::now() - a).count();
+    if (i >= o.warmup) full.push_back(tb), in.push_back(ti), wt.push_back(tw);
+  }
+  lp.backward = summarize(full);
+  lp.backward_input = summarize(in);
+  lp.backward_weight = summarize(wt);
+}
+
+costmodel::LayerProfile base(const std::string& kind, const LayerGridOptions& o, int h, int a, int s, int b) {
+  costmodel::LayerProfile lp;
+  lp.kind = kind;
+  lp.model_kind = o.model_kind;
+  lp.hidden_size = h;
+  lp.num_heads = a;
+  lp.ffn_hidden_size = 4 * h;
+  lp.seq_length = s;
+  lp.vocab_size = o.vocab_size;
+  lp.microbatch_size = b;
+  lp.tp = 1;
+  return lp;
+}
+
+}  // namespace
+
+std::vector<costmodel::LayerProfile> profile_layers(const LayerGridOptions& o) {
+  if (o.hidden_sizes.empty() || o.num_heads.empty() || o.seq_lengths.empty() || o.microbatch_sizes.empty())
+    throw InputError("profile: the grid is empty (give --hidden, --heads, --seq and --microbatch-size)");
+  if (o.runs < 1 || o.warmup < 0) throw InputError("profile: runs must be >= 1 and warmup >= 0");
+  if (o.model_kind != "gpt") throw InputError("profile: model kind \"" + o.model_kind + "\" is not built by the runtime (allowed: gpt)");
+  torch::set_num_threads(o.threads);
+  CountingAllocator& mem = counter();
+  std::vector<costmodel::LayerProfile> out;
+  for (int h : o.hidden_sizes)
+    for (int a : o.num_heads) {
+      if (a < 1 || h % a != 0) continue;
+      for (int s : o.seq_lengths)
+        for (int b : o.microbatch_sizes) {
+          costmodel::ModelSpec m = spec(o, h, a, s);
+          torch::manual_seed(1);
+          torch::Tensor x = torch::randn({b, s, h}).requires_grad_(true);  // (b, s, h)
+          torch::Tensor tokens = torch::randint(0, o.vocab_size, {b, s}, torch::kLong);  // (b, s)
+          // Transformer layer.
+          runtime::GptPart layer(m, {0, 1, false, false}, 0, 1, 7);
+          costmodel::LayerProfile lp = base("transformer", o, h, a, s, b);
+          fill_times(o, [&] { return layer.layers(x, 0, 1).sum(); }, lp);
+          size_t before = mem.live_bytes();
+          torch::Tensor y = layer.layers(x, 0, 1);
+          lp.activation_bytes = static_cast<double>(mem.live_bytes() - before);
+          lp.checkpoint_bytes = static_cast<double>(x.numel() * x.element_size());  // the layer input
+          y = torch::Tensor();
+          out.push_back(lp);
+          // Embedding (a lookup) and head (final norm, logits, loss).
+          runtime::GptPart emb(m, {0, 0, true, false}, 0, 1, 7);
+          costmodel::LayerProfile le = base("embedding", o, h, a, s, b);
+          fill_times(o, [&] { return emb.embed(tokens).sum(); }, le);
+          before = mem.live_bytes();
+          torch::Tensor e = emb.embed(tokens);
+          le.activation_bytes = le.checkpoint_bytes = static_cast<double>(mem.live_bytes() - before);
+          out.push_back(le);
+          runtime::GptPart head(m, {0, 0, false, true}, 0, 1, 7);
+          costmodel::LayerProfile lh = base("head", o, h, a, s, b);
+          fill_times(o, [&] { return head.loss(x, tokens); }, lh);
+          before = mem.live_bytes();
+          torch::Tensor l = head.loss(x, tokens);
+          lh.activation_bytes = lh.checkpoint_bytes = static_cast<double>(mem.live_bytes() - before);
+          out.push_back(lh);
+        }
+    }
+  if (out.empty()) throw InputError("profile: no (hidden, heads) pair of the grid has heads dividing hidden");
+  return out;
+}
+
+double profile_optimizer_s_per_param(const LayerGridOptions& o) {
+  torch::set_num_threads(o.threads);
+  costmodel::ModelSpec m = spec(o, o.hidden_sizes.back(), o.num_heads.front(), o.seq_lengths.front());
+  runtime::GptPart layer(m, {0, 1, false, false}, 0, 1, 7);
+  std::vector<torch::Tensor> grads;
+  double n = 0;
+  for (const auto& [name, t] : layer.named_parameters()) {
+    (void)name;
+    grads.push_back(torch::randn_like(t));
+    n += static_cast<double>(t.numel());
+  }
+  runtime::AdamW opt(layer.named_parameters(), runtime::AdamWOptions{});
+  auto step = [&] {
+    size_t i = 0;
+    for (const auto& [name, t] : layer.named_parameters()) {
+      (void)name;
+      const_cast<torch::Tensor&>(t).mutable_grad() = grads[i++];  // the step drops them again
+    }
+    opt.step();
+  };
+  costmodel::Measurement t = time_it(o, step);
+  return t.median_s / n;
+}
+
+}  // namespace stagecraft::profiler

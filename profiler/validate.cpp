@@ -1,0 +1,209 @@
+#include "profiler/validate.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+
+#include "costmodel/presets.h"
+#include "costmodel/stats.h"
+#include "schedules/error.h"
+
+namespace stagecraft::profiler {
+namespace {
+
+nlohmann::json read_json(const std::string& path, const std::string& what) {
+  std::ifstream f(path);
+  if (!f) throw Error(what + ": '" + path + "' was not written");
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(what + ": '" + path + "' is not valid JSON: " + e.what());
+  }
+}
+
+std::string plan_flags(const SweepConfig& c, const std::string& model_path) {
+  const auto& p = c.plan;
+  std::ostringstream o;
+  o << " --model " << model_path << " --dp " << p.dp << " --tp " << p.tp << " --pp " << p.pp << " --microbatch-size "
+    << p.microbatch_size << " --microbatches " << p.num_microbatches << " --schedule " << p.schedule << " --recompute "
+    << costmodel::recompute_name(p.recompute);
+  for (auto it = p.schedule_params.begin(); it != p.schedule_params.end(); ++it)
+    o << " --param " << it.key() << "=" << (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+  return o.str();
+}
+
+// Runs a child command with standard output to `out_path` and standard error to
+// `out_path`.err; returns its exit code.
+int run(const std::string& cmd, const std::string& out_path) {
+  int status = std::system((cmd + " >" + out_path + " 2>" + out_path + ".err").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string tail_of(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream b;
+  b << f.rdbuf();
+  std::string s = b.str();
+  return s.size() > 600 ? s.substr(s.size() - 600) : s;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double measure(const Sweep& s, const SweepConfig& c, const ValidateOptions& o, const std::string& model_path,
+               const std::string& base) {
+  std::string json = base + ".train.json", log = base + ".train.out";
+  int world = c.plan.dp * c.plan.tp * c.plan.pp;
+  std::string cmd = o.program + " train --nproc " + std::to_string(world) + plan_flags(c, model_path) + " --steps " +
+                    std::to_string(s.steps) + " --threads " + std::to_string(s.threads) + " --log-every 0 --json " + json;
+  int rc = run(cmd, log);
+  if (rc != 0)
+    throw Error("validate: training '" + c.name + "' failed (exit " + std::to_string(rc) + "): " + tail_of(log + ".err"));
+  nlohmann::json j = read_json(json, "validate: training '" + c.name + "'");
+  std::vector<double> t;
+  for (const auto& step : j.at("steps"))
+    if (step.at("step").get<int>() >= s.warmup) t.push_back(step.at("iteration_time_s").get<double>());
+  if (t.empty()) throw InputError("sweep: steps = " + std::to_string(s.steps) + " leaves nothing after warmup = " + std::to_string(s.warmup));
+  for (const std::string& f : {json, log, log + ".err"}) std::remove(f.c_str());
+  return median(t);
+}
+
+double simulate(const Sweep& s, const SweepConfig& c, const ValidateOptions& o, const std::string& model_path,
+                const std::string& base) {
+  std::string json = base + ".sim.json";
+  std::string cmd = o.program + " simulate --cluster " + s.cluster + plan_flags(c, model_path) + " --json" +
+                    (o.profile.empty() ? "" : " --profile " + o.profile);
+  int rc = run(cmd, json);
+  if (rc != 0)
+    throw Error("validate: simulating '" + c.name + "' failed (exit " + std::to_string(rc) + "): " + tail_of(json + ".err"));
+  double t = read_json(json, "validate: simulating '" + c.name + "'").at("iteration_time_s").get<double>();
+  for (const std::string& f : {json, json + ".err"}) std::remove(f.c_str());
+  return t;
+}
+
+}  // namespace
+
+Sweep load_sweep(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError("sweep file '" + path + "' cannot be read");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError("sweep file '" + path + "' is not valid JSON: " + e.what());
+  }
+  if (j.value("format", std::string()) != "stagecraft-sweep")
+    throw InputError("sweep file '" + path + "': field 'format' must be \"stagecraft-sweep\"");
+  Sweep s;
+  s.cluster = j.value("cluster", s.cluster);
+  s.steps = j.value("steps", s.steps);
+  s.warmup = j.value("warmup", s.warmup);
+  s.threads = j.value("threads", s.threads);
+  if (s.steps <= s.warmup) throw InputError("sweep: steps = " + std::to_string(s.steps) + " must exceed warmup = " + std::to_string(s.warmup));
+  if (!j.contains("configs") || !j["configs"].is_array() || j["configs"].empty())
+    throw InputError("sweep file '" + path + "': field 'configs' must be a non-empty array");
+  for (size_t i = 0; i < j["configs"].size(); ++i) {
+    const auto& e = j["configs"][i];
+    SweepConfig c;
+    c.name = e.value("name", "config " + std::to_string(i));
+    const auto& m = e.contains("model") ? e["model"] : nlohmann::json("tiny");
+    if (m.is_string()) {
+      // A model file is named relative to the sweep file.
+      std::string name = m.get<std::string>();
+      std::filesystem::path rel = std::filesystem::path(path).parent_path() / name;
+      if (name.size() > 5 && name.substr(name.size() - 5) == ".json" && !std::filesystem::path(name).is_absolute())
+        name = rel.string();
+      c.model = costmodel::load_model(name);
+      c.model_arg = name;
+    } else {
+      c.model = costmodel::model_from_json(m);
+    }
+    nlohmann::json plan = e;
+    for (const char* k : {"name", "model"}) plan.erase(k);
+    try {
+      c.plan = costmodel::plan_from_json(plan);
+    } catch (const InputError& err) {
+      throw InputError("sweep configs[" + std::to_string(i) + "] ('" + c.name + "'): " + err.what());
+    }
+    s.configs.push_back(c);
+  }
+  return s;
+}
+
+std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions& o, std::ostream& log) {
+  namespace fs = std::filesystem;
+  fs::create_directories(o.work_dir);
+  std::vector<ValidationRow> rows;
+  for (size_t i = 0; i < s.configs.size(); ++i) {
+    const SweepConfig& c = s.configs[i];
+    std::string base = o.work_dir + "/cfg" + std::to_string(i);
+    std::string model_path = c.model_arg;
+    if (model_path.empty()) {  // an inline model: hand it to the children as a file
+      model_path = base + ".model.json";
+      std::ofstream(model_path) << costmodel::to_json(c.model).dump(2);
+    }
+    ValidationRow row;
+    row.config = c;
+    // The evaluator's prediction comes from `simulate`'s report too, but ask `estimate` so the
+    // evaluator is judged on its own.
+    std::string json = base + ".eval.json";
+    std::string cmd = o.program + " estimate --cluster " + s.cluster + plan_flags(c, model_path) + " --json" +
+                      (o.profile.empty() ? "" : " --profile " + o.profile);
+    int rc = run(cmd, json);
+    if (rc != 0)
+      throw Error("validate: estimating '" + c.name + "' failed (exit " + std::to_string(rc) + "): " + tail_of(json + ".err"));
+    row.evaluator_s = read_json(json, "validate: estimating '" + c.name + "'").at("iteration_time_s").get<double>();
+    for (const std::string& f : {json, json + ".err"}) std::remove(f.c_str());
+    if (o.simulate) row.simulator_s = simulate(s, c, o, model_path, base);
+    row.measured_s = measure(s, c, o, model_path, base);
+    log << "  [" << (i + 1) << "/" << s.configs.size() << "] " << c.name << ": measured " << row.measured_s
+        << " s, evaluator " << row.evaluator_s << " s" << (o.simulate ? ", simulator " + std::to_string(row.simulator_s) + " s" : "")
+        << "\n";
+    log.flush();
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string validation_csv(const std::vector<ValidationRow>& rows) {
+  std::ostringstream o;
+  o << "name,schedule,dp,tp,pp,microbatch_size,num_microbatches,recompute,model,predicted_evaluator_s,predicted_simulator_s,"
+       "measured_s,error_evaluator,error_simulator\n";
+  for (const auto& r : rows) {
+    const auto& p = r.config.plan;
+    auto err = [&](double pred) { return pred > 0 ? (pred - r.measured_s) / r.measured_s : 0.0; };
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%s,%s,%d,%d,%d,%d,%d,%s,%s,%.6g,%.6g,%.6g,%.4f,%.4f\n", r.config.name.c_str(),
+                  p.schedule.c_str(), p.dp, p.tp, p.pp, p.microbatch_size, p.num_microbatches,
+                  std::string(costmodel::recompute_name(p.recompute)).c_str(), r.config.model.name.c_str(), r.evaluator_s,
+                  r.simulator_s, r.measured_s, err(r.evaluator_s), err(r.simulator_s));
+    o << buf;
+  }
+  return o.str();
+}
+
+nlohmann::json validation_summary(const std::vector<ValidationRow>& rows, bool simulated) {
+  std::vector<double> measured, ev, sim;
+  for (const auto& r : rows) {
+    measured.push_back(r.measured_s);
+    ev.push_back(r.evaluator_s);
+    sim.push_back(r.simulator_s);
+  }
+  auto engine = [&](const std::vector<double>& pred) {
+    return nlohmann::json{{"spearman", costmodel::stats::spearman(pred, measured)},
+                          {"kendall_tau_b", costmodel::stats::kendall_tau_b(pred, measured)},
+                          {"mape", costmodel::stats::mape(pred, measured)}};
+  };
+  nlohmann::json j = {{"configurations", rows.size()}, {"evaluator", engine(ev)}};
+  if (simulated) j["simulator"] = engine(sim);
+  return j;
+}
+
+}  // namespace stagecraft::profiler

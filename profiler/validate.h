@@ -1,0 +1,58 @@
+// Validation (`stagecraft validate`): for each configuration of a sweep file, the evaluator's
+// and the simulator's predicted iteration time and the runtime's measured one (median of the
+// steps after warm-up), then rank correlation and error of each engine against the
+// measurements (costmodel/stats.h). Measurements and simulations run as child processes of
+// the same program (`stagecraft train`, `stagecraft simulate`), so this file needs neither
+// torch nor SimGrid. Torch-free.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "costmodel/specs.h"
+
+namespace stagecraft::profiler {
+
+struct SweepConfig {
+  std::string name;                 // row label
+  costmodel::ModelSpec model;       // model of this row
+  std::string model_arg;            // how to name it to a child process (preset or file)
+  costmodel::ParallelPlan plan;     // dp, tp, pp, microbatches, schedule, recompute
+};
+
+struct Sweep {
+  std::string cluster = "local-cpu-2";  // cluster preset or file the engines predict for
+  int steps = 8;                        // training steps measured per configuration
+  int warmup = 3;                       // first steps left out of the median
+  int threads = 1;                      // intra-op threads per rank
+  std::vector<SweepConfig> configs;
+};
+
+// {"format": "stagecraft-sweep", "cluster", "steps", "warmup", "threads",
+//  "configs": [{"name", "model", "schedule", "dp", "tp", "pp", "microbatch_size",
+//               "num_microbatches", "recompute", "schedule_params"}]}; "model" is a preset name
+// or an inline ModelSpec object. Throws InputError naming the field.
+Sweep load_sweep(const std::string& path);
+
+struct ValidateOptions {
+  std::string program;     // the stagecraft binary to run children with
+  std::string profile;     // --profile for the predictions ("" = analytic)
+  bool simulate = true;    // also predict with the simulator
+  std::string work_dir;    // where children's JSON files go (removed afterwards)
+};
+
+struct ValidationRow {
+  SweepConfig config;
+  double evaluator_s = 0;  // predicted by the evaluator
+  double simulator_s = 0;  // predicted by the simulator (0 when not run)
+  double measured_s = 0;   // median measured iteration time
+};
+
+std::vector<ValidationRow> run_validation(const Sweep& sweep, const ValidateOptions& opt, std::ostream& log);
+std::string validation_csv(const std::vector<ValidationRow>& rows);
+// Spearman, Kendall tau-b and MAPE of each engine against the measurements.
+nlohmann::json validation_summary(const std::vector<ValidationRow>& rows, bool simulated);
+
+}  // namespace stagecraft::profiler

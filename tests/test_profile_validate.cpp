@@ -1,0 +1,70 @@
+// The closed loop end to end: a tiny profile of this machine, then a 3-configuration
+// validation (training for real over Gloo) that reads it. Checks the file formats and that
+// every statistic is computed; accuracy is reported in docs/validation.md, not asserted.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "helpers.h"
+
+using stagecraft::test::read_text;
+using stagecraft::test::run_cli;
+
+TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
+  std::string dir = ::testing::TempDir() + "closed_loop";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto r = run_cli("profile --hidden 64 --heads 4 --seq 64 --microbatch-size 1,2 --warmup 1 --runs 3 --nproc 2 "
+                   "--max-bytes 65536 --out " + dir + "/p.json");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("algbw GB/s"), std::string::npos);  // the nccl-tests style table
+  auto p = nlohmann::json::parse(read_text(dir + "/p.json"));
+  EXPECT_EQ(p["format"], "stagecraft-profile");
+  EXPECT_EQ(p["layers"].size(), 6u);  // transformer, embedding and head at two microbatch sizes
+  for (const auto& l : p["layers"]) {
+    EXPECT_GT(l["forward"]["median_s"].get<double>(), 0);
+    EXPECT_LE(l["forward"]["min_s"].get<double>(), l["forward"]["max_s"].get<double>());
+    EXPECT_EQ(l["forward"]["runs"], 3);
+  }
+  EXPECT_GT(p["layers"][0]["activation_bytes"].get<double>(), 0);
+  EXPECT_EQ(p["collectives"].size(), 2u * 3u);  // p2p and all-reduce at 4, 16 and 64 KiB
+  EXPECT_GT(p["optimizer_s_per_param"].get<double>(), 0);
+
+  r = run_cli("validate --sweep " + stagecraft::test::data_path("sweep-3.json") + " --profile " + dir +
+              "/p.json --out " + dir + "/v.csv --summary " + dir + "/v.json --work-dir " + dir + "/work");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::istringstream csv(read_text(dir + "/v.csv"));
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line.rfind("name,schedule,dp,tp,pp,", 0), 0u) << line;
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 13) << line;
+  }
+  EXPECT_EQ(rows, 3);
+  auto s = nlohmann::json::parse(read_text(dir + "/v.json"));
+  EXPECT_EQ(s["configurations"], 3);
+  ASSERT_TRUE(s.contains("evaluator"));
+  for (const char* engine : {"evaluator", "simulator"}) {  // the simulator's when it is built
+    if (!s.contains(engine)) continue;
+    for (const char* k : {"spearman", "kendall_tau_b", "mape"}) {
+      ASSERT_TRUE(s[engine][k].is_number()) << engine << " " << k;
+      EXPECT_TRUE(std::isfinite(s[engine][k].get<double>()) || std::string(k) != "mape") << engine << " " << k;
+    }
+  }
+  EXPECT_NE(s["cost_model"].get<std::string>().find("profiled"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/work/cfg0.train.json"));  // children's files cleaned up
+}
+
+TEST(ProfileValidate, BadInput) {
+  auto r = run_cli("validate --sweep missing.json --out x.csv");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("cannot be read"), std::string::npos);
+  r = run_cli("profile --hidden 64 --heads 5 --out x.json --nproc 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("heads dividing hidden"), std::string::npos) << r.err;
+}
