@@ -16,7 +16,7 @@ namespace {
 struct SimulateOpts {
   PlanFlags plan;
   std::string platform;         // SimGrid XML platform file; empty = built from the cluster
-  std::string tp_comm = "folded";
+  std::string tp_comm = "explicit";
   int iterations = 3;
   bool json = false;
   std::string trace;
@@ -102,7 +102,7 @@ void add_simulate_command(CLI::App& app) {
   add_plan_flags(c, o->plan, true);
   c->add_option("--platform", o->platform,
                 "SimGrid XML platform; GPU hosts carry the property stagecraft_gpu=\"<rank>\" (default: built from --cluster)");
-  c->add_option("--tp-comm", o->tp_comm, "tensor-parallel all-reduces: folded (in compute, as the evaluator) or explicit");
+  c->add_option("--tp-comm", o->tp_comm, "tensor-parallel all-reduces: explicit (default: ring all-reduces over the tp group, sharing links) or folded (in compute, as the evaluator)");
   c->add_option("--iterations", o->iterations, "iterations simulated; the last one is reported (default 3)");
   c->add_flag("--json", o->json, "print one JSON object instead of the tables");
   c->add_option("--trace", o->trace, "write a Chrome trace (evaluator layout plus network flows) to this file");

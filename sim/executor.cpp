@@ -13,7 +13,8 @@ namespace stagecraft::sim {
 namespace sg = simgrid::s4u;
 using schedules::Action;
 using schedules::Op;
-using Act = sg::ActivityPtr;
+using Act = std::int32_t;  // node id = record index; -1 = none
+constexpr Act kNone = -1;
 
 namespace {
 
@@ -24,19 +25,27 @@ struct Done {
   bool chain_only = true;
 };
 
-void add_edge(const Act& pred, const Act& succ) {
-  if (!pred || pred == succ || succ->get_dependencies().count(pred)) return;
-  if (auto* e = dynamic_cast<sg::Exec*>(pred.get())) e->add_successor(succ);
-  else static_cast<sg::Comm*>(pred.get())->add_successor(succ);
-}
-
-void add_edges(const Done& d, const Act& succ) {
-  for (const Act& a : d.acts) add_edge(a, succ);
-}
 
 std::int64_t pos_key(Op op, int stage, int mb) {
   return (static_cast<std::int64_t>(op) << 40) | (static_cast<std::int64_t>(stage) << 20) | (mb + 1);
 }
+
+}  // namespace
+
+std::vector<std::vector<int>> node_groups(const std::vector<int>& gpus, const costmodel::Topology& topo) {
+  std::map<int, std::vector<int>> by_node;
+  for (size_t j = 0; j < gpus.size(); ++j) by_node[topo.node_of(gpus[j])].push_back(static_cast<int>(j));
+  const size_t per_node = by_node.begin()->second.size();
+  std::vector<std::vector<int>> out;
+  for (auto& [node, idx] : by_node) {
+    if (idx.size() != per_node) return {};
+    out.push_back(std::move(idx));
+  }
+  if (out.size() < 2 || out.front().size() < 2) return {};
+  return out;
+}
+
+namespace {
 
 class Runner {
  public:
@@ -56,22 +65,32 @@ class Runner {
   SimOptions opt_;
   int K_, dp_, tp_, U_;
   Execution ex_;
-  std::vector<Act> all_;                                 // every activity, index = record id
+  std::vector<std::pair<Act, Act>> edges_;               // (predecessor, successor)
+  std::vector<std::int32_t> succ_begin_, succ_;          // successors, CSR over edges_
+  std::vector<std::int32_t> waiting_;                    // per node: predecessors not finished
+  std::vector<sg::ActivityPtr> live_;                    // SimGrid activity once started
   std::vector<std::vector<std::vector<Act>>> post_;      // [k][unit][pos] last compute-stream activity before pos
   std::vector<std::vector<std::vector<Act>>> compute_;   // [k][unit][pos] the exec of a compute action
   std::vector<std::unordered_map<std::int64_t, int>> pos_of_;  // (ranks) (op, stage, mb) -> position
   std::map<std::tuple<int, int, int, int, int>, Done> transfers_;  // (k, dir, consumer stage, mb, d)
   std::map<std::tuple<int, int, int>, std::vector<Done>> rings_;   // (k, rank, pos) -> done of each dp member
-  std::vector<std::tuple<int, int, int>> last_ring_;      // (ranks) the ring created last, k = -1 none
+  std::set<std::tuple<int, int, int>> rings_building_;    // rings whose predecessors are being made
+  std::vector<std::vector<int>> reduce_pos_;              // (ranks) positions of REDUCE_GRAD, in order
 
   int rank_of_unit(int u) const { return u / dp_; }
   int gpu(int u, int t) const { return topo_.global_rank({t, u % dp_, u / dp_}); }
+  int lanes() const { return pf_.lanes; }  // tp lanes one flow stands for
+  int flows_per_group() const { return tp_ / pf_.lanes; }
 
-  Act add(Act a, Record r) {
-    a->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(all_.size())));
-    all_.push_back(a);
+  void add_edge(Act pred, Act succ) {
+    if (pred != kNone && pred != succ) edges_.emplace_back(pred, succ);
+  }
+  void add_edges(const Done& d, Act succ) {
+    for (Act a : d.acts) add_edge(a, succ);
+  }
+  Act add(Record r) {
     ex_.records.push_back(r);
-    return a;
+    return static_cast<Act>(ex_.records.size() - 1);
   }
   Act exec(int u, int k, int pos, double seconds, RecKind kind) {
     sg::Host* h = pf_.gpus[static_cast<size_t>(gpu(u, 0))];
@@ -81,14 +100,23 @@ class Runner {
     r.position = pos;
     r.src_gpu = r.dst_gpu = gpu(u, 0);
     r.kind = kind;
-    return add(sg::Exec::init()->set_flops_amount(std::max(0.0, seconds) * h->get_speed())->set_host(h), r);
+    r.from = h;
+    r.work = std::max(0.0, seconds) * h->get_speed();
+    return add(r);
   }
+  // One flow of `bytes` per GPU lane: lanes() lanes aggregated into one flow of lanes x bytes.
   Act flow(sg::Host* from, sg::Host* to, double bytes, Record r) {
     r.kind = RecKind::Flow;
-    r.bytes = bytes;
-    auto payload = static_cast<std::uint64_t>(std::llround(std::max(0.0, bytes)));
-    return add(sg::Comm::sendto_init(from, to)->set_payload_size(payload), r);
+    r.lanes = lanes();
+    r.bytes = std::max(0.0, bytes) * lanes();
+    r.work = r.bytes;
+    r.from = from;
+    r.to = to;
+    return add(r);
   }
+  void link_graph();
+  void launch(Act id);
+  void on_done(const sg::Activity& a);
 
   // Share of a stage's activations one copy moves: (1 - f) + f * ckpt/act, f its recompute share.
   double kept_share(const Action& a) const {
@@ -103,6 +131,16 @@ class Runner {
   Act tp_ring(int u, int k, int pos, Act after, double count);
   void build_edges();
   Done& transfer(int k, bool fwd, int stage, int mb, int d);
+  struct Member {  // one rank of a data-parallel ring: the reduction at (rank, pos) of dp index d
+    int rank, pos, d;
+  };
+  std::vector<Member> ring_members(int r, int pos) const;
+  std::tuple<int, int, int> prev_reduce(int k, int r, int pos) const;
+  Done member_issue(int k, const Member& m);
+  void ring_phase(int k, const std::vector<Member>& mem, const std::vector<int>& idx, int t, int steps, double step_bytes,
+                  const std::vector<Done>& start, std::vector<Done>& out);
+  std::vector<Done> flat_ring(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue);
+  std::vector<Done> dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue);
   std::vector<Done>& ring(int k, int r, int pos);
   Done copy(int u, int k, int pos, bool to_host, const Done& prev);
   std::vector<Act> copies_issue(int k, int r, int pos, int d) const;
@@ -143,7 +181,7 @@ Act Runner::tp_ring(int u, int k, int pos, Act after, double count) {
   const double bytes_each = c_.stages[static_cast<size_t>(a.stage)].tp_allreduce_bytes;
   const double steps = 2.0 * (t - 1) * count;
   Act pad = exec(u, k, pos, std::max(0.0, steps - 1) * w_.tp_alpha_s, RecKind::TpPad);
-  for (int j = 0; j < t; ++j) {
+  for (int j = 0; j < flows_per_group(); ++j) {
     Record r;
     r.unit = r.peer_unit = u;
     r.iteration = k;
@@ -151,8 +189,8 @@ Act Runner::tp_ring(int u, int k, int pos, Act after, double count) {
     r.src_gpu = gpu(u, j);
     r.dst_gpu = gpu(u, (j + 1) % t);
     r.comm = CommKind::TensorParallel;
-    Act f = flow(pf_.gpus[static_cast<size_t>(r.src_gpu)], pf_.gpus[static_cast<size_t>(r.dst_gpu)],
-                 steps / t * bytes_each, r);
+    sg::Host* to = lanes() > 1 ? pf_.tp_peer[static_cast<size_t>(r.src_gpu)] : pf_.gpus[static_cast<size_t>(r.dst_gpu)];
+    Act f = flow(pf_.gpus[static_cast<size_t>(r.src_gpu)], to, steps / t * bytes_each, r);
     add_edge(after, f);
     add_edge(f, pad);
   }
@@ -162,7 +200,7 @@ Act Runner::tp_ring(int u, int k, int pos, Act after, double count) {
 void Runner::build_chains() {
   post_.assign(static_cast<size_t>(K_), std::vector<std::vector<Act>>(static_cast<size_t>(U_)));
   compute_ = post_;
-  std::vector<Act> last(static_cast<size_t>(U_));
+  std::vector<Act> last(static_cast<size_t>(U_), kNone);
   const bool explicit_tp = opt_.tp_comm == TpComm::Explicit && tp_ > 1;
   for (int k = 0; k < K_; ++k)
     for (int u = 0; u < U_; ++u) {
@@ -170,8 +208,8 @@ void Runner::build_chains() {
       const auto& list = s_.actions[static_cast<size_t>(r)];
       auto& po = post_[static_cast<size_t>(k)][static_cast<size_t>(u)];
       auto& co = compute_[static_cast<size_t>(k)][static_cast<size_t>(u)];
-      po.resize(list.size());
-      co.resize(list.size());
+      po.assign(list.size(), kNone);
+      co.assign(list.size(), kNone);
       Act& prev = last[static_cast<size_t>(u)];
       for (size_t i = 0; i < list.size(); ++i) {
         po[i] = prev;
@@ -211,13 +249,13 @@ Done& Runner::transfer(int k, bool fwd, int cs, int mb, int d) {
   const double bytes = fwd ? w_.send_f_bytes[static_cast<size_t>(ps)] : w_.send_b_bytes[static_cast<size_t>(ps)];
   Done done;
   if (bytes <= 0) {
-    for (const Act& a : {spost, rpost})
-      if (a) done.acts.push_back(a);
+    for (Act a : {spost, rpost})
+      if (a != kNone) done.acts.push_back(a);
     done.chain_only = false;
     return transfers_[key] = done;
   }
   done.chain_only = false;
-  for (int t = 0; t < tp_; ++t) {
+  for (int t = 0; t < flows_per_group(); ++t) {
     Record r;
     r.unit = us;
     r.peer_unit = ur;
@@ -234,71 +272,170 @@ Done& Runner::transfer(int k, bool fwd, int cs, int mb, int d) {
   return transfers_[key] = done;
 }
 
-// Ring all-reduce of the dp group of (rank r, tp index t), for every t: 2(n-1) steps of S/n
-// bytes, member j sending to j+1 (members in dp order, so node by node: one network hop per
-// node boundary, as NCCL's rings). Step s of j waits for j's step s-1 and for what j received
-// in step s-1; step 0 waits for both ends to have issued the reduction (rendezvous).
+// Members of the reduction issued at (k, r, pos), in ring order: the dp group of the stage,
+// and with several chains (Chimera) the dp groups of every copy of its model part, copy by
+// copy (one ring over dp x chains ranks, as the evaluator and cost model reduce them).
+std::vector<Runner::Member> Runner::ring_members(int r, int pos) const {
+  const auto& list = s_.actions[static_cast<size_t>(r)];
+  const int st = list[static_cast<size_t>(pos)].stage;
+  std::vector<std::pair<int, int>> copies = {{r, pos}};  // (rank, position) of each copy
+  if (s_.num_chains > 1) {
+    copies.clear();
+    int j = 0;  // this is the j-th reduction of its stage on r
+    for (int i = 0; i < pos; ++i) j += list[static_cast<size_t>(i)].op == Op::REDUCE_GRAD && list[static_cast<size_t>(i)].stage == st;
+    for (int c = 0; c < s_.num_chains; ++c) {
+      const int st2 = c * s_.stages_per_chain() + s_.model_part(st), r2 = s_.rank_of(st2);
+      const auto& l2 = s_.actions[static_cast<size_t>(r2)];
+      for (int i = 0, seen = 0; i < static_cast<int>(l2.size()); ++i)
+        if (l2[static_cast<size_t>(i)].op == Op::REDUCE_GRAD && l2[static_cast<size_t>(i)].stage == st2 && seen++ == j) {
+          copies.emplace_back(r2, i);
+          break;
+        }
+    }
+  }
+  std::vector<Member> out;
+  for (auto [rank, p] : copies)
+    for (int d = 0; d < dp_; ++d) out.push_back({rank, p, d});
+  return out;
+}
+
+// The reduction issued on rank r before position pos (or the last of iteration k-1).
+std::tuple<int, int, int> Runner::prev_reduce(int k, int r, int pos) const {
+  const auto& rp = reduce_pos_[static_cast<size_t>(r)];
+  auto it = std::lower_bound(rp.begin(), rp.end(), pos);
+  if (it != rp.begin()) return {k, r, *(it - 1)};
+  if (k > 0 && !rp.empty()) return {k - 1, r, rp.back()};
+  return {-1, -1, -1};
+}
+
+// What member m waits for before its first step: its issue (the compute stream up to the
+// REDUCE_GRAD), its previous reduction (collectives run in issue order), and with chains the
+// issue of every copy's matching reduction.
+Done Runner::member_issue(int k, const Member& m) {
+  Done is;
+  Act po = post_[static_cast<size_t>(k)][static_cast<size_t>(m.rank * dp_ + m.d)][static_cast<size_t>(m.pos)];
+  if (po != kNone) is.acts.push_back(po);
+  auto pk = prev_reduce(k, m.rank, m.pos);
+  if (std::get<0>(pk) >= 0) {
+    const Done& prev = ring(std::get<0>(pk), std::get<1>(pk), std::get<2>(pk))[static_cast<size_t>(m.d)];
+    if (!prev.chain_only) {
+      is.acts.insert(is.acts.end(), prev.acts.begin(), prev.acts.end());
+      is.chain_only = false;
+    }
+  }
+  for (Act x : copies_issue(k, m.rank, m.pos, m.d)) {
+    is.acts.push_back(x);
+    is.chain_only = false;
+  }
+  return is;
+}
+
+// Ring all-reduce over the members, for every tp lane: 2(n-1) steps of S/n bytes, member j
+// sending to j+1 (members in dp order, so node by node: one network hop per node boundary,
+// as NCCL's rings). Step s of j waits for j's step s-1 and for what j received in step s-1;
+// step 0 waits for both ends to have issued the reduction (rendezvous).
 std::vector<Done>& Runner::ring(int k, int r, int pos) {
   auto key = std::make_tuple(k, r, pos);
   if (auto it = rings_.find(key); it != rings_.end()) return it->second;
-  const int n = dp_;
+  if (!rings_building_.insert(key).second)
+    throw InputError("schedule '" + s_.name + "' deadlocks in the simulator: the gradient reductions of rank " + std::to_string(r) +
+                     " and of the ranks holding copies of its stages are issued in crossing orders (each waits for the other)");
+  const std::vector<Member> mem = ring_members(r, pos);
+  const int n = static_cast<int>(mem.size());
   const Action& a = s_.actions[static_cast<size_t>(r)][static_cast<size_t>(pos)];
   const double bytes = w_.reduce_bytes[static_cast<size_t>(a.stage)] * a.fraction;
-  const auto prev_key = last_ring_[static_cast<size_t>(r)];
-  const std::vector<Done>* prev = std::get<0>(prev_key) >= 0 ? &rings_.at(prev_key) : nullptr;
-  std::vector<Done> issue(static_cast<size_t>(n)), done(static_cast<size_t>(n));
-  for (int j = 0; j < n; ++j) {
-    Act po = post_[static_cast<size_t>(k)][static_cast<size_t>(r * dp_ + j)][static_cast<size_t>(pos)];
-    Done& is = issue[static_cast<size_t>(j)];
-    if (po) is.acts.push_back(po);
-    if (prev && !(*prev)[static_cast<size_t>(j)].chain_only) {
-      for (const Act& x : (*prev)[static_cast<size_t>(j)].acts) is.acts.push_back(x);
-      is.chain_only = false;
-    }
-    for (const Act& x : copies_issue(k, r, pos, j)) {
-      is.acts.push_back(x);
-      is.chain_only = false;
-    }
-  }
+  std::vector<Done> issue, done;
+  for (const Member& m : mem) issue.push_back(member_issue(k, m));
   if (n <= 1 || bytes <= 0) {
     done = issue;
   } else {
-    const int steps = 2 * (n - 1);
-    for (int t = 0; t < tp_; ++t) {
-      std::vector<Act> cur(static_cast<size_t>(n)), next(static_cast<size_t>(n));  // cur[j]: j -> j+1
-      for (int s = 0; s < steps; ++s) {
-        for (int j = 0; j < n; ++j) {
-          const int u = r * dp_ + j, v = r * dp_ + (j + 1) % n;
-          Record rec;
-          rec.unit = u;
-          rec.peer_unit = v;
-          rec.iteration = k;
-          rec.position = pos;
-          rec.src_gpu = gpu(u, t);
-          rec.dst_gpu = gpu(v, t);
-          rec.comm = CommKind::DataParallel;
-          Act f = flow(pf_.gpus[static_cast<size_t>(rec.src_gpu)], pf_.gpus[static_cast<size_t>(rec.dst_gpu)], bytes / n, rec);
-          if (s == 0) {
-            add_edges(issue[static_cast<size_t>(j)], f);
-            add_edges(issue[static_cast<size_t>((j + 1) % n)], f);
-          } else {
-            add_edge(cur[static_cast<size_t>(j)], f);
-            add_edge(cur[static_cast<size_t>((j + n - 1) % n)], f);
-          }
-          next[static_cast<size_t>(j)] = f;
-        }
-        cur.swap(next);
-      }
+    done.resize(static_cast<size_t>(n));
+    for (int t = 0; t < flows_per_group(); ++t) {
+      std::vector<Done> lane = s_.num_chains > 1 ? flat_ring(k, mem, t, bytes, issue) : dp_allreduce(k, mem, t, bytes, issue);
       for (int j = 0; j < n; ++j) {
         Done& d = done[static_cast<size_t>(j)];
         d.chain_only = false;
-        d.acts.push_back(cur[static_cast<size_t>(j)]);
-        d.acts.push_back(cur[static_cast<size_t>((j + n - 1) % n)]);
+        d.acts.insert(d.acts.end(), lane[static_cast<size_t>(j)].acts.begin(), lane[static_cast<size_t>(j)].acts.end());
       }
     }
   }
-  last_ring_[static_cast<size_t>(r)] = key;
-  return rings_[key] = done;
+  for (int j = 0; j < n; ++j) {  // file each member's done under its own reduction
+    auto& slot = rings_[std::make_tuple(k, mem[static_cast<size_t>(j)].rank, mem[static_cast<size_t>(j)].pos)];
+    slot.resize(static_cast<size_t>(dp_));
+    slot[static_cast<size_t>(mem[static_cast<size_t>(j)].d)] = done[static_cast<size_t>(j)];
+  }
+  rings_building_.erase(key);
+  return rings_.at(key);
+}
+
+// One ring phase of lane t over the members idx (in ring order): `steps` steps of step_bytes,
+// idx[j] sending to idx[j+1]; step 0 of j waits for start[] of both ends, step s for j's step
+// s-1 and what j received in it. Sets out[] of each member to its last send and receive.
+void Runner::ring_phase(int k, const std::vector<Member>& mem, const std::vector<int>& idx, int t, int steps, double step_bytes,
+                        const std::vector<Done>& start, std::vector<Done>& out) {
+  const int n = static_cast<int>(idx.size());
+  std::vector<Act> cur(static_cast<size_t>(n), kNone), next(cur);  // cur[j]: idx[j] -> idx[j+1]
+  for (int s = 0; s < steps; ++s) {
+    for (int j = 0; j < n; ++j) {
+      const int from = idx[static_cast<size_t>(j)], to = idx[static_cast<size_t>((j + 1) % n)];
+      const Member& a = mem[static_cast<size_t>(from)];
+      const Member& b = mem[static_cast<size_t>(to)];
+      Record rec;
+      rec.unit = a.rank * dp_ + a.d;
+      rec.peer_unit = b.rank * dp_ + b.d;
+      rec.iteration = k;
+      rec.position = a.pos;
+      rec.src_gpu = gpu(rec.unit, t);
+      rec.dst_gpu = gpu(rec.peer_unit, t);
+      rec.comm = CommKind::DataParallel;
+      Act f = flow(pf_.gpus[static_cast<size_t>(rec.src_gpu)], pf_.gpus[static_cast<size_t>(rec.dst_gpu)], step_bytes, rec);
+      if (s == 0) {
+        add_edges(start[static_cast<size_t>(from)], f);
+        add_edges(start[static_cast<size_t>(to)], f);
+      } else {
+        add_edge(cur[static_cast<size_t>(j)], f);
+        add_edge(cur[static_cast<size_t>((j + n - 1) % n)], f);
+      }
+      next[static_cast<size_t>(j)] = f;
+    }
+    cur.swap(next);
+  }
+  for (int j = 0; j < n; ++j) {
+    Done& d = out[static_cast<size_t>(idx[static_cast<size_t>(j)])];
+    d.acts = {cur[static_cast<size_t>(j)], cur[static_cast<size_t>((j + n - 1) % n)]};
+    d.chain_only = false;
+  }
+}
+
+// Flat ring all-reduce of `bytes` over all members: 2(n-1) steps of bytes/n.
+std::vector<Done> Runner::flat_ring(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue) {
+  const int n = static_cast<int>(mem.size());
+  std::vector<int> all(static_cast<size_t>(n));
+  for (int j = 0; j < n; ++j) all[static_cast<size_t>(j)] = j;
+  std::vector<Done> out(static_cast<size_t>(n));
+  ring_phase(k, mem, all, t, 2 * (n - 1), bytes / n, issue, out);
+  return out;
+}
+
+// A dp group's all-reduce on lane t: flat when the group lies in one node or has one member
+// per node, else hierarchical (NCCL's tree-free two-level form): reduce-scatter inside each
+// node (L-1 steps of S/L), a ring across the N nodes among the members with the same local
+// index (2(N-1) steps of S/(L N)), all-gather inside each node (L-1 steps of S/L).
+std::vector<Done> Runner::dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue) {
+  std::vector<int> gpus;
+  for (const Member& m : mem) gpus.push_back(gpu(m.rank * dp_ + m.d, t));
+  const auto groups = opt_.hierarchical_dp ? node_groups(gpus, topo_) : std::vector<std::vector<int>>{};
+  if (groups.empty()) return flat_ring(k, mem, t, bytes, issue);
+  const int N = static_cast<int>(groups.size()), L = static_cast<int>(groups.front().size());
+  std::vector<Done> rs(mem.size()), cross(mem.size()), out(mem.size());
+  for (const auto& g : groups) ring_phase(k, mem, g, t, L - 1, bytes / L, issue, rs);
+  for (int i = 0; i < L; ++i) {
+    std::vector<int> peers;
+    for (const auto& g : groups) peers.push_back(g[static_cast<size_t>(i)]);
+    ring_phase(k, mem, peers, t, 2 * (N - 1), bytes / (static_cast<double>(L) * N), rs, cross);
+  }
+  for (const auto& g : groups) ring_phase(k, mem, g, t, L - 1, bytes / L, cross, out);
+  return out;
 }
 
 // Stages holding copies of one model part (Chimera's chains) reduce in one collective: the
@@ -306,20 +443,10 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
 std::vector<Act> Runner::copies_issue(int k, int r, int pos, int d) const {
   std::vector<Act> out;
   if (s_.num_chains <= 1) return out;
-  const auto& list = s_.actions[static_cast<size_t>(r)];
-  const int st = list[static_cast<size_t>(pos)].stage, S = s_.stages_per_chain();
-  int j = 0;
-  for (int i = 0; i < pos; ++i) j += list[static_cast<size_t>(i)].op == Op::REDUCE_GRAD && list[static_cast<size_t>(i)].stage == st;
-  for (int c = 0; c < s_.num_chains; ++c) {
-    const int st2 = c * S + s_.model_part(st), r2 = s_.rank_of(st2);
-    if (st2 == st) continue;
-    const auto& l2 = s_.actions[static_cast<size_t>(r2)];
-    for (int i = 0, seen = 0; i < static_cast<int>(l2.size()); ++i) {
-      if (l2[static_cast<size_t>(i)].op != Op::REDUCE_GRAD || l2[static_cast<size_t>(i)].stage != st2) continue;
-      if (seen++ != j) continue;
-      if (const Act& a = post_[static_cast<size_t>(k)][static_cast<size_t>(r2 * dp_ + d)][static_cast<size_t>(i)]) out.push_back(a);
-      break;
-    }
+  for (const Member& m : ring_members(r, pos)) {
+    if (m.d != d || (m.rank == r && m.pos == pos)) continue;
+    Act a = post_[static_cast<size_t>(k)][static_cast<size_t>(m.rank * dp_ + d)][static_cast<size_t>(m.pos)];
+    if (a != kNone) out.push_back(a);
   }
   return out;
 }
@@ -330,13 +457,13 @@ Done Runner::copy(int u, int k, int pos, bool to_host, const Done& prev) {
   Act po = post_[static_cast<size_t>(k)][static_cast<size_t>(u)][static_cast<size_t>(pos)];
   Done done;
   if (bytes <= 0) {
-    if (po) done.acts.push_back(po);
+    if (po != kNone) done.acts.push_back(po);
     if (!prev.chain_only) done.acts.insert(done.acts.end(), prev.acts.begin(), prev.acts.end());
     done.chain_only = prev.chain_only;
     return done;
   }
   done.chain_only = false;
-  for (int t = 0; t < tp_; ++t) {
+  for (int t = 0; t < flows_per_group(); ++t) {
     const int g = gpu(u, t);
     sg::Host* mem = pf_.host_memory[static_cast<size_t>(g)];
     if (!mem)
@@ -359,7 +486,10 @@ Done Runner::copy(int u, int k, int pos, bool to_host, const Done& prev) {
 }
 
 void Runner::build_edges() {
-  last_ring_.assign(static_cast<size_t>(s_.num_ranks), std::make_tuple(-1, -1, -1));
+  reduce_pos_.assign(static_cast<size_t>(s_.num_ranks), {});
+  for (int r = 0; r < s_.num_ranks; ++r)
+    for (size_t i = 0; i < s_.actions[static_cast<size_t>(r)].size(); ++i)
+      if (s_.actions[static_cast<size_t>(r)][i].op == Op::REDUCE_GRAD) reduce_pos_[static_cast<size_t>(r)].push_back(static_cast<int>(i));
   std::vector<Done> prev_coll(static_cast<size_t>(U_)), prev_copy(static_cast<size_t>(U_));
   for (int k = 0; k < K_; ++k)
     for (int u = 0; u < U_; ++u) {
@@ -368,7 +498,7 @@ void Runner::build_edges() {
       // A forward waits for the input received before it (kind 0); a backward or recompute for
       // the gradient received and the checkpoint reloaded before it (kind 1); W for neither.
       std::map<std::tuple<int, int, int>, std::vector<Done>> pending;
-      auto consume = [&](int st, int mb, int kind, const Act& e) {
+      auto consume = [&](int st, int mb, int kind, Act e) {
         auto it = pending.find({st, mb, kind});
         if (it == pending.end()) return;
         for (const Done& x : it->second) add_edges(x, e);
@@ -376,7 +506,7 @@ void Runner::build_edges() {
       };
       for (size_t i = 0; i < list.size(); ++i) {
         const Action& a = list[i];
-        const Act& e = compute_[static_cast<size_t>(k)][static_cast<size_t>(u)][i];
+        const Act e = compute_[static_cast<size_t>(k)][static_cast<size_t>(u)][i];
         const int pos = static_cast<int>(i);
         switch (a.op) {
           case Op::RECV_F: pending[{a.stage, a.microbatch, 0}].push_back(transfer(k, true, a.stage, a.microbatch, d)); break;
@@ -418,31 +548,69 @@ std::string describe(const schedules::Schedule& s, const Record& r, int dp) {
 
 void Runner::report_deadlock() const {
   // Per unit with a data-parallel index 0: the first compute of the earliest stuck iteration.
+  std::vector<std::vector<Act>> preds(ex_.records.size());
+  for (auto [a, b] : edges_) preds[static_cast<size_t>(b)].push_back(a);
   std::string who;
   int stuck_units = 0;
   for (int u = 0; u < U_; u += dp_) {
     for (int k = 0; k < K_; ++k) {
       const auto& co = compute_[static_cast<size_t>(k)][static_cast<size_t>(u)];
       size_t i = 0;
-      for (; i < co.size(); ++i) {
-        if (!co[i]) continue;
-        auto id = reinterpret_cast<std::uintptr_t>(co[i]->get_data<void>());
-        if (ex_.records[id].start_s < 0) break;
-      }
+      for (; i < co.size(); ++i)
+        if (co[i] != kNone && ex_.records[static_cast<size_t>(co[i])].start_s < 0) break;
       if (i == co.size()) continue;
       ++stuck_units;
       const int rank = rank_of_unit(u);
       who += "\n  rank " + std::to_string(rank) + " (iteration " + std::to_string(k) + ") waits at step " + std::to_string(i) +
              " (" + schedules::to_text(s_.actions[static_cast<size_t>(rank)][i]) + ") for";
       std::set<std::string> waits;
-      for (const Act& dep : co[i]->get_dependencies())
-        waits.insert(describe(s_, ex_.records[reinterpret_cast<std::uintptr_t>(dep->get_data<void>())], dp_));
+      for (Act dep : preds[static_cast<size_t>(co[i])])
+        if (ex_.records[static_cast<size_t>(dep)].end_s < 0) waits.insert(describe(s_, ex_.records[static_cast<size_t>(dep)], dp_));
       for (const std::string& w : waits) who += "\n    " + w;
       break;
     }
   }
   throw InputError("schedule '" + s_.name + "' deadlocks in the simulator: " + std::to_string(stuck_units) +
                    " pipeline ranks stop (a transfer waits on a receive posted after the compute that waits on it)" + who);
+}
+
+// Successor lists (CSR) and the count of unfinished predecessors of every node.
+void Runner::link_graph() {
+  const size_t n = ex_.records.size();
+  succ_begin_.assign(n + 1, 0);
+  waiting_.assign(n, 0);
+  for (auto [a, b] : edges_) {
+    ++succ_begin_[static_cast<size_t>(a) + 1];
+    ++waiting_[static_cast<size_t>(b)];
+  }
+  for (size_t i = 0; i < n; ++i) succ_begin_[i + 1] += succ_begin_[i];
+  succ_.assign(edges_.size(), 0);
+  std::vector<std::int32_t> fill(succ_begin_.begin(), succ_begin_.end() - 1);
+  for (auto [a, b] : edges_) succ_[static_cast<size_t>(fill[static_cast<size_t>(a)]++)] = b;
+}
+
+// Creates and starts the SimGrid activity of a node whose predecessors have all finished.
+void Runner::launch(Act id) {
+  const Record& r = ex_.records[static_cast<size_t>(id)];
+  sg::ActivityPtr a;
+  if (r.kind == RecKind::Flow)
+    a = sg::Comm::sendto_init(r.from, r.to)->set_payload_size(static_cast<std::uint64_t>(std::llround(r.work)));
+  else
+    a = sg::Exec::init()->set_flops_amount(r.work)->set_host(r.from);
+  a->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)));
+  live_[static_cast<size_t>(id)] = a;
+  a->start();
+}
+
+void Runner::on_done(const sg::Activity& a) {
+  const auto id = reinterpret_cast<std::uintptr_t>(a.get_data<void>());
+  Record& r = ex_.records[id];
+  r.start_s = a.get_start_time();
+  r.end_s = a.get_finish_time();
+  for (std::int32_t i = succ_begin_[id]; i < succ_begin_[id + 1]; ++i) {
+    const Act s = succ_[static_cast<size_t>(i)];
+    if (--waiting_[static_cast<size_t>(s)] == 0) launch(s);
+  }
 }
 
 Execution Runner::run() {
@@ -459,17 +627,15 @@ Execution Runner::run() {
   build_edges();
   transfers_.clear();
   rings_.clear();
-  auto* recs = &ex_.records;
-  sg::Activity::on_completion_cb([recs](sg::Activity const& a) {
-    Record& r = (*recs)[reinterpret_cast<std::uintptr_t>(a.get_data<void>())];
-    r.start_s = a.get_start_time();
-    r.end_s = a.get_finish_time();
-  });
-  for (const Act& a : all_)
-    if (a->dependencies_solved()) a->vetoable_start();
+  link_graph();
+  live_.assign(ex_.records.size(), nullptr);
+  sg::Activity::on_completion_cb([this](sg::Activity const& a) { on_done(a); });
+  for (size_t i = 0; i < ex_.records.size(); ++i)
+    if (waiting_[i] == 0) launch(static_cast<Act>(i));
   sg::Engine::get_instance()->run();
   for (const Record& r : ex_.records)
     if (r.end_s < 0) report_deadlock();
+  live_.clear();
   return std::move(ex_);
 }
 
@@ -495,6 +661,32 @@ std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, cons
         if (p.dp > 1) out.insert({g, topo.global_rank({t, (d + 1) % p.dp, r})});
         if (p.tp > 1 && opt.tp_comm == TpComm::Explicit) out.insert({g, topo.global_rank({(t + 1) % p.tp, d, r})});
       }
+  // Hierarchical dp all-reduces: neighbours inside each node and across nodes.
+  for (int r = 0; opt.hierarchical_dp && p.dp > 1 && r < p.pp; ++r)
+    for (int t = 0; t < p.tp; ++t) {
+      std::vector<int> gpus;
+      for (int d = 0; d < p.dp; ++d) gpus.push_back(topo.global_rank({t, d, r}));
+      const auto groups = node_groups(gpus, topo);
+      const size_t N = groups.size();
+      for (size_t n = 0; n < N; ++n)
+        for (size_t i = 0; i < groups[n].size(); ++i) {
+          const int g = gpus[static_cast<size_t>(groups[n][i])];
+          out.insert({g, gpus[static_cast<size_t>(groups[n][(i + 1) % groups[n].size()])]});
+          out.insert({g, gpus[static_cast<size_t>(groups[(n + 1) % N][i])]});
+        }
+    }
+  // Chimera: one ring over the dp groups of every copy of a model part, copy by copy.
+  for (int part = 0; s.num_chains > 1 && part < s.stages_per_chain(); ++part) {
+    std::vector<int> ranks;
+    for (int c = 0; c < s.num_chains; ++c) ranks.push_back(s.rank_of(c * s.stages_per_chain() + part));
+    const int n = static_cast<int>(ranks.size()) * p.dp;
+    for (int t = 0; t < p.tp; ++t)
+      for (int j = 0; j < n; ++j) {
+        const int k = (j + 1) % n;
+        out.insert({topo.global_rank({t, j % p.dp, ranks[static_cast<size_t>(j / p.dp)]}),
+                    topo.global_rank({t, k % p.dp, ranks[static_cast<size_t>(k / p.dp)]})});
+      }
+  }
   return {out.begin(), out.end()};
 }
 

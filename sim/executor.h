@@ -1,7 +1,9 @@
 // Runs a lowered schedule on a SimGrid platform as one dependency graph of activities: no
 // actors at all. Each compute action is an Exec on its GPU host, each transfer, ring step and
-// copy a Comm between hosts; edges encode the IR's semantics (docs/ir.md, docs/sim.md), and
-// SimGrid starts each activity when its predecessors finish and shares links among flows.
+// copy a Comm between hosts; edges encode the IR's semantics (docs/ir.md, docs/sim.md). The
+// graph is kept here (records and edges), and a SimGrid activity is created only when its
+// predecessors have finished: SimGrid 3.32 keeps every created activity in a list that each
+// completion scans, so creating the whole graph up front costs O(activities^2).
 // Internal to sim/.
 #pragma once
 
@@ -29,7 +31,11 @@ struct Record {                // one simulated activity
   std::int32_t dst_gpu = 0;    // flow: destination GPU (-1 = host memory)
   RecKind kind = RecKind::Compute;
   CommKind comm = CommKind::Pipeline;  // flows only
-  double bytes = 0;            // flows only
+  std::int32_t lanes = 1;      // flows: GPU flows this one stands for (tp lanes aggregated)
+  double bytes = 0;            // flows only: bytes of the whole (aggregated) flow
+  double work = 0;             // what SimGrid runs: flops (exec) or bytes (flow)
+  simgrid::s4u::Host* from = nullptr;  // exec: its host; flow: source host
+  simgrid::s4u::Host* to = nullptr;    // flow: destination host
   double start_s = -1, end_s = -1;  // -1 until it ran
 };
 
@@ -41,6 +47,10 @@ struct Execution {
 // GPU pairs that exchange data (pipeline neighbours, dp rings, tp rings when explicit).
 std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, const costmodel::ParallelPlan& p,
                                               const costmodel::Topology& topo, const SimOptions& opt);
+
+// Members of a dp group (their GPUs, in ring order) grouped by node, when the group spans
+// several nodes with the same number L >= 2 of members on each; else empty (flat ring).
+std::vector<std::vector<int>> node_groups(const std::vector<int>& gpus, const costmodel::Topology& topo);
 
 // Builds the graph, runs the engine, and returns the records. Throws InputError when the
 // schedule deadlocks (which ranks wait on what) or a receive has no matching send.

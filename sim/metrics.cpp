@@ -227,7 +227,7 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
       if (r.unit % dp != 0) continue;
       if (r.kind == RecKind::Compute) ev.spans.push_back({r.unit / dp, Stream::Compute, r.iteration, r.position, r.start_s, r.end_s});
       if (r.kind == RecKind::Flow && r.iteration == last)
-        res.net_spans.push_back({r.src_gpu, r.dst_gpu, r.comm, r.iteration, r.bytes, r.start_s, r.end_s});
+        res.net_spans.push_back({r.src_gpu, r.dst_gpu, r.comm, r.iteration, r.bytes / r.lanes, r.start_s, r.end_s});  // per GPU lane
     }
     for (const auto& [key, span] : groups) {
       auto [u, k, pos, kind] = key;

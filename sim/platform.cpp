@@ -1,6 +1,9 @@
 #include "sim/platform.h"
 
+#include <algorithm>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 
 #include "schedules/error.h"
@@ -120,6 +123,137 @@ Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std
   }
   b.zone->seal();
   return p;
+}
+
+namespace {
+
+// The GPUs of tensor-parallel group (pipeline rank r, data-parallel index d).
+std::vector<int> group_gpus(const costmodel::Topology& topo, int tp, int d, int r) {
+  std::vector<int> g;
+  for (int t = 0; t < tp; ++t) g.push_back(topo.global_rank({t, d, r}));
+  return g;
+}
+
+// NICs (node-local indices) a group's GPUs use, each once; empty when the GPUs do not share
+// their NICs evenly or span nodes.
+std::vector<int> group_nics(const costmodel::ClusterSpec& c, const std::vector<int>& gpus) {
+  const int node = gpus.front() / c.gpus_per_node;
+  std::map<int, int> uses;
+  for (int g : gpus) {
+    if (g / c.gpus_per_node != node) return {};
+    ++uses[(g % c.gpus_per_node) % c.nics_per_node];
+  }
+  std::vector<int> out;
+  for (auto [nic, n] : uses) {
+    if (n != uses.begin()->second) return {};
+    out.push_back(nic);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool can_aggregate_tp(const costmodel::ClusterSpec& c, const costmodel::Topology& topo, const costmodel::ParallelPlan& p) {
+  if (p.tp <= 1 || c.fast_group_size > 1 || c.gpus_per_node < 1 || c.nics_per_node < 1) return false;
+  std::map<std::pair<int, int>, bool> nic_taken;  // (node, nic) -> used by some group
+  std::map<std::pair<int, std::vector<int>>, bool> sets;  // (node, nic set) seen
+  for (int r = 0; r < p.pp; ++r)
+    for (int d = 0; d < p.dp; ++d) {
+      std::vector<int> g = group_gpus(topo, p.tp, d, r);
+      std::vector<int> nics = group_nics(c, g);
+      if (nics.empty()) return false;
+      const int node = g.front() / c.gpus_per_node;
+      if (sets.count({node, nics})) continue;  // identical to a set seen on this node
+      for (int n : nics)
+        if (nic_taken[{node, n}]) return false;  // overlaps another set partly
+      for (int n : nics) nic_taken[{node, n}] = true;
+      sets[{node, nics}] = true;
+    }
+  return true;
+}
+
+Platform build_unit_platform(const costmodel::ClusterSpec& c, const costmodel::Topology& topo,
+                             const costmodel::ParallelPlan& p, const std::vector<std::pair<int, int>>& pairs,
+                             const BuildOptions& opt) {
+  require_positive("gpu_peak_flops_per_s x achieved_efficiency", c.gpu_peak_flops_per_s * c.achieved_efficiency);
+  require_positive("intra_node_bandwidth_Bps", c.intra_node_bandwidth_Bps);
+  require_positive("inter_node_bandwidth_Bps", c.inter_node_bandwidth_Bps);
+  require_positive("host_link_bandwidth_Bps", c.host_link_bandwidth_Bps);
+  if (p.num_gpus() > c.num_gpus())
+    throw InputError("simulator platform: the plan needs " + std::to_string(p.num_gpus()) + " GPUs but cluster '" + c.name +
+                     "' has " + std::to_string(c.num_gpus()));
+  sg::NetZone* zone = sg::create_full_zone("cluster");
+  const double speed = c.gpu_peak_flops_per_s * c.achieved_efficiency, t = p.tp;
+  const int groups = p.dp * p.pp;
+  std::vector<int> group_of(static_cast<size_t>(p.num_gpus()));
+  std::vector<sg::Host*> host(static_cast<size_t>(groups)), peer(host), cpu;
+  std::vector<sg::SplitDuplexLink*> port(static_cast<size_t>(groups)), nic(port);
+  std::map<std::pair<int, std::vector<int>>, sg::SplitDuplexLink*> nic_links;
+  std::map<int, sg::Host*> cpu_of_node;
+  std::vector<int> node_of(static_cast<size_t>(groups));
+  Platform pf;
+  pf.lanes = p.tp;
+  pf.gpus.resize(group_of.size());
+  pf.host_memory.resize(group_of.size());
+  pf.tp_peer.resize(group_of.size());
+  for (int r = 0; r < p.pp; ++r)
+    for (int d = 0; d < p.dp; ++d) {
+      const int u = r * p.dp + d;
+      const std::vector<int> g = group_gpus(topo, p.tp, d, r);
+      const std::vector<int> nics = group_nics(c, g);
+      const int node = g.front() / c.gpus_per_node;
+      const std::string name = "group-" + std::to_string(u);
+      node_of[static_cast<size_t>(u)] = node;
+      host[static_cast<size_t>(u)] = zone->create_host(name, speed);
+      peer[static_cast<size_t>(u)] = zone->create_host(name + "-tp-peer", speed);
+      port[static_cast<size_t>(u)] = duplex(zone, name + "-" + c.intra_node_link, t * c.intra_node_bandwidth_Bps, c.intra_node_latency_s);
+      auto& nl = nic_links[{node, nics}];
+      if (!nl)
+        nl = duplex(zone, "node-" + std::to_string(node) + "-nic-" + std::to_string(nics.front()) + "-" + std::to_string(nics.back()),
+                    static_cast<double>(nics.size()) * c.inter_node_bandwidth_Bps, c.inter_node_latency_s);
+      nic[static_cast<size_t>(u)] = nl;
+      auto& cp = cpu_of_node[node];
+      if (!cp) cp = zone->create_host("node-" + std::to_string(node) + "-cpu", 1e9);
+      sg::SplitDuplexLink* hl = duplex(zone, name + "-host", t * c.host_link_bandwidth_Bps, 0);
+      zone->add_route(host[static_cast<size_t>(u)]->get_netpoint(), cp->get_netpoint(), nullptr, nullptr, {{hl, Dir::UP}}, false);
+      zone->add_route(cp->get_netpoint(), host[static_cast<size_t>(u)]->get_netpoint(), nullptr, nullptr, {{hl, Dir::DOWN}}, false);
+      zone->add_route(host[static_cast<size_t>(u)]->get_netpoint(), peer[static_cast<size_t>(u)]->get_netpoint(), nullptr, nullptr,
+                      {{port[static_cast<size_t>(u)], Dir::UP}, {port[static_cast<size_t>(u)], Dir::DOWN}}, false);
+      for (int x : g) {
+        group_of[static_cast<size_t>(x)] = u;
+        pf.gpus[static_cast<size_t>(x)] = host[static_cast<size_t>(u)];
+        pf.host_memory[static_cast<size_t>(x)] = cp;
+        pf.tp_peer[static_cast<size_t>(x)] = peer[static_cast<size_t>(u)];
+      }
+    }
+  const int leaf_nodes = std::max(1, opt.fat_tree_leaf_nodes);
+  std::map<int, sg::SplitDuplexLink*> leaf;
+  if (c.inter_node_topology == "fat-tree")
+    for (const auto& [node, cp] : cpu_of_node) {
+      auto& l = leaf[node / leaf_nodes];
+      if (!l) l = duplex(zone, "leaf-" + std::to_string(node / leaf_nodes), leaf_nodes * c.nics_per_node * c.inter_node_bandwidth_Bps, 0);
+    }
+  std::set<std::pair<int, int>> routed;
+  for (auto [a, b] : pairs) {
+    const int ua = group_of[static_cast<size_t>(a)], ub = group_of[static_cast<size_t>(b)];
+    if (ua == ub || !routed.insert({ua, ub}).second) continue;
+    std::vector<sg::LinkInRoute> route;
+    const int na = node_of[static_cast<size_t>(ua)], nb = node_of[static_cast<size_t>(ub)];
+    if (na == nb) {
+      route = {{port[static_cast<size_t>(ua)], Dir::UP}, {port[static_cast<size_t>(ub)], Dir::DOWN}};
+    } else {
+      route = {{nic[static_cast<size_t>(ua)], Dir::UP}};
+      if (!leaf.empty() && na / leaf_nodes != nb / leaf_nodes) {
+        route.push_back({leaf[na / leaf_nodes], Dir::UP});
+        route.push_back({leaf[nb / leaf_nodes], Dir::DOWN});
+      }
+      route.push_back({nic[static_cast<size_t>(ub)], Dir::DOWN});
+    }
+    zone->add_route(host[static_cast<size_t>(ua)]->get_netpoint(), host[static_cast<size_t>(ub)]->get_netpoint(), nullptr, nullptr,
+                    route, false);
+  }
+  zone->seal();
+  return pf;
 }
 
 Platform load_platform_file(const std::string& path, int num_gpus) {

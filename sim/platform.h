@@ -10,12 +10,18 @@
 #include <vector>
 
 #include "costmodel/specs.h"
+#include "costmodel/topology.h"
 
 namespace stagecraft::sim {
 
 struct Platform {
   std::vector<simgrid::s4u::Host*> gpus;         // (num_gpus) host of each global GPU rank
   std::vector<simgrid::s4u::Host*> host_memory;  // (num_gpus) where a GPU offloads; null = none
+  // Aggregated platforms (build_unit_platform): lanes = tp, every GPU of a tensor-parallel
+  // group maps to its group's host, and one flow of lanes x S bytes stands for the group's tp
+  // parallel flows of S bytes; tp_peer[g] receives the group's tensor-parallel ring flow.
+  int lanes = 1;
+  std::vector<simgrid::s4u::Host*> tp_peer;      // (num_gpus) when lanes > 1, else empty
 };
 
 // Network model settings so simulated latency and bandwidth equal the configured ones:
@@ -32,6 +38,19 @@ struct BuildOptions {
 // or bandwidths, naming the field.
 Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std::vector<std::pair<int, int>>& pairs,
                         const BuildOptions& opt = {});
+
+// Whether build_unit_platform is exact for this cluster and plan: tp > 1, no fast groups,
+// each tensor-parallel group inside one node, its GPUs spread evenly over its NICs, and the
+// NIC sets of the groups on a node identical or disjoint (so every physical link carries the
+// same share of each group's flows, and max-min sharing of the aggregated links is the same).
+bool can_aggregate_tp(const costmodel::ClusterSpec& c, const costmodel::Topology& topo, const costmodel::ParallelPlan& p);
+
+// The aggregated platform: one host per tensor-parallel group (speed of one GPU), its port,
+// host link and NIC group with tp, tp and (NICs used) times the bandwidth of one, same
+// latencies. `pairs` are GPU pairs as for build_platform. Requires can_aggregate_tp.
+Platform build_unit_platform(const costmodel::ClusterSpec& c, const costmodel::Topology& topo,
+                             const costmodel::ParallelPlan& p, const std::vector<std::pair<int, int>>& pairs,
+                             const BuildOptions& opt = {});
 
 // Loads a SimGrid XML platform. Throws InputError when the hosts marked as GPUs are not exactly
 // 0..num_gpus-1, a host-memory name is unknown, or a link has zero bandwidth.

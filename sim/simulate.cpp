@@ -40,18 +40,15 @@ void check_inputs(const schedules::Schedule& s, const costmodel::CostTable& c, c
 }
 
 // Bytes each link carried in the last iteration, from the flows' routes.
-std::map<std::string, LinkLoad> link_loads(const Execution& ex, const Platform& pf, int last) {
+std::map<std::string, LinkLoad> link_loads(const Execution& ex, int last) {
   std::map<std::string, LinkLoad> out;
   std::map<std::pair<sg::Host*, sg::Host*>, std::vector<sg::Link*>> routes;
   for (const Record& r : ex.records) {
     if (r.kind != RecKind::Flow || r.iteration != last) continue;
-    const int g = r.src_gpu >= 0 ? r.src_gpu : r.dst_gpu;
-    sg::Host* a = r.src_gpu >= 0 ? pf.gpus[static_cast<size_t>(r.src_gpu)] : pf.host_memory[static_cast<size_t>(g)];
-    sg::Host* b = r.dst_gpu >= 0 ? pf.gpus[static_cast<size_t>(r.dst_gpu)] : pf.host_memory[static_cast<size_t>(g)];
-    auto [it, fresh] = routes.try_emplace({a, b});
+    auto [it, fresh] = routes.try_emplace({r.from, r.to});
     if (fresh) {
       double lat = 0;
-      a->route_to(b, it->second, &lat);
+      r.from->route_to(r.to, it->second, &lat);
     }
     for (sg::Link* l : it->second) {
       LinkLoad& ll = out[l->get_name()];
@@ -60,6 +57,18 @@ std::map<std::string, LinkLoad> link_loads(const Execution& ex, const Platform& 
     }
   }
   return out;
+}
+
+// The platform: from the file, else aggregated over tensor-parallel groups where that is
+// exact (can_aggregate_tp), else one host per GPU.
+Platform make_platform(const schedules::Schedule& s, const costmodel::ClusterSpec& cl, const costmodel::ParallelPlan& p,
+                       const costmodel::Topology& topo, const SimOptions& opt) {
+  if (!opt.platform_file.empty()) return load_platform_file(opt.platform_file, p.num_gpus());
+  BuildOptions bo;
+  bo.fat_tree_leaf_nodes = opt.fat_tree_leaf_nodes;
+  const auto pairs = needed_pairs(s, p, topo, opt);
+  if (opt.aggregate_tp && can_aggregate_tp(cl, topo, p)) return build_unit_platform(cl, topo, p, pairs, bo);
+  return build_platform(cl, p.num_gpus(), pairs, bo);
 }
 
 SimResult run_here(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,
@@ -72,12 +81,9 @@ SimResult run_here(const schedules::Schedule& s, const costmodel::CostTable& c, 
   configure_network();
   costmodel::Topology topo(cl, p);
   Workload w = derive_workload(s, c, cl, p);
-  BuildOptions bo;
-  bo.fat_tree_leaf_nodes = opt.fat_tree_leaf_nodes;
-  Platform pf = opt.platform_file.empty() ? build_platform(cl, p.num_gpus(), needed_pairs(s, p, topo, opt), bo)
-                                          : load_platform_file(opt.platform_file, p.num_gpus());
+  Platform pf = make_platform(s, cl, p, topo, opt);
   Execution ex = execute(s, c, w, p, topo, pf, opt);
-  SimResult r = summarise(s, c, ex, link_loads(ex, pf, opt.iterations - 1), opt);
+  SimResult r = summarise(s, c, ex, link_loads(ex, opt.iterations - 1), opt);
   r.num_gpus = p.num_gpus();
   r.activities = static_cast<long>(ex.records.size());
   r.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

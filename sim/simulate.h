@@ -29,10 +29,13 @@ std::string_view tp_comm_name(TpComm t);
 
 struct SimOptions {
   int iterations = 3;              // iterations run back to back; the last one is reported
-  TpComm tp_comm = TpComm::Folded; // how tensor-parallel all-reduces are simulated
+  TpComm tp_comm = TpComm::Explicit;  // how tensor-parallel all-reduces are simulated (explicit:
+                                      // fast enough at 1,024 GPUs, docs/benchmarks.md)
   std::string platform_file;       // SimGrid XML platform; empty = built from the ClusterSpec
   bool record = false;             // keep spans and network activity (for traces)
   int fat_tree_leaf_nodes = 8;     // fat-tree: nodes under one leaf switch
+  bool aggregate_tp = true;        // one flow per tensor-parallel group where exact (docs/sim.md)
+  bool hierarchical_dp = true;     // two-level dp all-reduce where a dp group spans nodes (docs/sim.md)
 };
 
 struct LinkUse {

@@ -30,6 +30,20 @@ double ring_bytes(double time_s, int n, const Link& l, int stage) {
   return bytes;
 }
 
+// The link a stage's reduction ring is timed on: the dp link, and with several chains
+// (Chimera) the slowest of it and the links to the ranks holding copies of the stage, since
+// the copies join the dp group's ring (costmodel/costs.cpp).
+Link reduce_link(const schedules::Schedule& s, int stage, const costmodel::Topology& topo, const Link& dp) {
+  Link link = dp;
+  for (int c = 0; s.num_chains > 1 && c < s.num_chains; ++c) {
+    const int copy = c * s.stages_per_chain() + s.model_part(stage);
+    if (copy == stage) continue;
+    Link l = topo.p2p_link(s.rank_of(stage), s.rank_of(copy));
+    if (l.kind != "self" && (link.kind == "self" || l.bandwidth_Bps < link.bandwidth_Bps)) link = l;
+  }
+  return link;
+}
+
 }  // namespace
 
 Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,
@@ -47,7 +61,7 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
     int nx = s.next_stage(st), pv = s.prev_stage(st);
     if (nx >= 0) w.send_f_bytes[static_cast<size_t>(st)] = p2p_bytes(sc.send_f_s, topo.p2p_link(s.rank_of(st), s.rank_of(nx)), st, "send_f_s");
     if (pv >= 0) w.send_b_bytes[static_cast<size_t>(st)] = p2p_bytes(sc.send_b_s, topo.p2p_link(s.rank_of(st), s.rank_of(pv)), st, "send_b_s");
-    w.reduce_bytes[static_cast<size_t>(st)] = ring_bytes(sc.reduce_grad_s, p.dp, dp, st);
+    w.reduce_bytes[static_cast<size_t>(st)] = ring_bytes(sc.reduce_grad_s, p.dp * s.num_chains, reduce_link(s, st, topo, dp), st);
     w.copy_bytes[static_cast<size_t>(st)] = sc.offload_s * cl.host_link_bandwidth_Bps;
   }
   w.tp_alpha_s = topo.group_link(costmodel::kTp).latency_s;

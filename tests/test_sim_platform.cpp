@@ -134,5 +134,38 @@ TEST(SimDeadlock, NamesTheRanksAndWhatTheyWaitFor) {
   }
 }
 
+// One flow per tensor-parallel group (tp lanes aggregated over links tp times wider) must give
+// the same times as one flow per GPU, also where flows share links: dp rings and pipeline
+// transfers on the NICs (tp 8, one NIC per GPU), and two tp-4 groups sharing a node's 4 NICs.
+void expect_aggregation_exact(costmodel::ClusterSpec c, costmodel::ParallelPlan p, sim::TpComm tp_comm) {
+  auto e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), c, p);
+  sim::SimOptions on, off;
+  on.tp_comm = off.tp_comm = tp_comm;
+  off.aggregate_tp = false;
+  sim::SimResult a = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, on);
+  sim::SimResult b = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, off);
+  EXPECT_LT(a.activities, b.activities);
+  EXPECT_NEAR(a.eval.iteration_time_s, b.eval.iteration_time_s, 1e-6 * b.eval.iteration_time_s);
+  EXPECT_NEAR(a.busiest_link.utilisation, b.busiest_link.utilisation, 1e-6);
+  for (size_t i = 0; i < a.eval.exposed_dp_comm_s.size(); ++i)
+    EXPECT_NEAR(a.eval.exposed_dp_comm_s[i], b.eval.exposed_dp_comm_s[i], 1e-9);
+}
+
+TEST(SimPlatform, TpLaneAggregationMatchesPerGpuFlows) {
+  costmodel::ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  c.nodes = 4;
+  costmodel::ParallelPlan p;
+  p.dp = 2;
+  p.tp = 8;
+  p.pp = 2;
+  p.num_microbatches = 4;
+  expect_aggregation_exact(c, p, sim::TpComm::Folded);
+  expect_aggregation_exact(c, p, sim::TpComm::Explicit);
+  c.nics_per_node = 4;  // groups of 4 GPUs: two per node, on the same 4 NICs
+  p.tp = 4;
+  p.dp = 4;
+  expect_aggregation_exact(c, p, sim::TpComm::Folded);
+}
+
 }  // namespace
 }  // namespace stagecraft
