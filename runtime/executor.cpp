@@ -1,6 +1,8 @@
 #include "runtime/executor.h"
 
 #include <cmath>
+#include <limits>
+#include <set>
 
 #include "schedules/error.h"
 
@@ -44,6 +46,7 @@ struct Bucket {              // one in-flight gradient all-reduce
   compat::WorkPtr work;
   torch::Tensor flat;        // (n) concatenated gradients
   std::vector<torch::Tensor> params;
+  compat::Group* group = nullptr;  // dp group, or the group of the part's copies
   size_t span = 0;
 };
 
@@ -66,6 +69,12 @@ struct Executor::Impl {
   std::vector<Bucket> buckets;
   std::map<int, size_t> reduce_cursor;        // stage -> next parameter to reduce
   std::map<int, double> reduced_share;        // stage -> fraction reduced so far
+  // Deferred reductions (REDUCE_GRAD before the stage's first compute action).
+  using Share = std::vector<std::vector<torch::Tensor>>;  // parameters, by bucket
+  std::set<size_t> deferred_reduce;           // positions of those REDUCE_GRADs in the list
+  std::vector<std::pair<int, Share>> held;    // (stage, share) this iteration's OPTIMIZER skips
+  std::vector<std::pair<int, Share>> late;    // what the last OPTIMIZER skipped, in list order
+  std::set<int> late_stages;                  // stages whose skipped share is not yet applied
   const BatchFn* batch = nullptr;
   StepRecord rec;
   Clock::time_point t0;
@@ -241,7 +250,9 @@ struct Executor::Impl {
     pending[{a.stage, a.microbatch}].push_back(p);
   }
 
-  void reduce_grad(const Action& a, size_t span) {
+  // The parameters of the stage's next `fraction` share (parameter granularity), cut into
+  // buckets of about bucket_bytes.
+  std::vector<std::vector<torch::Tensor>> take_share(const Action& a) {
     const auto& named = part(a.stage).named_parameters();
     size_t& cur = reduce_cursor[a.stage];
     double& share = reduced_share[a.stage];
@@ -250,24 +261,56 @@ struct Executor::Impl {
     for (const auto& np : named) total += static_cast<double>(np.second.numel());
     double done = 0;
     for (size_t i = 0; i < cur; ++i) done += static_cast<double>(named[i].second.numel());
-    std::vector<torch::Tensor> take;
+    std::vector<std::vector<torch::Tensor>> out(1);
     double bytes = 0;
     while (cur < named.size() && (share >= 1.0 || done < share * total - 0.5)) {
       torch::Tensor p = named[cur++].second;
       done += static_cast<double>(p.numel());
-      take.push_back(p);
+      out.back().push_back(p);
       bytes += static_cast<double>(p.numel()) * 4;
       if (bytes >= cfg.bucket_bytes) {
-        start_bucket(take, span);
-        take.clear();
+        out.emplace_back();
         bytes = 0;
       }
     }
-    if (!take.empty()) start_bucket(take, span);
+    if (out.back().empty()) out.pop_back();
+    return out;
   }
 
-  void start_bucket(const std::vector<torch::Tensor>& params, size_t span) {
-    if (cfg.dp->size() == 1) return;
+  void reduce_grad(const Action& a, size_t span) {
+    auto share = take_share(a);
+    if (deferred_reduce.count(span)) return reduce_deferred(a.stage, share, span);
+    for (const auto& params : share) start_bucket(params, span, a.stage, buckets);
+  }
+
+  // FOLD3D's deferred share: placed before the stage's first forward, it reduces the
+  // previous iteration's gradients of these parameters, which that iteration's OPTIMIZER
+  // skipped. They are all-reduced and updated here, before the forward reads them, so the
+  // training equals synchronous data parallelism; this share of this iteration waits in turn.
+  void reduce_deferred(int stage, const std::vector<std::vector<torch::Tensor>>& share, size_t span) {
+    if (late_stages.erase(stage)) apply_late(stage, share, span);
+    held.emplace_back(stage, share);
+  }
+
+  void apply_late(int stage, const std::vector<std::vector<torch::Tensor>>& share, size_t span) {
+    std::vector<Bucket> now;
+    std::vector<torch::Tensor> params;
+    for (const auto& b : share) {
+      start_bucket(b, span, stage, now);
+      params.insert(params.end(), b.begin(), b.end());
+    }
+    finish_reductions(now);
+    opt->update_late(params);
+  }
+
+  compat::Group& grad_group(int stage) const {
+    auto it = cfg.grad_groups.find(stage);
+    return it == cfg.grad_groups.end() ? *cfg.dp : *it->second;
+  }
+
+  void start_bucket(const std::vector<torch::Tensor>& params, size_t span, int stage, std::vector<Bucket>& into) {
+    compat::Group& g = grad_group(stage);
+    if (g.size() == 1) return;
     std::vector<torch::Tensor> flat;
     for (const auto& p : params) {
       if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
@@ -276,22 +319,25 @@ struct Executor::Impl {
     Bucket b;
     b.flat = torch::cat(flat);
     b.params = params;
+    b.group = &g;
     b.span = span;
-    b.work = compat::all_reduce_sum(*cfg.dp, b.flat);
-    buckets.push_back(std::move(b));
+    b.work = compat::all_reduce_sum(g, b.flat);
+    into.push_back(std::move(b));
   }
 
-  void finish_reductions() {
+  // Sums over dp (and over the copies of a part in several chains), then divides by dp: the
+  // copies' gradients are partial sums over their chain's microbatches.
+  void finish_reductions(std::vector<Bucket>& list) {
     const double inv = 1.0 / cfg.dp->size();
-    for (Bucket& b : buckets) {
+    for (Bucket& b : list) {
       auto a = Clock::now();
       try {
         compat::wait(b.work, cfg.timeout);
       } catch (const std::exception& e) {
-        comm_failure("gradient all-reduce in the " + cfg.dp->name, -1, e);
+        comm_failure("gradient all-reduce in the " + b.group->name, -1, e);
       }
       wait_in_action += seconds(a, Clock::now());
-      rec.spans[b.span].end_s = std::max(rec.spans[b.span].end_s, now());
+      if (b.span < rec.spans.size()) rec.spans[b.span].end_s = std::max(rec.spans[b.span].end_s, now());
       torch::NoGradGuard ng;
       int64_t off = 0;
       for (auto& p : b.params) {
@@ -299,11 +345,11 @@ struct Executor::Impl {
         off += p.numel();
       }
     }
-    buckets.clear();
+    list.clear();
   }
 
   void optimizer() {
-    finish_reductions();
+    finish_reductions(buckets);
     for (auto& [work, peer] : sends) {
       auto a = Clock::now();
       try {
@@ -318,7 +364,14 @@ struct Executor::Impl {
       if (share < 1.0 - 1e-9) throw Error("runtime: stage " + std::to_string(stage) + " reduced only " + std::to_string(share) + " of its gradients");
     reduce_cursor.clear();
     reduced_share.clear();
-    opt->step();
+    std::vector<torch::Tensor> later;
+    for (const auto& [stage, share] : held) {
+      late_stages.insert(stage);
+      for (const auto& b : share) later.insert(later.end(), b.begin(), b.end());
+    }
+    late = std::move(held);
+    held.clear();
+    opt->step(later);
     if (!states.empty() || !deferred.empty() || !recv_f.empty() || !recv_b.empty() || !pending.empty())
       throw Error("runtime: state left over at the optimizer step (a forward without backward or an unused receive)");
   }
@@ -372,8 +425,21 @@ Executor::Executor(ExecConfig cfg, std::map<int, GptPart*> parts, AdamW* optimiz
   impl_->parts = std::move(parts);
   impl_->opt = optimizer;
   impl_->list = &impl_->cfg.schedule->actions.at(static_cast<size_t>(impl_->cfg.pp_rank));
-  for (const Action& a : *impl_->list)
+  std::set<int> computed;  // stages with a compute action so far
+  for (size_t i = 0; i < impl_->list->size(); ++i) {
+    const Action& a = (*impl_->list)[i];
     if (a.op == Op::R) impl_->recompute_fraction[{a.stage, a.microbatch}] = a.fraction;
+    if (a.op == Op::REDUCE_GRAD && !computed.count(a.stage)) impl_->deferred_reduce.insert(i);
+    if (schedules::is_compute(a.op) && a.op != Op::OPTIMIZER) computed.insert(a.stage);
+    if (a.op == Op::OVERLAP_F_B) computed.insert(a.b_stage);
+  }
+}
+
+void Executor::flush() {
+  Impl& m = *impl_;
+  for (const auto& [stage, share] : m.late)
+    if (m.late_stages.erase(stage)) m.apply_late(stage, share, std::numeric_limits<size_t>::max());
+  m.late.clear();
 }
 
 Executor::~Executor() = default;

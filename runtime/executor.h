@@ -43,7 +43,10 @@ struct ExecConfig {
   int pp_rank = 0;                        // this rank's pipeline rank (index into actions)
   std::function<int(int pp_rank)> global_of;  // global rank at another pipeline rank, same tp and dp
   compat::Group* world = nullptr;         // point-to-point transfers (global ranks)
-  compat::Group* dp = nullptr;            // gradient all-reduces
+  compat::Group* dp = nullptr;            // gradient all-reduces (the divisor is its size)
+  // Stages whose gradients are reduced in another group than dp: with several chains
+  // (Chimera) every copy of a model part, across chains and dp, sums in one group.
+  std::map<int, compat::Group*> grad_groups;  // stage -> group
   std::chrono::milliseconds timeout{60000};  // limit of every wait
   std::int64_t microbatch_size = 1;       // b
   std::int64_t seq_length = 1;            // s
@@ -59,6 +62,10 @@ class Executor {
   ~Executor();
   // Runs the action list once. `t0` is the run's time origin for the spans.
   StepRecord run_step(const BatchFn& batch, std::chrono::steady_clock::time_point t0);
+  // Applies the gradient shares whose reduction the list defers to the next iteration
+  // (FOLD3D), as that iteration would before its forwards: call after the last step, before
+  // a checkpoint, so that every parameter has seen every step.
+  void flush();
 
  private:
   struct Impl;

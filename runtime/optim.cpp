@@ -11,25 +11,42 @@ AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOpt
   for (const auto& [name, p] : params_) {
     m_.push_back(torch::zeros_like(p));
     v_.push_back(torch::zeros_like(p));
+    index_.emplace(p.unsafeGetTensorImpl(), m_.size() - 1);
   }
 }
 
-void AdamW::step() {
-  torch::NoGradGuard no_grad;
-  ++step_;
+void AdamW::update(size_t i) {
   const double bc1 = 1 - std::pow(opt_.beta1, static_cast<double>(step_));
   const double bc2_sqrt = std::sqrt(1 - std::pow(opt_.beta2, static_cast<double>(step_)));
-  for (size_t i = 0; i < params_.size(); ++i) {
-    torch::Tensor p = params_[i].second;
-    torch::Tensor g = p.grad();
-    if (!g.defined()) throw Error("runtime: parameter " + params_[i].first + " has no gradient at the optimizer step");
-    p.mul_(1 - opt_.lr * opt_.weight_decay);
-    m_[i].mul_(opt_.beta1).add_(g, 1 - opt_.beta1);
-    v_[i].mul_(opt_.beta2).addcmul_(g, g, 1 - opt_.beta2);
-    torch::Tensor denom = (v_[i].sqrt() / bc2_sqrt).add_(opt_.eps);
-    p.addcdiv_(m_[i], denom, -opt_.lr / bc1);
-    p.mutable_grad().reset();
-  }
+  torch::Tensor p = params_[i].second;
+  torch::Tensor g = p.grad();
+  if (!g.defined()) throw Error("runtime: parameter " + params_[i].first + " has no gradient at the optimizer step");
+  p.mul_(1 - opt_.lr * opt_.weight_decay);
+  m_[i].mul_(opt_.beta1).add_(g, 1 - opt_.beta1);
+  v_[i].mul_(opt_.beta2).addcmul_(g, g, 1 - opt_.beta2);
+  torch::Tensor denom = (v_[i].sqrt() / bc2_sqrt).add_(opt_.eps);
+  p.addcdiv_(m_[i], denom, -opt_.lr / bc1);
+  p.mutable_grad().reset();
+}
+
+size_t AdamW::index_of(const torch::Tensor& p) const {
+  auto it = index_.find(p.unsafeGetTensorImpl());
+  if (it == index_.end()) throw Error("runtime: a tensor the optimizer does not hold was given to update_late");
+  return it->second;
+}
+
+void AdamW::step(const std::vector<torch::Tensor>& later) {
+  torch::NoGradGuard no_grad;
+  ++step_;
+  std::vector<bool> skip(params_.size(), false);
+  for (const auto& p : later) skip[index_of(p)] = true;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!skip[i]) update(i);
+}
+
+void AdamW::update_late(const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : params) update(index_of(p));
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> AdamW::state() const {

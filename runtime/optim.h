@@ -2,6 +2,7 @@
 // out so that its state is plain tensors: checkpoints save and restore it exactly.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,8 +22,12 @@ struct AdamWOptions {
 class AdamW {
  public:
   AdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions opt);
-  // One update from the parameters' .grad, then the gradients are dropped.
-  void step();
+  // One update from the parameters' .grad, then the gradients are dropped. Parameters in
+  // `later` are left alone, gradients included: update_late() applies their share of this
+  // step afterwards (FOLD3D's deferred reduction).
+  void step(const std::vector<torch::Tensor>& later = {});
+  // Applies the last step() to `params`, which it skipped, from their .grad now.
+  void update_late(const std::vector<torch::Tensor>& params);
   long steps_done() const { return step_; }
   // Parameters, moments and the step count, by name, for checkpoints.
   std::vector<std::pair<std::string, torch::Tensor>> state() const;
@@ -30,7 +35,11 @@ class AdamW {
   void load(const std::vector<std::pair<std::string, torch::Tensor>>& state);
 
  private:
+  void update(size_t i);  // parameter i at step_
+  size_t index_of(const torch::Tensor& p) const;
+
   std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::map<const void*, size_t> index_;  // parameter storage -> position in params_
   std::vector<torch::Tensor> m_, v_;  // first and second moments, each shaped like its parameter
   AdamWOptions opt_;
   long step_ = 0;

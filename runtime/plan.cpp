@@ -1,6 +1,7 @@
 #include "runtime/plan.h"
 
 #include <map>
+#include <set>
 #include <utility>
 
 #include "costmodel/costs.h"
@@ -19,23 +20,29 @@ namespace {
   throw InputError("runtime: cannot execute action " + schedules::to_text(a) + " of schedule '" + s.name + "': " + why);
 }
 
-// A REDUCE_GRAD before the stage's last backward would reduce the previous iteration's
-// gradients (FOLD3D's deferred part): that changes the training math, so it is refused.
+// A REDUCE_GRAD before the stage's first compute action is a deferred share (FOLD3D): it
+// reduces and applies the previous iteration's gradients before the stage's forwards read
+// the parameters, which keeps the training exact. One between the stage's first compute
+// action and its last backward would reduce gradients still being accumulated: refused.
 void check_reductions(const Schedule& s, int rank) {
   const auto& list = s.actions[static_cast<size_t>(rank)];
-  std::map<int, int> last_backward;  // stage -> position of its last B/W/I
+  std::map<int, int> first_compute, last_backward;  // stage -> position
   for (size_t i = 0; i < list.size(); ++i) {
     const Action& a = list[i];
-    if (a.op == Op::B || a.op == Op::W || a.op == Op::I) last_backward[a.stage] = static_cast<int>(i);
-    if (a.op == Op::OVERLAP_F_B) last_backward[a.b_stage] = static_cast<int>(i);
+    const int at = static_cast<int>(i);
+    if (schedules::is_compute(a.op) && a.op != Op::OPTIMIZER) first_compute.emplace(a.stage, at);
+    if (a.op == Op::B || a.op == Op::W || a.op == Op::I) last_backward[a.stage] = at;
+    if (a.op == Op::OVERLAP_F_B) last_backward[a.b_stage] = at, first_compute.emplace(a.b_stage, at);
   }
   for (size_t i = 0; i < list.size(); ++i) {
     const Action& a = list[i];
+    const int at = static_cast<int>(i);
     if (a.op != Op::REDUCE_GRAD) continue;
-    auto it = last_backward.find(a.stage);
-    if (it != last_backward.end() && it->second > static_cast<int>(i))
-      refuse(s, a, "it precedes the stage's last backward, so it would reduce the previous iteration's gradients "
-                   "(deferred reduction); the runtime only runs synchronous data parallelism");
+    auto first = first_compute.find(a.stage);
+    auto last = last_backward.find(a.stage);
+    if (first != first_compute.end() && first->second < at && last != last_backward.end() && last->second > at)
+      refuse(s, a, "it lies between the stage's first compute action and its last backward, where the gradients "
+                   "are still accumulating; a deferred share must precede the stage's first forward");
   }
 }
 
@@ -64,12 +71,34 @@ void check_action(const Schedule& s, const Action& a) {
     refuse(s, a, "the backward half must be B or I");
 }
 
+// Several chains (Chimera): the copies of a model part sit on different ranks and reduce the
+// same shares in the same order, so that their buckets meet in one all-reduce group.
+void check_chains(const Schedule& s) {
+  const int S = s.stages_per_chain();
+  auto fractions = [&s](int stage) {
+    std::vector<double> f;
+    for (const Action& a : s.actions[static_cast<size_t>(s.rank_of(stage))])
+      if (a.op == Op::REDUCE_GRAD && a.stage == stage) f.push_back(a.fraction);
+    return f;
+  };
+  for (int part = 0; part < S; ++part) {
+    std::set<int> ranks;
+    for (int c = 0; c < s.num_chains; ++c) {
+      int stage = c * S + part;
+      if (!ranks.insert(s.rank_of(stage)).second)
+        throw InputError("runtime: schedule '" + s.name + "' places two copies of model part " + std::to_string(part) +
+                         " on rank " + std::to_string(s.rank_of(stage)) + "; each copy must have its own rank");
+      if (fractions(stage) != fractions(part))
+        throw InputError("runtime: schedule '" + s.name + "': stages " + std::to_string(part) + " and " + std::to_string(stage) +
+                         " (copies of model part " + std::to_string(part) + ") reduce different gradient shares");
+    }
+  }
+}
+
 }  // namespace
 
 void check_executable(const Schedule& s) {
-  if (s.num_chains != 1)
-    throw InputError("runtime: schedule '" + s.name + "' has " + std::to_string(s.num_chains) +
-                     " chains (replicated model parts); the runtime executes single-chain schedules only");
+  if (s.num_chains > 1) check_chains(s);
   for (int r = 0; r < s.num_ranks; ++r) {
     for (const Action& a : s.actions[static_cast<size_t>(r)]) check_action(s, a);
     check_reductions(s, r);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "runtime/executor.h"
 #include "runtime/plan.h"
@@ -29,6 +30,7 @@ struct Run {
   c10::intrusive_ptr<c10d::TCPStore> store;
   std::unique_ptr<Watchdog> watchdog;
   compat::Group world, tp, dp;
+  std::map<int, compat::Group> part_groups;  // model part -> its copies over chains and dp (several chains only)
   std::vector<std::unique_ptr<GptPart>> parts;
   std::unique_ptr<AdamW> optim;
   std::unique_ptr<Executor> exec;
@@ -77,6 +79,23 @@ void rendezvous(Run& r) {
   r.watchdog = std::make_unique<Watchdog>(r.env, r.opt.timeout_s);
 }
 
+// With several chains (Chimera) a model part has one copy per chain, on different pipeline
+// ranks; its gradients are summed over every copy and every dp rank in one group. Groups are
+// created in increasing part order on every rank, so their rendezvous cannot cross.
+void make_part_groups(Run& r, const compat::StorePtr& store, const compat::GroupOptions& go) {
+  const auto& s = r.plan.schedule;
+  if (s.num_chains == 1) return;
+  std::set<int> held;
+  for (int stage : s.stages_of(r.me[2])) held.insert(s.model_part(stage));
+  for (int part : held) {
+    std::set<int> members;
+    for (int c = 0; c < s.num_chains; ++c)
+      for (int d = 0; d < r.opt.plan.dp; ++d) members.insert(r.grid.global({r.me[0], d, s.rank_of(c * s.stages_per_chain() + part)}));
+    std::string name = "gradient group of model part " + std::to_string(part) + " (tp " + std::to_string(r.me[0]) + ")";
+    r.part_groups[part] = compat::make_group(store, name, {members.begin(), members.end()}, r.env.rank, go);
+  }
+}
+
 void make_groups(Run& r) {
   compat::GroupOptions go;
   go.backend = resolve_backend(r.opt.backend);
@@ -91,11 +110,13 @@ void make_groups(Run& r) {
   r.dp = compat::make_group(store, name("dp", r.me[0], r.me[2]), r.grid.group(r.env.rank, 1), r.env.rank, go);
   tp_context().group = &r.tp;
   tp_context().timeout = r.timeout();
+  make_part_groups(r, store, go);
 }
 
 void build_model(Run& r) {
   const auto& s = r.plan.schedule;
   std::map<int, GptPart*> by_stage;
+  std::map<int, compat::Group*> grad_groups;
   std::vector<std::pair<std::string, torch::Tensor>> params;
   for (int stage : s.stages_of(r.me[2])) {
     int part = s.model_part(stage);
@@ -103,6 +124,7 @@ void build_model(Run& r) {
                     s.is_first(stage), s.is_last(stage)};
     r.parts.push_back(std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed));
     by_stage[stage] = r.parts.back().get();
+    if (s.num_chains > 1) grad_groups[stage] = &r.part_groups.at(part);
     for (const auto& np : r.parts.back()->named_parameters()) params.push_back(np);
     r.has_loss = r.has_loss || shape.head;
   }
@@ -116,6 +138,7 @@ void build_model(Run& r) {
   c.global_of = [&r](int pp) { return r.grid.global({r.me[0], r.me[1], pp}); };
   c.world = &r.world;
   c.dp = &r.dp;
+  c.grad_groups = grad_groups;
   c.timeout = r.timeout();
   c.microbatch_size = r.opt.plan.microbatch_size;
   c.seq_length = r.opt.model.seq_length;
@@ -161,11 +184,15 @@ void save(Run& r, long step) {
   if (r.env.rank == 0) write_atomic(r.opt.save_dir + "/meta.json", checkpoint_meta(r, step).dump(2) + "\n");
 }
 
+// Mean loss over every microbatch of the global batch: summed over the ranks holding the
+// last model part (the dp group, or with several chains every copy of that part).
 double global_loss(Run& r, const StepRecord& rec) {
   if (!r.has_loss) return 0;
-  torch::Tensor t = torch::tensor({rec.loss_sum / rec.loss_count}, torch::kFloat64);
-  compat::wait(compat::all_reduce_sum(r.dp, t), r.timeout());
-  return t.item<double>() / r.dp.size();
+  const auto& s = r.plan.schedule;
+  compat::Group& g = s.num_chains > 1 ? r.part_groups.at(s.stages_per_chain() - 1) : r.dp;
+  torch::Tensor t = torch::tensor({rec.loss_sum, static_cast<double>(rec.loss_count)}, torch::kFloat64);
+  compat::wait(compat::all_reduce_sum(g, t), r.timeout());
+  return t[0].item<double>() / t[1].item<double>();
 }
 
 json spans_json(const StepRecord& rec) {
@@ -194,6 +221,7 @@ void train_loop(Run& r) {
     if (printer && r.opt.log_every > 0 && (k % r.opt.log_every == 0 || k + 1 == r.opt.steps))
       std::printf("step %ld loss %.6f iteration %.2f ms\n", step, loss, rec.time_s * 1e3), std::fflush(stdout);
   }
+  r.exec->flush();  // deferred gradient shares (FOLD3D) of the last step
 }
 
 long peak_rss_bytes() {

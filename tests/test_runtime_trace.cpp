@@ -58,5 +58,14 @@ TEST(RuntimeTrace, OneEventPerActionInListOrderInterleaved) {
   check_trace("--model tiny --nproc 2 --pp 2 --microbatches 4 --schedule interleaved-1f1b --chunks 2 --steps 2", p, 2, 2);
 }
 
+// Two chains: every rank holds a stage of each direction (Chimera).
+TEST(RuntimeTrace, OneEventPerActionInListOrderChimera) {
+  costmodel::ParallelPlan p;
+  p.pp = 2;
+  p.num_microbatches = 4;
+  p.schedule = "chimera";
+  check_trace("--model tiny --nproc 2 --pp 2 --microbatches 4 --schedule chimera --steps 2", p, 2, 2);
+}
+
 }  // namespace
 }  // namespace stagecraft::test
