@@ -57,7 +57,7 @@ TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
     }
   }
   EXPECT_NE(s["cost_model"].get<std::string>().find("profiled"), std::string::npos);
-  EXPECT_FALSE(std::filesystem::exists(dir + "/work/cfg0.train.json"));  // children's files cleaned up
+  EXPECT_FALSE(std::filesystem::exists(dir + "/scratch/cfg0.train.json"));  // children's files cleaned up
 }
 
 TEST(ProfileValidate, BadInput) {
