@@ -34,7 +34,7 @@ TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
   EXPECT_GT(p["optimizer_s_per_param"].get<double>(), 0);
 
   r = run_cli("validate --sweep " + stagecraft::test::data_path("sweep-3.json") + " --profile " + dir +
-              "/p.json --out " + dir + "/v.csv --summary " + dir + "/v.json --work-dir " + dir + "/work --no-sim");
+              "/p.json --out " + dir + "/v.csv --summary " + dir + "/v.json --work-dir " + dir + "/scratch --no-sim");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::istringstream csv(read_text(dir + "/v.csv"));
   std::string line;
