@@ -37,12 +37,13 @@ std::string self_path() {
 void print_layers(const std::vector<costmodel::LayerProfile>& layers) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& l : layers)
-    rows.push_back({l.kind, std::to_string(l.hidden_size), std::to_string(l.num_heads), std::to_string(l.seq_length),
+    rows.push_back({l.kind, std::to_string(l.hidden_size), std::to_string(l.num_heads), std::to_string(l.tp),
+                    std::to_string(l.seq_length),
                     std::to_string(l.microbatch_size), fmt_seconds(l.forward.median_s), fmt_seconds(l.backward.median_s),
                     fmt_seconds(l.backward_input.median_s), fmt_seconds(l.backward_weight.median_s),
                     fmt_num(100 * (l.forward.max_s - l.forward.min_s) / std::max(l.forward.median_s, 1e-12), 0) + "%",
                     fmt_bytes(l.activation_bytes)});
-  std::cout << format_table({"layer", "h", "heads", "seq", "b", "forward", "backward", "  I", "  W", "F spread", "activations"},
+  std::cout << format_table({"layer", "h", "heads", "tp", "seq", "b", "forward", "backward", "  I", "  W", "F spread", "activations"},
                             rows);
 }
 
@@ -123,6 +124,7 @@ void add_profile_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--heads", o->grid.num_heads, "attention heads (default 4)")->delimiter(',');
   c->add_option("--seq", o->grid.seq_lengths, "sequence lengths (default 64)")->delimiter(',');
   c->add_option("--microbatch-size", o->grid.microbatch_sizes, "microbatch sizes (default 1,2,4)")->delimiter(',');
+  c->add_option("--tp", o->grid.tp_degrees, "tensor-parallel degrees; the layer is timed as one shard (default 1)")->delimiter(',');
   c->add_option("--vocab", o->grid.vocab_size, "vocabulary of the embedding and head (default 256)");
   c->add_option("--warmup", o->grid.warmup, "untimed runs per measurement (default 2)");
   c->add_option("--runs", o->grid.runs, "timed runs per measurement; the median is kept (default 5)");

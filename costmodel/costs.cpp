@@ -137,9 +137,21 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
   const Link tp_link = topo.group_link(kTp);
   const Link dp_link = topo.group_link(kDp);
   CostTable table;
-  const double tp_ar_s = comm_s(prof, "all_reduce", t, memory::tp_allreduce_bytes(m, b), tp_link,
-                                ring_allreduce_s(memory::tp_allreduce_bytes(m, b), t, tp_link), table.notes);
-  const bool sp = p.sequence_parallel;  // all-gather + reduce-scatter cost what the all-reduce did
+  const double tp_bytes = memory::tp_allreduce_bytes(m, b);
+  double tp_ar_s = comm_s(prof, "all_reduce", t, tp_bytes, tp_link, ring_allreduce_s(tp_bytes, t, tp_link), table.notes);
+  // Sequence parallelism: an all-gather and a reduce-scatter of the same buffer in place of each
+  // all-reduce (Korthikanti et al., MLSys 2023), the same bytes on a ring; measured ones
+  // where the profile has both.
+  const bool sp = p.sequence_parallel;
+  if (sp) {
+    std::vector<std::string> sp_notes;
+    double ag = comm_s(prof, "all_gather", t, tp_bytes, tp_link, -1, sp_notes);
+    double rs = comm_s(prof, "reduce_scatter", t, tp_bytes, tp_link, -1, sp_notes);
+    if (ag >= 0 && rs >= 0) {
+      tp_ar_s = ag + rs;
+      table.notes.insert(table.notes.end(), sp_notes.begin(), sp_notes.end());
+    }
+  }
   const double msg_bytes = memory::boundary_message_bytes(m, b, t, sp);
   const bool selective = p.recompute == RecomputePolicy::Selective;
 
@@ -152,7 +164,6 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     for (const LayerCost* lc : {&layer_m, &head_m, &embed_m})
       if (lc->extrapolated) table.notes.push_back(lc->note);
   }
-  const bool tp_measured = prof && !layer_m.extrapolated;  // measured at this tp: all-reduces included
   table.params.assign(static_cast<size_t>(s.num_ranks), 0.0);
   for (int st = 0; st < s.num_stages; ++st) {
     StageCost& sc = table.stages[static_cast<size_t>(st)];
@@ -168,17 +179,15 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     double sel = selective ? n * flops::layer_attention_forward_flops(m, b) / t / rate : 0;
     double tp_comm = n * 2 * tp_ar_s;
     double head_f = last ? flops::head_forward_flops(m, b) / t / rate : 0;
-    double head_i = head_f, head_w = head_f, embed_f = 0, embed_b = 0, tp_in_layers = 0;
+    double head_i = head_f, head_w = head_f, embed_f = 0, embed_b = 0;
     if (prof) {
-      // Measured: the layers' times (with their all-reduces when measured at this tp).
-      double tp_extra = tp_measured ? 0 : tp_comm;
-      tp_in_layers = tp_measured ? tp_comm : 0;
+      // Measured: the shard's compute at this tp (profiler/layers.h); its all-reduces are
+      // tp_comm, from the measured all-reduce over t ranks where the profile has one.
       fwd = n * layer_m.f_s;
       bwd_in = n * layer_m.i_s;
       bwd_w = n * layer_m.w_s;
       // Selective recomputation repeats the attention core: its FLOP share of the measured forward.
       sel = selective ? n * layer_m.f_s * flops::layer_attention_forward_flops(m, b) / flops::layer_forward_flops(m, b) : 0;
-      tp_comm = tp_extra;
       head_f = last ? head_m.f_s : 0;
       head_i = last ? head_m.i_s : 0;
       head_w = last ? head_m.w_s : 0;
@@ -190,7 +199,6 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     sc.w_s = bwd_w + head_w;
     sc.b_s = sc.i_s + sc.w_s;
     sc.r_s = prof ? n * layer_m.r_s + tp_comm : fwd + tp_comm;
-    tp_comm += tp_in_layers;
     sc.tp_allreduces_f = t > 1 ? static_cast<int>(2 * n) : 0;
     sc.tp_allreduces_i = sc.tp_allreduces_f;
     sc.tp_allreduce_bytes = t > 1 ? memory::tp_allreduce_bytes(m, b) : 0;

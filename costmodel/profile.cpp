@@ -7,9 +7,19 @@
 
 #include "costmodel/flops.h"
 #include "costmodel/memory.h"
+#include "costmodel/stats.h"
 #include "schedules/error.h"
 
 namespace stagecraft::costmodel {
+
+Measurement measurement_of(const std::vector<double>& times_s) {
+  Measurement m;
+  m.median_s = stats::median(times_s);
+  m.min_s = *std::min_element(times_s.begin(), times_s.end());
+  m.max_s = *std::max_element(times_s.begin(), times_s.end());
+  m.runs = static_cast<int>(times_s.size());
+  return m;
+}
 namespace {
 
 nlohmann::json meas_json(const Measurement& m) {

@@ -20,6 +20,9 @@ struct Measurement {   // one timed quantity over repeated runs after warm-up
   int runs = 0;
 };
 
+// The median, extremes and count of repeated timings (seconds). Throws InputError when empty.
+Measurement measurement_of(const std::vector<double>& times_s);
+
 struct LayerProfile {
   std::string kind = "transformer";  // "transformer", "embedding" or "head"
   std::string model_kind = "gpt";    // ModelKind name the layer was built as
@@ -29,7 +32,8 @@ struct LayerProfile {
   int seq_length = 0;
   int vocab_size = 0;                // embedding and head
   int microbatch_size = 1;
-  int tp = 1;                        // tensor-parallel degree; times include its all-reduces
+  int tp = 1;                        // tensor-parallel degree of the shard timed; its all-reduces are not
+                                     // in the times (they come from the collectives)
   Measurement forward;
   Measurement backward;              // full backward
   Measurement backward_input;        // I

@@ -20,6 +20,13 @@ void same_size(const std::vector<double>& x, const std::vector<double>& y, const
 
 }  // namespace
 
+double median(std::vector<double> x) {
+  if (x.empty()) throw InputError("median: no values");
+  std::sort(x.begin(), x.end());
+  size_t n = x.size();
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
 std::vector<double> average_ranks(const std::vector<double>& x) {
   std::vector<size_t> idx(x.size());
   std::iota(idx.begin(), idx.end(), 0);

@@ -8,6 +8,8 @@
 
 namespace stagecraft::costmodel::stats {
 
+// Median (mean of the two middle values for an even count). Throws InputError when empty.
+double median(std::vector<double> x);
 // Ranks 1..n, tied values sharing the mean of their positions.
 std::vector<double> average_ranks(const std::vector<double>& x);
 double pearson(const std::vector<double>& x, const std::vector<double>& y);

@@ -1,7 +1,7 @@
-// Collective profiling: point-to-point and all-reduce time against message size among the
-// local ranks over the runtime's backend (Gloo here), medians of repeated runs, and a table in
-// the style of nccl-tests (size, time, algorithm bandwidth, bus bandwidth). Torch-free
-// interface; runs inside ranks started by runtime::launch_local.
+// Collective profiling: point-to-point, all-reduce, all-gather and reduce-scatter time against
+// message size among the local ranks over the runtime's backend (Gloo here), medians of
+// repeated runs, and a table in the style of nccl-tests (size, time, algorithm bandwidth, bus
+// bandwidth). Torch-free interface; runs inside ranks started by runtime::launch_local.
 #pragma once
 
 #include <string>

@@ -73,16 +73,6 @@ CountingAllocator& counter() {
   return *c;
 }
 
-costmodel::Measurement summarize(std::vector<double> t) {
-  std::sort(t.begin(), t.end());
-  costmodel::Measurement m;
-  m.runs = static_cast<int>(t.size());
-  m.min_s = t.front();
-  m.max_s = t.back();
-  m.median_s = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
-  return m;
-}
-
 template <class F>
 costmodel::Measurement time_it(const LayerGridOptions& o, F&& f) {
   for (int i = 0; i < o.warmup; ++i) f();
@@ -92,7 +82,7 @@ costmodel::Measurement time_it(const LayerGridOptions& o, F&& f) {
     f();
     t.push_back(std::chrono::duration<double>(Clock::now() - a).count());
   }
-  return summarize(t);
+  return costmodel::measurement_of(t);
 }
 
 costmodel::ModelSpec spec(const LayerGridOptions& o, int h, int a, int s) {
@@ -112,13 +102,8 @@ costmodel::ModelSpec spec(const LayerGridOptions& o, int h, int a, int s) {
 
 // Times of one part: forward (building the graph), full backward, the backward split into I
 // (weight gradients deferred) and W (running them), and recompute (the forward again).
-struct PartRun {
-  std::function<torch::Tensor()> forward;  // returns a scalar to differentiate
-};
-
 void fill_times(const LayerGridOptions& o, const std::function<torch::Tensor()>& fwd, costmodel::LayerProfile& lp) {
   lp.forward = time_it(o, [&] { fwd(); });
-  lp.recompute = lp.forward;
   lp.recompute = time_it(o, [&] { fwd(); });
   std::vector<double> full, in, wt;
   for (int i = 0; i < o.warmup + o.runs; ++i) {
@@ -139,12 +124,12 @@ void fill_times(const LayerGridOptions& o, const std::function<torch::Tensor()>&
     double tw = std::chrono::duration<double>(Clock::now() - a).count();
     if (i >= o.warmup) full.push_back(tb), in.push_back(ti), wt.push_back(tw);
   }
-  lp.backward = summarize(full);
-  lp.backward_input = summarize(in);
-  lp.backward_weight = summarize(wt);
+  lp.backward = costmodel::measurement_of(full);
+  lp.backward_input = costmodel::measurement_of(in);
+  lp.backward_weight = costmodel::measurement_of(wt);
 }
 
-costmodel::LayerProfile base(const std::string& kind, const LayerGridOptions& o, int h, int a, int s, int b) {
+costmodel::LayerProfile base(const std::string& kind, const LayerGridOptions& o, int h, int a, int s, int b, int t) {
   costmodel::LayerProfile lp;
   lp.kind = kind;
   lp.model_kind = o.model_kind;
@@ -154,57 +139,79 @@ costmodel::LayerProfile base(const std::string& kind, const LayerGridOptions& o,
   lp.seq_length = s;
   lp.vocab_size = o.vocab_size;
   lp.microbatch_size = b;
-  lp.tp = 1;
+  lp.tp = t;
   return lp;
+}
+
+// A one-member tp group for the profiled shard: its all-reduces do nothing, so the times are
+// the shard's compute alone (the collectives are measured separately).
+struct SoloTpGroup {
+  runtime::compat::Group solo;
+  runtime::compat::Group* saved;
+  SoloTpGroup() : saved(runtime::tp_context().group) {
+    solo.name = "profiled shard";
+    solo.members = {0};
+    runtime::tp_context().group = &solo;
+  }
+  ~SoloTpGroup() { runtime::tp_context().group = saved; }
+};
+
+// The transformer layer, the embedding and the head of one (h, a, s, b) shape at tp degree t,
+// as one tp rank of the runtime holds them (the layer sharded, embedding and head replicated).
+void profile_shape(const LayerGridOptions& o, int h, int a, int s, int b, int t, std::vector<costmodel::LayerProfile>& out) {
+  CountingAllocator& mem = counter();
+  costmodel::ModelSpec m = spec(o, h, a, s);
+  torch::manual_seed(1);
+  torch::Tensor x = torch::randn({b, s, h}).requires_grad_(true);                  // (b, s, h)
+  torch::Tensor tokens = torch::randint(0, o.vocab_size, {b, s}, torch::kLong);  // (b, s)
+  runtime::GptPart layer(m, {0, 1, false, false}, 0, t, 7);
+  costmodel::LayerProfile lp = base("transformer", o, h, a, s, b, t);
+  fill_times(o, [&] { return layer.layers(x, 0, 1).sum(); }, lp);
+  size_t before = mem.live_bytes();
+  torch::Tensor y = layer.layers(x, 0, 1);
+  lp.activation_bytes = static_cast<double>(mem.live_bytes() - before);
+  lp.checkpoint_bytes = static_cast<double>(x.numel() * x.element_size());  // the layer input
+  y = torch::Tensor();
+  out.push_back(lp);
+  // Embedding (a lookup) and head (final norm, logits, loss).
+  runtime::GptPart emb(m, {0, 0, true, false}, 0, t, 7);
+  costmodel::LayerProfile le = base("embedding", o, h, a, s, b, t);
+  fill_times(o, [&] { return emb.embed(tokens).sum(); }, le);
+  before = mem.live_bytes();
+  torch::Tensor e = emb.embed(tokens);
+  le.activation_bytes = le.checkpoint_bytes = static_cast<double>(mem.live_bytes() - before);
+  out.push_back(le);
+  runtime::GptPart head(m, {0, 0, false, true}, 0, t, 7);
+  costmodel::LayerProfile lh = base("head", o, h, a, s, b, t);
+  fill_times(o, [&] { return head.loss(x, tokens); }, lh);
+  before = mem.live_bytes();
+  torch::Tensor l = head.loss(x, tokens);
+  lh.activation_bytes = lh.checkpoint_bytes = static_cast<double>(mem.live_bytes() - before);
+  out.push_back(lh);
 }
 
 }  // namespace
 
 std::vector<costmodel::LayerProfile> profile_layers(const LayerGridOptions& o) {
-  if (o.hidden_sizes.empty() || o.num_heads.empty() || o.seq_lengths.empty() || o.microbatch_sizes.empty())
-    throw InputError("profile: the grid is empty (give --hidden, --heads, --seq and --microbatch-size)");
+  if (o.hidden_sizes.empty() || o.num_heads.empty() || o.seq_lengths.empty() || o.microbatch_sizes.empty() ||
+      o.tp_degrees.empty())
+    throw InputError("profile: the grid is empty (give --hidden, --heads, --seq, --microbatch-size and --tp)");
   if (o.runs < 1 || o.warmup < 0) throw InputError("profile: runs must be >= 1 and warmup >= 0");
   if (o.model_kind != "gpt") throw InputError("profile: model kind \"" + o.model_kind + "\" is not built by the runtime (allowed: gpt)");
+  for (int t : o.tp_degrees)
+    if (t < 1) throw InputError("profile: --tp " + std::to_string(t) + " is invalid (allowed: 1 or more)");
   torch::set_num_threads(o.threads);
-  CountingAllocator& mem = counter();
+  SoloTpGroup solo;
   std::vector<costmodel::LayerProfile> out;
   for (int h : o.hidden_sizes)
-    for (int a : o.num_heads) {
-      if (a < 1 || h % a != 0) continue;
-      for (int s : o.seq_lengths)
-        for (int b : o.microbatch_sizes) {
-          costmodel::ModelSpec m = spec(o, h, a, s);
-          torch::manual_seed(1);
-          torch::Tensor x = torch::randn({b, s, h}).requires_grad_(true);  // (b, s, h)
-          torch::Tensor tokens = torch::randint(0, o.vocab_size, {b, s}, torch::kLong);  // (b, s)
-          // Transformer layer.
-          runtime::GptPart layer(m, {0, 1, false, false}, 0, 1, 7);
-          costmodel::LayerProfile lp = base("transformer", o, h, a, s, b);
-          fill_times(o, [&] { return layer.layers(x, 0, 1).sum(); }, lp);
-          size_t before = mem.live_bytes();
-          torch::Tensor y = layer.layers(x, 0, 1);
-          lp.activation_bytes = static_cast<double>(mem.live_bytes() - before);
-          lp.checkpoint_bytes = static_cast<double>(x.numel() * x.element_size());  // the layer input
-          y = torch::Tensor();
-          out.push_back(lp);
-          // Embedding (a lookup) and head (final norm, logits, loss).
-          runtime::GptPart emb(m, {0, 0, true, false}, 0, 1, 7);
-          costmodel::LayerProfile le = base("embedding", o, h, a, s, b);
-          fill_times(o, [&] { return emb.embed(tokens).sum(); }, le);
-          before = mem.live_bytes();
-          torch::Tensor e = emb.embed(tokens);
-          le.activation_bytes = le.checkpoint_bytes = static_cast<double>(mem.live_bytes() - before);
-          out.push_back(le);
-          runtime::GptPart head(m, {0, 0, false, true}, 0, 1, 7);
-          costmodel::LayerProfile lh = base("head", o, h, a, s, b);
-          fill_times(o, [&] { return head.loss(x, tokens); }, lh);
-          before = mem.live_bytes();
-          torch::Tensor l = head.loss(x, tokens);
-          lh.activation_bytes = lh.checkpoint_bytes = static_cast<double>(mem.live_bytes() - before);
-          out.push_back(lh);
-        }
-    }
-  if (out.empty()) throw InputError("profile: no (hidden, heads) pair of the grid has heads dividing hidden");
+    for (int a : o.num_heads)
+      for (int t : o.tp_degrees) {
+        if (a < 1 || h % a != 0 || a % t != 0) continue;  // heads split over h and over the tp ranks
+        for (int s : o.seq_lengths)
+          for (int b : o.microbatch_sizes) profile_shape(o, h, a, s, b, t, out);
+      }
+  if (out.empty())
+    throw InputError("profile: no (hidden, heads, tp) of the grid has heads dividing hidden and tp dividing heads");
   return out;
 }
 

@@ -15,6 +15,7 @@ struct LayerGridOptions {
   std::vector<int> num_heads = {4};          // a (pairs with hidden sizes that it divides)
   std::vector<int> seq_lengths = {64};       // s
   std::vector<int> microbatch_sizes = {1, 2, 4};  // b
+  std::vector<int> tp_degrees = {1};         // t: the layer is timed as one rank's shard (t dividing a)
   int vocab_size = 256;                      // V, for the embedding and the head
   std::string model_kind = "gpt";            // only gpt runs in the runtime today
   int warmup = 2;                            // untimed runs first
@@ -22,9 +23,11 @@ struct LayerGridOptions {
   int threads = 1;                           // torch intra-op threads
 };
 
-// Every (h, a, s, b) of the grid with a dividing h: a transformer layer, the embedding and the
-// head at tp = 1 (tensor-parallel degrees other than 1 are left to the cost model's FLOP
-// scaling, which says so). Throws InputError for an empty or invalid grid.
+// Every (h, a, t, s, b) of the grid with a dividing h and t dividing a: a transformer layer
+// as one tp rank's shard (Megatron's split of attention heads and MLP columns), the embedding
+// and the head as the runtime holds them (replicated), each recorded with tp = t. The shard's
+// all-reduces are left out of the times: the collectives are measured on their own and the
+// cost model adds them. Throws InputError for an empty or invalid grid.
 std::vector<costmodel::LayerProfile> profile_layers(const LayerGridOptions& opt);
 
 // The optimizer step's time per parameter (AdamW over one layer's parameters).

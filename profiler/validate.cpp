@@ -51,12 +51,6 @@ std::string tail_of(const std::string& path) {
   return s.size() > 600 ? s.substr(s.size() - 600) : s;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double measure(const Sweep& s, const SweepConfig& c, const ValidateOptions& o, const std::string& model_path,
                const std::string& base) {
   std::string json = base + ".train.json", log = base + ".train.out";
@@ -72,7 +66,7 @@ double measure(const Sweep& s, const SweepConfig& c, const ValidateOptions& o, c
     if (step.at("step").get<int>() >= s.warmup) t.push_back(step.at("iteration_time_s").get<double>());
   if (t.empty()) throw InputError("sweep: steps = " + std::to_string(s.steps) + " leaves nothing after warmup = " + std::to_string(s.warmup));
   for (const std::string& f : {json, log, log + ".err"}) std::remove(f.c_str());
-  return median(t);
+  return costmodel::stats::median(t);
 }
 
 double simulate(const Sweep& s, const SweepConfig& c, const ValidateOptions& o, const std::string& model_path,

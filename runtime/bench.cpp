@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "costmodel/estimate.h"
+#include "costmodel/stats.h"
 #include "runtime/executor.h"
 #include "runtime/rank.h"
 
@@ -11,11 +12,6 @@ namespace stagecraft::runtime {
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -71,7 +67,7 @@ nlohmann::json measure_overhead(const OverheadOptions& o) {
       exec_s.push_back(seconds_since(a));
     }
   }
-  double p = median(plain_s), e = median(exec_s);
+  double p = costmodel::stats::median(plain_s), e = costmodel::stats::median(exec_s);
   return {{"model", m.name}, {"microbatches", o.microbatches}, {"microbatch_size", o.microbatch_size},
           {"threads", o.threads}, {"plain_iteration_s", p}, {"executor_iteration_s", e}, {"overhead", e / p - 1}};
 }

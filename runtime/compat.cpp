@@ -88,6 +88,49 @@ void wait(const WorkPtr& w, std::chrono::milliseconds timeout) {
   if (w) w->wait(timeout);
 }
 
+void all_gather(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout) {
+  const int64_t k = in.numel();
+  if (out.numel() != k * g.size()) throw Error("all_gather: output has " + std::to_string(out.numel()) + " elements, not n*k");
+  if (!g.pg) {
+    out.copy_(in.reshape(out.sizes()));
+    return;
+  }
+  std::vector<torch::Tensor> input{in.contiguous()};
+  std::vector<std::vector<torch::Tensor>> output(1);
+  torch::Tensor flat = out.view({-1});
+  for (int i = 0; i < g.size(); ++i) output[0].push_back(flat.narrow(0, i * k, k));
+  wait(g.pg->allgather(output, input), timeout);
+}
+
+void reduce_scatter_sum(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout) {
+  const int n = g.size();
+  const int64_t k = out.numel();
+  if (in.numel() != k * n) throw Error("reduce_scatter: input has " + std::to_string(in.numel()) + " elements, not n*k");
+  torch::Tensor acc = in.contiguous().view({-1}).clone();  // (n*k) partial sums, block by block
+  auto block = [&](int i) { return acc.narrow(0, ((i % n + n) % n) * k, k); };
+  if (n > 1 && g.pg && g.pg->getBackendName() == "nccl") {
+    std::vector<torch::Tensor> output{out};
+    std::vector<std::vector<torch::Tensor>> input(1);
+    for (int i = 0; i < n; ++i) input[0].push_back(block(i));
+    wait(g.pg->reduce_scatter(output, input), timeout);
+    return;
+  }
+  // Ring: in step s member r sends its partial block r-s-1 to r+1 and adds the block r-s-2
+  // received from r-1; after n-1 steps block r holds every member's contribution.
+  const int r = g.rank;
+  const int next = g.members[static_cast<size_t>((r + 1) % n)], prev = g.members[static_cast<size_t>((r + n - 1) % n)];
+  torch::Tensor incoming = torch::empty({k}, acc.options());  // (k)
+  for (int s = 0; s + 1 < n; ++s) {
+    torch::Tensor outgoing = block(r - s - 1).clone();  // (k)
+    WorkPtr rx = recv(g, incoming, prev, s);
+    WorkPtr tx = send(g, outgoing, next, s);
+    wait(rx, timeout);
+    wait(tx, timeout);
+    block(r - s - 2).add_(incoming);
+  }
+  out.view({-1}).copy_(block(r));
+}
+
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
 #if TORCH_VERSION_MAJOR >= 2
   return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);

@@ -42,6 +42,12 @@ Group make_group(const StorePtr& store, const std::string& prefix, std::vector<i
 WorkPtr send(Group& g, torch::Tensor& t, int dst_global, int tag);  // asynchronous
 WorkPtr recv(Group& g, torch::Tensor& t, int src_global, int tag);  // asynchronous
 WorkPtr all_reduce_sum(Group& g, torch::Tensor& t);                 // asynchronous, in place
+// All-gather of every member's `in` (k elements) into `out` (n*k, member i's at i*k); blocking.
+void all_gather(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout);
+// Reduce-scatter (sum) of `in` (n*k elements) into `out` (k, this member's block); blocking.
+// NCCL's own collective; on Gloo (LibTorch 1.13 has no Gloo reduce_scatter) a ring of n-1
+// send/receive steps of k elements, the reduce-scatter half of a ring all-reduce.
+void reduce_scatter_sum(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout);
 void wait(const WorkPtr& w, std::chrono::milliseconds timeout);
 
 // Causal multi-head attention on (b, heads, s, d) tensors.

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "costmodel/estimate.h"
+#include "costmodel/memory.h"
 #include "costmodel/presets.h"
 #include "costmodel/profile.h"
 #include "helpers.h"
@@ -92,6 +93,48 @@ TEST(Profile, CostModelUsesMeasurements) {
   Estimate a = estimate(m, two_gpu_node(), plan);
   EXPECT_EQ(to_json(a)["cost_model"], "analytic");
   EXPECT_NE(a.eval.iteration_time_s, e.eval.iteration_time_s);
+}
+
+// A profiled layer at tp > 1 is one shard's compute; its all-reduces come from the measured
+// all-reduce over tp ranks (two per layer and direction), and with sequence parallelism from
+// the measured all-gather plus reduce-scatter of the same buffer.
+TEST(Profile, TensorParallelCommunicationFromTheCollectives) {
+  Profile p = fixture();
+  ModelSpec m = load_model("tiny");  // 4 layers
+  ParallelPlan plan;
+  plan.tp = 2;
+  plan.num_microbatches = 4;
+  EstimateOptions opt;
+  opt.profile = &p;
+  Estimate e = estimate(m, two_gpu_node(), plan, opt);
+  const double bytes = memory::tp_allreduce_bytes(m, 1);  // (b, s, h) activations, 16 KiB
+  const double ar = profiled_collective_s(p, "all_reduce", 2, bytes, nullptr);
+  ASSERT_GT(ar, 0);
+  const StageCost& st = e.costs.stages[0];
+  EXPECT_NEAR(st.tp_comm_f_s, 4 * 2 * ar, 1e-15);
+  // The shard (tp = 2 not measured: half the tp = 1 layer by FLOPs) plus its all-reduces, the
+  // embedding and the head.
+  LayerCost head = profiled_layer(p, "head", m, 1, 2), embed = profiled_layer(p, "embedding", m, 1, 2);
+  EXPECT_NEAR(st.f_s, 4 * 0.5e-3 + 4 * 2 * ar + head.f_s + embed.f_s, 1e-12);
+
+  for (const char* op : {"all_gather", "reduce_scatter"})
+    for (double b : {1024.0, 1048576.0})
+      p.collectives.push_back({op, 2, b, measurement_of({b / 1e9 + 5e-6}), 0, 0});
+  plan.sequence_parallel = true;
+  Estimate sp = estimate(m, two_gpu_node(), plan, opt);
+  const double ag = profiled_collective_s(p, "all_gather", 2, bytes, nullptr);
+  const double rs = profiled_collective_s(p, "reduce_scatter", 2, bytes, nullptr);
+  EXPECT_NEAR(sp.costs.stages[0].tp_comm_f_s, 4 * 2 * (ag + rs), 1e-15);
+  EXPECT_NE(ag + rs, ar);
+}
+
+TEST(Profile, MeasurementOfRepeatedRuns) {
+  Measurement m = measurement_of({3e-3, 1e-3, 2e-3, 10e-3});
+  EXPECT_DOUBLE_EQ(m.median_s, 2.5e-3);
+  EXPECT_DOUBLE_EQ(m.min_s, 1e-3);
+  EXPECT_DOUBLE_EQ(m.max_s, 10e-3);
+  EXPECT_EQ(m.runs, 4);
+  EXPECT_THROW(measurement_of({}), InputError);
 }
 
 TEST(Profile, BadFilesAreNamed) {

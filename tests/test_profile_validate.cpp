@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <set>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -17,20 +19,29 @@ TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
   std::string dir = ::testing::TempDir() + "closed_loop";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  auto r = run_cli("profile --hidden 64 --heads 4 --seq 64 --microbatch-size 1,2 --warmup 1 --runs 3 --nproc 2 "
+  auto r = run_cli("profile --hidden 64 --heads 4 --seq 64 --microbatch-size 1,2 --tp 1,2 --warmup 1 --runs 3 --nproc 2 "
                    "--max-bytes 65536 --out " + dir + "/p.json");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("algbw GB/s"), std::string::npos);  // the nccl-tests style table
   auto p = nlohmann::json::parse(read_text(dir + "/p.json"));
   EXPECT_EQ(p["format"], "stagecraft-profile");
-  EXPECT_EQ(p["layers"].size(), 6u);  // transformer, embedding and head at two microbatch sizes
+  // transformer, embedding and head at two microbatch sizes and two tp degrees
+  ASSERT_EQ(p["layers"].size(), 12u);
+  std::map<int, double> shard_bytes;  // tp -> activation bytes of the transformer layer, b = 1
   for (const auto& l : p["layers"]) {
     EXPECT_GT(l["forward"]["median_s"].get<double>(), 0);
     EXPECT_LE(l["forward"]["min_s"].get<double>(), l["forward"]["max_s"].get<double>());
     EXPECT_EQ(l["forward"]["runs"], 3);
+    if (l["kind"] == "transformer" && l["microbatch_size"] == 1) shard_bytes[l["tp"].get<int>()] = l["activation_bytes"];
   }
-  EXPECT_GT(p["layers"][0]["activation_bytes"].get<double>(), 0);
-  EXPECT_EQ(p["collectives"].size(), 2u * 3u);  // p2p and all-reduce at 4, 16 and 64 KiB
+  ASSERT_EQ(shard_bytes.size(), 2u);
+  EXPECT_GT(shard_bytes[2], 0);
+  EXPECT_LT(shard_bytes[2], shard_bytes[1]);  // a tp shard keeps less than the whole layer
+  // p2p, all-reduce, all-gather and reduce-scatter at 4, 16 and 64 KiB
+  ASSERT_EQ(p["collectives"].size(), 4u * 3u);
+  std::set<std::string> ops;
+  for (const auto& c : p["collectives"]) ops.insert(c["op"].get<std::string>());
+  EXPECT_EQ(ops, (std::set<std::string>{"p2p", "all_reduce", "all_gather", "reduce_scatter"}));
   EXPECT_GT(p["optimizer_s_per_param"].get<double>(), 0);
 
   r = run_cli("validate --sweep " + stagecraft::test::data_path("sweep-3.json") + " --profile " + dir +
@@ -58,6 +69,20 @@ TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
   }
   EXPECT_NE(s["cost_model"].get<std::string>().find("profiled"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir + "/scratch/cfg0.train.json"));  // children's files cleaned up
+}
+
+// Three ranks: the collectives check their own results (reduce-scatter's ring, all-gather's
+// blocks, all-reduce's sums) before timing, so a wrong sum fails the command.
+TEST(ProfileValidate, CollectivesOverThreeRanksAreChecked) {
+  std::string dir = ::testing::TempDir() + "three_ranks";
+  std::filesystem::create_directories(dir);
+  auto r = run_cli("profile --hidden 32 --heads 2 --seq 16 --microbatch-size 1 --warmup 0 --runs 1 --nproc 3 "
+                   "--max-bytes 4096 --out " + dir + "/p.json");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto p = nlohmann::json::parse(read_text(dir + "/p.json"));
+  ASSERT_EQ(p["collectives"].size(), 4u);
+  for (const auto& c : p["collectives"]) EXPECT_EQ(c["ranks"], c["op"] == "p2p" ? 2 : 3) << c.dump();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ProfileValidate, BadInput) {

@@ -42,6 +42,13 @@ TEST(Stats, MapeByHand) {
   EXPECT_NEAR(mape({110, 45, 30}, {100, 50, 20}), 0.7 / 3, 1e-12);
 }
 
+TEST(Stats, Median) {
+  EXPECT_DOUBLE_EQ(median({5, 1, 3}), 3);
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(median({7}), 7);
+  EXPECT_THROW(median({}), InputError);
+}
+
 TEST(Stats, DegenerateInputs) {
   EXPECT_THROW(spearman({1}, {1}), InputError);
   EXPECT_THROW(kendall_tau_b({1, 2}, {1}), InputError);
