@@ -45,10 +45,12 @@ namespace {
 Estimate estimate_as_given(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const EstimateOptions& opt) {
   Estimate e;
   e.model = m;
-  e.cluster = c;
+  std::vector<std::string> calibration;
+  e.cluster = opt.profile ? calibrated_cluster(c, *opt.profile, &calibration) : c;
   e.plan = p;
   e.schedule = plan_schedule(p, opt.lower);
-  e.costs = analytic_cost_table(m, c, p, e.schedule, opt.profile);
+  e.costs = analytic_cost_table(m, e.cluster, p, e.schedule, opt.profile);
+  e.costs.notes.insert(e.costs.notes.end(), calibration.begin(), calibration.end());
   if (opt.profile) e.profile_source = opt.profile->source.empty() ? "(in memory)" : opt.profile->source;
   Evaluator ev(e.schedule, opt.eval);
   e.eval = ev.evaluate(e.costs);
@@ -57,7 +59,7 @@ Estimate estimate_as_given(const ModelSpec& m, const ClusterSpec& c, const Paral
   e.model_flops = flops::model_flops_per_iteration(m, p.global_batch());
   e.tokens_per_s = T > 0 ? tokens / T : 0;
   e.tflops_per_gpu = T > 0 ? e.model_flops / T / p.num_gpus() / 1e12 : 0;
-  e.mfu = e.tflops_per_gpu * 1e12 / c.gpu_peak_flops_per_s;
+  e.mfu = e.tflops_per_gpu * 1e12 / e.cluster.gpu_peak_flops_per_s;
   e.max_memory_bytes = *std::max_element(e.eval.peak_memory_bytes.begin(), e.eval.peak_memory_bytes.end());
   e.fits = e.max_memory_bytes <= c.gpu_memory_bytes;
   return e;

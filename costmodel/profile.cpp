@@ -251,26 +251,56 @@ LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelS
   return c;
 }
 
-double profiled_collective_s(const Profile& p, const std::string& op, int ranks, double bytes, bool* extrapolated) {
-  std::vector<const CollectiveProfile*> cand;
+CollectiveFit fit_collective(const Profile& p, const std::string& op, int ranks) {
+  CollectiveFit f;
+  std::vector<std::pair<double, double>> pts;  // (bytes, median time)
   for (const auto& c : p.collectives)
-    if (c.op == op && c.ranks == ranks) cand.push_back(&c);
-  if (cand.empty()) return -1;
-  std::sort(cand.begin(), cand.end(), [](auto* a, auto* b) { return a->bytes < b->bytes; });
-  if (extrapolated) *extrapolated = false;
-  if (bytes <= cand.front()->bytes) {
-    if (extrapolated) *extrapolated = bytes < cand.front()->bytes;
-    return cand.front()->time.median_s;  // latency-bound below the smallest size measured
+    if (c.op == op && c.ranks == ranks && c.time.median_s > 0) pts.emplace_back(c.bytes, c.time.median_s);
+  f.points = static_cast<int>(pts.size());
+  if (pts.empty()) return f;
+  f.min_bytes = f.max_bytes = pts.front().first;
+  for (const auto& [b, t] : pts) f.min_bytes = std::min(f.min_bytes, b), f.max_bytes = std::max(f.max_bytes, b);
+  // Weighted least squares, weight 1/t^2: minimise sum ((alpha + beta b - t) / t)^2.
+  double sw = 0, sb = 0, sbb = 0, st = 0, sbt = 0;
+  for (const auto& [b, t] : pts) {
+    const double w = 1 / (t * t);
+    sw += w, sb += w * b, sbb += w * b * b, st += w * t, sbt += w * b * t;
   }
-  if (bytes >= cand.back()->bytes) {
-    if (extrapolated) *extrapolated = bytes > cand.back()->bytes;
-    return cand.back()->time.median_s * bytes / cand.back()->bytes;
+  const double det = sw * sbb - sb * sb;
+  if (pts.size() >= 2 && det > 0) {
+    f.alpha_s = (st * sbb - sb * sbt) / det;
+    f.beta_s_per_byte = (sw * sbt - sb * st) / det;
   }
-  size_t hi = 1;
-  while (cand[hi]->bytes < bytes) ++hi;
-  const auto *a = cand[hi - 1], *z = cand[hi];
-  double w = (bytes - a->bytes) / (z->bytes - a->bytes);
-  return (1 - w) * a->time.median_s + w * z->time.median_s;
+  if (pts.size() < 2 || det <= 0 || f.beta_s_per_byte < 0) {  // one size, or time falling with size: a constant
+    f.beta_s_per_byte = 0;
+    f.alpha_s = st / sw;
+  } else if (f.alpha_s < 0) {  // a line through the origin
+    f.alpha_s = 0;
+    f.beta_s_per_byte = sbt / sbb;
+  }
+  return f;
+}
+
+double profiled_collective_s(const Profile& p, const std::string& op, int ranks, double bytes, bool* extrapolated) {
+  CollectiveFit f = fit_collective(p, op, ranks);
+  if (f.points == 0) return -1;
+  if (extrapolated) *extrapolated = bytes < f.min_bytes || bytes > f.max_bytes;
+  return f.at(bytes);
+}
+
+ClusterSpec calibrated_cluster(const ClusterSpec& c, const Profile& p, std::vector<std::string>* notes) {
+  CollectiveFit f = fit_collective(p, "p2p", 2);
+  if (f.points < 2 || f.beta_s_per_byte <= 0) return c;
+  ClusterSpec k = c;
+  k.intra_node_latency_s = f.alpha_s;
+  k.intra_node_bandwidth_Bps = 1 / f.beta_s_per_byte;
+  if (notes) {
+    std::ostringstream o;
+    o << "intra-node link from the measured p2p (" << f.points << " sizes): latency " << f.alpha_s * 1e6 << " us, "
+      << k.intra_node_bandwidth_Bps / 1e9 << " GB/s";
+    notes->push_back(o.str());
+  }
+  return k;
 }
 
 }  // namespace stagecraft::costmodel

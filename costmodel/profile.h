@@ -74,8 +74,29 @@ struct LayerCost {
 // kind: "transformer", "embedding" or "head". Throws InputError if the profile has no layer of
 // that kind.
 LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelSpec& m, int b, int tp);
-// Time of a collective of `bytes` over `ranks`; nullopt-like: returns < 0 if the profile has no
-// measurement of that op and rank count.
+// A latency-bandwidth line t = alpha + beta * bytes fitted to the measured medians of one op and
+// rank count (Hockney's model), by least squares on the relative error so that small and large
+// messages weigh alike; alpha and beta are kept >= 0. Measurements of small messages over
+// loopback scatter by 2-10x from run to run, so a line through all of them predicts better
+// than joining neighbouring points.
+struct CollectiveFit {
+  double alpha_s = 0;           // latency
+  double beta_s_per_byte = 0;   // inverse bandwidth
+  double min_bytes = 0, max_bytes = 0;  // measured range
+  int points = 0;               // measurements fitted (0: none of that op and rank count)
+  double at(double bytes) const { return alpha_s + beta_s_per_byte * bytes; }
+};
+CollectiveFit fit_collective(const Profile& p, const std::string& op, int ranks);
+
+// Time of a collective of `bytes` over `ranks` from the fitted line (the one measured point when
+// there is only one, scaled by bytes); returns < 0 if the profile has no measurement of that op
+// and rank count. `extrapolated` (if given) says whether `bytes` lies outside the measured range.
 double profiled_collective_s(const Profile& p, const std::string& op, int ranks, double bytes, bool* extrapolated);
+
+// The cluster with its intra-node link's latency and bandwidth replaced by the fitted
+// point-to-point line of the profile (alpha, 1/beta), so that the evaluator's links and the
+// simulator's platform time a transfer as the profile does; unchanged when the profile has no
+// p2p measurements. Appends what it did to `notes`.
+ClusterSpec calibrated_cluster(const ClusterSpec& c, const Profile& p, std::vector<std::string>* notes);
 
 }  // namespace stagecraft::costmodel

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 
@@ -18,7 +19,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Counts the bytes the CPU allocator holds, so the activations a forward keeps can be read off
-// as the growth across it. Installed for the profiler's lifetime, delegating to the default.
+// as the growth across it. Delegates to the default allocator; installed only while memory is
+// measured (CountingScope), since its lock and map would slow the timed runs.
 class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
@@ -30,6 +32,7 @@ class CountingAllocator final : public c10::Allocator {
 #endif
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
   size_t live_bytes() const { return live_.load(); }
+  c10::Allocator* base() const { return base_; }
   static CountingAllocator*& instance() {
     static CountingAllocator* me = nullptr;
     return me;
@@ -67,10 +70,27 @@ CountingAllocator& counter() {
   static CountingAllocator* c = [] {
     auto* a = new CountingAllocator(c10::GetDefaultCPUAllocator());
     CountingAllocator::instance() = a;
-    c10::SetCPUAllocator(a, /*priority=*/100);
     return a;
   }();
   return *c;
+}
+
+// While alive, CPU tensors are allocated through the counter (blocks it handed out are still
+// released through it afterwards). c10 lets an equal priority replace an allocator.
+struct CountingScope {
+  static constexpr uint8_t kPriority = 100;
+  CountingScope() { c10::SetCPUAllocator(&counter(), kPriority); }
+  ~CountingScope() { c10::SetCPUAllocator(counter().base(), kPriority); }
+  CountingScope(const CountingScope&) = delete;
+  CountingScope& operator=(const CountingScope&) = delete;
+};
+
+// Bytes that stay allocated from calling `f` until its result is dropped.
+double kept_bytes(const std::function<torch::Tensor()>& f) {
+  CountingScope scope;
+  size_t before = counter().live_bytes();
+  torch::Tensor y = f();
+  return static_cast<double>(counter().live_bytes() - before);
 }
 
 template <class F>
@@ -159,7 +179,6 @@ struct SoloTpGroup {
 // The transformer layer, the embedding and the head of one (h, a, s, b) shape at tp degree t,
 // as one tp rank of the runtime holds them (the layer sharded, embedding and head replicated).
 void profile_shape(const LayerGridOptions& o, int h, int a, int s, int b, int t, std::vector<costmodel::LayerProfile>& out) {
-  CountingAllocator& mem = counter();
   costmodel::ModelSpec m = spec(o, h, a, s);
   torch::manual_seed(1);
   torch::Tensor x = torch::randn({b, s, h}).requires_grad_(true);                  // (b, s, h)
@@ -167,26 +186,19 @@ void profile_shape(const LayerGridOptions& o, int h, int a, int s, int b, int t,
   runtime::GptPart layer(m, {0, 1, false, false}, 0, t, 7);
   costmodel::LayerProfile lp = base("transformer", o, h, a, s, b, t);
   fill_times(o, [&] { return layer.layers(x, 0, 1).sum(); }, lp);
-  size_t before = mem.live_bytes();
-  torch::Tensor y = layer.layers(x, 0, 1);
-  lp.activation_bytes = static_cast<double>(mem.live_bytes() - before);
+  lp.activation_bytes = kept_bytes([&] { return layer.layers(x, 0, 1); });
   lp.checkpoint_bytes = static_cast<double>(x.numel() * x.element_size());  // the layer input
-  y = torch::Tensor();
   out.push_back(lp);
   // Embedding (a lookup) and head (final norm, logits, loss).
   runtime::GptPart emb(m, {0, 0, true, false}, 0, t, 7);
   costmodel::LayerProfile le = base("embedding", o, h, a, s, b, t);
   fill_times(o, [&] { return emb.embed(tokens).sum(); }, le);
-  before = mem.live_bytes();
-  torch::Tensor e = emb.embed(tokens);
-  le.activation_bytes = le.checkpoint_bytes = static_cast<double>(mem.live_bytes() - before);
+  le.activation_bytes = le.checkpoint_bytes = kept_bytes([&] { return emb.embed(tokens); });
   out.push_back(le);
   runtime::GptPart head(m, {0, 0, false, true}, 0, t, 7);
   costmodel::LayerProfile lh = base("head", o, h, a, s, b, t);
   fill_times(o, [&] { return head.loss(x, tokens); }, lh);
-  before = mem.live_bytes();
-  torch::Tensor l = head.loss(x, tokens);
-  lh.activation_bytes = lh.checkpoint_bytes = static_cast<double>(mem.live_bytes() - before);
+  lh.activation_bytes = lh.checkpoint_bytes = kept_bytes([&] { return head.loss(x, tokens); });
   out.push_back(lh);
 }
 

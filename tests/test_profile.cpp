@@ -60,15 +60,56 @@ TEST(Profile, ExactInterpolatedExtrapolated) {
 }
 
 TEST(Profile, Collectives) {
-  Profile p = fixture();
+  Profile p = fixture();  // two sizes per op: the fitted line goes through both
   bool ex = true;
-  EXPECT_DOUBLE_EQ(profiled_collective_s(p, "p2p", 2, 1024, &ex), 20e-6);
+  EXPECT_NEAR(profiled_collective_s(p, "p2p", 2, 1024, &ex), 20e-6, 1e-15);
   EXPECT_FALSE(ex);
   double half = 1024 + (1048576.0 - 1024) / 2;
   EXPECT_NEAR(profiled_collective_s(p, "all_reduce", 2, half, &ex), (40e-6 + 500e-6) / 2, 1e-15);
-  EXPECT_NEAR(profiled_collective_s(p, "all_reduce", 2, 2 * 1048576.0, &ex), 1000e-6, 1e-15);
+  EXPECT_FALSE(ex);
+  // Beyond the largest size: the same line, flagged.
+  double slope = (500e-6 - 40e-6) / (1048576.0 - 1024);
+  EXPECT_NEAR(profiled_collective_s(p, "all_reduce", 2, 2 * 1048576.0, &ex), 500e-6 + slope * 1048576.0, 1e-15);
   EXPECT_TRUE(ex);
   EXPECT_LT(profiled_collective_s(p, "all_gather", 2, 1024, &ex), 0);  // not measured
+}
+
+// Hockney's line fitted on relative error: exact on points that lie on a line; noisy points
+// pull it by their relative, not absolute, error; never a negative latency or bandwidth.
+TEST(Profile, CollectiveFit) {
+  Profile p;
+  auto add = [&](const char* op, double bytes, double t) { p.collectives.push_back({op, 2, bytes, measurement_of({t}), 0, 0}); };
+  for (double b : {1e3, 1e4, 1e5, 1e6}) add("p2p", b, 100e-6 + b / 1e9);
+  CollectiveFit f = fit_collective(p, "p2p", 2);
+  EXPECT_EQ(f.points, 4);
+  EXPECT_NEAR(f.alpha_s, 100e-6, 1e-12);
+  EXPECT_NEAR(f.beta_s_per_byte, 1e-9, 1e-18);
+  EXPECT_DOUBLE_EQ(f.min_bytes, 1e3);
+  EXPECT_DOUBLE_EQ(f.max_bytes, 1e6);
+  // By hand: points (1, 1) and (2, 4) and (3, 3) in (bytes, s), weights 1, 1/16, 1/9:
+  // sw = 1.1736, sb = 1.4583, sbb = 1.25 + 1 = 2.25, st = 1.5833, sbt = 2.5;
+  // det = 0.5139, alpha = (st sbb - sb sbt) / det = -0.1621 < 0, so through the origin:
+  // beta = sbt / sbb = 1.1111.
+  add("all_reduce", 1, 1), add("all_reduce", 2, 4), add("all_reduce", 3, 3);
+  f = fit_collective(p, "all_reduce", 2);
+  EXPECT_DOUBLE_EQ(f.alpha_s, 0);
+  EXPECT_NEAR(f.beta_s_per_byte, 2.5 / 2.25, 1e-12);
+  // Time falling with size: a constant, the weighted mean.
+  add("all_gather", 1e3, 2e-3), add("all_gather", 1e6, 1e-3);
+  f = fit_collective(p, "all_gather", 2);
+  EXPECT_DOUBLE_EQ(f.beta_s_per_byte, 0);
+  EXPECT_NEAR(f.alpha_s, (1 / 2e-3 + 1 / 1e-3) / (1 / 4e-6 + 1 / 1e-6), 1e-12);
+  EXPECT_EQ(fit_collective(p, "reduce_scatter", 2).points, 0);
+
+  // The cluster's intra-node link becomes the p2p line.
+  ClusterSpec c = two_gpu_node();
+  std::vector<std::string> notes;
+  ClusterSpec k = calibrated_cluster(c, p, &notes);
+  EXPECT_NEAR(k.intra_node_latency_s, 100e-6, 1e-12);
+  EXPECT_NEAR(k.intra_node_bandwidth_Bps, 1e9, 1e-3);
+  EXPECT_EQ(k.inter_node_bandwidth_Bps, c.inter_node_bandwidth_Bps);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("measured p2p"), std::string::npos);
 }
 
 TEST(Profile, CostModelUsesMeasurements) {
@@ -88,7 +129,9 @@ TEST(Profile, CostModelUsesMeasurements) {
   EXPECT_NEAR(e.costs.stages[0].send_f_s, (1 - w) * 20e-6 + w * 200e-6, 1e-15);
   EXPECT_NEAR(e.costs.optimizer_s[0], e.costs.params[0] * 2e-9, 1e-15);
   EXPECT_NEAR(e.costs.stages[0].act_bytes, 2 * 100000.0 + 4096, 1e-6);
-  EXPECT_TRUE(e.costs.notes.empty());
+  ASSERT_EQ(e.costs.notes.size(), 1u);  // nothing extrapolated; the link calibrated
+  EXPECT_NE(e.costs.notes[0].find("intra-node link from the measured p2p"), std::string::npos) << e.costs.notes[0];
+  EXPECT_NEAR(e.cluster.intra_node_latency_s, 20e-6 - 1024 * (180e-6 / (1048576.0 - 1024)), 1e-12);
   EXPECT_EQ(to_json(e)["cost_model"], "profiled: " + p.source);
   Estimate a = estimate(m, two_gpu_node(), plan);
   EXPECT_EQ(to_json(a)["cost_model"], "analytic");
