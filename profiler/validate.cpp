@@ -51,8 +51,9 @@ std::string tail_of(const std::string& path) {
   return s.size() > 600 ? s.substr(s.size() - 600) : s;
 }
 
-double measure(const Sweep& s, const SweepConfig& c, const ValidateOptions& o, const std::string& model_path,
-               const std::string& base) {
+// One training run of the configuration: the iteration times of its steps after the warm-up.
+std::vector<double> measure(const Sweep& s, const SweepConfig& c, const ValidateOptions& o, const std::string& model_path,
+                            const std::string& base) {
   std::string json = base + ".train.json", log = base + ".train.out";
   int world = c.plan.dp * c.plan.tp * c.plan.pp;
   std::string cmd = o.program + " train --nproc " + std::to_string(world) + plan_flags(c, model_path) + " --steps " +
@@ -66,18 +67,29 @@ double measure(const Sweep& s, const SweepConfig& c, const ValidateOptions& o, c
     if (step.at("step").get<int>() >= s.warmup) t.push_back(step.at("iteration_time_s").get<double>());
   if (t.empty()) throw InputError("sweep: steps = " + std::to_string(s.steps) + " leaves nothing after warmup = " + std::to_string(s.warmup));
   for (const std::string& f : {json, log, log + ".err"}) std::remove(f.c_str());
-  return costmodel::stats::median(t);
+  return t;
 }
 
-double simulate(const Sweep& s, const SweepConfig& c, const ValidateOptions& o, const std::string& model_path,
-                const std::string& base) {
-  std::string json = base + ".sim.json";
-  std::string cmd = o.program + " simulate --cluster " + s.cluster + plan_flags(c, model_path) + " --json" +
+// The model as the children are told it: its file or preset name, or a file written for an
+// inline model.
+std::string model_arg(const SweepConfig& c, const std::string& base) {
+  if (!c.model_arg.empty()) return c.model_arg;
+  std::string path = base + ".model.json";
+  std::ofstream(path) << costmodel::to_json(c.model).dump(2);
+  return path;
+}
+
+// An engine's predicted iteration time: `stagecraft estimate` (the evaluator) or `stagecraft
+// simulate`, with the sweep's cluster and the profile if any.
+double predict(const char* command, const Sweep& s, const SweepConfig& c, const ValidateOptions& o,
+               const std::string& model_path, const std::string& base) {
+  std::string json = base + "." + command + ".json";
+  std::string cmd = o.program + " " + command + " --cluster " + s.cluster + plan_flags(c, model_path) + " --json" +
                     (o.profile.empty() ? "" : " --profile " + o.profile);
+  std::string what = std::string("validate: ") + command + " of '" + c.name + "'";
   int rc = run(cmd, json);
-  if (rc != 0)
-    throw Error("validate: simulating '" + c.name + "' failed (exit " + std::to_string(rc) + "): " + tail_of(json + ".err"));
-  double t = read_json(json, "validate: simulating '" + c.name + "'").at("iteration_time_s").get<double>();
+  if (rc != 0) throw Error(what + " failed (exit " + std::to_string(rc) + "): " + tail_of(json + ".err"));
+  double t = read_json(json, what).at("iteration_time_s").get<double>();
   for (const std::string& f : {json, json + ".err"}) std::remove(f.c_str());
   return t;
 }
@@ -100,6 +112,8 @@ Sweep load_sweep(const std::string& path) {
   s.steps = j.value("steps", s.steps);
   s.warmup = j.value("warmup", s.warmup);
   s.threads = j.value("threads", s.threads);
+  s.rounds = j.value("rounds", s.rounds);
+  if (s.rounds < 1) throw InputError("sweep: rounds = " + std::to_string(s.rounds) + " (must be at least 1)");
   if (s.steps <= s.warmup) throw InputError("sweep: steps = " + std::to_string(s.steps) + " must exceed warmup = " + std::to_string(s.warmup));
   if (!j.contains("configs") || !j["configs"].is_array() || j["configs"].empty())
     throw InputError("sweep file '" + path + "': field 'configs' must be a non-empty array");
@@ -134,35 +148,36 @@ Sweep load_sweep(const std::string& path) {
 std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions& o, std::ostream& log) {
   namespace fs = std::filesystem;
   fs::create_directories(o.work_dir);
-  std::vector<ValidationRow> rows;
-  for (size_t i = 0; i < s.configs.size(); ++i) {
+  const size_t n = s.configs.size();
+  std::vector<ValidationRow> rows(n);
+  auto base = [&](size_t i) { return o.work_dir + "/cfg" + std::to_string(i); };
+  for (size_t i = 0; i < n; ++i) {
     const SweepConfig& c = s.configs[i];
-    std::string base = o.work_dir + "/cfg" + std::to_string(i);
-    std::string model_path = c.model_arg;
-    if (model_path.empty()) {  // an inline model: hand it to the children as a file
-      model_path = base + ".model.json";
-      std::ofstream(model_path) << costmodel::to_json(c.model).dump(2);
-    }
-    ValidationRow row;
-    row.config = c;
+    const std::string model = model_arg(c, base(i));
+    rows[i].config = c;
     // The evaluator's prediction comes from `simulate`'s report too, but ask `estimate` so the
     // evaluator is judged on its own.
-    std::string json = base + ".eval.json";
-    std::string cmd = o.program + " estimate --cluster " + s.cluster + plan_flags(c, model_path) + " --json" +
-                      (o.profile.empty() ? "" : " --profile " + o.profile);
-    int rc = run(cmd, json);
-    if (rc != 0)
-      throw Error("validate: estimating '" + c.name + "' failed (exit " + std::to_string(rc) + "): " + tail_of(json + ".err"));
-    row.evaluator_s = read_json(json, "validate: estimating '" + c.name + "'").at("iteration_time_s").get<double>();
-    for (const std::string& f : {json, json + ".err"}) std::remove(f.c_str());
-    if (o.simulate) row.simulator_s = simulate(s, c, o, model_path, base);
-    row.measured_s = measure(s, c, o, model_path, base);
-    log << "  [" << (i + 1) << "/" << s.configs.size() << "] " << c.name << ": measured " << row.measured_s
-        << " s, evaluator " << row.evaluator_s << " s" << (o.simulate ? ", simulator " + std::to_string(row.simulator_s) + " s" : "")
-        << "\n";
-    log.flush();
-    rows.push_back(row);
+    rows[i].evaluator_s = predict("estimate", s, c, o, model, base(i));
+    if (o.simulate) rows[i].simulator_s = predict("simulate", s, c, o, model, base(i));
   }
+  // Measurements round-robin over the sweep, so that a slow or fast spell of a shared machine
+  // spreads over every configuration instead of landing on one; the steps of all rounds pooled.
+  std::vector<std::vector<double>> steps(n);
+  for (int round = 0; round < s.rounds; ++round)
+    for (size_t i = 0; i < n; ++i) {
+      const SweepConfig& c = s.configs[i];
+      std::vector<double> t = measure(s, c, o, model_arg(c, base(i)), base(i));
+      steps[i].insert(steps[i].end(), t.begin(), t.end());
+      log << "  round " << (round + 1) << "/" << s.rounds << " [" << (i + 1) << "/" << n << "] " << c.name << ": median "
+          << costmodel::stats::median(t) << " s";
+      if (round + 1 == s.rounds) {
+        rows[i].measured_s = costmodel::stats::median(steps[i]);
+        log << "; over " << steps[i].size() << " steps " << rows[i].measured_s << " s, evaluator " << rows[i].evaluator_s
+            << " s" << (o.simulate ? ", simulator " + std::to_string(rows[i].simulator_s) + " s" : "");
+      }
+      log << "\n";
+      log.flush();
+    }
   return rows;
 }
 

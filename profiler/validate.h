@@ -1,7 +1,7 @@
 // Validation (`stagecraft validate`): for each configuration of a sweep file, the evaluator's
 // and the simulator's predicted iteration time and the runtime's measured one (median of the
-// steps after warm-up), then rank correlation and error of each engine against the
-// measurements (costmodel/stats.h). Measurements and simulations run as child processes of
+// steps after warm-up, pooled over the sweep's rounds), then rank correlation and error of
+// each engine against the measurements (costmodel/stats.h). Measurements and simulations run as child processes of
 // the same program (`stagecraft train`, `stagecraft simulate`), so this file needs neither
 // torch nor SimGrid. Torch-free.
 #pragma once
@@ -27,10 +27,11 @@ struct Sweep {
   int steps = 8;                        // training steps measured per configuration
   int warmup = 3;                       // first steps left out of the median
   int threads = 1;                      // intra-op threads per rank
+  int rounds = 1;                       // training runs per configuration, round-robin over the sweep
   std::vector<SweepConfig> configs;
 };
 
-// {"format": "stagecraft-sweep", "cluster", "steps", "warmup", "threads",
+// {"format": "stagecraft-sweep", "cluster", "steps", "warmup", "threads", "rounds",
 //  "configs": [{"name", "model", "schedule", "dp", "tp", "pp", "microbatch_size",
 //               "num_microbatches", "recompute", "schedule_params"}]}; "model" is a preset name
 // or an inline ModelSpec object. Throws InputError naming the field.

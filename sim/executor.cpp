@@ -178,7 +178,7 @@ double Runner::duration(const Action& a, int rank, double* tp_s, double* tp_coun
 Act Runner::tp_ring(int u, int k, int pos, Act after, double count) {
   const int t = tp_;
   const Action& a = s_.actions[static_cast<size_t>(rank_of_unit(u))][static_cast<size_t>(pos)];
-  const double bytes_each = c_.stages[static_cast<size_t>(a.stage)].tp_allreduce_bytes;
+  const double bytes_each = w_.tp_bytes[static_cast<size_t>(a.stage)];
   const double steps = 2.0 * (t - 1) * count;
   Act pad = exec(u, k, pos, std::max(0.0, steps - 1) * w_.tp_alpha_s, RecKind::TpPad);
   for (int j = 0; j < flows_per_group(); ++j) {

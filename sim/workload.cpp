@@ -20,12 +20,12 @@ double p2p_bytes(double time_s, const Link& l, int stage, const char* field) {
 }
 
 // Inverse of ring_allreduce_s: t = 2(n-1)/n * S/B + 2(n-1) alpha.
-double ring_bytes(double time_s, int n, const Link& l, int stage) {
+double ring_bytes(double time_s, int n, const Link& l, int stage, const char* field) {
   if (time_s <= 0 || n <= 1) return 0;
   double steps = 2.0 * (n - 1);
   double bytes = (time_s - steps * l.latency_s) * l.bandwidth_Bps * n / steps;
   if (bytes < 0)
-    throw InputError("simulator: cost table stage " + std::to_string(stage) + " reduce_grad_s = " + std::to_string(time_s) +
+    throw InputError("simulator: cost table stage " + std::to_string(stage) + " " + field + " = " + std::to_string(time_s) +
                      " s is shorter than the ring's latency " + std::to_string(steps * l.latency_s) + " s");
   return bytes;
 }
@@ -55,16 +55,23 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
   w.send_b_bytes.assign(n, 0);
   w.reduce_bytes.assign(n, 0);
   w.copy_bytes.assign(n, 0);
+  w.tp_bytes.assign(n, 0);
   const Link dp = topo.group_link(costmodel::kDp);
+  const Link tp_link = topo.group_link(costmodel::kTp);
   for (int st = 0; st < s.num_stages; ++st) {
     const auto& sc = c.stages[static_cast<size_t>(st)];
     int nx = s.next_stage(st), pv = s.prev_stage(st);
     if (nx >= 0) w.send_f_bytes[static_cast<size_t>(st)] = p2p_bytes(sc.send_f_s, topo.p2p_link(s.rank_of(st), s.rank_of(nx)), st, "send_f_s");
     if (pv >= 0) w.send_b_bytes[static_cast<size_t>(st)] = p2p_bytes(sc.send_b_s, topo.p2p_link(s.rank_of(st), s.rank_of(pv)), st, "send_b_s");
-    w.reduce_bytes[static_cast<size_t>(st)] = ring_bytes(sc.reduce_grad_s, p.dp * s.num_chains, reduce_link(s, st, topo, dp), st);
+    w.reduce_bytes[static_cast<size_t>(st)] =
+        ring_bytes(sc.reduce_grad_s, p.dp * s.num_chains, reduce_link(s, st, topo, dp), st, "reduce_grad_s");
+    // One tp all-reduce: the forward's tp time over its count (measured or analytic alike).
+    if (sc.tp_allreduces_f > 0)
+      w.tp_bytes[static_cast<size_t>(st)] =
+          ring_bytes(sc.tp_comm_f_s / sc.tp_allreduces_f, p.tp, tp_link, st, "tp_comm_f_s / tp_allreduces_f");
     w.copy_bytes[static_cast<size_t>(st)] = sc.offload_s * cl.host_link_bandwidth_Bps;
   }
-  w.tp_alpha_s = topo.group_link(costmodel::kTp).latency_s;
+  w.tp_alpha_s = tp_link.latency_s;
   return w;
 }
 

@@ -16,6 +16,7 @@ struct Workload {
   std::vector<double> send_b_bytes;  // (stages) per GPU, input gradient to the previous stage
   std::vector<double> reduce_bytes;  // (stages) per GPU, the whole gradient buffer of the ring
   std::vector<double> copy_bytes;    // (stages) per GPU, one microbatch's offload (and reload)
+  std::vector<double> tp_bytes;      // (stages) per GPU, the buffer of one tensor-parallel all-reduce
   double tp_alpha_s = 0;             // latency of one tensor-parallel ring step
 };
 

@@ -24,6 +24,18 @@ ClusterSpec two_gpu_node() {
   c.gpus_per_node = 2;
   return c;
 }
+
+// The tiny model (4 layers) on two GPUs of one node with 4 microbatches, costed with `p`.
+Estimate profiled_estimate(const Profile& p, int tp, int pp, bool sequence_parallel = false) {
+  ParallelPlan plan;
+  plan.tp = tp;
+  plan.pp = pp;
+  plan.num_microbatches = 4;
+  plan.sequence_parallel = sequence_parallel;
+  EstimateOptions opt;
+  opt.profile = &p;
+  return estimate(load_model("tiny"), two_gpu_node(), plan, opt);
+}
 }  // namespace
 
 TEST(Profile, JsonRoundTrip) {
@@ -115,12 +127,7 @@ TEST(Profile, CollectiveFit) {
 TEST(Profile, CostModelUsesMeasurements) {
   Profile p = fixture();
   ModelSpec m = load_model("tiny");  // 4 layers
-  ParallelPlan plan;
-  plan.pp = 2;
-  plan.num_microbatches = 4;
-  EstimateOptions opt;
-  opt.profile = &p;
-  Estimate e = estimate(m, two_gpu_node(), plan, opt);
+  Estimate e = profiled_estimate(p, 1, 2);
   EXPECT_NEAR(e.costs.stages[0].f_s, 2 * 1e-3 + 0.05e-3, 1e-12);  // two layers and the embedding
   EXPECT_NEAR(e.costs.stages[1].f_s, 2 * 1e-3 + 0.2e-3, 1e-12);   // two layers and the head
   EXPECT_NEAR(e.costs.stages[1].w_s, 2 * 0.8e-3 + 0.2e-3, 1e-12);
@@ -133,6 +140,9 @@ TEST(Profile, CostModelUsesMeasurements) {
   EXPECT_NE(e.costs.notes[0].find("intra-node link from the measured p2p"), std::string::npos) << e.costs.notes[0];
   EXPECT_NEAR(e.cluster.intra_node_latency_s, 20e-6 - 1024 * (180e-6 / (1048576.0 - 1024)), 1e-12);
   EXPECT_EQ(to_json(e)["cost_model"], "profiled: " + p.source);
+  ParallelPlan plan;
+  plan.pp = 2;
+  plan.num_microbatches = 4;
   Estimate a = estimate(m, two_gpu_node(), plan);
   EXPECT_EQ(to_json(a)["cost_model"], "analytic");
   EXPECT_NE(a.eval.iteration_time_s, e.eval.iteration_time_s);
@@ -144,12 +154,7 @@ TEST(Profile, CostModelUsesMeasurements) {
 TEST(Profile, TensorParallelCommunicationFromTheCollectives) {
   Profile p = fixture();
   ModelSpec m = load_model("tiny");  // 4 layers
-  ParallelPlan plan;
-  plan.tp = 2;
-  plan.num_microbatches = 4;
-  EstimateOptions opt;
-  opt.profile = &p;
-  Estimate e = estimate(m, two_gpu_node(), plan, opt);
+  Estimate e = profiled_estimate(p, 2, 1);
   const double bytes = memory::tp_allreduce_bytes(m, 1);  // (b, s, h) activations, 16 KiB
   const double ar = profiled_collective_s(p, "all_reduce", 2, bytes, nullptr);
   ASSERT_GT(ar, 0);
@@ -163,8 +168,7 @@ TEST(Profile, TensorParallelCommunicationFromTheCollectives) {
   for (const char* op : {"all_gather", "reduce_scatter"})
     for (double b : {1024.0, 1048576.0})
       p.collectives.push_back({op, 2, b, measurement_of({b / 1e9 + 5e-6}), 0, 0});
-  plan.sequence_parallel = true;
-  Estimate sp = estimate(m, two_gpu_node(), plan, opt);
+  Estimate sp = profiled_estimate(p, 2, 1, /*sequence_parallel=*/true);
   const double ag = profiled_collective_s(p, "all_gather", 2, bytes, nullptr);
   const double rs = profiled_collective_s(p, "reduce_scatter", 2, bytes, nullptr);
   EXPECT_NEAR(sp.costs.stages[0].tp_comm_f_s, 4 * 2 * (ag + rs), 1e-15);
