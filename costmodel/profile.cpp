@@ -282,10 +282,26 @@ CollectiveFit fit_collective(const Profile& p, const std::string& op, int ranks)
 }
 
 double profiled_collective_s(const Profile& p, const std::string& op, int ranks, double bytes, bool* extrapolated) {
-  CollectiveFit f = fit_collective(p, op, ranks);
-  if (f.points == 0) return -1;
-  if (extrapolated) *extrapolated = bytes < f.min_bytes || bytes > f.max_bytes;
-  return f.at(bytes);
+  if (op == "p2p") {  // a link: the fitted line
+    CollectiveFit f = fit_collective(p, op, ranks);
+    if (f.points == 0) return -1;
+    if (extrapolated) *extrapolated = bytes < f.min_bytes || bytes > f.max_bytes;
+    return f.at(bytes);
+  }
+  // A collective: its measured curve, joined point to point (algorithms switch with size).
+  std::vector<const CollectiveProfile*> cand;
+  for (const auto& c : p.collectives)
+    if (c.op == op && c.ranks == ranks) cand.push_back(&c);
+  if (cand.empty()) return -1;
+  std::sort(cand.begin(), cand.end(), [](auto* a, auto* b) { return a->bytes < b->bytes; });
+  if (extrapolated) *extrapolated = bytes < cand.front()->bytes || bytes > cand.back()->bytes;
+  if (bytes <= cand.front()->bytes) return cand.front()->time.median_s;  // latency-bound below the smallest size
+  if (bytes >= cand.back()->bytes) return cand.back()->time.median_s * bytes / cand.back()->bytes;
+  size_t hi = 1;
+  while (cand[hi]->bytes < bytes) ++hi;
+  const auto *a = cand[hi - 1], *z = cand[hi];
+  double w = (bytes - a->bytes) / (z->bytes - a->bytes);
+  return (1 - w) * a->time.median_s + w * z->time.median_s;
 }
 
 ClusterSpec calibrated_cluster(const ClusterSpec& c, const Profile& p, std::vector<std::string>* notes) {

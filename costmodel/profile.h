@@ -76,9 +76,9 @@ struct LayerCost {
 LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelSpec& m, int b, int tp);
 // A latency-bandwidth line t = alpha + beta * bytes fitted to the measured medians of one op and
 // rank count (Hockney's model), by least squares on the relative error so that small and large
-// messages weigh alike; alpha and beta are kept >= 0. Measurements of small messages over
-// loopback scatter by 2-10x from run to run, so a line through all of them predicts better
-// than joining neighbouring points.
+// messages weigh alike; alpha and beta are kept >= 0. Used for point-to-point transfers (a
+// link): small messages over loopback scatter by 2-10x from run to run, so a line through all
+// of them predicts better than joining neighbouring points.
 struct CollectiveFit {
   double alpha_s = 0;           // latency
   double beta_s_per_byte = 0;   // inverse bandwidth
@@ -88,9 +88,12 @@ struct CollectiveFit {
 };
 CollectiveFit fit_collective(const Profile& p, const std::string& op, int ranks);
 
-// Time of a collective of `bytes` over `ranks` from the fitted line (the one measured point when
-// there is only one, scaled by bytes); returns < 0 if the profile has no measurement of that op
-// and rank count. `extrapolated` (if given) says whether `bytes` lies outside the measured range.
+// Time of an op of `bytes` over `ranks`: p2p from the fitted line; collectives from their
+// measured curve, interpolated linearly between sizes (their algorithms switch with size: Gloo's
+// all-reduce steps up 3-4x between 16 and 64 KiB here, which a line would smooth away), the
+// smallest size's time below it and scaled by bytes above the largest. Returns < 0 if the
+// profile has no measurement of that op and rank count. `extrapolated` (if given) says whether
+// `bytes` lies outside the measured range.
 double profiled_collective_s(const Profile& p, const std::string& op, int ranks, double bytes, bool* extrapolated);
 
 // The cluster with its intra-node link's latency and bandwidth replaced by the fitted

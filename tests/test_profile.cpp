@@ -79,9 +79,14 @@ TEST(Profile, Collectives) {
   double half = 1024 + (1048576.0 - 1024) / 2;
   EXPECT_NEAR(profiled_collective_s(p, "all_reduce", 2, half, &ex), (40e-6 + 500e-6) / 2, 1e-15);
   EXPECT_FALSE(ex);
-  // Beyond the largest size: the same line, flagged.
-  double slope = (500e-6 - 40e-6) / (1048576.0 - 1024);
-  EXPECT_NEAR(profiled_collective_s(p, "all_reduce", 2, 2 * 1048576.0, &ex), 500e-6 + slope * 1048576.0, 1e-15);
+  // Beyond the largest size: scaled by bytes, flagged; below the smallest: its time.
+  EXPECT_NEAR(profiled_collective_s(p, "all_reduce", 2, 2 * 1048576.0, &ex), 1000e-6, 1e-15);
+  EXPECT_TRUE(ex);
+  EXPECT_NEAR(profiled_collective_s(p, "all_reduce", 2, 512, &ex), 40e-6, 1e-15);
+  EXPECT_TRUE(ex);
+  // p2p beyond the largest size: the fitted line.
+  double slope = (200e-6 - 20e-6) / (1048576.0 - 1024);
+  EXPECT_NEAR(profiled_collective_s(p, "p2p", 2, 2 * 1048576.0, &ex), 200e-6 + slope * 1048576.0, 1e-15);
   EXPECT_TRUE(ex);
   EXPECT_LT(profiled_collective_s(p, "all_gather", 2, 1024, &ex), 0);  // not measured
 }
