@@ -61,13 +61,15 @@ void run_profile(const ProfileOpts& o, int argc, char** argv) {
   if (o.out.empty()) throw InputError("--out FILE is required (where the profile goes)");
   if (o.nproc == 1 || o.nproc < 0) throw InputError("--nproc " + std::to_string(o.nproc) + " is invalid (0: no collectives, or 2 or more ranks)");
   costmodel::Profile p;
-  p.device = {{"kind", "cpu"}, {"threads", o.grid.threads}, {"backend", "gloo"}, {"ranks", o.nproc}};
+  p.device = profiler::describe_device(o.grid);
+  p.device["backend"] = o.coll.backend;
+  p.device["ranks"] = o.nproc;
   std::cout << "profiling layers (" << o.grid.runs << " runs after " << o.grid.warmup << " warm-up, median kept)...\n";
   p.layers = profiler::profile_layers(o.grid);
   p.optimizer_s_per_param = profiler::profile_optimizer_s_per_param(o.grid);
   print_layers(p.layers);
   if (o.nproc >= 2) {
-    std::cout << "\nprofiling collectives among " << o.nproc << " local ranks (gloo)...\n";
+    std::cout << "\nprofiling collectives among " << o.nproc << " local ranks (" << o.coll.backend << ")...\n";
     int rc = runtime::launch_local(o.nproc, std::vector<std::string>(argv, argv + argc), o.coll.timeout_s);
     if (rc != 0) throw Error("profile: the collective measurement failed (exit " + std::to_string(rc) + ")");
     std::string tmp = o.out + ".collectives.tmp";
@@ -129,7 +131,9 @@ void add_profile_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--warmup", o->grid.warmup, "untimed runs per measurement (default 2)");
   c->add_option("--runs", o->grid.runs, "timed runs per measurement; the median is kept (default 5)");
   c->add_option("--threads", o->grid.threads, "intra-op CPU threads (default 1)");
+  c->add_option("--device", o->grid.device, "where the layers run: cpu (default), cuda or cuda:N (a CUDA build)");
   c->add_option("--nproc", o->nproc, "local ranks for the collectives (default 2; 0 skips them)");
+  c->add_option("--backend", o->coll.backend, "collectives over gloo (default, CPU tensors) or nccl (one GPU per rank)");
   c->add_option("--max-bytes", o->coll.max_bytes, "largest collective message (default 4 MiB)");
   c->add_option("--out", o->out, "profile JSON to write")->required();
   c->callback([o, argc, argv] { run_profile(*o, argc, argv); });

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <thread>
 #include <functional>
 #include <mutex>
 #include <unordered_map>
 
+#include "runtime/device.h"
 #include "runtime/model.h"
 #include "runtime/optim.h"
 #include "runtime/torch_pch.h"
@@ -85,8 +88,16 @@ struct CountingScope {
   CountingScope& operator=(const CountingScope&) = delete;
 };
 
-// Bytes that stay allocated from calling `f` until its result is dropped.
-double kept_bytes(const std::function<torch::Tensor()>& f) {
+// Bytes that stay allocated from calling `f` until its result is dropped: the caching
+// allocator's statistics on a GPU, the counting allocator on the CPU.
+double kept_bytes(const torch::Device& d, const std::function<torch::Tensor()>& f) {
+  if (d.is_cuda()) {
+    runtime::synchronize(d);
+    const std::int64_t before = runtime::device_allocated_bytes(d);
+    torch::Tensor y = f();
+    runtime::synchronize(d);
+    return static_cast<double>(runtime::device_allocated_bytes(d) - before);
+  }
   CountingScope scope;
   size_t before = counter().live_bytes();
   torch::Tensor y = f();
@@ -94,13 +105,17 @@ double kept_bytes(const std::function<torch::Tensor()>& f) {
 }
 
 template <class F>
-costmodel::Measurement time_it(const LayerGridOptions& o, F&& f) {
+costmodel::Measurement time_it(const LayerGridOptions& o, const torch::Device& d, F&& f) {
   for (int i = 0; i < o.warmup; ++i) f();
+  runtime::Timeline tl(d);
   std::vector<double> t;
   for (int i = 0; i < o.runs; ++i) {
-    auto a = Clock::now();
+    tl.begin(Clock::now());
+    const int a = tl.mark();
     f();
-    t.push_back(std::chrono::duration<double>(Clock::now() - a).count());
+    const int b = tl.mark();
+    tl.resolve();
+    t.push_back(tl.seconds(b) - tl.seconds(a));
   }
   return costmodel::measurement_of(t);
 }
@@ -122,27 +137,32 @@ costmodel::ModelSpec spec(const LayerGridOptions& o, int h, int a, int s) {
 
 // Times of one part: forward (building the graph), full backward, the backward split into I
 // (weight gradients deferred) and W (running them), and recompute (the forward again).
-void fill_times(const LayerGridOptions& o, const std::function<torch::Tensor()>& fwd, costmodel::LayerProfile& lp) {
-  lp.forward = time_it(o, [&] { fwd(); });
-  lp.recompute = time_it(o, [&] { fwd(); });
+void fill_times(const LayerGridOptions& o, const torch::Device& d, const std::function<torch::Tensor()>& fwd,
+                costmodel::LayerProfile& lp) {
+  lp.forward = time_it(o, d, [&] { fwd(); });
+  lp.recompute = time_it(o, d, [&] { fwd(); });
   std::vector<double> full, in, wt;
+  runtime::Timeline tl(d);
   for (int i = 0; i < o.warmup + o.runs; ++i) {
     torch::Tensor y = fwd();
-    auto a = Clock::now();
+    tl.begin(Clock::now());
+    const int b0 = tl.mark();
     y.backward();
-    double tb = std::chrono::duration<double>(Clock::now() - a).count();
+    const int b1 = tl.mark();
     torch::Tensor y2 = fwd();
     runtime::DeferredGrads q;
-    a = Clock::now();
+    const int i0 = tl.mark();
     {
       runtime::DeferWeightGrads defer(&q);
       y2.backward();
     }
-    double ti = std::chrono::duration<double>(Clock::now() - a).count();
-    a = Clock::now();
+    const int i1 = tl.mark();
     for (auto& g : q) g();
-    double tw = std::chrono::duration<double>(Clock::now() - a).count();
-    if (i >= o.warmup) full.push_back(tb), in.push_back(ti), wt.push_back(tw);
+    const int w1 = tl.mark();
+    tl.resolve();
+    if (i >= o.warmup)
+      full.push_back(tl.seconds(b1) - tl.seconds(b0)), in.push_back(tl.seconds(i1) - tl.seconds(i0)),
+          wt.push_back(tl.seconds(w1) - tl.seconds(i1));
   }
   lp.backward = costmodel::measurement_of(full);
   lp.backward_input = costmodel::measurement_of(in);
@@ -178,27 +198,28 @@ struct SoloTpGroup {
 
 // The transformer layer, the embedding and the head of one (h, a, s, b) shape at tp degree t,
 // as one tp rank of the runtime holds them (the layer sharded, embedding and head replicated).
-void profile_shape(const LayerGridOptions& o, int h, int a, int s, int b, int t, std::vector<costmodel::LayerProfile>& out) {
+void profile_shape(const LayerGridOptions& o, const torch::Device& d, int h, int a, int s, int b, int t,
+                   std::vector<costmodel::LayerProfile>& out) {
   costmodel::ModelSpec m = spec(o, h, a, s);
   torch::manual_seed(1);
-  torch::Tensor x = torch::randn({b, s, h}).requires_grad_(true);                  // (b, s, h)
-  torch::Tensor tokens = torch::randint(0, o.vocab_size, {b, s}, torch::kLong);  // (b, s)
-  runtime::GptPart layer(m, {0, 1, false, false}, 0, t, 7);
+  torch::Tensor x = torch::randn({b, s, h}).to(d).requires_grad_(true);                  // (b, s, h)
+  torch::Tensor tokens = torch::randint(0, o.vocab_size, {b, s}, torch::kLong).to(d);  // (b, s)
+  runtime::GptPart layer(m, {0, 1, false, false}, 0, t, 7, d);
   costmodel::LayerProfile lp = base("transformer", o, h, a, s, b, t);
-  fill_times(o, [&] { return layer.layers(x, 0, 1).sum(); }, lp);
-  lp.activation_bytes = kept_bytes([&] { return layer.layers(x, 0, 1); });
+  fill_times(o, d, [&] { return layer.layers(x, 0, 1).sum(); }, lp);
+  lp.activation_bytes = kept_bytes(d, [&] { return layer.layers(x, 0, 1); });
   lp.checkpoint_bytes = static_cast<double>(x.numel() * x.element_size());  // the layer input
   out.push_back(lp);
   // Embedding (a lookup) and head (final norm, logits, loss).
-  runtime::GptPart emb(m, {0, 0, true, false}, 0, t, 7);
+  runtime::GptPart emb(m, {0, 0, true, false}, 0, t, 7, d);
   costmodel::LayerProfile le = base("embedding", o, h, a, s, b, t);
-  fill_times(o, [&] { return emb.embed(tokens).sum(); }, le);
-  le.activation_bytes = le.checkpoint_bytes = kept_bytes([&] { return emb.embed(tokens); });
+  fill_times(o, d, [&] { return emb.embed(tokens).sum(); }, le);
+  le.activation_bytes = le.checkpoint_bytes = kept_bytes(d, [&] { return emb.embed(tokens); });
   out.push_back(le);
-  runtime::GptPart head(m, {0, 0, false, true}, 0, t, 7);
+  runtime::GptPart head(m, {0, 0, false, true}, 0, t, 7, d);
   costmodel::LayerProfile lh = base("head", o, h, a, s, b, t);
-  fill_times(o, [&] { return head.loss(x, tokens); }, lh);
-  lh.activation_bytes = lh.checkpoint_bytes = kept_bytes([&] { return head.loss(x, tokens); });
+  fill_times(o, d, [&] { return head.loss(x, tokens); }, lh);
+  lh.activation_bytes = lh.checkpoint_bytes = kept_bytes(d, [&] { return head.loss(x, tokens); });
   out.push_back(lh);
 }
 
@@ -213,6 +234,7 @@ std::vector<costmodel::LayerProfile> profile_layers(const LayerGridOptions& o) {
   for (int t : o.tp_degrees)
     if (t < 1) throw InputError("profile: --tp " + std::to_string(t) + " is invalid (allowed: 1 or more)");
   torch::set_num_threads(o.threads);
+  const torch::Device d = runtime::parse_device(o.device, "--device");
   SoloTpGroup solo;
   std::vector<costmodel::LayerProfile> out;
   for (int h : o.hidden_sizes)
@@ -220,7 +242,7 @@ std::vector<costmodel::LayerProfile> profile_layers(const LayerGridOptions& o) {
       for (int t : o.tp_degrees) {
         if (a < 1 || h % a != 0 || a % t != 0) continue;  // heads split over h and over the tp ranks
         for (int s : o.seq_lengths)
-          for (int b : o.microbatch_sizes) profile_shape(o, h, a, s, b, t, out);
+          for (int b : o.microbatch_sizes) profile_shape(o, d, h, a, s, b, t, out);
       }
   if (out.empty())
     throw InputError("profile: no (hidden, heads, tp) of the grid has heads dividing hidden and tp dividing heads");
@@ -229,8 +251,9 @@ std::vector<costmodel::LayerProfile> profile_layers(const LayerGridOptions& o) {
 
 double profile_optimizer_s_per_param(const LayerGridOptions& o) {
   torch::set_num_threads(o.threads);
+  const torch::Device d = runtime::parse_device(o.device, "--device");
   costmodel::ModelSpec m = spec(o, o.hidden_sizes.back(), o.num_heads.front(), o.seq_lengths.front());
-  runtime::GptPart layer(m, {0, 1, false, false}, 0, 1, 7);
+  runtime::GptPart layer(m, {0, 1, false, false}, 0, 1, 7, d);
   std::vector<torch::Tensor> grads;
   double n = 0;
   for (const auto& [name, t] : layer.named_parameters()) {
@@ -247,8 +270,27 @@ double profile_optimizer_s_per_param(const LayerGridOptions& o) {
     }
     opt.step();
   };
-  costmodel::Measurement t = time_it(o, step);
+  costmodel::Measurement t = time_it(o, d, step);
   return t.median_s / n;
+}
+
+nlohmann::json describe_device(const LayerGridOptions& o) {
+  const torch::Device d = runtime::parse_device(o.device, "--device");
+  std::string cpu = "unknown";
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  nlohmann::json j = {{"kind", d.is_cuda() ? "cuda" : "cpu"},
+                      {"name", d.is_cuda() ? runtime::describe(d) : cpu},
+                      {"host_cpu", cpu},
+                      {"threads", o.threads},
+                      {"hardware_threads", std::thread::hardware_concurrency()},
+                      {"libtorch", TORCH_VERSION},
+                      {"compiler", std::string("g++ ") + __VERSION__}};
+  return j;
 }
 
 }  // namespace stagecraft::profiler

@@ -1,9 +1,10 @@
 // Layer profiling (`stagecraft profile`): times one transformer layer, the embedding and the
 // head of the runtime's own GPT implementation over a grid of shapes, on the device the runtime
-// uses (CPU threads here), with warm-up runs, repeated runs, the median kept and the spread
+// uses (CPU threads, or a CUDA GPU timed with device events), with warm-up runs, repeated runs, the median kept and the spread
 // recorded; and the activation bytes each saves for its backward. Torch-free interface.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "costmodel/profile.h"
@@ -21,6 +22,8 @@ struct LayerGridOptions {
   int warmup = 2;                            // untimed runs first
   int runs = 5;                              // timed runs; the median is kept
   int threads = 1;                           // torch intra-op threads
+  std::string device = "cpu";                // cpu, or cuda / cuda:N (a CUDA build of LibTorch):
+                                             // timed with device events, memory from the allocator
 };
 
 // Every (h, a, t, s, b) of the grid with a dividing h and t dividing a: a transformer layer
@@ -32,5 +35,9 @@ std::vector<costmodel::LayerProfile> profile_layers(const LayerGridOptions& opt)
 
 // The optimizer step's time per parameter (AdamW over one layer's parameters).
 double profile_optimizer_s_per_param(const LayerGridOptions& opt);
+
+// What the layers are measured on: device kind and model (the CPU's model name from
+// /proc/cpuinfo), intra-op threads, LibTorch's version and the compiler that built this program.
+nlohmann::json describe_device(const LayerGridOptions& opt);
 
 }  // namespace stagecraft::profiler

@@ -84,6 +84,15 @@ WorkPtr all_reduce_sum(Group& g, torch::Tensor& t) {
   return g.pg->allreduce(v);
 }
 
+void all_reduce_sum_blocking(Group& g, torch::Tensor& t, std::chrono::milliseconds timeout) {
+  if (!g.pg) return;
+  const bool widen = g.pg->getBackendName() != "nccl" && (t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf);
+  if (!widen) return wait(all_reduce_sum(g, t), timeout);
+  torch::Tensor wide = t.to(torch::kFloat32);
+  wait(all_reduce_sum(g, wide), timeout);
+  t.copy_(wide);
+}
+
 void wait(const WorkPtr& w, std::chrono::milliseconds timeout) {
   if (w) w->wait(timeout);
 }

@@ -42,6 +42,9 @@ Group make_group(const StorePtr& store, const std::string& prefix, std::vector<i
 WorkPtr send(Group& g, torch::Tensor& t, int dst_global, int tag);  // asynchronous
 WorkPtr recv(Group& g, torch::Tensor& t, int src_global, int tag);  // asynchronous
 WorkPtr all_reduce_sum(Group& g, torch::Tensor& t);                 // asynchronous, in place
+// Blocking all-reduce (sum) in place. Gloo in LibTorch 1.13 has no bf16 or fp16 sums: on Gloo
+// such a tensor is summed as fp32 and rounded back (NCCL sums it as it is).
+void all_reduce_sum_blocking(Group& g, torch::Tensor& t, std::chrono::milliseconds timeout);
 // All-gather of every member's `in` (k elements) into `out` (n*k, member i's at i*k); blocking.
 void all_gather(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout);
 // Reduce-scatter (sum) of `in` (n*k elements) into `out` (k, this member's block); blocking.

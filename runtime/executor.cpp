@@ -79,10 +79,17 @@ struct Executor::Impl {
   StepRecord rec;
   Clock::time_point t0;
   double wait_in_action = 0;
+  std::unique_ptr<Timeline> timeline;         // marks of this iteration (device events on a GPU)
+  std::vector<int> start_mark;                // per span: its start
+  std::vector<std::vector<int>> end_marks;    // per span: the latest of these is its end
+  torch::Tensor loss_acc;                     // () sum of this iteration's microbatch losses, on the device
 
-  double now() const { return seconds(t0, Clock::now()); }
-  torch::Tensor activation() const {
-    return torch::empty({cfg.microbatch_size, cfg.seq_length, cfg.hidden_size});
+  // Closes span `i` again now (a receive or reduction ends when its consumer's wait returns).
+  void close_span(size_t i) {
+    if (i < end_marks.size()) end_marks[i].push_back(timeline->mark());
+  }
+  torch::Tensor activation() const {  // (b, s, h), fp32 (stage outputs are fp32 under autocast too)
+    return torch::empty({cfg.microbatch_size, cfg.seq_length, cfg.hidden_size}, torch::TensorOptions().device(cfg.device));
   }
   int global_of_stage(int stage) const { return cfg.global_of(cfg.schedule->rank_of(stage)); }
   int tag(bool forward, int consumer, int mb) const {
@@ -119,7 +126,7 @@ struct Executor::Impl {
                      std::to_string(stage) + " microbatch " + std::to_string(mb), p.peer_global, e);
       }
       wait_in_action += seconds(a, Clock::now());
-      rec.spans[p.span].end_s = std::max(rec.spans[p.span].end_s, now());
+      close_span(p.span);
     }
     if (keep.empty()) pending.erase(it);
     else it->second = keep;
@@ -157,7 +164,9 @@ struct Executor::Impl {
   void forward(int stage, int mb) {
     GptPart& P = part(stage);
     MbState& st = states[{stage, mb}];
-    auto [tokens, targets] = (*batch)(mb);
+    auto [tokens_host, targets_host] = (*batch)(mb);
+    torch::Tensor tokens = tokens_host.to(cfg.device), targets = targets_host.to(cfg.device);  // (b, s)
+    AutocastScope autocast(cfg.device, cfg.precision);
     if (P.shape().embedding) {
       st.embed_out = P.embed(tokens);
       st.ckpt = st.embed_out.detach().requires_grad_(true);
@@ -180,7 +189,8 @@ struct Executor::Impl {
     x = P.layers(x, st.recompute_layers, n);
     if (P.shape().head) {
       st.output = P.loss(x, targets);
-      rec.loss_sum += st.output.item<double>();
+      torch::Tensor l = st.output.detach().to(torch::kFloat64);  // no host sync here on a GPU
+      loss_acc = loss_acc.defined() ? loss_acc + l : l;
       rec.loss_count += 1;
     } else {
       st.output = x;
@@ -191,6 +201,7 @@ struct Executor::Impl {
     MbState& st = states.at({stage, mb});
     if (st.recompute_layers == 0) return;
     if (!st.ckpt.defined()) throw Error("runtime: R of stage " + std::to_string(stage) + " before its checkpoint was reloaded");
+    AutocastScope autocast(cfg.device, cfg.precision);
     st.mid = part(stage).layers(st.ckpt, 0, st.recompute_layers);
   }
 
@@ -337,7 +348,7 @@ struct Executor::Impl {
         comm_failure("gradient all-reduce in the " + b.group->name, -1, e);
       }
       wait_in_action += seconds(a, Clock::now());
-      if (b.span < rec.spans.size()) rec.spans[b.span].end_s = std::max(rec.spans[b.span].end_s, now());
+      close_span(b.span);
       torch::NoGradGuard ng;
       int64_t off = 0;
       for (auto& p : b.params) {
@@ -371,6 +382,7 @@ struct Executor::Impl {
     }
     late = std::move(held);
     held.clear();
+    if (cfg.precision != Precision::Fp32) clear_autocast_cache();
     opt->step(later);
     if (!states.empty() || !deferred.empty() || !recv_f.empty() || !recv_b.empty() || !pending.empty())
       throw Error("runtime: state left over at the optimizer step (a forward without backward or an unused receive)");
@@ -378,17 +390,17 @@ struct Executor::Impl {
 
   void offload(int stage, int mb) {
     MbState& st = states.at({stage, mb});
-    st.host_ckpt = st.ckpt.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
+    st.host_ckpt = host_buffer_like(st.ckpt, cfg.device);  // pinned on a GPU: the copy is asynchronous
+    st.host_ckpt.copy_(st.ckpt.detach(), /*non_blocking=*/cfg.device.is_cuda());
     // Without recomputed layers the checkpoint is also the graph's input: keep it linked.
     if (st.recompute_layers > 0) st.ckpt = torch::Tensor();
   }
 
   void reload(int stage, int mb) {
     MbState& st = states.at({stage, mb});
-    if (!st.ckpt.defined()) st.ckpt = st.host_ckpt.to(cfg_device()).requires_grad_(true);
-    st.host_ckpt = torch::Tensor();
+    if (!st.ckpt.defined()) st.ckpt = st.host_ckpt.to(cfg.device, /*non_blocking=*/cfg.device.is_cuda()).requires_grad_(true);
+    st.host_ckpt = torch::Tensor();  // the copy is stream-ordered: the pinned buffer may go
   }
-  torch::Device cfg_device() const { return torch::kCPU; }
 
   void compute(const Action& a) {
     switch (a.op) {
@@ -449,32 +461,49 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
   m.rec = StepRecord{};
   m.batch = &batch;
   m.t0 = t0;
+  m.loss_acc = torch::Tensor();
+  if (!m.timeline) m.timeline = std::make_unique<Timeline>(m.cfg.device);
+  Timeline& tl = *m.timeline;
   TpContext& tp = tp_context();
-  const double step_start = m.now();
-  m.rec.spans.reserve(m.list->size());
-  for (size_t i = 0; i < m.list->size(); ++i) {
+  const size_t n = m.list->size();
+  tl.begin(t0);
+  const int step_mark = tl.mark();
+  m.start_mark.assign(n, -1);
+  m.end_marks.assign(n, {});
+  std::vector<double> host_wait(n, 0), tp_comm(n, 0);  // per action, host-measured
+  for (size_t i = 0; i < n; ++i) {
     const Action& a = (*m.list)[i];
     m.wait_in_action = 0;
     const double tp_before = tp.comm_s;
+    m.start_mark[i] = tl.mark();
+    m.execute(a, i);
+    m.end_marks[i].insert(m.end_marks[i].begin(), tl.mark());  // first: the action's own end
+    host_wait[i] = m.wait_in_action;
+    tp_comm[i] = tp.comm_s - tp_before;
+  }
+  tl.resolve();  // on a GPU: waits for the iteration's kernels, then reads the events
+  m.rec.time_s = tl.resolved_at_s() - tl.seconds(step_mark);
+  if (m.loss_acc.defined()) m.rec.loss_sum = m.loss_acc.item<double>();
+  m.rec.spans.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Action& a = (*m.list)[i];
     ActionSpan sp;
     sp.position = static_cast<int>(i);
     sp.stream = stream_of(a.op);
-    sp.start_s = m.now();
+    sp.start_s = tl.seconds(m.start_mark[i]);
+    const double own_end = tl.seconds(m.end_marks[i].front());
+    sp.end_s = own_end;  // receives and reductions are closed again when waited
+    for (int k : m.end_marks[i]) sp.end_s = std::max(sp.end_s, tl.seconds(k));
     m.rec.spans.push_back(sp);
-    m.execute(a, i);
-    const double end = m.now();
-    ActionSpan& s = m.rec.spans[i];
-    s.end_s = std::max(s.end_s, end);  // receives and reductions are closed again when waited
-    const double dur = end - s.start_s, tp_comm = tp.comm_s - tp_before;
-    m.rec.wait_s += m.wait_in_action;
+    const double dur = own_end - sp.start_s;
+    m.rec.wait_s += host_wait[i];
     if (schedules::is_compute(a.op)) {
-      m.rec.compute_s += dur - m.wait_in_action - tp_comm;
-      m.rec.comm_s += tp_comm;
+      m.rec.compute_s += dur - host_wait[i] - tp_comm[i];
+      m.rec.comm_s += tp_comm[i];
     } else if (a.op != Op::OFFLOAD && a.op != Op::RELOAD) {
       m.rec.comm_s += dur;
     }
   }
-  m.rec.time_s = m.now() - step_start;
   return m.rec;
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/device.h"
 #include "runtime/model.h"
 #include "runtime/optim.h"
 #include "schedules/schedule.h"
@@ -21,7 +22,7 @@ namespace stagecraft::runtime {
 struct ActionSpan {
   int position = 0;     // index in the rank's action list
   int stream = 0;       // trace track: 0 compute, 1 p2p, 2 collective, 3 copy
-  double start_s = 0;   // seconds since the run started (host clock)
+  double start_s = 0;   // seconds since the run started (host clock; device events on a GPU)
   double end_s = 0;
 };
 
@@ -29,9 +30,10 @@ struct StepRecord {
   double loss_sum = 0;       // sum of the last stage's microbatch losses (0 when no last stage)
   int loss_count = 0;        // microbatches that contributed
   double time_s = 0;         // wall time of the iteration on this rank
-  double compute_s = 0;      // compute actions, minus waits and tp communication inside them
+  double compute_s = 0;      // compute actions, minus host waits and tp communication inside them
+                             // (on a GPU the waits are stream-ordered: they stay in compute_s)
   double comm_s = 0;         // tp all-reduces plus posting transfers and reductions
-  double wait_s = 0;         // blocked on receives, sends and reductions
+  double wait_s = 0;         // host blocked on receives, sends and reductions
   std::vector<ActionSpan> spans;  // one per action, in list order
 };
 
@@ -52,6 +54,8 @@ struct ExecConfig {
   std::int64_t seq_length = 1;            // s
   std::int64_t hidden_size = 1;           // h
   double bucket_bytes = 4e6;              // gradient bucket size for REDUCE_GRAD
+  torch::Device device = torch::kCPU;     // where the parts, activations and received buffers live
+  Precision precision = Precision::Fp32;  // bf16: forwards and recomputes under autocast
   int global_rank = 0;                    // for messages
 };
 

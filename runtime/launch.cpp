@@ -94,6 +94,12 @@ RankEnv rank_env_from_environment() {
   }
   if (e.world < 1 || e.rank >= e.world)
     throw InputError("rank " + std::to_string(e.rank) + " is not below the world size " + std::to_string(e.world));
+  e.local_rank = e.rank;
+  for (const char* k : {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"})
+    if (env(k)) {
+      e.local_rank = env_int(k, 0);
+      break;
+    }
   if (env("MASTER_ADDR")) e.master_addr = env("MASTER_ADDR");
   e.master_port = env_int("MASTER_PORT", 0);
   if (e.world > 1 && e.master_port == 0)

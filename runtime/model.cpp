@@ -1,5 +1,7 @@
 #include "runtime/model.h"
 
+#include "runtime/device.h"
+
 #include <cmath>
 
 #include "schedules/error.h"
@@ -38,25 +40,30 @@ torch::Tensor weight_grad(const torch::Tensor& go, const torch::Tensor& x) {  //
 // y = x w^T whose weight gradient can be deferred from I to W.
 struct DeferrableLinear : torch::autograd::Function<DeferrableLinear> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w) {
-    ctx->save_for_backward({x, w});
-    return torch::matmul(x, w.t());
+    // Under bf16 autocast the product runs in bf16: x and w are cast here (and saved cast),
+    // since a custom function's backward runs outside autocast; gradients return in the
+    // inputs' dtypes (the weight's fp32 gradient accumulates in fp32).
+    torch::Tensor xc = autocast_input(x), wc = autocast_input(w);
+    ctx->save_for_backward({xc, wc, w});
+    return torch::matmul(xc, wc.t());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    torch::Tensor x = saved[0], w = saved[1], go = grads[0];
-    torch::Tensor gx = torch::matmul(go, w);
+    torch::Tensor x = saved[0], wc = saved[1], w = saved[2];
+    torch::Tensor go = grads[0].to(wc.scalar_type());
+    torch::Tensor gx = torch::matmul(go, wc);
     if (g_defer) {
-      g_defer->push_back([x, w, go] { accumulate_grad(w, weight_grad(go, x)); });
+      g_defer->push_back([x, w, go] { accumulate_grad(w, weight_grad(go, x).to(w.scalar_type())); });
       return {gx, torch::Tensor()};
     }
-    return {gx, weight_grad(go, x)};
+    return {gx, weight_grad(go, x).to(w.scalar_type())};
   }
 };
 
 void tp_all_reduce(torch::Tensor& t) {
   TpContext& tp = tp_context();
   auto t0 = std::chrono::steady_clock::now();
-  compat::wait(compat::all_reduce_sum(*tp.group, t), tp.timeout);
+  compat::all_reduce_sum_blocking(*tp.group, t, tp.timeout);
   tp.comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -102,8 +109,9 @@ TpContext& tp_context() {
 DeferWeightGrads::DeferWeightGrads(DeferredGrads* q) : prev_(g_defer) { g_defer = q; }
 DeferWeightGrads::~DeferWeightGrads() { g_defer = prev_; }
 
-GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed)
-    : m_(m), shape_(shape), tp_rank_(tp_rank), tp_size_(tp_size) {
+GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed,
+                 torch::Device device)
+    : m_(m), shape_(shape), tp_rank_(tp_rank), tp_size_(tp_size), device_(device) {
   if (m.num_heads % tp_size != 0 || m.ffn_hidden_size % tp_size != 0)
     throw InputError("runtime: tp = " + std::to_string(tp_size) + " must divide num_heads and ffn_hidden_size");
   if (shape.embedding) init_ends(seed);
@@ -116,7 +124,7 @@ GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_r
 }
 
 torch::Tensor GptPart::add(const std::string& name, torch::Tensor t) {
-  t = t.contiguous().set_requires_grad(true);
+  t = t.to(device_).contiguous().set_requires_grad(true);  // drawn on the CPU, then placed
   params_.emplace_back(name, t);
   return t;
 }

@@ -66,13 +66,16 @@ struct PartShape {
 // One model part (pipeline stage) as held by one tp rank.
 class GptPart {
  public:
-  GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed);
+  // Weights are drawn on the CPU (the same numbers on every device) and placed on `device`.
+  GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed,
+          torch::Device device = torch::kCPU);
 
   torch::Tensor embed(const torch::Tensor& tokens) const;                  // (b, s) -> (b, s, h)
   torch::Tensor layers(const torch::Tensor& x, int from, int to) const;    // (b, s, h) -> (b, s, h)
   torch::Tensor loss(const torch::Tensor& x, const torch::Tensor& targets) const;  // (b, s, h) -> ()
 
   const PartShape& shape() const { return shape_; }
+  const torch::Device& device() const { return device_; }
   // Every parameter with a stable name ("L3.qkv_w", "embed.tok", ...), in a fixed order.
   const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters() const { return params_; }
 
@@ -87,6 +90,7 @@ class GptPart {
   costmodel::ModelSpec m_;
   PartShape shape_;
   int tp_rank_ = 0, tp_size_ = 1;
+  torch::Device device_;
   std::vector<LayerParams> layers_;
   torch::Tensor tok_emb_;   // (V, h)
   torch::Tensor pos_emb_;   // (s, h)

@@ -121,6 +121,12 @@ RunPlan make_run_plan(const costmodel::ModelSpec& m, const costmodel::ParallelPl
   return rp;
 }
 
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::Fp32;
+  if (s == "bf16") return Precision::Bf16;
+  throw InputError("--precision '" + s + "' is invalid (allowed: fp32, bf16)");
+}
+
 void preflight(const TrainOptions& opt, int world) {
   costmodel::check(opt.model);
   costmodel::check(opt.plan);
@@ -142,6 +148,7 @@ void preflight(const TrainOptions& opt, int world) {
   if (opt.steps < 1) throw InputError("--steps = " + std::to_string(opt.steps) + " must be at least 1");
   if (opt.timeout_s <= 0) throw InputError("--timeout must be positive");
   resolve_backend(opt.backend);
+  parse_precision(opt.precision);
   make_run_plan(opt.model, p);
 }
 

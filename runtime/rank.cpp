@@ -166,7 +166,7 @@ void save_rank_state(const std::string& dir, int rank, const AdamW& opt) {
   if (ec) throw Error("cannot create checkpoint directory '" + dir + "': " + ec.message());
   std::string path = dir + "/rank-" + std::to_string(rank) + ".pt";
   torch::serialize::OutputArchive ar;
-  for (const auto& [name, t] : opt.state()) ar.write(name, t);
+  for (const auto& [name, t] : opt.state()) ar.write(name, t.cpu());  // loadable on any device
   ar.save_to(path + ".tmp");
   fs::rename(path + ".tmp", path, ec);
   if (ec) throw Error("cannot rename '" + path + ".tmp' to '" + path + "': " + ec.message());
@@ -176,7 +176,7 @@ void load_rank_state(const std::string& dir, int rank, AdamW& opt) {
   std::string path = dir + "/rank-" + std::to_string(rank) + ".pt";
   if (!std::filesystem::exists(path)) throw InputError("--resume: no checkpoint file '" + path + "'");
   torch::serialize::InputArchive ar;
-  ar.load_from(path);
+  ar.load_from(path, torch::Device(torch::kCPU));  // copied onto the parameters' device by load()
   std::vector<std::pair<std::string, torch::Tensor>> st;
   for (const auto& [name, like] : opt.state()) {
     torch::Tensor t;

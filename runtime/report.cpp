@@ -5,6 +5,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "costmodel/flops.h"
 #include "costmodel/specs.h"
 #include "runtime/train.h"
 #include "schedules/schedule.h"
@@ -47,14 +48,25 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
     double M = steady_mean(r["steps"], "comm_s"), W = steady_mean(r["steps"], "wait_s");
     per_rank.push_back({{"rank", r["rank"]}, {"tp", r["tp"]}, {"dp", r["dp"]}, {"pp", r["pp"]},
                         {"iteration_time_s", T}, {"compute_s", C}, {"communication_s", M}, {"wait_s", W},
-                        {"idle_s", std::max(0.0, T - C - M)}, {"peak_memory_bytes", r["peak_memory_bytes"]}});
+                        {"idle_s", std::max(0.0, T - C - M)}, {"device", r.value("device", "cpu")},
+                        {"peak_memory_bytes", r["peak_memory_bytes"]},
+                        {"peak_memory_kind", r.value("peak_memory_kind", "process resident set")}});
   }
+  // Throughput with the model FLOPs of costmodel/flops.h (Narayanan et al., SC'21: the work of
+  // the model, recomputation not counted); MFU = model_flops_per_s / the device's peak.
+  const double T = steady_mean(steps, "iteration_time_s");
+  const double tokens = static_cast<double>(opt.plan.global_batch()) * opt.model.seq_length;
+  const bool gpu = ranks.front().value("device", "cpu") != "cpu";
   return {{"format", "stagecraft-train"}, {"model", opt.model.name}, {"schedule", s.name},
           {"plan", costmodel::to_json(opt.plan)}, {"world", static_cast<int>(ranks.size())},
-          {"mean_iteration_time_s", steady_mean(steps, "iteration_time_s")},
+          {"precision", opt.precision}, {"mean_iteration_time_s", T},
+          {"tokens_per_s", T > 0 ? tokens / T : 0.0},
+          {"model_flops_per_s", T > 0 ? costmodel::flops::model_flops_per_iteration(opt.model, opt.plan.global_batch()) / T : 0.0},
           {"steps", steps}, {"ranks", per_rank},
-          {"notes", "times from the host clock; compute excludes waits and tp all-reduces; peak memory is the "
-                    "process's peak resident set (CPU)"}};
+          {"notes", gpu ? "times from CUDA events; compute spans include stream-ordered waits; peak memory is the "
+                          "caching allocator's peak"
+                        : "times from the host clock; compute excludes waits and tp all-reduces; peak memory is the "
+                          "process's peak resident set (CPU)"}};
 }
 
 json trace_json(const schedules::Schedule& s, const std::vector<json>& ranks, int, int, int,

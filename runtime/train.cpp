@@ -9,6 +9,7 @@
 #include <iostream>
 #include <set>
 
+#include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/plan.h"
 #include "runtime/rank.h"
@@ -27,6 +28,8 @@ struct Run {
   RunPlan plan;
   Grid grid;
   std::array<int, 3> me;   // (tp, dp, pp)
+  torch::Device device = torch::kCPU;  // where this rank computes (a GPU with NCCL)
+  Precision precision = Precision::Fp32;
   c10::intrusive_ptr<c10d::TCPStore> store;
   std::unique_ptr<Watchdog> watchdog;
   compat::Group world, tp, dp;
@@ -40,6 +43,8 @@ struct Run {
 
   Run(const TrainOptions& o, const RankEnv& e) : opt(o), env(e), plan(make_run_plan(o.model, o.plan)), grid(o.plan) {
     me = grid.coords(e.rank);
+    device = device_for_backend(resolve_backend(o.backend), e.local_rank);
+    precision = parse_precision(o.precision);
   }
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(static_cast<long>(opt.timeout_s * 1000)); }
 };
@@ -122,7 +127,7 @@ void build_model(Run& r) {
     int part = s.model_part(stage);
     PartShape shape{r.plan.part_first_layer[static_cast<size_t>(part)], r.plan.part_layers[static_cast<size_t>(part)],
                     s.is_first(stage), s.is_last(stage)};
-    r.parts.push_back(std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed));
+    r.parts.push_back(std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed, r.device));
     by_stage[stage] = r.parts.back().get();
     if (s.num_chains > 1) grad_groups[stage] = &r.part_groups.at(part);
     for (const auto& np : r.parts.back()->named_parameters()) params.push_back(np);
@@ -144,6 +149,8 @@ void build_model(Run& r) {
   c.seq_length = r.opt.model.seq_length;
   c.hidden_size = r.opt.model.hidden_size;
   c.bucket_bytes = r.opt.bucket_bytes;
+  c.device = r.device;
+  c.precision = r.precision;
   c.global_rank = r.env.rank;
   r.exec = std::make_unique<Executor>(c, by_stage, r.optim.get());
 }
@@ -190,8 +197,9 @@ double global_loss(Run& r, const StepRecord& rec) {
   if (!r.has_loss) return 0;
   const auto& s = r.plan.schedule;
   compat::Group& g = s.num_chains > 1 ? r.part_groups.at(s.stages_per_chain() - 1) : r.dp;
-  torch::Tensor t = torch::tensor({rec.loss_sum, static_cast<double>(rec.loss_count)}, torch::kFloat64);
+  torch::Tensor t = torch::tensor({rec.loss_sum, static_cast<double>(rec.loss_count)}, torch::kFloat64).to(r.device);
   compat::wait(compat::all_reduce_sum(g, t), r.timeout());
+  t = t.cpu();
   return t[0].item<double>() / t[1].item<double>();
 }
 
@@ -230,9 +238,12 @@ long peak_rss_bytes() {
   return static_cast<long>(u.ru_maxrss) * 1024;
 }
 
+// On a GPU the caching allocator's peak (tensors), on the CPU the process's resident set.
 json rank_result(const Run& r) {
+  const std::int64_t dev = device_peak_bytes(r.device);
   return {{"rank", r.env.rank}, {"tp", r.me[0]}, {"dp", r.me[1]}, {"pp", r.me[2]},
-          {"peak_memory_bytes", peak_rss_bytes()}, {"steps", r.steps}};
+          {"device", describe(r.device)}, {"peak_memory_bytes", dev >= 0 ? dev : peak_rss_bytes()},
+          {"peak_memory_kind", dev >= 0 ? "device allocator" : "process resident set"}, {"steps", r.steps}};
 }
 
 std::vector<json> gather(Run& r) {
@@ -275,6 +286,7 @@ void finish(Run& r) {
 
 void run(Run& r) {
   torch::set_num_threads(r.opt.threads);
+  reset_device_peak(r.device);
   rendezvous(r);
   make_groups(r);
   build_model(r);

@@ -10,6 +10,13 @@
 
 namespace stagecraft::runtime {
 
+// Numeric precision of the forward and backward (`--precision`).
+enum class Precision {
+  Fp32,  // parameters, activations and arithmetic in fp32
+  Bf16,  // autocast: matrix products in bf16; parameters, norms, loss and AdamW in fp32
+};
+Precision parse_precision(const std::string& s);  // fp32 | bf16; InputError naming the value otherwise
+
 struct TrainOptions {
   costmodel::ModelSpec model;       // what to train (the tiny preset in tests)
   costmodel::ParallelPlan plan;     // dp, tp, pp, microbatches, schedule, recompute, stage layers
@@ -17,7 +24,9 @@ struct TrainOptions {
   unsigned long long seed = 1234;   // weights and data derive from it
   double lr = 1e-3;                 // AdamW learning rate
   double weight_decay = 0.01;       // AdamW decoupled weight decay
-  std::string backend = "auto";     // auto (nccl with CUDA, else gloo), gloo or nccl
+  std::string backend = "auto";     // auto (nccl with CUDA, else gloo), gloo or nccl; nccl computes
+                                    // on the GPU local_rank % visible GPUs, gloo on the CPU
+  std::string precision = "fp32";   // fp32, or bf16 (autocast: bf16 products, fp32 weights and AdamW)
   double timeout_s = 60;            // a peer silent this long is declared failed
   double bucket_bytes = 4e6;        // data-parallel all-reduce bucket size
   std::string trace_path;           // Chrome trace of every executed action ("" = none)
@@ -34,6 +43,8 @@ struct RankEnv {
   int world = 1;                    // world size
   std::string master_addr = "127.0.0.1";  // host of the TCPStore (rank 0)
   int master_port = 0;              // its port; 0 = single process, no store server needed
+  int local_rank = 0;               // rank on this machine (LOCAL_RANK, SLURM_LOCALID,
+                                    // OMPI_COMM_WORLD_LOCAL_RANK; else the global rank): picks the GPU
 };
 
 // Reads RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun), SLURM_PROCID/SLURM_NTASKS or

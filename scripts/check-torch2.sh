@@ -17,7 +17,8 @@
 #   gloo (default)  libtorch-dev + libgloo-dev from main: the CPU / c10d Gloo build.
 #   nccl (--nccl)   libtorch-cuda-dev + libgloo-cuda-dev (contrib), nvidia-cuda-dev and
 #                   libnccl-dev (non-free; about 1 GB to download, headers only are unpacked)
-#                   with STAGECRAFT_WITH_NCCL=1 USE_C10D_NCCL=1, as a CUDA LibTorch build gets.
+#                   with STAGECRAFT_WITH_CUDA=1 STAGECRAFT_WITH_NCCL=1 USE_C10D_NCCL=1, as a CUDA LibTorch
+#                   build gets.
 #
 # Usage: scripts/check-torch2.sh [--nccl | --nccl-only] [-j N] [--suite S] [--refresh] [FILE...]
 #   FILE...  check only these sources (paths relative to the repository root)
@@ -193,7 +194,7 @@ common_flags() {  # $1: tree
 
 file_flags() {  # $1: source, $2: variant
   case $1 in
-    runtime/*) [[ $2 == nccl ]] && echo -DSTAGECRAFT_WITH_NCCL=1 -DUSE_C10D_NCCL=1 ;;
+    runtime/*) [[ $2 == nccl ]] && echo -DSTAGECRAFT_WITH_CUDA=1 -DSTAGECRAFT_WITH_NCCL=1 -DUSE_C10D_NCCL=1 ;;
     cli/*) echo -DSTAGECRAFT_WITH_RUNTIME=1 ;;
   esac
   local pch; pch=$(pch_of "$1")

@@ -5,8 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+# Dependencies carried from the development machine (scripts/gpu-deps.sh), when present.
+if [ -d .deps/gpu/usr ]; then
+  prefix="$prefix;$PWD/.deps/gpu/usr;$PWD/.deps/gpu/usr/lib/x86_64-linux-gnu/cmake;$PWD/.deps/gpu/usr/share/cmake"
+fi
 abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix" -DSTAGECRAFT_BUILD_SIM=OFF -DSTAGECRAFT_BUILD_RUNTIME=ON \
   -DSTAGECRAFT_BUILD_TESTS=ON -DSTAGECRAFT_BUILD_BENCH=ON \
   -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$abi" "$@"

@@ -25,6 +25,8 @@ TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
   EXPECT_NE(r.out.find("algbw GB/s"), std::string::npos);  // the nccl-tests style table
   auto p = nlohmann::json::parse(read_text(dir + "/p.json"));
   EXPECT_EQ(p["format"], "stagecraft-profile");
+  for (const char* k : {"kind", "name", "threads", "libtorch", "compiler", "backend", "ranks"})
+    EXPECT_TRUE(p["device"].contains(k)) << k << " missing from " << p["device"].dump();
   // transformer, embedding and head at two microbatch sizes and two tp degrees
   ASSERT_EQ(p["layers"].size(), 12u);
   std::map<int, double> shard_bytes;  // tp -> activation bytes of the transformer layer, b = 1

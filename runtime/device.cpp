@@ -1,0 +1,228 @@
+#include "runtime/device.h"
+
+#include <ATen/autocast_mode.h>
+
+#include "schedules/error.h"
+
+#if defined(STAGECRAFT_WITH_CUDA)
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace stagecraft::runtime {
+
+namespace {
+
+// Autocast's per-device switches: LibTorch 2.4 made them take the device type.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+bool autocast_enabled(c10::DeviceType t) { return at::autocast::is_autocast_enabled(t); }
+torch::ScalarType autocast_dtype(c10::DeviceType t) { return at::autocast::get_autocast_dtype(t); }
+void set_autocast(c10::DeviceType t, bool on, torch::ScalarType dtype) {
+  at::autocast::set_autocast_dtype(t, dtype);
+  at::autocast::set_autocast_enabled(t, on);
+}
+#else
+bool autocast_enabled(c10::DeviceType t) {
+  return t == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+}
+torch::ScalarType autocast_dtype(c10::DeviceType t) {
+  return t == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+}
+void set_autocast(c10::DeviceType t, bool on, torch::ScalarType dtype) {
+  if (t == c10::DeviceType::CUDA) {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(on);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(on);
+  }
+}
+#endif
+
+[[noreturn]] void no_cuda(const char* what) {
+  throw InputError(std::string(what) + ": this build's LibTorch (" TORCH_VERSION
+                   ") has no CUDA; build against a CUDA LibTorch (docs/gpu.md)");
+}
+
+}  // namespace
+
+torch::Device device_for_backend(const std::string& backend, int local_rank) {
+  if (backend != "nccl") return torch::Device(torch::kCPU);
+#if defined(STAGECRAFT_WITH_CUDA)
+  const int n = static_cast<int>(torch::cuda::device_count());
+  if (n == 0) throw InputError("--backend nccl: no CUDA GPU is visible on this machine");
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % n));
+#else
+  (void)local_rank;
+  no_cuda("--backend nccl");
+#endif
+}
+
+torch::ScalarType compute_dtype(const torch::Device&, Precision p) {
+  return p == Precision::Bf16 ? torch::kBFloat16 : torch::kFloat32;
+}
+
+AutocastScope::AutocastScope(const torch::Device& d, Precision p) : device_(d), on_(p == Precision::Bf16) {
+  if (!on_) return;
+  was_enabled_ = autocast_enabled(d.type());
+  set_autocast(d.type(), true, torch::kBFloat16);
+}
+
+AutocastScope::~AutocastScope() {
+  if (on_) set_autocast(device_.type(), was_enabled_, torch::kBFloat16);
+}
+
+torch::Tensor autocast_input(const torch::Tensor& t) {
+  const auto dev = t.device().type();
+  if (!autocast_enabled(dev) || !t.is_floating_point()) return t;
+  return t.to(autocast_dtype(dev));
+}
+
+void clear_autocast_cache() { at::autocast::clear_cache(); }
+
+void synchronize(const torch::Device& d) {
+  if (d.is_cuda()) torch::cuda::synchronize(d.index());
+}
+
+torch::Tensor host_buffer_like(const torch::Tensor& t, const torch::Device& d) {
+  auto o = t.options().device(torch::kCPU).requires_grad(false);
+  if (d.is_cuda()) o = o.pinned_memory(true);
+  return torch::empty(t.sizes(), o);
+}
+
+std::int64_t device_peak_bytes(const torch::Device& d) {
+  if (!d.is_cuda()) return -1;
+#if defined(STAGECRAFT_WITH_CUDA)
+  namespace alloc = c10::cuda::CUDACachingAllocator;
+  auto stats = alloc::getDeviceStats(d.index());
+  return stats.allocated_bytes[static_cast<size_t>(alloc::StatType::AGGREGATE)].peak;
+#else
+  no_cuda("device memory statistics");
+#endif
+}
+
+std::int64_t device_allocated_bytes(const torch::Device& d) {
+  if (!d.is_cuda()) return -1;
+#if defined(STAGECRAFT_WITH_CUDA)
+  namespace alloc = c10::cuda::CUDACachingAllocator;
+  auto stats = alloc::getDeviceStats(d.index());
+  return stats.allocated_bytes[static_cast<size_t>(alloc::StatType::AGGREGATE)].current;
+#else
+  no_cuda("device memory statistics");
+#endif
+}
+
+torch::Device parse_device(const std::string& name, const std::string& what) {
+  if (name == "cpu") return torch::Device(torch::kCPU);
+  if (name.rfind("cuda", 0) != 0) throw InputError(what + " '" + name + "' is invalid (allowed: cpu, cuda, cuda:N)");
+#if defined(STAGECRAFT_WITH_CUDA)
+  torch::Device d(torch::kCPU);
+  try {
+    d = torch::Device(name);
+  } catch (const c10::Error&) {
+    throw InputError(what + " '" + name + "' is invalid (allowed: cpu, cuda, cuda:N)");
+  }
+  const int n = static_cast<int>(torch::cuda::device_count());
+  const int index = d.has_index() ? d.index() : 0;
+  if (index >= n) throw InputError(what + " '" + name + "': this machine shows " + std::to_string(n) + " CUDA GPUs");
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+#else
+  no_cuda((what + " " + name).c_str());
+#endif
+}
+
+void reset_device_peak(const torch::Device& d) {
+  if (!d.is_cuda()) return;
+#if defined(STAGECRAFT_WITH_CUDA)
+  c10::cuda::CUDACachingAllocator::resetPeakStats(d.index());
+#endif
+}
+
+std::string describe(const torch::Device& d) {
+  if (!d.is_cuda()) return "cpu";
+#if defined(STAGECRAFT_WITH_CUDA)
+  const auto* prop = at::cuda::getDeviceProperties(d.index());
+  return std::string(prop->name) + " (" + std::to_string(prop->totalGlobalMem >> 20) + " MiB)";
+#else
+  no_cuda("describe device");
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timeline
+
+struct Timeline::Impl {
+  torch::Device device;
+  Clock::time_point t0;
+  std::vector<double> host_s;    // host clock of each mark, since t0
+  std::vector<double> resolved;  // seconds since t0 after resolve()
+  double resolved_at_s = 0;
+#if defined(STAGECRAFT_WITH_CUDA)
+  // Events are reused across iterations; ref is recorded at begin(), with its host time.
+  std::vector<std::unique_ptr<at::cuda::CUDAEvent>> events;
+  std::unique_ptr<at::cuda::CUDAEvent> ref;
+  double ref_host_s = 0;
+#endif
+  explicit Impl(const torch::Device& d) : device(d) {}
+  double host_now() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+};
+
+Timeline::Timeline(const torch::Device& d) : impl_(new Impl(d)) {
+#if !defined(STAGECRAFT_WITH_CUDA)
+  if (d.is_cuda()) no_cuda("device timing");
+#endif
+}
+
+Timeline::~Timeline() { delete impl_; }
+
+void Timeline::begin(Clock::time_point t0) {
+  Impl& m = *impl_;
+  m.t0 = t0;
+  m.host_s.clear();
+  m.resolved.clear();
+#if defined(STAGECRAFT_WITH_CUDA)
+  if (m.device.is_cuda()) {
+    // The previous iteration ended with resolve() (a synchronisation), so the stream is idle
+    // and the reference event's time is the host time at which it is recorded.
+    if (!m.ref) m.ref = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
+    m.ref_host_s = m.host_now();
+    m.ref->record(at::cuda::getCurrentCUDAStream(m.device.index()));
+  }
+#endif
+}
+
+int Timeline::mark() {
+  Impl& m = *impl_;
+  m.host_s.push_back(m.host_now());
+  const int k = static_cast<int>(m.host_s.size()) - 1;
+#if defined(STAGECRAFT_WITH_CUDA)
+  if (m.device.is_cuda()) {
+    if (m.events.size() <= static_cast<size_t>(k)) m.events.push_back(std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault));
+    m.events[static_cast<size_t>(k)]->record(at::cuda::getCurrentCUDAStream(m.device.index()));
+  }
+#endif
+  return k;
+}
+
+void Timeline::resolve() {
+  Impl& m = *impl_;
+  synchronize(m.device);
+  m.resolved = m.host_s;
+#if defined(STAGECRAFT_WITH_CUDA)
+  if (m.device.is_cuda())
+    for (size_t k = 0; k < m.host_s.size(); ++k)
+      m.resolved[k] = m.ref_host_s + static_cast<double>(m.ref->elapsed_time(*m.events[k])) * 1e-3;
+#endif
+  m.resolved_at_s = m.host_now();
+}
+
+double Timeline::seconds(int mark) const {
+  const auto& r = impl_->resolved;
+  if (mark < 0 || static_cast<size_t>(mark) >= r.size()) throw Error("Timeline: mark " + std::to_string(mark) + " is not resolved");
+  return r[static_cast<size_t>(mark)];
+}
+
+double Timeline::resolved_at_s() const { return impl_->resolved_at_s; }
+
+}  // namespace stagecraft::runtime

@@ -1,0 +1,80 @@
+// Where a rank's tensors live and how its work is timed: the CPU (host clock, resident set)
+// or one CUDA GPU (device events on the current stream, the caching allocator's statistics,
+// pinned host memory for offload, bf16 autocast). The CUDA parts are compiled only where the
+// LibTorch found has CUDA (STAGECRAFT_WITH_CUDA, runtime/CMakeLists.txt); elsewhere asking for
+// a GPU is an InputError. Like compat.h, this is the one place that knows the difference.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/torch_pch.h"
+#include "runtime/train.h"
+
+namespace stagecraft::runtime {
+
+// The device a rank computes on: the GPU `local_rank % visible GPUs` with NCCL, else the CPU
+// (Gloo exchanges CPU tensors only).
+torch::Device device_for_backend(const std::string& backend, int local_rank);
+
+// While alive, operations on `d` autocast to bf16 (when p is Bf16; else it does nothing).
+class AutocastScope {
+ public:
+  AutocastScope(const torch::Device& d, Precision p);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  torch::Device device_;
+  bool on_ = false;
+  bool was_enabled_ = false;
+};
+// The dtype matrix products run in on `d` under `p` (what AutocastScope casts to).
+torch::ScalarType compute_dtype(const torch::Device& d, Precision p);
+// `t` cast to the dtype autocast runs matrix products in on its device, when autocast is on
+// there (inside an AutocastScope); else `t` itself. For hand-written autograd functions.
+torch::Tensor autocast_input(const torch::Tensor& t);
+// Drops autocast's cached low-precision copies of the parameters (call before they change).
+void clear_autocast_cache();
+
+// Blocks until every kernel queued on `d` has finished (no-op on the CPU).
+void synchronize(const torch::Device& d);
+// An uninitialised host tensor shaped like `t` to copy it out to: pinned when `d` is a GPU,
+// so that the copy can run asynchronously.
+torch::Tensor host_buffer_like(const torch::Tensor& t, const torch::Device& d);
+// Peak bytes held by the caching allocator of GPU `d` since the last reset, or -1 on the CPU.
+std::int64_t device_peak_bytes(const torch::Device& d);
+void reset_device_peak(const torch::Device& d);
+// Bytes the caching allocator of GPU `d` holds in tensors now, or -1 on the CPU.
+std::int64_t device_allocated_bytes(const torch::Device& d);
+// "cpu" -> the CPU, "cuda" -> GPU 0, "cuda:N" -> GPU N; InputError naming `what` when the name
+// is not a device or this build or machine has no such GPU.
+torch::Device parse_device(const std::string& name, const std::string& what);
+// "cpu", or the GPU's name and memory, for reports.
+std::string describe(const torch::Device& d);
+
+// Points in time of one iteration. On the CPU a mark is the host clock when it is taken; on a
+// GPU it is an event recorded on the current stream, i.e. the moment the work queued before it
+// finishes. resolve() waits for the device and turns every mark into seconds since `t0`.
+class Timeline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Timeline(const torch::Device& d);
+  ~Timeline();
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+  void begin(Clock::time_point t0);  // drops the previous marks; a reference point now
+  int mark();                        // index of a new mark
+  void resolve();                    // after it, seconds() is valid for every mark so far
+  double seconds(int mark) const;    // since t0
+  double resolved_at_s() const;      // host clock at the end of resolve(), since t0
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace stagecraft::runtime
