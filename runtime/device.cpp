@@ -91,27 +91,25 @@ torch::Tensor host_buffer_like(const torch::Tensor& t, const torch::Device& d) {
   return torch::empty(t.sizes(), o);
 }
 
-std::int64_t device_peak_bytes(const torch::Device& d) {
+namespace {
+// Bytes in tensors held by GPU `d`'s caching allocator: the peak since the last reset, or now.
+std::int64_t allocated_bytes(const torch::Device& d, bool peak) {
   if (!d.is_cuda()) return -1;
 #if defined(STAGECRAFT_WITH_CUDA)
-  namespace alloc = c10::cuda::CUDACachingAllocator;
-  auto stats = alloc::getDeviceStats(d.index());
-  return stats.allocated_bytes[static_cast<size_t>(alloc::StatType::AGGREGATE)].peak;
+  // Index 0 is StatType::AGGREGATE (declared in c10::CachingDeviceAllocator since 2.5, in
+  // c10::cuda::CUDACachingAllocator before; the first enumerator in both).
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
+  const auto& stat = stats.allocated_bytes[0];
+  return peak ? stat.peak : stat.current;
 #else
+  (void)peak;
   no_cuda("device memory statistics");
 #endif
 }
+}  // namespace
 
-std::int64_t device_allocated_bytes(const torch::Device& d) {
-  if (!d.is_cuda()) return -1;
-#if defined(STAGECRAFT_WITH_CUDA)
-  namespace alloc = c10::cuda::CUDACachingAllocator;
-  auto stats = alloc::getDeviceStats(d.index());
-  return stats.allocated_bytes[static_cast<size_t>(alloc::StatType::AGGREGATE)].current;
-#else
-  no_cuda("device memory statistics");
-#endif
-}
+std::int64_t device_peak_bytes(const torch::Device& d) { return allocated_bytes(d, true); }
+std::int64_t device_allocated_bytes(const torch::Device& d) { return allocated_bytes(d, false); }
 
 torch::Device parse_device(const std::string& name, const std::string& what) {
   if (name == "cpu") return torch::Device(torch::kCPU);
