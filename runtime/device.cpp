@@ -59,10 +59,6 @@ torch::Device device_for_backend(const std::string& backend, int local_rank) {
 #endif
 }
 
-torch::ScalarType compute_dtype(const torch::Device&, Precision p) {
-  return p == Precision::Bf16 ? torch::kBFloat16 : torch::kFloat32;
-}
-
 AutocastScope::AutocastScope(const torch::Device& d, Precision p) : device_(d), on_(p == Precision::Bf16) {
   if (!on_) return;
   was_enabled_ = autocast_enabled(d.type());

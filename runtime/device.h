@@ -32,8 +32,6 @@ class AutocastScope {
   bool on_ = false;
   bool was_enabled_ = false;
 };
-// The dtype matrix products run in on `d` under `p` (what AutocastScope casts to).
-torch::ScalarType compute_dtype(const torch::Device& d, Precision p);
 // `t` cast to the dtype autocast runs matrix products in on its device, when autocast is on
 // there (inside an AutocastScope); else `t` itself. For hand-written autograd functions.
 torch::Tensor autocast_input(const torch::Tensor& t);

@@ -77,7 +77,6 @@ struct Executor::Impl {
   std::set<int> late_stages;                  // stages whose skipped share is not yet applied
   const BatchFn* batch = nullptr;
   StepRecord rec;
-  Clock::time_point t0;
   double wait_in_action = 0;
   std::unique_ptr<Timeline> timeline;         // marks of this iteration (device events on a GPU)
   std::vector<int> start_mark;                // per span: its start
@@ -460,7 +459,6 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
   Impl& m = *impl_;
   m.rec = StepRecord{};
   m.batch = &batch;
-  m.t0 = t0;
   m.loss_acc = torch::Tensor();
   if (!m.timeline) m.timeline = std::make_unique<Timeline>(m.cfg.device);
   Timeline& tl = *m.timeline;
