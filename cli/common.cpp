@@ -27,6 +27,8 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   app->add_option("--rank-order", f.rank_order, "rank numbering, fastest axis first (default tp-dp-pp)");
   app->add_option("--stage-layers", f.stage_layers, "layers per stage of one pipeline, comma-separated (default balanced)");
   app->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism (activations split t ways)");
+  app->add_option("--tp-overlap", f.tp_overlap,
+                  "tensor-parallel overlap: blocking, merak (sub-pipelined), cross-pass or oases (docs/tp-overlap.md)");
   if (with_cluster)
     app->add_option("--profile", f.profile, "profile JSON from `stagecraft profile`: measured costs instead of the analytic model");
   add_schedule_param_flags(app, f.params);
@@ -116,6 +118,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (f.sequence_parallel) p.sequence_parallel = true;
   if (!f.recompute.empty()) p.recompute = costmodel::parse_recompute(f.recompute);
   if (!f.rank_order.empty()) p.rank_order = f.rank_order;
+  if (!f.tp_overlap.empty()) p.tp_overlap = schedules::parse_tp_overlap(f.tp_overlap, "--tp-overlap");
   if (!f.stage_layers.empty()) {
     p.stage_layers.clear();
     for (const std::string& tok : split_list(f.stage_layers)) {
@@ -130,6 +133,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
     }
   }
   costmodel::check(p);
+  costmodel::check_tp_overlap(p);
   return p;
 }
 

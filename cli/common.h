@@ -39,6 +39,7 @@ struct PlanFlags {
   std::string rank_order;         // e.g. tp-dp-pp
   std::string stage_layers;       // comma-separated layers per stage
   bool sequence_parallel = false; // Megatron sequence parallelism
+  std::string tp_overlap;         // blocking | merak | cross-pass | oases (default: the plan's, else blocking)
   ScheduleParamFlags params;      // --waves, --segments, --alpha1, --param
   std::string profile;            // measured costs (stagecraft profile) instead of the analytic model
 };

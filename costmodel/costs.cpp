@@ -1,6 +1,8 @@
 #include "costmodel/costs.h"
 
 #include <algorithm>
+#include <array>
+#include <map>
 #include <cctype>
 #include <cstdlib>
 #include <numeric>
@@ -137,33 +139,40 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
   const Link tp_link = topo.group_link(kTp);
   const Link dp_link = topo.group_link(kDp);
   CostTable table;
-  const double tp_bytes = memory::tp_allreduce_bytes(m, b);
-  double tp_ar_s = comm_s(prof, "all_reduce", t, tp_bytes, tp_link, ring_allreduce_s(tp_bytes, t, tp_link), table.notes);
-  // Sequence parallelism: an all-gather and a reduce-scatter of the same buffer in place of each
-  // all-reduce (Korthikanti et al., MLSys 2023), the same bytes on a ring; measured ones
-  // where the profile has both.
+  std::vector<std::string> notes;
+  if (!p.stage_tp_overlap.empty() && static_cast<int>(p.stage_tp_overlap.size()) != S)
+    throw InputError("plan.stage_tp_overlap has " + std::to_string(p.stage_tp_overlap.size()) +
+                     " entries; the schedule has " + std::to_string(S) + " stages per pipeline");
   const bool sp = p.sequence_parallel;
-  if (sp) {
+  // One tp collective over `bb` samples: a ring all-reduce of (bb, s, h); with sequence
+  // parallelism an all-gather and a reduce-scatter of the same buffer in its place
+  // (Korthikanti et al., MLSys 2023), measured ones where the profile has both.
+  auto tp_collective_s = [&](int bb) {
+    const double bytes = memory::tp_allreduce_bytes(m, 1) * bb;
+    double ar = comm_s(prof, "all_reduce", t, bytes, tp_link, ring_allreduce_s(bytes, t, tp_link), notes);
+    if (!sp) return ar;
     std::vector<std::string> sp_notes;
-    double ag = comm_s(prof, "all_gather", t, tp_bytes, tp_link, -1, sp_notes);
-    double rs = comm_s(prof, "reduce_scatter", t, tp_bytes, tp_link, -1, sp_notes);
-    if (ag >= 0 && rs >= 0) {
-      tp_ar_s = ag + rs;
-      table.notes.insert(table.notes.end(), sp_notes.begin(), sp_notes.end());
-    }
-  }
+    double ag = comm_s(prof, "all_gather", t, bytes, tp_link, -1, sp_notes);
+    double rs = comm_s(prof, "reduce_scatter", t, bytes, tp_link, -1, sp_notes);
+    if (ag < 0 || rs < 0) return ar;
+    notes.insert(notes.end(), sp_notes.begin(), sp_notes.end());
+    return ag + rs;
+  };
   const double msg_bytes = memory::boundary_message_bytes(m, b, t, sp);
   const bool selective = p.recompute == RecomputePolicy::Selective;
 
   table.stages.resize(static_cast<size_t>(s.num_stages));
-  LayerCost layer_m, head_m, embed_m;  // measured costs, when profiled
-  if (prof) {
-    layer_m = profiled_layer(*prof, "transformer", m, b, t);
-    head_m = profiled_layer(*prof, "head", m, b, t);
-    embed_m = profiled_layer(*prof, "embedding", m, b, t);
-    for (const LayerCost* lc : {&layer_m, &head_m, &embed_m})
-      if (lc->extrapolated) table.notes.push_back(lc->note);
-  }
+  // Measured costs, when profiled, at the microbatch size of a sub-batch of each mode.
+  std::map<int, std::array<LayerCost, 3>> measured;  // sub-batch samples -> transformer, head, embedding
+  auto measured_at = [&](int bb) -> const std::array<LayerCost, 3>& {
+    auto it = measured.find(bb);
+    if (it != measured.end()) return it->second;
+    std::array<LayerCost, 3> lc{profiled_layer(*prof, "transformer", m, bb, t), profiled_layer(*prof, "head", m, bb, t),
+                                profiled_layer(*prof, "embedding", m, bb, t)};
+    for (const LayerCost& x : lc)
+      if (x.extrapolated) notes.push_back(x.note);
+    return measured.emplace(bb, lc).first->second;
+  };
   table.params.assign(static_cast<size_t>(s.num_ranks), 0.0);
   for (int st = 0; st < s.num_stages; ++st) {
     StageCost& sc = table.stages[static_cast<size_t>(st)];
@@ -172,38 +181,69 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     const bool first = s.is_first(st), last = s.is_last(st);
     sc.layers = static_cast<int>(n);
     sc.weight = n * s.num_ranks / m.num_layers;
-    // Compute: per-layer FLOPs split t ways; two tp all-reduces per layer in each direction.
-    double fwd = n * flops::layer_forward_flops(m, b) / t / rate;
-    double bwd_in = n * flops::layer_backward_input_flops(m, b) / t / rate;
-    double bwd_w = n * flops::layer_backward_weight_flops(m, b) / t / rate;
-    double sel = selective ? n * flops::layer_attention_forward_flops(m, b) / t / rate : 0;
-    double tp_comm = n * 2 * tp_ar_s;
-    double head_f = last ? flops::head_forward_flops(m, b) / t / rate : 0;
-    double head_i = head_f, head_w = head_f, embed_f = 0, embed_b = 0;
-    if (prof) {
-      // Measured: the shard's compute at this tp (profiler/layers.h); its all-reduces are
-      // tp_comm, from the measured all-reduce over t ranks where the profile has one.
-      fwd = n * layer_m.f_s;
-      bwd_in = n * layer_m.i_s;
-      bwd_w = n * layer_m.w_s;
-      // Selective recomputation repeats the attention core: its FLOP share of the measured forward.
-      sel = selective ? n * layer_m.f_s * flops::layer_attention_forward_flops(m, b) / flops::layer_forward_flops(m, b) : 0;
-      head_f = last ? head_m.f_s : 0;
-      head_i = last ? head_m.i_s : 0;
-      head_w = last ? head_m.w_s : 0;
-      embed_f = first ? embed_m.f_s : 0;
-      embed_b = first ? embed_m.b_s : 0;
+    // The stage's pieces (inner.h): per-block compute and one collective, for one sub-batch.
+    const schedules::TpOverlap mode = p.overlap_of(part);
+    const int sb = t > 1 ? schedules::tp_overlap_sub_batches(mode) : 1;
+    const int bb = b / sb;  // samples of a sub-batch (check_tp_overlap: b is even when split)
+    InnerCosts& ic = sc.inner;
+    ic.mode = mode;
+    ic.sub_batches = sb;
+    ic.layers = sc.layers;
+    ic.embedding = first;
+    ic.head = last;
+    const double attn_mm = flops::attention_block_matmul_flops(m, bb), core = flops::layer_attention_forward_flops(m, bb);
+    const double mlp = flops::mlp_block_forward_flops(m, bb);
+    if (!prof) {
+      // FLOPs split t ways over the achieved rate. I repeats every product once, W the matrix
+      // products (flops.h); selective recomputation repeats the attention core in I.
+      ic.attn_f_s = (attn_mm + core) / t / rate;
+      ic.mlp_f_s = mlp / t / rate;
+      ic.attn_i_s = ic.attn_f_s + (selective ? core / t / rate : 0);
+      ic.mlp_i_s = ic.mlp_f_s;
+      ic.attn_w_s = attn_mm / t / rate;
+      ic.mlp_w_s = ic.mlp_f_s;
+      ic.attn_r_s = ic.attn_f_s;
+      ic.mlp_r_s = ic.mlp_f_s;
+      ic.head_f_s = last ? flops::head_forward_flops(m, bb) / t / rate : 0;
+      ic.head_i_s = ic.head_w_s = ic.head_f_s;
+    } else {
+      // Measured shards at this tp and sub-batch size (profiler/layers.h), split into the two
+      // blocks by their FLOP shares; the collectives come from tp_collective_s.
+      const auto& [layer_m, head_m, embed_m] = measured_at(bb);
+      const double fa = (attn_mm + core) / (attn_mm + core + mlp), wa = attn_mm / (attn_mm + mlp);
+      const double ia = (attn_mm + 2 * core) / (attn_mm + 2 * core + mlp);  // I repeats the core twice (flops.h)
+      ic.attn_f_s = layer_m.f_s * fa;
+      ic.mlp_f_s = layer_m.f_s * (1 - fa);
+      ic.attn_i_s = layer_m.i_s * ia + (selective ? ic.attn_f_s * core / (attn_mm + core) : 0);
+      ic.mlp_i_s = layer_m.i_s * (1 - ia);
+      ic.attn_w_s = layer_m.w_s * wa;
+      ic.mlp_w_s = layer_m.w_s * (1 - wa);
+      ic.attn_r_s = layer_m.r_s * fa;
+      ic.mlp_r_s = layer_m.r_s * (1 - fa);
+      ic.head_f_s = last ? head_m.f_s : 0;
+      ic.head_i_s = last ? head_m.i_s : 0;
+      ic.head_w_s = last ? head_m.w_s : 0;
+      ic.embed_f_s = first ? embed_m.f_s : 0;
+      ic.embed_b_s = first ? embed_m.b_s : 0;
     }
-    sc.f_s = fwd + tp_comm + head_f + embed_f;
-    sc.i_s = bwd_in + sel + tp_comm + head_i + embed_b;
-    sc.w_s = bwd_w + head_w;
-    sc.b_s = sc.i_s + sc.w_s;
-    sc.r_s = prof ? n * layer_m.r_s + tp_comm : fwd + tp_comm;
-    sc.tp_allreduces_f = t > 1 ? static_cast<int>(2 * n) : 0;
-    sc.tp_allreduces_i = sc.tp_allreduces_f;
-    sc.tp_allreduce_bytes = t > 1 ? memory::tp_allreduce_bytes(m, b) : 0;
-    sc.tp_comm_f_s = tp_comm;
-    sc.tp_comm_i_s = tp_comm;
+    ic.comm_bytes = t > 1 ? memory::tp_allreduce_bytes(m, 1) * bb : 0;
+    ic.comm_s = t > 1 ? tp_collective_s(bb) : 0;
+    if (sc.layers > 0) {
+      InnerDurations d = inner_durations(ic);
+      sc.f_s = d.f_s;
+      sc.b_s = d.b_s;
+      sc.i_s = d.i_s;
+      sc.w_s = d.w_s;
+      sc.r_s = d.r_s;
+      sc.tp_exposed_f_s = d.exposed_comm_f_s;
+      sc.tp_exposed_b_s = d.exposed_comm_b_s;
+    }
+    const int per_action = t > 1 ? static_cast<int>(2 * n) * sb : 0;  // collectives of one F (and one I)
+    sc.tp_allreduces_f = per_action;
+    sc.tp_allreduces_i = per_action;
+    sc.tp_allreduce_bytes = ic.comm_bytes;
+    sc.tp_comm_f_s = per_action * ic.comm_s;
+    sc.tp_comm_i_s = sc.tp_comm_f_s;
     // Point-to-point at the stage's boundaries.
     int nx = s.next_stage(st), pv = s.prev_stage(st);
     if (nx >= 0) {
@@ -222,16 +262,21 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     if (s.num_chains == 1)
       sc.reduce_grad_s = comm_s(prof, "all_reduce", p.dp, params * m.bytes_per_param, dp_link, sc.reduce_grad_s, table.notes);
     // Activations.
+    // Activations: what every sub-batch keeps (Korthikanti's formulas are linear in b, so the
+    // sub-batches add up to the microbatch). Oases' fine-grained recomputation keeps each
+    // block's input (the output of the collective before it): two checkpoints per layer.
+    const double ckpts_per_layer = schedules::tp_overlap_fine_grained(mode) && t > 1 ? 2 : 1;
     double per_layer =
-        selective ? memory::layer_activation_selective_bytes(m, b, t, sp) : memory::layer_activation_bytes(m, b, t, sp);
-    double extra = (first ? memory::embedding_activation_bytes(m, b, t, sp) : 0) +
-                   (last ? memory::head_activation_bytes(m, b, t, sp) : 0);
-    sc.act_bytes = n * per_layer + extra;
-    sc.ckpt_bytes = n * memory::layer_checkpoint_bytes(m, b, t, sp) + extra;
+        selective ? memory::layer_activation_selective_bytes(m, bb, t, sp) : memory::layer_activation_bytes(m, bb, t, sp);
+    double extra = (first ? memory::embedding_activation_bytes(m, bb, t, sp) : 0) +
+                   (last ? memory::head_activation_bytes(m, bb, t, sp) : 0);
+    sc.act_bytes = sb * (n * per_layer + extra);
+    sc.ckpt_bytes = sb * (n * ckpts_per_layer * memory::layer_checkpoint_bytes(m, bb, t, sp) + extra);
     if (prof && !selective && !sp) {
+      const auto& [layer_m, head_m, embed_m] = measured_at(bb);
       double head_x = last ? head_m.activation_bytes : 0, embed_x = first ? embed_m.activation_bytes : 0;
-      sc.act_bytes = n * layer_m.activation_bytes + head_x + embed_x;
-      sc.ckpt_bytes = n * layer_m.checkpoint_bytes + head_x + embed_x;
+      sc.act_bytes = sb * (n * layer_m.activation_bytes + head_x + embed_x);
+      sc.ckpt_bytes = sb * (n * ckpts_per_layer * layer_m.checkpoint_bytes + head_x + embed_x);
     }
     sc.offload_s = sc.act_bytes / c.host_link_bandwidth_Bps;
     sc.reload_s = sc.offload_s;
@@ -246,6 +291,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
             ? params * prof->optimizer_s_per_param
             : params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps;
   }
+  table.notes.insert(table.notes.end(), notes.begin(), notes.end());
   std::sort(table.notes.begin(), table.notes.end());
   table.notes.erase(std::unique(table.notes.begin(), table.notes.end()), table.notes.end());
   return table;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/inner.h"
 #include "costmodel/specs.h"
 #include "costmodel/topology.h"
 #include "schedules/schedule.h"
@@ -36,6 +37,12 @@ struct StageCost {        // one stage, one microbatch
   double tp_comm_i_s = 0;         // time of I's all-reduces included in i_s (and b_s)
   double weight = 1;      // share of a rank's layers, L_stage / (L / p): "microbatches held" unit
   int layers = 0;         // transformer layers in the stage (0 with unit costs)
+  // The pieces f_s .. r_s were evaluated from (inner.h): per-block compute and per-collective
+  // times of one sub-batch, and the stage's tp overlap mode. layers = 0 with unit costs.
+  // tp_allreduces_* and tp_comm_*_s above count every collective of every sub-batch.
+  InnerCosts inner;
+  double tp_exposed_f_s = 0;      // collective time F does not hide (= tp_comm_f_s when blocking)
+  double tp_exposed_b_s = 0;      // the same for B
 };
 
 struct CostTable {

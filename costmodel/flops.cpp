@@ -6,9 +6,18 @@ double D(int v) { return static_cast<double>(v); }
 int mlp_matrices(const ModelSpec& m) { return m.kind == ModelKind::Llama ? 3 : 2; }
 }  // namespace
 
-double layer_matmul_forward_flops(const ModelSpec& m, int b) {
+double attention_block_matmul_flops(const ModelSpec& m, int b) {
+  double bs = D(b) * D(m.seq_length), h = D(m.hidden_size);
+  return 2 * bs * h * (3 * h) + 2 * bs * h * h;
+}
+
+double mlp_block_forward_flops(const ModelSpec& m, int b) {
   double bs = D(b) * D(m.seq_length), h = D(m.hidden_size), f = D(m.ffn_hidden_size);
-  return 2 * bs * h * (3 * h) + 2 * bs * h * h + 2 * bs * h * f * mlp_matrices(m);
+  return 2 * bs * h * f * mlp_matrices(m);
+}
+
+double layer_matmul_forward_flops(const ModelSpec& m, int b) {
+  return attention_block_matmul_flops(m, b) + mlp_block_forward_flops(m, b);
 }
 
 double layer_attention_forward_flops(const ModelSpec& m, int b) {

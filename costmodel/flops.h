@@ -12,6 +12,11 @@ namespace stagecraft::costmodel::flops {
 double layer_matmul_forward_flops(const ModelSpec& m, int b);
 // Forward FLOPs of the attention core (QK^T and attention x V): 4bs^2h (same source).
 double layer_attention_forward_flops(const ModelSpec& m, int b);
+// The same split by tensor-parallel block (Megatron-LM: each ends in a tp collective):
+// attention block QKV + output projection 8bsh^2 (plus the core above), MLP block 4bshf
+// (GELU) or 6bshf (SwiGLU). Attention block matmuls + core + MLP = layer_forward_flops.
+double attention_block_matmul_flops(const ModelSpec& m, int b);
+double mlp_block_forward_flops(const ModelSpec& m, int b);
 // Both: 24bsh^2 + 4bs^2h for f = 4h (facts.md, Megatron-LM SC21).
 double layer_forward_flops(const ModelSpec& m, int b);
 // Backward is twice the forward (Megatron-LM SC21). Split as zero-bubble runtimes split it

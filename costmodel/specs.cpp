@@ -151,6 +151,14 @@ nlohmann::json to_json(const ClusterSpec& c) {
           {"source", c.source}};
 }
 
+namespace {
+std::vector<std::string> overlap_names(const std::vector<schedules::TpOverlap>& v) {
+  std::vector<std::string> out;
+  for (auto m : v) out.emplace_back(schedules::tp_overlap_name(m));
+  return out;
+}
+}  // namespace
+
 nlohmann::json to_json(const ParallelPlan& p) {
   return {{"dp", p.dp},
           {"tp", p.tp},
@@ -162,7 +170,9 @@ nlohmann::json to_json(const ParallelPlan& p) {
           {"recompute", std::string(recompute_name(p.recompute))},
           {"rank_order", p.rank_order},
           {"stage_layers", p.stage_layers},
-          {"sequence_parallel", p.sequence_parallel}};
+          {"sequence_parallel", p.sequence_parallel},
+          {"tp_overlap", std::string(schedules::tp_overlap_name(p.tp_overlap))},
+          {"stage_tp_overlap", overlap_names(p.stage_tp_overlap)}};
 }
 
 ModelSpec model_from_json(const nlohmann::json& j) {
@@ -228,6 +238,10 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.rank_order = r.opt<std::string>("rank_order", "tp-dp-pp");
   p.stage_layers = r.opt<std::vector<int>>("stage_layers", {});
   p.sequence_parallel = r.opt<bool>("sequence_parallel", false);
+  p.tp_overlap = schedules::parse_tp_overlap(r.opt<std::string>("tp_overlap", "blocking"), "plan.tp_overlap");
+  auto per_stage = r.opt<std::vector<std::string>>("stage_tp_overlap", {});
+  for (size_t i = 0; i < per_stage.size(); ++i)
+    p.stage_tp_overlap.push_back(schedules::parse_tp_overlap(per_stage[i], "plan.stage_tp_overlap[" + std::to_string(i) + "]"));
   r.done();
   check(p);
   return p;
@@ -311,6 +325,16 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
     bad("plan", "tp", std::to_string(p.tp), "must divide the model's num_heads = " + std::to_string(m.num_heads));
   if (m.ffn_hidden_size % p.tp != 0)
     bad("plan", "tp", std::to_string(p.tp), "must divide the model's ffn_hidden_size = " + std::to_string(m.ffn_hidden_size));
+  check_tp_overlap(p);
+}
+
+void check_tp_overlap(const ParallelPlan& p) {
+  bool split = schedules::tp_overlap_sub_batches(p.tp_overlap) > 1;
+  for (auto m : p.stage_tp_overlap) split = split || schedules::tp_overlap_sub_batches(m) > 1;
+  if (split && p.tp > 1 && p.microbatch_size % 2 != 0)
+    bad("plan", "microbatch_size", std::to_string(p.microbatch_size),
+        "must be even with tp_overlap '" + std::string(schedules::tp_overlap_name(p.tp_overlap)) +
+            "' (each microbatch splits into two sub-batches; Merak Sec. 5.3); use --tp-overlap blocking or an even size");
 }
 
 }  // namespace stagecraft::costmodel

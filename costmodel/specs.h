@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "schedules/tp_overlap.h"
+
 namespace stagecraft::costmodel {
 
 enum class ModelKind {
@@ -75,6 +77,15 @@ struct ParallelPlan {
   std::vector<int> stage_layers;     // layers per stage of one pipeline chain; empty = balanced
   bool sequence_parallel = false;    // Megatron sequence parallelism: the activations outside the
                                      // tensor-parallel blocks split t ways too (Korthikanti et al.)
+  schedules::TpOverlap tp_overlap = schedules::TpOverlap::Blocking;  // how tp collectives overlap
+                                     // compute inside a stage action (schedules/tp_overlap.h)
+  std::vector<schedules::TpOverlap> stage_tp_overlap;  // per stage of one pipeline chain (a
+                                     // planner's choice); empty = tp_overlap everywhere
+
+  // The mode of model part (stage within a chain) `part`.
+  schedules::TpOverlap overlap_of(int part) const {
+    return stage_tp_overlap.empty() ? tp_overlap : stage_tp_overlap.at(static_cast<size_t>(part));
+  }
 
   int num_gpus() const { return dp * tp * pp; }
   long global_batch() const { return static_cast<long>(dp) * microbatch_size * num_microbatches; }
@@ -99,5 +110,7 @@ void check(const ParallelPlan& p);
 // Cross checks: tp*dp*pp equals the GPU count, tp divides the heads, enough layers for the
 // stages, explicit stage layers adding up.
 void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p);
+// The tensor-parallel overlap modes: two sub-batches need an even microbatch size (tp > 1).
+void check_tp_overlap(const ParallelPlan& p);
 
 }  // namespace stagecraft::costmodel
