@@ -10,6 +10,7 @@
 #include "costmodel/trace.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
+#include "schedules/tp_overlap.h"
 #ifdef STAGECRAFT_HAVE_SIM
 #include "sim/simulate.h"
 #endif
@@ -30,6 +31,8 @@ struct CompareOpts {
   std::string trace_dir;
   std::string svg;
   std::string engine = "eval";  // eval (the fast evaluator) or sim (the SimGrid simulator)
+  std::string tp_overlaps;      // comma-separated tp overlap modes, one row each per schedule
+                                // (empty: the plan's --tp-overlap only)
 };
 
 // The simulator as compare's engine (--engine sim); InputError when not built with it.
@@ -108,18 +111,47 @@ std::vector<std::string> schedule_list(const std::string& spec) {
   return names;
 }
 
+// The tp overlap modes of compare's rows: --tp-overlaps, or the plan's own mode.
+std::vector<schedules::TpOverlap> overlap_list(const std::string& spec, const costmodel::ParallelPlan& plan) {
+  if (spec.empty()) return {plan.tp_overlap};
+  std::vector<schedules::TpOverlap> modes;
+  for (const std::string& n : split_list(spec)) modes.push_back(schedules::parse_tp_overlap(n, "--tp-overlaps"));
+  if (modes.empty()) throw InputError("--tp-overlaps is empty (give a comma-separated list of blocking, merak, cross-pass, oases)");
+  return modes;
+}
+
+// One row per (schedule, tp overlap mode): the schedule's name, with the mode when several are compared.
+struct CompareRow {
+  std::string schedule;
+  schedules::TpOverlap mode = schedules::TpOverlap::Blocking;
+  std::string label;
+};
+
+std::vector<CompareRow> compare_rows(const CompareOpts& o, const costmodel::ParallelPlan& plan) {
+  std::vector<CompareRow> rows;
+  const auto modes = overlap_list(o.tp_overlaps, plan);
+  for (const std::string& name : schedule_list(o.schedules))
+    for (schedules::TpOverlap m : modes)
+      rows.push_back({name, m, modes.size() > 1 ? name + "." + std::string(schedules::tp_overlap_name(m)) : name});
+  return rows;
+}
+
 void run_compare(const CompareOpts& o) {
   Inputs in = resolve(o.plan);
-  std::vector<std::string> names = schedule_list(o.schedules);
+  std::vector<CompareRow> cases = compare_rows(o, in.plan);
   nlohmann::json all = nlohmann::json::array();
   std::vector<std::vector<std::string>> rows;
   std::vector<costmodel::Estimate> kept;  // for the SVG
-  kept.reserve(names.size());
+  kept.reserve(cases.size());
   int ok = 0;
-  for (const std::string& name : names) {
+  for (const CompareRow& row : cases) {
+    const std::string& name = row.label;
     costmodel::ParallelPlan p = in.plan;
-    p.schedule = name;
-    p.schedule_params = params_for(name, in.plan.schedule_params);
+    p.schedule = row.schedule;
+    p.schedule_params = params_for(row.schedule, in.plan.schedule_params);
+    p.tp_overlap = row.mode;
+    p.stage_tp_overlap.clear();  // the row's mode applies to every stage
+    const std::string mode_name(schedules::tp_overlap_name(row.mode));
     try {
       costmodel::EstimateOptions eo;
       eo.eval.record = !o.trace_dir.empty() || !o.svg.empty();
@@ -134,7 +166,7 @@ void run_compare(const CompareOpts& o) {
       all.push_back(costmodel::to_json(e));
       all.back()["engine"] = o.engine;
       double host = *std::max_element(e.eval.peak_host_bytes.begin(), e.eval.peak_host_bytes.end());
-      rows.push_back({name, std::to_string(e.schedule.num_stages), fmt_seconds(e.eval.iteration_time_s),
+      rows.push_back({name, mode_name, std::to_string(e.schedule.num_stages), fmt_seconds(e.eval.iteration_time_s),
                       fmt_num(e.tokens_per_s, 0), fmt_num(e.tflops_per_gpu, 1), fmt_num(e.eval.bubble_over_compute, 4),
                       fmt_num(e.eval.bubble_fraction, 4), fmt_bytes(e.max_memory_bytes), host > 0 ? fmt_bytes(host) : "-",
                       e.fits ? "yes" : "NO (marked)"});
@@ -142,8 +174,8 @@ void run_compare(const CompareOpts& o) {
     } catch (const InputError& err) {
       std::string why = err.what();
       why = why.substr(0, why.find('\n'));
-      all.push_back({{"schedule", name}, {"rejected", why}});
-      rows.push_back({name, "-", "rejected: " + why});
+      all.push_back({{"schedule", row.schedule}, {"tp_overlap", mode_name}, {"rejected", why}});
+      rows.push_back({name, mode_name, "-", "rejected: " + why});
     }
   }
   if (o.json) {
@@ -154,10 +186,12 @@ void run_compare(const CompareOpts& o) {
               << ", pp " << p.pp << ", microbatch size " << p.microbatch_size << ", " << p.num_microbatches
               << " microbatches, recompute " << costmodel::recompute_name(p.recompute) << "\n"
               << "costs: " << (in.profile ? "measured, profile " + o.plan.profile : std::string("analytic")) << "\n\n";
-    std::cout << format_table({"schedule", "stages", "iteration", "tokens/s", "TFLOP/s/GPU", "bubble/compute",
+    std::cout << format_table({"schedule", "tp overlap", "stages", "iteration", "tokens/s", "TFLOP/s/GPU", "bubble/compute",
                                "bubble frac", "peak GPU mem", "host mem", "fits"},
                               rows);
-    if (!o.trace_dir.empty()) std::cout << "\ntraces written to " << o.trace_dir << "/<schedule>.trace.json\n";
+    if (!o.trace_dir.empty())
+      std::cout << "\ntraces written to " << o.trace_dir << (o.tp_overlaps.empty() ? "/<schedule>" : "/<schedule>.<tp overlap>")
+                << ".trace.json\n";
   }
   if (!o.svg.empty() && !kept.empty()) {
     std::vector<costmodel::SvgPanel> panels;
@@ -190,6 +224,8 @@ void add_compare_command(CLI::App& app) {
   c->add_flag("--json", o->json, "print a JSON array, one object per schedule");
   c->add_option("--trace-dir", o->trace_dir, "write a Chrome trace per schedule into this directory");
   c->add_option("--engine", o->engine, "eval (the fast evaluator, default) or sim (the SimGrid simulator)");
+  c->add_option("--tp-overlaps", o->tp_overlaps,
+                 "comma-separated tp overlap modes (blocking, merak, cross-pass, oases): one row per schedule and mode");
   c->add_option("--svg", o->svg, "draw every schedule's last iteration, stacked on one time axis, into this SVG file");
   c->callback([o] { run_compare(*o); });
 }

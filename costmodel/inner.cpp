@@ -99,7 +99,7 @@ InnerDurations inner_durations(const InnerCosts& c) {
   out.w_s = evaluate_inner(inner_schedule_for(c, Op::W), c).time_s;
   out.exposed_comm_f_s = f.exposed_comm_s;
   out.exposed_comm_b_s = b.exposed_comm_s;
-  if (schedules::tp_overlap_cross_pass(c.mode)) {
+  if (schedules::tp_overlap_joins_recompute(c.mode)) {
     out.r_s = evaluate_inner(inner_schedule_for(c, Op::B, c.layers), c).time_s - out.b_s;
   } else {
     out.r_s = evaluate_inner(inner_schedule_for(c, Op::R), c).time_s;

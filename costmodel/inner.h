@@ -54,8 +54,9 @@ InnerResult evaluate_inner(const schedules::InnerSchedule& s, const std::vector<
 schedules::InnerSchedule inner_schedule_for(const InnerCosts& c, schedules::Op op, int recompute_layers = 0);
 
 // Durations for the cost table: f, b, i, w, r of one microbatch (all sub-batches). r is the
-// full recomputation of the stage; in cross-pass modes it is what joining it to the backward
-// adds: T(R + B) - T(B).
+// full recomputation of the stage; in the modes that join it to the backward (every mode that
+// splits: merak layer by layer with barriers, cross-pass and oases freely) it is what joining
+// it adds: T(R + B) - T(B).
 struct InnerDurations {
   double f_s = 0, b_s = 0, i_s = 0, w_s = 0, r_s = 0;
   double exposed_comm_f_s = 0, exposed_comm_b_s = 0;  // collective time not hidden in F, in B

@@ -329,12 +329,16 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
 }
 
 void check_tp_overlap(const ParallelPlan& p) {
-  bool split = schedules::tp_overlap_sub_batches(p.tp_overlap) > 1;
-  for (auto m : p.stage_tp_overlap) split = split || schedules::tp_overlap_sub_batches(m) > 1;
-  if (split && p.tp > 1 && p.microbatch_size % 2 != 0)
+  if (p.tp == 1 || p.microbatch_size % 2 == 0) return;
+  std::vector<schedules::TpOverlap> modes = p.stage_tp_overlap;
+  modes.insert(modes.begin(), p.tp_overlap);
+  for (size_t i = 0; i < modes.size(); ++i) {
+    if (schedules::tp_overlap_sub_batches(modes[i]) == 1) continue;
+    const std::string field = i == 0 ? "tp_overlap" : "stage_tp_overlap[" + std::to_string(i - 1) + "]";
     bad("plan", "microbatch_size", std::to_string(p.microbatch_size),
-        "must be even with tp_overlap '" + std::string(schedules::tp_overlap_name(p.tp_overlap)) +
+        "must be even with " + field + " '" + std::string(schedules::tp_overlap_name(modes[i])) +
             "' (each microbatch splits into two sub-batches; Merak Sec. 5.3); use --tp-overlap blocking or an even size");
+  }
 }
 
 }  // namespace stagecraft::costmodel

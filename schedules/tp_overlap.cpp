@@ -13,7 +13,7 @@ constexpr TpOverlap kModes[] = {TpOverlap::Blocking, TpOverlap::Merak, TpOverlap
 // One sub-batch's program: pieces with dependencies as indices into the same chain.
 struct Chain {
   std::vector<Piece> pieces;
-  int last_comm = -1;  // the latest collective whose result the next block reads
+  int segment = 0;  // pass segment of the pieces added next
 
   int add(PieceKind k, Pass p, int block, std::vector<int> deps, bool redundant = false) {
     Piece x;
@@ -21,6 +21,7 @@ struct Chain {
     x.pass = p;
     x.block = block;
     x.redundant = redundant;
+    x.segment = segment;
     x.deps = std::move(deps);
     pieces.push_back(std::move(x));
     return static_cast<int>(pieces.size()) - 1;
@@ -63,11 +64,13 @@ std::pair<int, int> recompute_layer(Chain& c, const InnerSpec& s, int l) {
 }
 
 // Backward of blocks n-1 .. 0 (head first, embedding last), with the recomputation of the
-// first `recompute_layers` layers joined in (cross-pass modes).
+// first `recompute_layers` layers joined in. Cross-pass modes interleave it freely; merak
+// runs each layer's recomputation as its own pass segment between two barriers.
 void backward_chain(Chain& c, const InnerSpec& s) {
   const int n = 2 * s.layers;
   const Pass p = s.op == Op::W ? Pass::Weight : Pass::Backward;
   const bool fine = tp_overlap_fine_grained(s.mode);
+  const bool barriers = !tp_overlap_cross_pass(s.mode);
   int prev = -1;
   if (s.head) prev = c.add(PieceKind::Compute, p, n, {});
   int r_of[2] = {-1, -1};  // recomputation of the current layer's two blocks
@@ -78,7 +81,9 @@ void backward_chain(Chain& c, const InnerSpec& s) {
         deps.push_back(recompute_block_fine(c, k));
       } else {
         if (k % 2 == 1) {
+          c.segment += barriers ? 1 : 0;
           auto [ra, rm] = recompute_layer(c, s, k / 2);
+          c.segment += barriers ? 1 : 0;
           r_of[0] = ra;
           r_of[1] = rm;
         }
@@ -113,21 +118,22 @@ Chain make_chain(const InnerSpec& s) {
   return c;
 }
 
-// Merges the sub-batches' chains: run one chain up to and including its next collective, then
-// switch to the other (Oases Algorithm 1; Merak Fig. 4b).
-std::vector<Piece> merge(std::vector<Chain>& chains) {
-  std::vector<Piece> out;
-  std::vector<std::vector<int>> global(chains.size());
-  std::vector<size_t> next(chains.size(), 0);
-  size_t x = 0, left = 0;
-  for (auto& c : chains) left += c.pieces.size();
-  while (left > 0) {
-    if (next[x] == chains[x].pieces.size()) {
-      x = (x + 1) % chains.size();
-      continue;
-    }
+// Merges one segment of the sub-batches' chains: run one chain up to and including its next
+// collective, then switch to the other (Oases Algorithm 1; Merak Fig. 4b).
+void merge_segment(std::vector<Chain>& chains, int segment, std::vector<size_t>& next,
+                   std::vector<std::vector<int>>& global, std::vector<Piece>& out) {
+  auto in_segment = [&](size_t x) {
+    return next[x] < chains[x].pieces.size() && chains[x].pieces[next[x]].segment == segment;
+  };
+  auto left = [&] {
+    for (size_t x = 0; x < chains.size(); ++x)
+      if (in_segment(x)) return true;
+    return false;
+  };
+  size_t x = 0;
+  while (left()) {
     bool switched = false;
-    while (next[x] < chains[x].pieces.size() && !switched) {
+    while (in_segment(x) && !switched) {
       Piece p = chains[x].pieces[next[x]];
       for (int& d : p.deps) d = global[x][static_cast<size_t>(d)];
       p.sub_batch = static_cast<int>(x);
@@ -135,9 +141,38 @@ std::vector<Piece> merge(std::vector<Chain>& chains) {
       global[x].push_back(static_cast<int>(out.size()));
       out.push_back(std::move(p));
       ++next[x];
-      --left;
     }
     x = (x + 1) % chains.size();
+  }
+}
+
+// The barrier before segment g: its chains' first pieces also wait for the last compute piece
+// and the last collective issued before the segment (each stream runs in issue order).
+void add_barrier(std::vector<Piece>& out, size_t begin) {
+  int last[2] = {-1, -1};
+  for (size_t i = 0; i < begin; ++i) last[out[i].kind == PieceKind::Compute ? 0 : 1] = static_cast<int>(i);
+  std::vector<bool> seen(2, false);
+  for (size_t i = begin; i < out.size(); ++i) {
+    auto sb = static_cast<size_t>(out[i].sub_batch);
+    if (seen.size() <= sb) seen.resize(sb + 1, false);
+    if (seen[sb]) continue;
+    seen[sb] = true;
+    for (int l : last)
+      if (l >= 0 && std::find(out[i].deps.begin(), out[i].deps.end(), l) == out[i].deps.end()) out[i].deps.push_back(l);
+  }
+}
+
+std::vector<Piece> merge(std::vector<Chain>& chains) {
+  std::vector<Piece> out;
+  std::vector<std::vector<int>> global(chains.size());
+  std::vector<size_t> next(chains.size(), 0);
+  int segments = 0;
+  for (const auto& c : chains)
+    for (const auto& p : c.pieces) segments = std::max(segments, p.segment + 1);
+  for (int g = 0; g < segments; ++g) {
+    const size_t begin = out.size();
+    merge_segment(chains, g, next, global, out);
+    if (g > 0) add_barrier(out, begin);
   }
   return out;
 }
@@ -163,6 +198,7 @@ TpOverlap parse_tp_overlap(std::string_view s, const std::string& field) {
 int tp_overlap_sub_batches(TpOverlap m) { return m == TpOverlap::Blocking ? 1 : 2; }
 bool tp_overlap_cross_pass(TpOverlap m) { return m == TpOverlap::CrossPass || m == TpOverlap::Oases; }
 bool tp_overlap_fine_grained(TpOverlap m) { return m == TpOverlap::Oases; }
+bool tp_overlap_joins_recompute(TpOverlap m) { return tp_overlap_sub_batches(m) > 1; }
 
 std::string_view pass_name(Pass p) {
   switch (p) {
@@ -191,7 +227,7 @@ InnerSchedule inner_schedule(const InnerSpec& spec) {
                      " is outside [0, layers = " + std::to_string(spec.layers) + "]");
   InnerSchedule s;
   s.spec = spec;
-  if (!tp_overlap_cross_pass(spec.mode) || (spec.op != Op::B && spec.op != Op::I)) s.spec.recompute_layers = 0;
+  if (!tp_overlap_joins_recompute(spec.mode) || (spec.op != Op::B && spec.op != Op::I)) s.spec.recompute_layers = 0;
   s.blocks = 2 * spec.layers;
   // Without collectives there is nothing to overlap: one chain, the microbatch whole.
   s.sub_batches = spec.comm ? tp_overlap_sub_batches(spec.mode) : 1;
@@ -207,6 +243,7 @@ std::string to_text(const InnerSchedule& s) {
     out += std::to_string(i) + (p.kind == PieceKind::Compute ? " C " : " A ") + std::string(pass_name(p.pass)) + " b" +
            std::to_string(p.block) + " sb" + std::to_string(p.sub_batch);
     if (p.redundant) out += " redundant";
+    if (p.segment > 0) out += " seg" + std::to_string(p.segment);
     if (!p.deps.empty()) {
       out += " <-";
       for (int d : p.deps) out += " " + std::to_string(d);

@@ -14,7 +14,10 @@
 // Modes (the plan's tp_overlap):
 //   blocking    one chain, every collective waits (Megatron-LM without overlap).
 //   merak       the microbatch split into two sub-batches; while one communicates the other
-//               computes (Merak Sec. 5.3, Fig. 4b); R and B are sub-pipelined separately.
+//               computes (Merak Sec. 5.3, Fig. 4b). With recomputation, each recomputed layer's
+//               R runs when the backward reaches it (Megatron's per-layer checkpoints), R and B
+//               sub-pipelined separately: a pass barrier before and after each layer's R
+//               (Oases Sec. IV-A, Fig. 4b).
 //   cross-pass  merak, plus the recomputation and backward of a stage scheduled jointly:
 //               each block's recomputation sits before its backward in one chain, so backward
 //               collectives overlap recomputation too (Oases Sec. IV-A, Fig. 4c).
@@ -43,6 +46,9 @@ int tp_overlap_sub_batches(TpOverlap m);
 bool tp_overlap_cross_pass(TpOverlap m);
 // Recomputation starts after each forward collective and repeats none (Oases eq. (1)).
 bool tp_overlap_fine_grained(TpOverlap m);
+// The R of a (stage, microbatch) runs inside its B or I, layer by layer as the backward reaches
+// it (merak with pass barriers, cross-pass and oases without): every mode that splits.
+bool tp_overlap_joins_recompute(TpOverlap m);
 
 enum class PieceKind : std::uint8_t { Compute, Comm };
 enum class Pass : std::uint8_t {
@@ -64,7 +70,11 @@ struct Piece {
   int sub_batch = 0;      // 0 or 1 (always 0 when blocking)
   bool redundant = false; // a collective whose result nothing reads (the last all-reduce of a
                           // recomputed layer, Oases eq. (1)); still issued where the mode runs it
-  std::vector<int> deps;  // indices of earlier pieces whose results this piece reads
+  int segment = 0;        // pass segment: pieces of a later segment start after every piece of
+                          // the earlier ones has ended (merak's barriers between R and B)
+  std::vector<int> deps;  // indices of earlier pieces whose results this piece reads; the first
+                          // piece of a segment also lists the last compute piece and the last
+                          // collective of the segment before (the barrier)
 };
 
 // What one stage action runs.
@@ -75,8 +85,8 @@ struct InnerSpec {
   bool embedding = false;   // the stage starts the model
   bool head = false;        // the stage ends it
   bool comm = true;         // false: tp = 1, no collectives (a single compute chain remains)
-  int recompute_layers = 0; // B or I in a cross-pass mode: the first layers whose recomputation
-                            // is joined to this backward (0: none)
+  int recompute_layers = 0; // B or I in a mode that joins recomputation: the first layers whose
+                            // recomputation runs inside this backward (0: none)
 };
 
 struct InnerSchedule {
@@ -90,8 +100,8 @@ struct InnerSchedule {
 };
 
 // Generates the inner schedule. Each sub-batch's pieces form one program (a chain); the
-// chains are merged by switching sub-batch after every collective (Oases Algorithm 1: Sync,
-// StartAsync, switch). Throws InputError for an op that has no inner schedule or layers < 1.
+// chains are merged segment by segment, switching sub-batch after every collective (Oases
+// Algorithm 1: Sync, StartAsync, switch). Throws InputError for an op that has no inner schedule or layers < 1.
 InnerSchedule inner_schedule(const InnerSpec& spec);
 
 // One line per piece, e.g. "C F b3 sb1 <- 5", for tests and --explain output.
