@@ -198,7 +198,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
       // products (flops.h); selective recomputation repeats the attention core in I.
       ic.attn_f_s = (attn_mm + core) / t / rate;
       ic.mlp_f_s = mlp / t / rate;
-      ic.attn_i_s = ic.attn_f_s + (selective ? core / t / rate : 0);
+      ic.attn_i_s = (attn_mm + 2 * core + (selective ? core : 0)) / t / rate;  // the core's backward is twice its forward
       ic.mlp_i_s = ic.mlp_f_s;
       ic.attn_w_s = attn_mm / t / rate;
       ic.mlp_w_s = ic.mlp_f_s;
