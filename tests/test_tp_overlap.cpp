@@ -12,6 +12,7 @@
 #include "costmodel/estimate.h"
 #include "costmodel/inner.h"
 #include "costmodel/presets.h"
+#include "costmodel/profile.h"
 #include "helpers.h"
 #include "schedules/error.h"
 #include "schedules/tp_overlap.h"
@@ -391,4 +392,38 @@ TEST(TpOverlapCli, CompareShowsTheModesSideBySide) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* label : {"1f1b.blocking", "1f1b.oases", "gpipe.blocking", "gpipe.oases"})
     EXPECT_NE(r.out.find(label), std::string::npos) << r.out;
+}
+
+// A profile measured at the sub-batch's microbatch size prices the splitting modes from that
+// measurement: the stage's blocks add up to the measured layer at b / 2, with no note of an
+// extrapolation for it (the profiler's default grid, 1, 2, 4, covers b = 2, 4 and 8).
+TEST(TpOverlapProfiled, SubBatchesUseTheMeasurementAtHalfTheMicrobatch) {
+  nlohmann::json j = nlohmann::json::parse(test::read_text(test::data_path("profile/synthetic-tiny.json")));
+  nlohmann::json layers = j["layers"];
+  for (auto l : layers) {  // the fixture is measured at tp 1: the same numbers stand for tp 2 here
+    l["tp"] = 2;
+    j["layers"].push_back(l);
+  }
+  Profile prof = profile_from_json(j);
+  ModelSpec m = load_model("tiny");
+  ClusterSpec c = load_cluster("merak-3090-64");
+  EstimateOptions eo;
+  eo.profile = &prof;
+  ParallelPlan p = plan(16, 2, 2, 8, 4, TpOverlap::Merak);
+  Estimate e = estimate(m, c, p, eo);
+  const LayerCost at4 = profiled_layer(prof, "transformer", m, 4, 2);
+  ASSERT_FALSE(at4.extrapolated);
+  for (const StageCost& s : e.costs.stages) {
+    EXPECT_EQ(s.inner.sub_batches, 2);
+    EXPECT_NEAR(s.inner.attn_f_s + s.inner.mlp_f_s, at4.f_s, 1e-12);
+    EXPECT_NEAR(s.inner.attn_w_s + s.inner.mlp_w_s, at4.w_s, 1e-12);
+  }
+  for (const std::string& n : e.costs.notes) EXPECT_EQ(n.find("transformer"), std::string::npos) << n;
+  // Blocking at b = 8 is outside the grid: said so.
+  p.tp_overlap = TpOverlap::Blocking;
+  Estimate b = estimate(m, c, p, eo);
+  bool noted = false;
+  for (const std::string& n : b.costs.notes) noted = noted || n.find("transformer") != std::string::npos;
+  EXPECT_TRUE(noted);
+  EXPECT_LT(e.eval.iteration_time_s, b.eval.iteration_time_s * 1.5);  // both priced, neither absurd
 }
