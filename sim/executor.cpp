@@ -4,33 +4,11 @@
 #include <map>
 #include <set>
 #include <string>
-#include <unordered_map>
 
 #include "schedules/error.h"
+#include "sim/runner.h"
 
 namespace stagecraft::sim {
-
-namespace sg = simgrid::s4u;
-using schedules::Action;
-using schedules::Op;
-using Act = std::int32_t;  // node id = record index; -1 = none
-constexpr Act kNone = -1;
-
-namespace {
-
-// Activities that must all finish: what a later activity depends on. `chain_only` marks sets
-// made only of compute-stream activities of one unit (ordered, so the latest dominates).
-struct Done {
-  std::vector<Act> acts;
-  bool chain_only = true;
-};
-
-
-std::int64_t pos_key(Op op, int stage, int mb) {
-  return (static_cast<std::int64_t>(op) << 40) | (static_cast<std::int64_t>(stage) << 20) | (mb + 1);
-}
-
-}  // namespace
 
 std::vector<std::vector<int>> node_groups(const std::vector<int>& gpus, const costmodel::Topology& topo) {
   std::map<int, std::vector<int>> by_node;
@@ -45,188 +23,10 @@ std::vector<std::vector<int>> node_groups(const std::vector<int>& gpus, const co
   return out;
 }
 
-namespace {
+namespace detail {
 
-class Runner {
- public:
-  Runner(const schedules::Schedule& s, const costmodel::CostTable& c, const Workload& w, const costmodel::ParallelPlan& p,
-         const costmodel::Topology& topo, const Platform& pf, const SimOptions& opt)
-      : s_(s), c_(c), w_(w), topo_(topo), pf_(pf), opt_(opt), K_(opt.iterations), dp_(p.dp), tp_(p.tp),
-        U_(s.num_ranks * p.dp) {}
-
-  Execution run();
-
- private:
-  const schedules::Schedule& s_;
-  const costmodel::CostTable& c_;
-  const Workload& w_;
-  const costmodel::Topology& topo_;
-  const Platform& pf_;
-  SimOptions opt_;
-  int K_, dp_, tp_, U_;
-  Execution ex_;
-  std::vector<std::pair<Act, Act>> edges_;               // (predecessor, successor)
-  std::vector<std::int32_t> succ_begin_, succ_;          // successors, CSR over edges_
-  std::vector<std::int32_t> waiting_;                    // per node: predecessors not finished
-  std::vector<sg::ActivityPtr> live_;                    // SimGrid activity once started
-  std::vector<std::vector<std::vector<Act>>> post_;      // [k][unit][pos] last compute-stream activity before pos
-  std::vector<std::vector<std::vector<Act>>> compute_;   // [k][unit][pos] the exec of a compute action
-  std::vector<std::unordered_map<std::int64_t, int>> pos_of_;  // (ranks) (op, stage, mb) -> position
-  std::map<std::tuple<int, int, int, int, int>, Done> transfers_;  // (k, dir, consumer stage, mb, d)
-  std::map<std::tuple<int, int, int>, std::vector<Done>> rings_;   // (k, rank, pos) -> done of each dp member
-  std::set<std::tuple<int, int, int>> rings_building_;    // rings whose predecessors are being made
-  std::vector<std::vector<int>> reduce_pos_;              // (ranks) positions of REDUCE_GRAD, in order
-
-  int rank_of_unit(int u) const { return u / dp_; }
-  int gpu(int u, int t) const { return topo_.global_rank({t, u % dp_, u / dp_}); }
-  int lanes() const { return pf_.lanes; }  // tp lanes one flow stands for
-  int flows_per_group() const { return tp_ / pf_.lanes; }
-
-  void add_edge(Act pred, Act succ) {
-    if (pred != kNone && pred != succ) edges_.emplace_back(pred, succ);
-  }
-  void add_edges(const Done& d, Act succ) {
-    for (Act a : d.acts) add_edge(a, succ);
-  }
-  Act add(Record r) {
-    ex_.records.push_back(r);
-    return static_cast<Act>(ex_.records.size() - 1);
-  }
-  Act exec(int u, int k, int pos, double seconds, RecKind kind) {
-    sg::Host* h = pf_.gpus[static_cast<size_t>(gpu(u, 0))];
-    Record r;
-    r.unit = r.peer_unit = u;
-    r.iteration = k;
-    r.position = pos;
-    r.src_gpu = r.dst_gpu = gpu(u, 0);
-    r.kind = kind;
-    r.from = h;
-    r.work = std::max(0.0, seconds) * h->get_speed();
-    return add(r);
-  }
-  // One flow of `bytes` per GPU lane: lanes() lanes aggregated into one flow of lanes x bytes.
-  Act flow(sg::Host* from, sg::Host* to, double bytes, Record r) {
-    r.kind = RecKind::Flow;
-    r.lanes = lanes();
-    r.bytes = std::max(0.0, bytes) * lanes();
-    r.work = r.bytes;
-    r.from = from;
-    r.to = to;
-    return add(r);
-  }
-  void link_graph();
-  void launch(Act id);
-  void on_done(const sg::Activity& a);
-
-  // Share of a stage's activations one copy moves: (1 - f) + f * ckpt/act, f its recompute share.
-  double kept_share(const Action& a) const {
-    const auto& sc = c_.stages[static_cast<size_t>(a.stage)];
-    double f = 0;
-    for (const Action& x : s_.actions[static_cast<size_t>(s_.rank_of(a.stage))])
-      if (x.op == Op::R && x.stage == a.stage && x.microbatch == a.microbatch) f = x.fraction;
-    return sc.act_bytes > 0 ? (1 - f) + f * sc.ckpt_bytes / sc.act_bytes : 1.0;
-  }
-  double duration(const Action& a, int rank, double* tp_s, double* tp_count) const;
-  void build_chains();
-  Act tp_ring(int u, int k, int pos, Act after, double count);
-  void build_edges();
-  Done& transfer(int k, bool fwd, int stage, int mb, int d);
-  struct Member {  // one rank of a data-parallel ring: the reduction at (rank, pos) of dp index d
-    int rank, pos, d;
-  };
-  std::vector<Member> ring_members(int r, int pos) const;
-  std::tuple<int, int, int> prev_reduce(int k, int r, int pos) const;
-  Done member_issue(int k, const Member& m);
-  void ring_phase(int k, const std::vector<Member>& mem, const std::vector<int>& idx, int t, int steps, double step_bytes,
-                  const std::vector<Done>& start, std::vector<Done>& out);
-  std::vector<Done> flat_ring(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue);
-  std::vector<Done> dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue);
-  std::vector<Done>& ring(int k, int r, int pos);
-  Done copy(int u, int k, int pos, bool to_host, const Done& prev);
-  std::vector<Act> copies_issue(int k, int r, int pos, int d) const;
-  [[noreturn]] void report_deadlock() const;
-};
-
-double Runner::duration(const Action& a, int rank, double* tp_s, double* tp_count) const {
-  auto st = [&](int i) -> const costmodel::StageCost& { return c_.stages[static_cast<size_t>(i)]; };
-  *tp_s = 0;
-  *tp_count = 0;
-  auto tp_i = [&](int i) { *tp_s += st(i).tp_comm_i_s; *tp_count += st(i).tp_allreduces_i; };
-  switch (a.op) {
-    case Op::F: *tp_s = st(a.stage).tp_comm_f_s; *tp_count = st(a.stage).tp_allreduces_f; return st(a.stage).f_s;
-    case Op::B: tp_i(a.stage); return st(a.stage).b_s;
-    case Op::I: tp_i(a.stage); return st(a.stage).i_s;
-    case Op::W: return st(a.stage).w_s;
-    case Op::R:
-      *tp_s = a.fraction * st(a.stage).tp_comm_f_s;
-      *tp_count = a.fraction * st(a.stage).tp_allreduces_f;
-      return a.fraction * st(a.stage).r_s;
-    case Op::OVERLAP_F_B:
-      *tp_s = st(a.stage).tp_comm_f_s;
-      *tp_count = st(a.stage).tp_allreduces_f;
-      tp_i(a.b_stage);
-      return st(a.stage).f_s + (a.b_op == Op::I ? st(a.b_stage).i_s : st(a.b_stage).b_s);
-    case Op::OPTIMIZER: return c_.optimizer_s[static_cast<size_t>(rank)];
-    default: return 0;
-  }
-}
-
-// The tensor-parallel all-reduces of one compute action, aggregated: each ring member sends
-// count * 2(t-1)/t * S bytes to the next at once (the ring's bandwidth term, sharing links as
-// the steps would), then a pad on the compute host adds the remaining 2(t-1)*count - 1 step
-// latencies (the flow itself carries one).
-Act Runner::tp_ring(int u, int k, int pos, Act after, double count) {
-  const int t = tp_;
-  const Action& a = s_.actions[static_cast<size_t>(rank_of_unit(u))][static_cast<size_t>(pos)];
-  const double bytes_each = w_.tp_bytes[static_cast<size_t>(a.stage)];
-  const double steps = 2.0 * (t - 1) * count;
-  Act pad = exec(u, k, pos, std::max(0.0, steps - 1) * w_.tp_alpha_s, RecKind::TpPad);
-  for (int j = 0; j < flows_per_group(); ++j) {
-    Record r;
-    r.unit = r.peer_unit = u;
-    r.iteration = k;
-    r.position = pos;
-    r.src_gpu = gpu(u, j);
-    r.dst_gpu = gpu(u, (j + 1) % t);
-    r.comm = CommKind::TensorParallel;
-    sg::Host* to = lanes() > 1 ? pf_.tp_peer[static_cast<size_t>(r.src_gpu)] : pf_.gpus[static_cast<size_t>(r.dst_gpu)];
-    Act f = flow(pf_.gpus[static_cast<size_t>(r.src_gpu)], to, steps / t * bytes_each, r);
-    add_edge(after, f);
-    add_edge(f, pad);
-  }
-  return pad;
-}
-
-void Runner::build_chains() {
-  post_.assign(static_cast<size_t>(K_), std::vector<std::vector<Act>>(static_cast<size_t>(U_)));
-  compute_ = post_;
-  std::vector<Act> last(static_cast<size_t>(U_), kNone);
-  const bool explicit_tp = opt_.tp_comm == TpComm::Explicit && tp_ > 1;
-  for (int k = 0; k < K_; ++k)
-    for (int u = 0; u < U_; ++u) {
-      const int r = rank_of_unit(u);
-      const auto& list = s_.actions[static_cast<size_t>(r)];
-      auto& po = post_[static_cast<size_t>(k)][static_cast<size_t>(u)];
-      auto& co = compute_[static_cast<size_t>(k)][static_cast<size_t>(u)];
-      po.assign(list.size(), kNone);
-      co.assign(list.size(), kNone);
-      Act& prev = last[static_cast<size_t>(u)];
-      for (size_t i = 0; i < list.size(); ++i) {
-        po[i] = prev;
-        if (!schedules::is_compute(list[i].op)) continue;
-        double tp_s = 0, count = 0;
-        double d = duration(list[i], r, &tp_s, &count);
-        const bool ring = explicit_tp && count > 0;
-        if (ring && tp_s > d + 1e-15)
-          throw InputError("simulator: stage " + std::to_string(list[i].stage) + " folds " + std::to_string(tp_s) +
-                           " s of tensor-parallel communication into a " + std::to_string(d) + " s action (must be at most it)");
-        Act e = exec(u, k, static_cast<int>(i), ring ? d - tp_s : d, RecKind::Compute);
-        add_edge(prev, e);
-        co[i] = e;
-        prev = ring ? tp_ring(u, k, static_cast<int>(i), e, count) : e;
-      }
-    }
-}
+using schedules::Action;
+using schedules::Op;
 
 Done& Runner::transfer(int k, bool fwd, int cs, int mb, int d) {
   auto key = std::make_tuple(k, fwd ? 0 : 1, cs, mb, d);
@@ -595,6 +395,8 @@ void Runner::launch(Act id) {
   sg::ActivityPtr a;
   if (r.kind == RecKind::Flow)
     a = sg::Comm::sendto_init(r.from, r.to)->set_payload_size(static_cast<std::uint64_t>(std::llround(r.work)));
+  else if (r.kind == RecKind::TpPad)
+    a = sg::Exec::init()->set_flops_amount(r.work)->set_bound(r.from->get_speed() * kPadShare)->set_host(r.from);
   else
     a = sg::Exec::init()->set_flops_amount(r.work)->set_host(r.from);
   a->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)));
@@ -639,7 +441,7 @@ Execution Runner::run() {
   return std::move(ex_);
 }
 
-}  // namespace
+}  // namespace detail
 
 std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, const costmodel::ParallelPlan& p,
                                               const costmodel::Topology& topo, const SimOptions& opt) {
@@ -693,7 +495,7 @@ std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, cons
 Execution execute(const schedules::Schedule& s, const costmodel::CostTable& c, const Workload& w,
                   const costmodel::ParallelPlan& p, const costmodel::Topology& topo, const Platform& pf,
                   const SimOptions& opt) {
-  return Runner(s, c, w, p, topo, pf, opt).run();
+  return detail::Runner(s, c, w, p, topo, pf, opt).run();
 }
 
 }  // namespace stagecraft::sim

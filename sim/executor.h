@@ -1,5 +1,6 @@
 // Runs a lowered schedule on a SimGrid platform as one dependency graph of activities: no
-// actors at all. Each compute action is an Exec on its GPU host, each transfer, ring step and
+// actors at all. Each compute action is an Exec on its GPU host (one per piece of its inner
+// schedule with a tp overlap mode: compute.cpp), each transfer, ring step and
 // copy a Comm between hosts; edges encode the IR's semantics (docs/ir.md, docs/sim.md). The
 // graph is kept here (records and edges), and a SimGrid activity is created only when its
 // predecessors have finished: SimGrid 3.32 keeps every created activity in a list that each
@@ -20,7 +21,13 @@
 
 namespace stagecraft::sim {
 
-enum class RecKind : std::uint8_t { Compute, TpPad, Flow };
+enum class RecKind : std::uint8_t {
+  Compute,  // a whole compute action (zero length: an R that runs inside its backward)
+  TpPad,    // the step latencies of explicit tensor-parallel ring all-reduces after their flows
+  Flow,     // a transfer, ring step or copy
+  Piece,    // a compute piece of an action's inner schedule (schedules/tp_overlap.h)
+  TpEnd,    // zero-length end of an inner schedule: after its last compute piece and collective
+};
 
 struct Record {                // one simulated activity
   std::int32_t unit = 0;       // issuing unit: pipeline rank * dp + data-parallel index

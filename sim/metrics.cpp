@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <tuple>
 
+#include "costmodel/inner.h"
+#include "schedules/tp_overlap.h"
+
 namespace stagecraft::sim {
 
 using costmodel::Span;
@@ -33,15 +36,50 @@ double uncovered(std::vector<Interval> iv, const std::vector<Interval>& busy) {
   return out;
 }
 
-double folded_tp_s(const Action& a, const costmodel::CostTable& c) {
-  auto st = [&](int i) -> const costmodel::StageCost& { return c.stages[static_cast<size_t>(i)]; };
-  switch (a.op) {
-    case Op::F: return st(a.stage).tp_comm_f_s;
-    case Op::R: return a.fraction * st(a.stage).tp_comm_f_s;
-    case Op::B: case Op::I: return st(a.stage).tp_comm_i_s;
-    case Op::OVERLAP_F_B: return st(a.stage).tp_comm_f_s + st(a.b_stage).tp_comm_i_s;
-    default: return 0;
+// Tensor-parallel time a folded action leaves on the compute path: what its inner schedule
+// does not hide (costmodel/inner.h; all of it when blocking). An R joined to its backward
+// (tp_overlap_joins_recompute) adds what joining it exposes. Tables without inner costs (unit costs: layers = 0) fold
+// blocking all-reduces, so their whole folded time.
+class FoldedTp {
+ public:
+  explicit FoldedTp(const costmodel::CostTable& c) : c_(c) {}
+  double of(const Action& a) {
+    switch (a.op) {
+      case Op::F: case Op::B: case Op::I: return exposed(a.stage, a.op);
+      case Op::R: return a.fraction * exposed(a.stage, Op::R);
+      case Op::OVERLAP_F_B: return exposed(a.stage, Op::F) + exposed(a.b_stage, a.b_op);
+      default: return 0;
+    }
   }
+
+ private:
+  const costmodel::CostTable& c_;
+  std::map<std::pair<int, Op>, double> cache_;  // (stage, op) -> exposed time of one action
+
+  double exposed(int stage, Op op) {
+    if (auto it = cache_.find({stage, op}); it != cache_.end()) return it->second;
+    const costmodel::StageCost& sc = c_.stages[static_cast<size_t>(stage)];
+    const costmodel::InnerCosts& ic = sc.inner;
+    double x = 0;
+    if (ic.layers < 1) {
+      x = op == Op::F || op == Op::R ? sc.tp_comm_f_s : sc.tp_comm_i_s;
+    } else if (op == Op::R && schedules::tp_overlap_joins_recompute(ic.mode)) {
+      const double joint = costmodel::evaluate_inner(costmodel::inner_schedule_for(ic, Op::B, ic.layers), ic).exposed_comm_s;
+      x = std::max(0.0, joint - exposed(stage, Op::B));
+    } else {
+      x = costmodel::evaluate_inner(costmodel::inner_schedule_for(ic, op), ic).exposed_comm_s;
+    }
+    return cache_[{stage, op}] = x;
+  }
+};
+
+// An action run as an inner schedule, for the memory timeline: one Compute record from its
+// first piece's start to its last TpEnd's end (records come in creation order).
+void extend_action(std::map<std::pair<int, int>, Record>& acts, const Record& r) {
+  Record& a = acts.try_emplace({r.unit, r.position}, r).first->second;
+  a.kind = RecKind::Compute;
+  a.start_s = std::min(a.start_s, r.start_s);
+  a.end_s = std::max(a.end_s, r.end_s);
 }
 
 struct MemEvent {
@@ -119,13 +157,13 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
   std::vector<std::vector<Interval>> busy(static_cast<size_t>(U)), pp(busy), tp(busy);
   std::vector<std::vector<const Record*>> comp(static_cast<size_t>(U)), copies(comp);
   std::map<std::tuple<int, int, int, int>, Interval> groups;  // (unit, iteration, position, kind) -> span
+  std::map<std::pair<int, int>, Record> inner_actions;  // (unit, position), last iteration
   for (const Record& r : ex.records) {
     const bool lastk = r.iteration == last;
-    if (r.kind == RecKind::Compute) {
-      if (lastk) {
-        busy[static_cast<size_t>(r.unit)].push_back({r.start_s, r.end_s});
-        comp[static_cast<size_t>(r.unit)].push_back(&r);
-      }
+    if (r.kind == RecKind::Compute || r.kind == RecKind::Piece || r.kind == RecKind::TpEnd) {
+      if (lastk && r.kind != RecKind::TpEnd) busy[static_cast<size_t>(r.unit)].push_back({r.start_s, r.end_s});
+      if (lastk && r.kind == RecKind::Compute) comp[static_cast<size_t>(r.unit)].push_back(&r);
+      if (lastk && r.kind != RecKind::Compute) extend_action(inner_actions, r);
       continue;
     }
     const int kind = r.kind == RecKind::TpPad ? static_cast<int>(CommKind::TensorParallel) : static_cast<int>(r.comm);
@@ -139,6 +177,7 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
       if (cp.empty() || cp.back()->position != r.position) cp.push_back(&r);
     }
   }
+  for (const auto& [key, r] : inner_actions) comp[static_cast<size_t>(key.first)].push_back(&r);
   std::vector<std::vector<Interval>> dpi(static_cast<size_t>(U));
   for (const auto& [key, span] : groups) {
     auto [u, k, pos, kind] = key;
@@ -174,11 +213,12 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
   });
   ev.exposed_dp_comm_s = per_rank_max([&](int u) { return uncovered(dpi[static_cast<size_t>(u)], busy[static_cast<size_t>(u)]); });
   res.exposed_pp_comm_s = per_rank_max([&](int u) { return uncovered(pp[static_cast<size_t>(u)], busy[static_cast<size_t>(u)]); });
+  FoldedTp folded(c);
   res.exposed_tp_comm_s = per_rank_max([&](int u) {
     if (opt.tp_comm == TpComm::Explicit) return uncovered(tp[static_cast<size_t>(u)], busy[static_cast<size_t>(u)]);
     double sum = 0;
     for (const Record* r : comp[static_cast<size_t>(u)])
-      sum += folded_tp_s(s.actions[static_cast<size_t>(u / dp)][static_cast<size_t>(r->position)], c);
+      sum += folded.of(s.actions[static_cast<size_t>(u / dp)][static_cast<size_t>(r->position)]);
     return sum;
   });
 
@@ -225,7 +265,7 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
   if (opt.record) {
     for (const Record& r : ex.records) {
       if (r.unit % dp != 0) continue;
-      if (r.kind == RecKind::Compute) ev.spans.push_back({r.unit / dp, Stream::Compute, r.iteration, r.position, r.start_s, r.end_s});
+      if (r.kind == RecKind::Compute || r.kind == RecKind::Piece) ev.spans.push_back({r.unit / dp, Stream::Compute, r.iteration, r.position, r.start_s, r.end_s});
       if (r.kind == RecKind::Flow && r.iteration == last)
         res.net_spans.push_back({r.src_gpu, r.dst_gpu, r.comm, r.iteration, r.bytes / r.lanes, r.start_s, r.end_s});  // per GPU lane
     }

@@ -22,7 +22,9 @@ namespace stagecraft::sim {
 
 enum class TpComm {
   Folded,    // tensor-parallel all-reduces stay inside compute durations (as the evaluator)
-  Explicit,  // subtracted from compute and simulated as ring all-reduces over the tp group
+  Explicit,  // subtracted from compute and simulated as ring all-reduces over the tp group:
+             // one aggregated ring after a blocking action, one per collective of the inner
+             // schedule (schedules/tp_overlap.h) with a tp overlap mode
 };
 TpComm parse_tp_comm(const std::string& s);  // "folded" | "explicit"; throws InputError
 std::string_view tp_comm_name(TpComm t);
@@ -36,6 +38,9 @@ struct SimOptions {
   int fat_tree_leaf_nodes = 8;     // fat-tree: nodes under one leaf switch
   bool aggregate_tp = true;        // one flow per tensor-parallel group where exact (docs/sim.md)
   bool hierarchical_dp = true;     // two-level dp all-reduce where a dp group spans nodes (docs/sim.md)
+  bool inner_blocking = false;     // explicit tp: blocking stages also run their inner schedules
+                                   // (a piece per block) instead of one ring after each action;
+                                   // the same times, about 10x the activities (docs/sim.md)
 };
 
 struct LinkUse {

@@ -1,0 +1,197 @@
+// Compute actions in the simulator's graph. Folded tensor parallelism: one exec per action of
+// the cost table's duration. Explicit: blocking stages run the action's compute as one exec and
+// its all-reduces as one aggregated ring after it; stages with a tp overlap mode run the
+// action's inner schedule (schedules/tp_overlap.h): one exec per compute piece on the compute
+// stream, one ring all-reduce over the tp group per collective on the communication stream,
+// each after the pieces it reads (docs/sim.md, "Tensor-parallel overlap").
+#include <cmath>
+#include <string>
+
+#include "schedules/error.h"
+#include "schedules/tp_overlap.h"
+#include "sim/runner.h"
+
+namespace stagecraft::sim::detail {
+
+using schedules::Action;
+using schedules::Op;
+using schedules::PieceKind;
+
+double Runner::duration(const Action& a, int rank, double* tp_s, double* tp_count) const {
+  auto st = [&](int i) -> const costmodel::StageCost& { return c_.stages[static_cast<size_t>(i)]; };
+  *tp_s = 0;
+  *tp_count = 0;
+  auto tp_i = [&](int i) { *tp_s += st(i).tp_comm_i_s; *tp_count += st(i).tp_allreduces_i; };
+  switch (a.op) {
+    case Op::F: *tp_s = st(a.stage).tp_comm_f_s; *tp_count = st(a.stage).tp_allreduces_f; return st(a.stage).f_s;
+    case Op::B: tp_i(a.stage); return st(a.stage).b_s;
+    case Op::I: tp_i(a.stage); return st(a.stage).i_s;
+    case Op::W: return st(a.stage).w_s;
+    case Op::R:
+      *tp_s = a.fraction * st(a.stage).tp_comm_f_s;
+      *tp_count = a.fraction * st(a.stage).tp_allreduces_f;
+      return a.fraction * st(a.stage).r_s;
+    case Op::OVERLAP_F_B:
+      *tp_s = st(a.stage).tp_comm_f_s;
+      *tp_count = st(a.stage).tp_allreduces_f;
+      tp_i(a.b_stage);
+      return st(a.stage).f_s + (a.b_op == Op::I ? st(a.b_stage).i_s : st(a.b_stage).b_s);
+    case Op::OPTIMIZER: return c_.optimizer_s[static_cast<size_t>(rank)];
+    default: return 0;
+  }
+}
+
+// `count` ring all-reduces of the stage's tensor-parallel buffer, aggregated, after all of
+// `after`: each ring member sends count * 2(t-1)/t * S bytes to the next at once (the ring's
+// bandwidth term, sharing links as the steps would), then a pad adds the remaining
+// 2(t-1)*count - 1 step latencies (the flow itself carries one). Returns the pad: their end.
+Act Runner::tp_collectives(int u, int k, int pos, int stage, const std::vector<Act>& after, double count) {
+  const int t = tp_;
+  const double bytes_each = w_.tp_bytes[static_cast<size_t>(stage)];
+  const double steps = 2.0 * (t - 1) * count;
+  Act pad = exec(u, k, pos, std::max(0.0, steps - 1) * w_.tp_alpha_s, RecKind::TpPad);
+  for (int j = 0; j < flows_per_group(); ++j) {
+    Record r;
+    r.unit = r.peer_unit = u;
+    r.iteration = k;
+    r.position = pos;
+    r.src_gpu = gpu(u, j);
+    r.dst_gpu = gpu(u, (j + 1) % t);
+    r.comm = CommKind::TensorParallel;
+    sg::Host* to = lanes() > 1 ? pf_.tp_peer[static_cast<size_t>(r.src_gpu)] : pf_.gpus[static_cast<size_t>(r.dst_gpu)];
+    Act f = flow(pf_.gpus[static_cast<size_t>(r.src_gpu)], to, steps / t * bytes_each, r);
+    for (Act a : after) add_edge(a, f);
+    add_edge(f, pad);
+  }
+  return pad;
+}
+
+// Whether the action runs its inner schedule: explicit tp, and a stage with a tp overlap mode
+// (blocking stages keep one exec and one aggregated ring unless SimOptions::inner_blocking:
+// the same times, about ten times fewer activities).
+bool Runner::runs_inner(const Action& a) const {
+  if (opt_.tp_comm != TpComm::Explicit || tp_ <= 1) return false;
+  auto overlapped = [&](int stage) {
+    const costmodel::InnerCosts& ic = c_.stages[static_cast<size_t>(stage)].inner;
+    return ic.mode != schedules::TpOverlap::Blocking || (opt_.inner_blocking && ic.layers > 0);
+  };
+  switch (a.op) {
+    case Op::F: case Op::B: case Op::I: case Op::R: return overlapped(a.stage);
+    case Op::OVERLAP_F_B: return overlapped(a.stage) || overlapped(a.b_stage);
+    default: return false;  // W has no collective: one exec of w_s is its inner schedule's time
+  }
+}
+
+// The stage's inner schedule for `op` of microbatch mb. An R of fraction f recomputes the
+// first lround(f * layers) layers: as its own schedule when blocking, inside the backward's
+// schedule in the modes that split (tp_overlap_joins_recompute: merak, cross-pass, oases).
+InnerPart Runner::inner_part(int stage, Op op, int mb) const {
+  const costmodel::StageCost& sc = c_.stages[static_cast<size_t>(stage)];
+  if (sc.inner.layers < 1)
+    throw InputError("simulator: cost table stage " + std::to_string(stage) + " has tp_overlap '" +
+                     std::string(schedules::tp_overlap_name(sc.inner.mode)) +
+                     "' but no inner schedule costs (inner.layers = 0); explicit tensor parallelism needs them "
+                     "(use --tp-comm folded)");
+  InnerPart p;
+  p.stage = stage;
+  p.costs = sc.inner;
+  p.op = op;
+  auto it = r_fraction_.find({stage, mb});
+  const int n = it == r_fraction_.end() ? 0 : static_cast<int>(std::lround(it->second * sc.inner.layers));
+  if (op == Op::R) p.costs.layers = n;
+  if ((op == Op::B || op == Op::I) && schedules::tp_overlap_joins_recompute(sc.inner.mode)) p.recompute_layers = n;
+  return p;
+}
+
+// The inner schedules an action runs, in order; none for an R whose recomputation the
+// backward's schedule carries (merak, cross-pass, oases) or that rounds to no layer.
+std::vector<InnerPart> Runner::inner_parts(const Action& a) const {
+  switch (a.op) {
+    case Op::F: case Op::B: case Op::I: return {inner_part(a.stage, a.op, a.microbatch)};
+    case Op::R: {
+      InnerPart p = inner_part(a.stage, Op::R, a.microbatch);
+      if (schedules::tp_overlap_joins_recompute(p.costs.mode) || p.costs.layers == 0) return {};
+      return {p};
+    }
+    case Op::OVERLAP_F_B:
+      return {inner_part(a.stage, Op::F, a.microbatch), inner_part(a.b_stage, a.b_op, a.b_microbatch)};
+    default: return {};
+  }
+}
+
+// The parts one after another. In each, compute pieces run in issue order on the compute
+// stream and collectives in issue order on the communication stream, each also after the
+// pieces it reads; a zero-length TpEnd waits for both streams' last piece and ends the part.
+Act Runner::inner_action(int u, int k, int pos, Act prev, const std::vector<InnerPart>& parts, Act* first) {
+  for (const InnerPart& part : parts) {
+    const schedules::InnerSchedule s = costmodel::inner_schedule_for(part.costs, part.op, part.recompute_layers);
+    std::vector<Act> end(s.pieces.size(), kNone);
+    Act compute = prev, comm = kNone;
+    for (size_t i = 0; i < s.pieces.size(); ++i) {
+      const schedules::Piece& p = s.pieces[i];
+      std::vector<Act> after;
+      for (int d : p.deps) after.push_back(end[static_cast<size_t>(d)]);
+      if (p.kind == PieceKind::Comm) {
+        after.push_back(comm);
+        comm = end[i] = tp_collectives(u, k, pos, part.stage, after, 1);
+        continue;
+      }
+      Act e = exec(u, k, pos, costmodel::piece_duration(p, part.op, part.costs), RecKind::Piece);
+      add_edge(compute, e);
+      for (Act x : after) add_edge(x, e);
+      if (*first == kNone) *first = e;
+      compute = end[i] = e;
+    }
+    prev = exec(u, k, pos, 0, RecKind::TpEnd);
+    add_edge(compute, prev);
+    add_edge(comm, prev);
+  }
+  return prev;
+}
+
+// One compute action after `prev` (the unit's compute stream so far); sets *first to the
+// activity its inputs must precede and returns the one that ends it.
+Act Runner::compute_action(int u, int k, int pos, Act prev, Act* first) {
+  const int r = rank_of_unit(u);
+  const Action& a = s_.actions[static_cast<size_t>(r)][static_cast<size_t>(pos)];
+  *first = kNone;
+  double tp_s = 0, count = 0, d = 0;  // an inner-schedule action without parts has zero length
+  if (runs_inner(a)) {
+    std::vector<InnerPart> parts = inner_parts(a);
+    if (!parts.empty()) return inner_action(u, k, pos, prev, parts, first);
+  } else {
+    d = duration(a, r, &tp_s, &count);
+  }
+  const bool ring = opt_.tp_comm == TpComm::Explicit && tp_ > 1 && count > 0;
+  if (ring && tp_s > d + 1e-15)
+    throw InputError("simulator: stage " + std::to_string(a.stage) + " folds " + std::to_string(tp_s) +
+                     " s of tensor-parallel communication into a " + std::to_string(d) + " s action (must be at most it)");
+  Act e = exec(u, k, pos, ring ? d - tp_s : d, RecKind::Compute);
+  add_edge(prev, e);
+  *first = e;
+  return ring ? tp_collectives(u, k, pos, a.stage, {e}, count) : e;
+}
+
+void Runner::build_chains() {
+  for (const auto& list : s_.actions)
+    for (const Action& a : list)
+      if (a.op == Op::R) r_fraction_[{a.stage, a.microbatch}] = a.fraction;
+  post_.assign(static_cast<size_t>(K_), std::vector<std::vector<Act>>(static_cast<size_t>(U_)));
+  compute_ = post_;
+  std::vector<Act> last(static_cast<size_t>(U_), kNone);
+  for (int k = 0; k < K_; ++k)
+    for (int u = 0; u < U_; ++u) {
+      const auto& list = s_.actions[static_cast<size_t>(rank_of_unit(u))];
+      auto& po = post_[static_cast<size_t>(k)][static_cast<size_t>(u)];
+      auto& co = compute_[static_cast<size_t>(k)][static_cast<size_t>(u)];
+      po.assign(list.size(), kNone);
+      co.assign(list.size(), kNone);
+      Act& prev = last[static_cast<size_t>(u)];
+      for (size_t i = 0; i < list.size(); ++i) {
+        po[i] = prev;
+        if (schedules::is_compute(list[i].op)) prev = compute_action(u, k, static_cast<int>(i), prev, &co[i]);
+      }
+    }
+}
+
+}  // namespace stagecraft::sim::detail

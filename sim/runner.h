@@ -1,0 +1,160 @@
+// The simulator's graph builder and engine driver, shared by its two source files (internal to
+// sim/): executor.cpp makes the transfers, data-parallel rings and host copies and runs the
+// engine; compute.cpp makes the compute actions, with their tensor-parallel collectives when
+// those are explicit (one aggregated ring after the action, or the action's inner schedule:
+// schedules/tp_overlap.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "costmodel/inner.h"
+#include "sim/executor.h"
+
+namespace stagecraft::sim::detail {
+
+namespace sg = simgrid::s4u;
+using Act = std::int32_t;  // node id = record index; -1 = none
+constexpr Act kNone = -1;
+
+// Share of its host's speed a latency pad (RecKind::TpPad) runs at: bounded that low, a pad
+// that overlaps a compute piece on the same host takes nothing measurable from it (1e-6 of
+// the host), and still lasts exactly its seconds.
+constexpr double kPadShare = 1e-6;
+
+// Activities that must all finish: what a later activity depends on. `chain_only` marks sets
+// made only of compute-stream activities of one unit (ordered, so the latest dominates).
+struct Done {
+  std::vector<Act> acts;
+  bool chain_only = true;
+};
+
+inline std::int64_t pos_key(schedules::Op op, int stage, int mb) {
+  return (static_cast<std::int64_t>(op) << 40) | (static_cast<std::int64_t>(stage) << 20) | (mb + 1);
+}
+
+// One inner schedule a compute action runs (an OVERLAP_F_B runs two, one after the other).
+struct InnerPart {
+  int stage = 0;                 // the stage whose layers it runs
+  costmodel::InnerCosts costs;   // the stage's piece costs (layers = those an R recomputes)
+  schedules::Op op = schedules::Op::F;  // F, B, I or R
+  int recompute_layers = 0;      // B or I in a cross-pass mode: recomputation joined to it
+};
+
+class Runner {
+ public:
+  Runner(const schedules::Schedule& s, const costmodel::CostTable& c, const Workload& w, const costmodel::ParallelPlan& p,
+         const costmodel::Topology& topo, const Platform& pf, const SimOptions& opt)
+      : s_(s), c_(c), w_(w), topo_(topo), pf_(pf), opt_(opt), K_(opt.iterations), dp_(p.dp), tp_(p.tp),
+        U_(s.num_ranks * p.dp) {}
+
+  Execution run();
+
+ private:
+  const schedules::Schedule& s_;
+  const costmodel::CostTable& c_;
+  const Workload& w_;
+  const costmodel::Topology& topo_;
+  const Platform& pf_;
+  SimOptions opt_;
+  int K_, dp_, tp_, U_;
+  Execution ex_;
+  std::vector<std::pair<Act, Act>> edges_;               // (predecessor, successor)
+  std::vector<std::int32_t> succ_begin_, succ_;          // successors, CSR over edges_
+  std::vector<std::int32_t> waiting_;                    // per node: predecessors not finished
+  std::vector<sg::ActivityPtr> live_;                    // SimGrid activity once started
+  std::vector<std::vector<std::vector<Act>>> post_;      // [k][unit][pos] last compute-stream activity before pos
+  std::vector<std::vector<std::vector<Act>>> compute_;   // [k][unit][pos] the (first) exec of a compute action
+  std::vector<std::unordered_map<std::int64_t, int>> pos_of_;  // (ranks) (op, stage, mb) -> position
+  std::map<std::tuple<int, int, int, int, int>, Done> transfers_;  // (k, dir, consumer stage, mb, d)
+  std::map<std::tuple<int, int, int>, std::vector<Done>> rings_;   // (k, rank, pos) -> done of each dp member
+  std::set<std::tuple<int, int, int>> rings_building_;    // rings whose predecessors are being made
+  std::vector<std::vector<int>> reduce_pos_;              // (ranks) positions of REDUCE_GRAD, in order
+  std::map<std::pair<int, int>, double> r_fraction_;      // (stage, microbatch) -> its R action's fraction
+
+  int rank_of_unit(int u) const { return u / dp_; }
+  int gpu(int u, int t) const { return topo_.global_rank({t, u % dp_, u / dp_}); }
+  int lanes() const { return pf_.lanes; }  // tp lanes one flow stands for
+  int flows_per_group() const { return tp_ / pf_.lanes; }
+
+  void add_edge(Act pred, Act succ) {
+    if (pred != kNone && pred != succ) edges_.emplace_back(pred, succ);
+  }
+  void add_edges(const Done& d, Act succ) {
+    for (Act a : d.acts) add_edge(a, succ);
+  }
+  Act add(Record r) {
+    ex_.records.push_back(r);
+    return static_cast<Act>(ex_.records.size() - 1);
+  }
+  // An exec of `seconds` on the unit's host; a TpPad runs bounded at kPadShare of the host.
+  Act exec(int u, int k, int pos, double seconds, RecKind kind) {
+    sg::Host* h = pf_.gpus[static_cast<size_t>(gpu(u, 0))];
+    Record r;
+    r.unit = r.peer_unit = u;
+    r.iteration = k;
+    r.position = pos;
+    r.src_gpu = r.dst_gpu = gpu(u, 0);
+    r.kind = kind;
+    r.from = h;
+    r.work = std::max(0.0, seconds) * h->get_speed() * (kind == RecKind::TpPad ? kPadShare : 1.0);
+    return add(r);
+  }
+  // One flow of `bytes` per GPU lane: lanes() lanes aggregated into one flow of lanes x bytes.
+  Act flow(sg::Host* from, sg::Host* to, double bytes, Record r) {
+    r.kind = RecKind::Flow;
+    r.lanes = lanes();
+    r.bytes = std::max(0.0, bytes) * lanes();
+    r.work = r.bytes;
+    r.from = from;
+    r.to = to;
+    return add(r);
+  }
+  void link_graph();
+  void launch(Act id);
+  void on_done(const sg::Activity& a);
+
+  // Share of a stage's activations one copy moves: (1 - f) + f * ckpt/act, f its recompute share.
+  double kept_share(const schedules::Action& a) const {
+    const auto& sc = c_.stages[static_cast<size_t>(a.stage)];
+    double f = 0;
+    for (const schedules::Action& x : s_.actions[static_cast<size_t>(s_.rank_of(a.stage))])
+      if (x.op == schedules::Op::R && x.stage == a.stage && x.microbatch == a.microbatch) f = x.fraction;
+    return sc.act_bytes > 0 ? (1 - f) + f * sc.ckpt_bytes / sc.act_bytes : 1.0;
+  }
+
+  // compute.cpp: compute actions and their explicit tensor-parallel collectives.
+  double duration(const schedules::Action& a, int rank, double* tp_s, double* tp_count) const;
+  void build_chains();
+  Act compute_action(int u, int k, int pos, Act prev, Act* first);
+  Act tp_collectives(int u, int k, int pos, int stage, const std::vector<Act>& after, double count);
+  bool runs_inner(const schedules::Action& a) const;
+  std::vector<InnerPart> inner_parts(const schedules::Action& a) const;
+  InnerPart inner_part(int stage, schedules::Op op, int microbatch) const;
+  Act inner_action(int u, int k, int pos, Act prev, const std::vector<InnerPart>& parts, Act* first);
+
+  // executor.cpp: transfers, data-parallel rings, host copies.
+  void build_edges();
+  Done& transfer(int k, bool fwd, int stage, int mb, int d);
+  struct Member {  // one rank of a data-parallel ring: the reduction at (rank, pos) of dp index d
+    int rank, pos, d;
+  };
+  std::vector<Member> ring_members(int r, int pos) const;
+  std::tuple<int, int, int> prev_reduce(int k, int r, int pos) const;
+  Done member_issue(int k, const Member& m);
+  void ring_phase(int k, const std::vector<Member>& mem, const std::vector<int>& idx, int t, int steps, double step_bytes,
+                  const std::vector<Done>& start, std::vector<Done>& out);
+  std::vector<Done> flat_ring(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue);
+  std::vector<Done> dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue);
+  std::vector<Done>& ring(int k, int r, int pos);
+  Done copy(int u, int k, int pos, bool to_host, const Done& prev);
+  std::vector<Act> copies_issue(int k, int r, int pos, int d) const;
+  [[noreturn]] void report_deadlock() const;
+};
+
+}  // namespace stagecraft::sim::detail
