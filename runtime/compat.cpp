@@ -84,10 +84,13 @@ WorkPtr all_reduce_sum(Group& g, torch::Tensor& t) {
   return g.pg->allreduce(v);
 }
 
+bool all_reduce_widens(const Group& g, const torch::Tensor& t) {
+  return g.pg && g.pg->getBackendName() != "nccl" && (t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf);
+}
+
 void all_reduce_sum_blocking(Group& g, torch::Tensor& t, std::chrono::milliseconds timeout) {
   if (!g.pg) return;
-  const bool widen = g.pg->getBackendName() != "nccl" && (t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf);
-  if (!widen) return wait(all_reduce_sum(g, t), timeout);
+  if (!all_reduce_widens(g, t)) return wait(all_reduce_sum(g, t), timeout);
   torch::Tensor wide = t.to(torch::kFloat32);
   wait(all_reduce_sum(g, wide), timeout);
   t.copy_(wide);

@@ -45,6 +45,9 @@ WorkPtr all_reduce_sum(Group& g, torch::Tensor& t);                 // asynchron
 // Blocking all-reduce (sum) in place. Gloo in LibTorch 1.13 has no bf16 or fp16 sums: on Gloo
 // such a tensor is summed as fp32 and rounded back (NCCL sums it as it is).
 void all_reduce_sum_blocking(Group& g, torch::Tensor& t, std::chrono::milliseconds timeout);
+// Whether all_reduce_sum_blocking would sum `t` as an fp32 copy (Gloo and a bf16 or fp16 `t`);
+// an asynchronous caller then sums such a copy itself and rounds back after its wait.
+bool all_reduce_widens(const Group& g, const torch::Tensor& t);
 // All-gather of every member's `in` (k elements) into `out` (n*k, member i's at i*k); blocking.
 void all_gather(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout);
 // Reduce-scatter (sum) of `in` (n*k elements) into `out` (k, this member's block); blocking.

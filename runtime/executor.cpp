@@ -33,6 +33,7 @@ struct MbState {
   torch::Tensor output;    // (b, s, h) stage output with its graph; () loss on the last stage
   torch::Tensor host_ckpt; // (b, s, h) checkpoint offloaded to host memory
   int recompute_layers = 0;  // k: layers run without a graph in F and again in R
+  std::shared_ptr<TpMicrobatch> tp;  // sub-batches of a stage run with tp overlap (null: blocking)
 };
 
 struct Pending {             // a posted receive
@@ -82,6 +83,9 @@ struct Executor::Impl {
   std::vector<int> start_mark;                // per span: its start
   std::vector<std::vector<int>> end_marks;    // per span: the latest of these is its end
   torch::Tensor loss_acc;                     // () sum of this iteration's microbatch losses, on the device
+  torch::Tensor grad_sq_acc;                  // () squared gradients summed at OPTIMIZER, fp64 on the device
+  std::vector<PieceMarks> piece_marks;        // pieces of overlapped tp stages in this iteration
+  size_t position = 0;                        // index of the action being executed
 
   // Closes span `i` again now (a receive or reduction ends when its consumer's wait returns).
   void close_span(size_t i) {
@@ -166,15 +170,16 @@ struct Executor::Impl {
     auto [tokens_host, targets_host] = (*batch)(mb);
     torch::Tensor tokens = tokens_host.to(cfg.device), targets = targets_host.to(cfg.device);  // (b, s)
     AutocastScope autocast(cfg.device, cfg.precision);
+    auto rf = recompute_fraction.find({stage, mb});
+    const int n = P.shape().num_layers;
+    st.recompute_layers = rf == recompute_fraction.end() ? 0 : static_cast<int>(std::lround(rf->second * n));
+    if (overlapped(stage)) return forward_overlapped(stage, mb, st, tokens, targets);
     if (P.shape().embedding) {
       st.embed_out = P.embed(tokens);
       st.ckpt = st.embed_out.detach().requires_grad_(true);
     } else {
       st.ckpt = take_input(stage, mb).requires_grad_(true);
     }
-    auto rf = recompute_fraction.find({stage, mb});
-    const int n = P.shape().num_layers;
-    st.recompute_layers = rf == recompute_fraction.end() ? 0 : static_cast<int>(std::lround(rf->second * n));
     torch::Tensor x = st.ckpt;
     if (st.recompute_layers > 0) {
       torch::Tensor h;
@@ -188,19 +193,66 @@ struct Executor::Impl {
     x = P.layers(x, st.recompute_layers, n);
     if (P.shape().head) {
       st.output = P.loss(x, targets);
-      torch::Tensor l = st.output.detach().to(torch::kFloat64);  // no host sync here on a GPU
-      loss_acc = loss_acc.defined() ? loss_acc + l : l;
-      rec.loss_count += 1;
+      add_loss(st.output);
     } else {
       st.output = x;
     }
   }
 
+  void add_loss(const torch::Tensor& loss) {
+    torch::Tensor l = loss.detach().to(torch::kFloat64);  // no host sync here on a GPU
+    loss_acc = loss_acc.defined() ? loss_acc + l : l;
+    rec.loss_count += 1;
+  }
+
+  // ---- stages with tensor-parallel overlap (runtime/tp_pieces.h) ----
+  bool overlapped(int stage) const {
+    auto it = cfg.tp_overlap.find(stage);
+    return it != cfg.tp_overlap.end() && it->second != schedules::TpOverlap::Blocking;
+  }
+
+  PieceEnv piece_env(int stage) {
+    PieceEnv e;
+    e.part = &part(stage);
+    e.mode = cfg.tp_overlap.at(stage);
+    e.tp = tp_context().group;
+    e.timeout = cfg.timeout;
+    e.precision = cfg.precision;
+    e.device = cfg.device;
+    e.timeline = timeline.get();
+    e.marks = &piece_marks;
+    e.position = static_cast<int>(position);
+    e.global_rank = cfg.global_rank;
+    return e;
+  }
+
+  void forward_overlapped(int stage, int mb, MbState& st, const torch::Tensor& tokens, const torch::Tensor& targets) {
+    GptPart& P = part(stage);
+    st.tp = std::make_shared<TpMicrobatch>();
+    st.tp->recompute_layers = st.recompute_layers;
+    torch::Tensor input = P.shape().embedding ? torch::Tensor() : take_input(stage, mb);
+    StageForward f = overlap_forward(piece_env(stage), *st.tp, input, tokens, targets);
+    st.ckpt = f.ckpt;
+    st.output = f.output;
+    if (P.shape().head) add_loss(st.output);
+  }
+
+  void backward_overlapped(int stage, int mb, MbState& st, bool split) {
+    GptPart& P = part(stage);
+    torch::Tensor g = P.shape().head ? torch::Tensor() : take_output_grad(stage, mb);
+    const double scale = 1.0 / static_cast<double>(cfg.schedule->num_microbatches);
+    torch::Tensor gin = overlap_backward(piece_env(stage), *st.tp, split ? Op::I : Op::B, g, scale, st.ckpt);
+    if (!P.shape().embedding) grad_in[{stage, mb}] = gin;
+  }
+
   void recompute(int stage, int mb) {
     MbState& st = states.at({stage, mb});
     if (st.recompute_layers == 0) return;
-    if (!st.ckpt.defined()) throw Error("runtime: R of stage " + std::to_string(stage) + " before its checkpoint was reloaded");
     AutocastScope autocast(cfg.device, cfg.precision);
+    // Overlapped stages recompute inside their backward, layer by layer as it reaches them
+    // (merak with pass barriers, cross-pass and oases jointly: schedules/tp_overlap.h).
+    if (st.tp) return;
+    if (!st.ckpt.defined()) throw Error("runtime: R of stage " + std::to_string(stage) + " before its checkpoint was reloaded");
     st.mid = part(stage).layers(st.ckpt, 0, st.recompute_layers);
   }
 
@@ -210,6 +262,11 @@ struct Executor::Impl {
     MbState& st = it->second;
     GptPart& P = part(stage);
     DeferWeightGrads guard(split ? &deferred[{stage, mb}] : nullptr);
+    if (st.tp) {
+      backward_overlapped(stage, mb, st, split);
+      states.erase(it);
+      return;
+    }
     if (P.shape().head) {
       (st.output / static_cast<double>(cfg.schedule->num_microbatches)).backward();
     } else {
@@ -382,9 +439,20 @@ struct Executor::Impl {
     late = std::move(held);
     held.clear();
     if (cfg.precision != Precision::Fp32) clear_autocast_cache();
+    grad_sq_acc = squared_gradients();
     opt->step(later);
     if (!states.empty() || !deferred.empty() || !recv_f.empty() || !recv_b.empty() || !pending.empty())
       throw Error("runtime: state left over at the optimizer step (a forward without backward or an unused receive)");
+  }
+
+  // Sum of the squared gradients of every parameter this rank holds (no host sync on a GPU).
+  torch::Tensor squared_gradients() const {
+    torch::NoGradGuard ng;
+    torch::Tensor acc = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(cfg.device));
+    for (const auto& [stage, P] : parts)
+      for (const auto& np : P->named_parameters())
+        if (np.second.grad().defined()) acc += np.second.grad().to(torch::kFloat64).pow(2).sum();
+    return acc;
   }
 
   void offload(int stage, int mb) {
@@ -420,6 +488,7 @@ struct Executor::Impl {
   }
 
   void execute(const Action& a, size_t span) {
+    position = span;
     switch (a.op) {
       case Op::SEND_F: case Op::SEND_B: post_send(a); break;
       case Op::RECV_F: case Op::RECV_B: post_recv(a, span); break;
@@ -460,6 +529,7 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
   m.rec = StepRecord{};
   m.batch = &batch;
   m.loss_acc = torch::Tensor();
+  m.grad_sq_acc = torch::Tensor();
   if (!m.timeline) m.timeline = std::make_unique<Timeline>(m.cfg.device);
   Timeline& tl = *m.timeline;
   TpContext& tp = tp_context();
@@ -468,6 +538,8 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
   const int step_mark = tl.mark();
   m.start_mark.assign(n, -1);
   m.end_marks.assign(n, {});
+  m.piece_marks.clear();
+  const long collectives_before = tp.collectives;
   std::vector<double> host_wait(n, 0), tp_comm(n, 0);  // per action, host-measured
   for (size_t i = 0; i < n; ++i) {
     const Action& a = (*m.list)[i];
@@ -481,7 +553,15 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
   }
   tl.resolve();  // on a GPU: waits for the iteration's kernels, then reads the events
   m.rec.time_s = tl.resolved_at_s() - tl.seconds(step_mark);
+  m.rec.tp_collectives = tp.collectives - collectives_before;
+  for (PieceMarks& pm : m.piece_marks) {
+    if (pm.end_mark < 0) throw Error("runtime: a tp piece of action " + std::to_string(pm.span.position) + " never ended");
+    pm.span.start_s = tl.seconds(pm.start_mark);
+    pm.span.end_s = tl.seconds(pm.end_mark);
+    m.rec.pieces.push_back(pm.span);
+  }
   if (m.loss_acc.defined()) m.rec.loss_sum = m.loss_acc.item<double>();
+  if (m.grad_sq_acc.defined()) m.rec.grad_sq = m.grad_sq_acc.item<double>();
   m.rec.spans.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const Action& a = (*m.list)[i];

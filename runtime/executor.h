@@ -15,6 +15,7 @@
 #include "runtime/device.h"
 #include "runtime/model.h"
 #include "runtime/optim.h"
+#include "runtime/tp_pieces.h"
 #include "schedules/schedule.h"
 
 namespace stagecraft::runtime {
@@ -35,6 +36,10 @@ struct StepRecord {
   double comm_s = 0;         // tp all-reduces plus posting transfers and reductions
   double wait_s = 0;         // host blocked on receives, sends and reductions
   std::vector<ActionSpan> spans;  // one per action, in list order
+  std::vector<PieceSpan> pieces;  // overlapped tp stages: one per compute piece and per tp collective
+  long tp_collectives = 0;        // tp collectives this rank issued (blocking and asynchronous)
+  double grad_sq = 0;             // sum of squared gradients of this rank's parameters at OPTIMIZER
+                                  // (a diagnostic for comparing runs of one plan)
 };
 
 // (b, s) input tokens and (b, s) targets of one microbatch of this data-parallel rank.
@@ -56,6 +61,9 @@ struct ExecConfig {
   double bucket_bytes = 4e6;              // gradient bucket size for REDUCE_GRAD
   torch::Device device = torch::kCPU;     // where the parts, activations and received buffers live
   Precision precision = Precision::Fp32;  // bf16: forwards and recomputes under autocast
+  // How each stage's tp collectives overlap its compute (plan.overlap_of its model part; with
+  // tp > 1 only). Absent or blocking: Megatron's blocking all-reduces inside autograd.
+  std::map<int, schedules::TpOverlap> tp_overlap;  // stage -> mode
   int global_rank = 0;                    // for messages
 };
 

@@ -64,6 +64,7 @@ void tp_all_reduce(torch::Tensor& t) {
   TpContext& tp = tp_context();
   auto t0 = std::chrono::steady_clock::now();
   compat::all_reduce_sum_blocking(*tp.group, t, tp.timeout);
+  tp.collectives += 1;
   tp.comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -174,25 +175,53 @@ torch::Tensor GptPart::layer(const torch::Tensor& x, const LayerParams& p) const
 }
 
 torch::Tensor GptPart::attention(const torch::Tensor& x, const LayerParams& p) const {
-  const int64_t b = x.size(0), s = x.size(1), heads = m_.num_heads / tp_size_;
+  torch::Tensor out = attention_core(tp_size_ > 1 ? CopyToTp::apply(x) : x, p);  // (b, s, h) partial sum over tp ranks
+  if (tp_size_ > 1) out = ReduceFromTp::apply(out);
+  return out + p.proj_b;
+}
+
+torch::Tensor GptPart::attention_core(const torch::Tensor& in, const LayerParams& p) const {
+  const int64_t b = in.size(0), s = in.size(1), heads = m_.num_heads / tp_size_;
   const int64_t d = m_.hidden_size / m_.num_heads;
-  torch::Tensor in = tp_size_ > 1 ? CopyToTp::apply(x) : x;
   torch::Tensor qkv = dlinear(in, p.qkv_w) + p.qkv_b;  // (b, s, 3h/t)
   auto split = qkv.chunk(3, -1);
   auto heads_of = [&](const torch::Tensor& t) { return t.reshape({b, s, heads, d}).transpose(1, 2); };  // (b, a/t, s, d)
   torch::Tensor ctx = compat::causal_attention(heads_of(split[0]), heads_of(split[1]), heads_of(split[2]));
   ctx = ctx.transpose(1, 2).reshape({b, s, heads * d});  // (b, s, h/t)
-  torch::Tensor out = dlinear(ctx, p.proj_w);            // (b, s, h) partial sum over tp ranks
-  if (tp_size_ > 1) out = ReduceFromTp::apply(out);
-  return out + p.proj_b;
+  return dlinear(ctx, p.proj_w);                         // (b, s, h) partial sum over tp ranks
 }
 
 torch::Tensor GptPart::mlp(const torch::Tensor& x, const LayerParams& p) const {
-  torch::Tensor in = tp_size_ > 1 ? CopyToTp::apply(x) : x;
-  torch::Tensor u = torch::gelu(dlinear(in, p.fc1_w) + p.fc1_b);  // (b, s, f/t)
-  torch::Tensor out = dlinear(u, p.fc2_w);                      // (b, s, h) partial sum
+  torch::Tensor out = mlp_core(tp_size_ > 1 ? CopyToTp::apply(x) : x, p);  // (b, s, h) partial sum
   if (tp_size_ > 1) out = ReduceFromTp::apply(out);
   return out + p.fc2_b;
+}
+
+torch::Tensor GptPart::mlp_core(const torch::Tensor& in, const LayerParams& p) const {
+  torch::Tensor u = torch::gelu(dlinear(in, p.fc1_w) + p.fc1_b);  // (b, s, f/t)
+  return dlinear(u, p.fc2_w);                                   // (b, s, h) partial sum
+}
+
+const LayerParams& GptPart::block_layer(int block) const {
+  if (block < 0 || block >= blocks())
+    throw Error("runtime: block " + std::to_string(block) + " is outside the part's " + std::to_string(blocks()) + " blocks");
+  return layers_[static_cast<size_t>(block / 2)];
+}
+
+torch::Tensor GptPart::block_norm(const torch::Tensor& x, int block) const {
+  const LayerParams& p = block_layer(block);
+  return block % 2 == 0 ? torch::layer_norm(x, {m_.hidden_size}, p.ln1_w, p.ln1_b)
+                        : torch::layer_norm(x, {m_.hidden_size}, p.ln2_w, p.ln2_b);
+}
+
+torch::Tensor GptPart::block_core(const torch::Tensor& q, int block) const {
+  const LayerParams& p = block_layer(block);
+  return block % 2 == 0 ? attention_core(q, p) : mlp_core(q, p);
+}
+
+const torch::Tensor& GptPart::block_bias(int block) const {
+  const LayerParams& p = block_layer(block);
+  return block % 2 == 0 ? p.proj_b : p.fc2_b;
 }
 
 torch::Tensor GptPart::loss(const torch::Tensor& x, const torch::Tensor& targets) const {

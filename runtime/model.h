@@ -24,7 +24,9 @@ namespace stagecraft::runtime {
 struct TpContext {
   compat::Group* group = nullptr;            // tp group (size 1: no communication)
   std::chrono::milliseconds timeout{60000};  // all-reduce wait limit
-  double comm_s = 0;                         // seconds spent in tp all-reduces so far
+  double comm_s = 0;                         // seconds spent in tp all-reduces so far (blocking ones
+                                             // whole; asynchronous ones: launch plus wait)
+  long collectives = 0;                      // tp collectives issued so far
 };
 TpContext& tp_context();
 
@@ -74,6 +76,16 @@ class GptPart {
   torch::Tensor layers(const torch::Tensor& x, int from, int to) const;    // (b, s, h) -> (b, s, h)
   torch::Tensor loss(const torch::Tensor& x, const torch::Tensor& targets) const;  // (b, s, h) -> ()
 
+  // Tensor-parallel blocks of the part, for executing them piece by piece (runtime/tp_pieces.h):
+  // block 2l is the attention of local layer l, block 2l+1 its MLP. Block k maps the residual
+  // stream x to x + (all-reduce(core(norm(x))) + bias); the all-reduce is the caller's.
+  int blocks() const { return 2 * shape_.num_layers; }
+  torch::Tensor block_norm(const torch::Tensor& x, int block) const;  // (b, s, h) -> (b, s, h)
+  // Column-parallel product to row-parallel product: (b, s, h) normed input -> (b, s, h) this
+  // rank's partial sum. Megatron's f (the gradient's all-reduce) is the caller's too.
+  torch::Tensor block_core(const torch::Tensor& q, int block) const;
+  const torch::Tensor& block_bias(int block) const;  // (h) added after the all-reduce
+
   const PartShape& shape() const { return shape_; }
   const torch::Device& device() const { return device_; }
   // Every parameter with a stable name ("L3.qkv_w", "embed.tok", ...), in a fixed order.
@@ -83,6 +95,9 @@ class GptPart {
   torch::Tensor layer(const torch::Tensor& x, const LayerParams& p) const;  // (b, s, h) -> (b, s, h)
   torch::Tensor attention(const torch::Tensor& x, const LayerParams& p) const;
   torch::Tensor mlp(const torch::Tensor& x, const LayerParams& p) const;
+  torch::Tensor attention_core(const torch::Tensor& in, const LayerParams& p) const;  // (b, s, h) -> (b, s, h) partial
+  torch::Tensor mlp_core(const torch::Tensor& in, const LayerParams& p) const;        // (b, s, h) -> (b, s, h) partial
+  const LayerParams& block_layer(int block) const;
   void init_layer(int global_layer, std::uint64_t seed);
   void init_ends(std::uint64_t seed);
   torch::Tensor add(const std::string& name, torch::Tensor t);

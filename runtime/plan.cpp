@@ -61,7 +61,9 @@ void check_offloads(const Schedule& s, int rank) {
 }
 
 void check_action(const Schedule& s, const Action& a) {
-  if (a.sub_batch >= 0) refuse(s, a, "sub-batches (Oases) are not implemented by the runtime");
+  if (a.sub_batch >= 0)
+    refuse(s, a, "sub-batch actions are not implemented by the runtime (it splits a microbatch inside a stage action "
+                 "with tp_overlap merak, cross-pass or oases)");
   if (schedules::is_p2p(a.op) && a.peer >= 0) {
     bool fwd = a.op == Op::SEND_F || a.op == Op::RECV_B;
     int implied = fwd ? s.next_stage(a.stage) : s.prev_stage(a.stage);
@@ -95,6 +97,37 @@ void check_chains(const Schedule& s) {
   }
 }
 
+// Tensor-parallel overlap (runtime/tp_pieces.h) splits each microbatch of a stage into two
+// equal sub-batches along the batch dimension and runs the stage's layers block by block.
+std::vector<schedules::TpOverlap> splitting_modes(const costmodel::ParallelPlan& p) {
+  std::vector<schedules::TpOverlap> out;
+  if (p.tp == 1) return out;
+  std::vector<schedules::TpOverlap> all = p.stage_tp_overlap;
+  all.push_back(p.tp_overlap);
+  for (auto m : all)
+    if (m != schedules::TpOverlap::Blocking) out.push_back(m);
+  return out;
+}
+
+void check_sub_batches(const costmodel::ParallelPlan& p) {
+  for (auto mode : splitting_modes(p))
+    if (p.microbatch_size % 2 != 0)
+      throw InputError("runtime: tp_overlap '" + std::string(schedules::tp_overlap_name(mode)) +
+                       "' splits each microbatch into two sub-batches, so microbatch_size must be even (got " +
+                       std::to_string(p.microbatch_size) + "); use an even --microbatch-size or --tp-overlap blocking");
+}
+
+void check_overlapped_parts(const costmodel::ParallelPlan& p, const std::vector<int>& part_layers) {
+  if (!p.stage_tp_overlap.empty() && p.stage_tp_overlap.size() != part_layers.size())
+    throw InputError("plan.stage_tp_overlap has " + std::to_string(p.stage_tp_overlap.size()) + " entries; the schedule has " +
+                     std::to_string(part_layers.size()) + " stages per pipeline");
+  if (p.tp == 1) return;
+  for (size_t part = 0; part < part_layers.size(); ++part)
+    if (p.overlap_of(static_cast<int>(part)) != schedules::TpOverlap::Blocking && part_layers[part] < 1)
+      throw InputError("runtime: tp_overlap '" + std::string(schedules::tp_overlap_name(p.overlap_of(static_cast<int>(part)))) +
+                       "': model part " + std::to_string(part) + " has no transformer layer to overlap");
+}
+
 }  // namespace
 
 void check_executable(const Schedule& s) {
@@ -113,6 +146,7 @@ RunPlan make_run_plan(const costmodel::ModelSpec& m, const costmodel::ParallelPl
     throw InputError("runtime: --recompute selective (attention-core recomputation) is not implemented; use none or full");
   check_executable(rp.schedule);
   rp.part_layers = costmodel::partition_layers(m, p, rp.schedule.stages_per_chain());
+  check_overlapped_parts(p, rp.part_layers);
   int first = 0;
   for (int n : rp.part_layers) {
     rp.part_first_layer.push_back(first);
@@ -131,6 +165,7 @@ void preflight(const TrainOptions& opt, int world) {
   costmodel::check(opt.model);
   costmodel::check(opt.plan);
   const auto& p = opt.plan;
+  check_sub_batches(p);  // before the cost model's fit checks: the runtime's own reason
   if (p.num_gpus() != world)
     throw InputError("plan: dp*tp*pp = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
                      " = " + std::to_string(p.num_gpus()) + " ranks, but the world has " + std::to_string(world) +

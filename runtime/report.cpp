@@ -1,6 +1,8 @@
 // The run's outputs, assembled on rank 0 from every rank's records: the JSON summary and the
 // Chrome trace in the evaluator's layout (pid = rank, tid 0 compute, 1 p2p, 2 collective,
-// 3 copy; one complete event per executed action, in list order). No torch here.
+// 3 copy; one complete event per executed action, in list order), plus, for stages run with
+// tensor-parallel overlap, tid 4 (each tp collective, launch to wait) and tid 5 (each compute
+// piece of the inner schedule). No torch here.
 #include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -18,7 +20,8 @@ using schedules::Op;
 
 namespace {
 
-const char* kStreamNames[4] = {"compute", "p2p send", "dp collective", "host copy"};
+const char* kStreamNames[6] = {"compute", "p2p send", "dp collective", "host copy", "tp collective", "tp compute piece"};
+constexpr int kTpCommTid = 4, kTpPieceTid = 5;
 
 // Mean of a per-step field over the steps after the first (warm-up), or the only step.
 double steady_mean(const json& steps, const char* field) {
@@ -26,6 +29,22 @@ double steady_mean(const json& steps, const char* field) {
   double sum = 0;
   for (size_t i = from; i < steps.size(); ++i) sum += steps[i][field].get<double>();
   return steps.size() > from ? sum / static_cast<double>(steps.size() - from) : 0;
+}
+
+// One event per tp piece of an overlapped stage action: [position, comm, pass, block,
+// sub-batch, start, end] (runtime/train.cpp), named like "all-reduce B b3 sb1" or "F b3 sb1".
+void add_piece_events(json& events, const std::vector<Action>& list, const json& step, int pid) {
+  for (const json& p : step["tp_pieces"]) {
+    const bool comm = p[1].get<int>() == 1;
+    const std::string pass = p[2], piece = pass + " b" + std::to_string(p[3].get<int>()) + " sb" + std::to_string(p[4].get<int>());
+    const Action& a = list[p[0].get<size_t>()];
+    json args = {{"iteration", step["step"]}, {"step", p[0]}, {"action", schedules::to_text(a)}, {"pass", pass},
+                 {"block", p[3]}, {"sub_batch", p[4]}};
+    const double t0 = p[5], t1 = p[6];
+    events.push_back({{"name", comm ? "all-reduce " + piece : piece}, {"cat", comm ? "tp collective" : "tp piece"},
+                      {"ph", "X"}, {"pid", pid}, {"tid", comm ? kTpCommTid : kTpPieceTid}, {"ts", t0 * 1e6},
+                      {"dur", (t1 - t0) * 1e6}, {"args", args}});
+  }
 }
 
 }  // namespace
@@ -36,11 +55,16 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
   for (size_t i = 0; i < first.size(); ++i) {
     double t = 0, loss = 0;
     bool have = false;
+    long collectives = 0;  // tp collectives issued by every rank in this step
+    double grad_sq = 0;    // squared gradients summed over every rank's parameters
     for (const json& r : ranks) {
       t = std::max(t, r["steps"][i]["time_s"].get<double>());
+      collectives += r["steps"][i].value("tp_collectives", 0L);
+      grad_sq += r["steps"][i].value("grad_sq", 0.0);
       if (!have && r["steps"][i].contains("loss")) loss = r["steps"][i]["loss"].get<double>(), have = true;
     }
-    steps.push_back({{"step", first[i]["step"]}, {"loss", loss}, {"iteration_time_s", t}});
+    steps.push_back({{"step", first[i]["step"]}, {"loss", loss}, {"iteration_time_s", t}, {"tp_collectives", collectives},
+                     {"grad_sq_sum", grad_sq}});
   }
   json per_rank = json::array();
   for (const json& r : ranks) {
@@ -78,7 +102,9 @@ json trace_json(const schedules::Schedule& s, const std::vector<json>& ranks, in
                         std::to_string(r["dp"].get<int>()) + ", tp " + std::to_string(r["tp"].get<int>()) + ")";
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", g}, {"tid", 0}, {"args", {{"name", label}}}});
     events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", g}, {"tid", 0}, {"args", {{"sort_index", g}}}});
-    for (int t = 0; t < 4; ++t)
+    bool pieces = false;  // the tp tracks only where a stage ran with tp overlap
+    for (const json& st : r["steps"]) pieces = pieces || st.contains("tp_pieces");
+    for (int t = 0; t < (pieces ? 6 : 4); ++t)
       events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", g}, {"tid", t}, {"args", {{"name", kStreamNames[t]}}}});
   }
   for (const json& r : ranks) {
@@ -99,6 +125,7 @@ json trace_json(const schedules::Schedule& s, const std::vector<json>& ranks, in
         events.push_back({{"name", name}, {"cat", std::string(schedules::op_name(a.op))}, {"ph", "X"}, {"pid", g},
                           {"tid", sp[1]}, {"ts", t0 * 1e6}, {"dur", (t1 - t0) * 1e6}, {"args", args}});
       }
+      if (st.contains("tp_pieces")) add_piece_events(events, list, st, g);
     }
   }
   json meta = {{"schedule", s.name}, {"title", "stagecraft train (measured)"},

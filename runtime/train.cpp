@@ -122,6 +122,7 @@ void build_model(Run& r) {
   const auto& s = r.plan.schedule;
   std::map<int, GptPart*> by_stage;
   std::map<int, compat::Group*> grad_groups;
+  std::map<int, schedules::TpOverlap> tp_overlap;
   std::vector<std::pair<std::string, torch::Tensor>> params;
   for (int stage : s.stages_of(r.me[2])) {
     int part = s.model_part(stage);
@@ -130,6 +131,7 @@ void build_model(Run& r) {
     r.parts.push_back(std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed, r.device));
     by_stage[stage] = r.parts.back().get();
     if (s.num_chains > 1) grad_groups[stage] = &r.part_groups.at(part);
+    if (r.opt.plan.tp > 1) tp_overlap[stage] = r.opt.plan.overlap_of(part);
     for (const auto& np : r.parts.back()->named_parameters()) params.push_back(np);
     r.has_loss = r.has_loss || shape.head;
   }
@@ -144,6 +146,7 @@ void build_model(Run& r) {
   c.world = &r.world;
   c.dp = &r.dp;
   c.grad_groups = grad_groups;
+  c.tp_overlap = tp_overlap;
   c.timeout = r.timeout();
   c.microbatch_size = r.opt.plan.microbatch_size;
   c.seq_length = r.opt.model.seq_length;
@@ -209,6 +212,14 @@ json spans_json(const StepRecord& rec) {
   return a;
 }
 
+// [position, comm (0/1), pass (F, R, B), block, sub-batch, start, end] per piece.
+json pieces_json(const StepRecord& rec) {
+  json a = json::array();
+  for (const PieceSpan& p : rec.pieces)
+    a.push_back({p.position, p.comm ? 1 : 0, std::string(schedules::pass_name(p.pass)), p.block, p.sub_batch, p.start_s, p.end_s});
+  return a;
+}
+
 void train_loop(Run& r) {
   const auto t0 = Clock::now();
   const auto& p = r.opt.plan;
@@ -221,9 +232,11 @@ void train_loop(Run& r) {
     };
     StepRecord rec = r.exec->run_step(batch, t0);
     double loss = global_loss(r, rec);
-    json s = {{"step", step}, {"time_s", rec.time_s}, {"compute_s", rec.compute_s}, {"comm_s", rec.comm_s}, {"wait_s", rec.wait_s}};
+    json s = {{"step", step}, {"time_s", rec.time_s}, {"compute_s", rec.compute_s}, {"comm_s", rec.comm_s}, {"wait_s", rec.wait_s},
+              {"tp_collectives", rec.tp_collectives}, {"grad_sq", rec.grad_sq}};
     if (r.has_loss) s["loss"] = loss;
     if (!r.opt.trace_path.empty()) s["spans"] = spans_json(rec);
+    if (!r.opt.trace_path.empty() && !rec.pieces.empty()) s["tp_pieces"] = pieces_json(rec);
     r.steps.push_back(s);
     bool printer = r.has_loss && r.me[0] == 0 && r.me[1] == 0;
     if (printer && r.opt.log_every > 0 && (k % r.opt.log_every == 0 || k + 1 == r.opt.steps))
