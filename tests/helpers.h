@@ -7,10 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "schedules/error.h"
 
 namespace stagecraft::test {
 
@@ -35,6 +38,16 @@ inline void expect_golden(const std::string& name, const std::string& actual) {
   std::ifstream f(path);
   ASSERT_TRUE(f.good()) << "missing golden file " << path << " (run with STAGECRAFT_UPDATE_GOLDEN=1 to create it)";
   EXPECT_EQ(read_text(path), actual) << "output differs from golden file " << name;
+}
+
+// The message of the InputError `f` throws, or "no error".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 struct RunResult {

@@ -21,14 +21,7 @@ ParallelPlan plan(int dp, int tp, int pp, int m, const char* schedule = "1f1b") 
   p.schedule = schedule;
   return p;
 }
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test::error_of;
 }  // namespace
 
 TEST(Estimate, ThroughputAndFlopsAreConsistent) {

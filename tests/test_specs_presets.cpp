@@ -5,21 +5,13 @@
 
 #include "costmodel/presets.h"
 #include "costmodel/specs.h"
+#include "helpers.h"
 #include "schedules/error.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
 
-namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-}  // namespace
+using stagecraft::test::error_of;
 
 TEST(Presets, EveryPresetLoadsAndCitesASource) {
   EXPECT_GE(model_preset_names().size(), 20u);

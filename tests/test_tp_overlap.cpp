@@ -63,14 +63,7 @@ ParallelPlan plan(int dp, int tp, int pp, int b, int m, TpOverlap mode, const ch
   return p;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test::error_of;
 
 }  // namespace
 
