@@ -89,11 +89,12 @@ std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int
 
 namespace {
 
-// Gradient all-reduce of one stage: over its data-parallel group, and with several chains
+// Gradient all-reduce of one stage: over its data-parallel group on the path NCCL would take
+// (flat or two-level, Topology::allreduce_path), and with several chains
 // (Chimera) over the copies of the same model part as well, in one ring whose slowest hop is
 // the slower of the dp link and the link between the copies' ranks (Chimera Sec. 3.4).
 double reduce_grad_time(const Schedule& s, int stage, const Topology& topo, double bytes, int dp, const Link& dp_link) {
-  if (s.num_chains == 1) return ring_allreduce_s(bytes, dp, dp_link);
+  if (s.num_chains == 1) return allreduce_s(bytes, topo.allreduce_path(kDp));
   Link link = dp_link;
   for (int c = 0; c < s.num_chains; ++c) {
     int copy = c * s.stages_per_chain() + s.model_part(stage);

@@ -74,30 +74,72 @@ Link Topology::p2p_link(int pp_a, int pp_b) const {
   return worst;
 }
 
+std::vector<std::vector<int>> Topology::groups(Axis axis) const {
+  const int n = size_[axis], total = size_[0] * size_[1] * size_[2];
+  std::vector<std::vector<int>> out;
+  for (int g = 0; g < total; ++g) {
+    Coords c = coords(g);
+    if (c[axis] != 0) continue;  // one group per member with coordinate 0 along the axis
+    std::vector<int> members;
+    for (int k = 0; k < n; ++k) {
+      Coords m = c;
+      if (axis == kTp) m.tp = k;
+      if (axis == kDp) m.dp = k;
+      if (axis == kPp) m.pp = k;
+      members.push_back(global_rank(m));
+    }
+    out.push_back(std::move(members));
+  }
+  return out;
+}
+
+AllReducePath Topology::allreduce_path(Axis axis) const {
+  if (auto it = path_cache_.find(axis); it != path_cache_.end()) return it->second;
+  AllReducePath path;
+  path.ranks = size_[axis];
+  path.flat = group_link(axis);
+  int L = 0, N = 0;
+  bool two_level = path.ranks > 1;
+  std::map<std::pair<int, int>, int> nic_flows;  // (node, nic) -> cross-node rings through it
+  Link intra{0, 0, "self"};
+  for (const auto& mem : groups(axis)) {
+    std::map<int, std::vector<int>> by_node;  // members of this group on each node, in ring order
+    for (int g : mem) by_node[node_of(g)].push_back(g);
+    const int l = static_cast<int>(by_node.begin()->second.size()), nn = static_cast<int>(by_node.size());
+    for (const auto& [node, on] : by_node) two_level = two_level && static_cast<int>(on.size()) == l;
+    two_level = two_level && l >= 2 && nn >= 2 && (L == 0 || (L == l && N == nn));
+    if (!two_level) break;
+    L = l;
+    N = nn;
+    for (const auto& [node, on] : by_node)
+      for (size_t k = 0; k < on.size(); ++k) {
+        ++nic_flows[{node, (on[k] % gpus_per_node_) % cluster_.nics_per_node}];
+        Link hop = raw_link(on[k], on[(k + 1) % on.size()]);
+        if (intra.kind == "self" || hop.bandwidth_Bps < intra.bandwidth_Bps) intra = hop;
+      }
+  }
+  if (two_level) {
+    int worst = 1;
+    for (const auto& [nic, flows] : nic_flows) worst = std::max(worst, flows);
+    path.local = L;
+    path.nodes = N;
+    path.intra = intra;
+    path.inter = {cluster_.inter_node_bandwidth_Bps / worst, cluster_.inter_node_latency_s, "inter-node"};
+  }
+  path_cache_[axis] = path;
+  return path;
+}
+
 Link Topology::group_link(Axis axis) const {
   if (auto it = group_cache_.find(axis); it != group_cache_.end()) return it->second;
   int n = size_[axis];
   Link worst{0, 0, "self"};
   if (n > 1) {
     int total = size_[0] * size_[1] * size_[2];
-    // Groups: ranks sharing the two other coordinates. Identify a group by its member with
-    // coordinate 0 along the axis.
-    std::vector<std::vector<int>> groups;
+    const std::vector<std::vector<int>> groups = this->groups(axis);
     std::vector<int> group_of(static_cast<size_t>(total), -1);
-    for (int g = 0; g < total; ++g) {
-      Coords c = coords(g);
-      if (c[axis] != 0) continue;
-      std::vector<int> members;
-      for (int k = 0; k < n; ++k) {
-        Coords m = c;
-        if (axis == kTp) m.tp = k;
-        if (axis == kDp) m.dp = k;
-        if (axis == kPp) m.pp = k;
-        members.push_back(global_rank(m));
-      }
-      for (int mbr : members) group_of[static_cast<size_t>(mbr)] = static_cast<int>(groups.size());
-      groups.push_back(members);
-    }
+    for (size_t i = 0; i < groups.size(); ++i)
+      for (int mbr : groups[i]) group_of[static_cast<size_t>(mbr)] = static_cast<int>(i);
     // Groups crossing each node: those with members on that node and on another.
     std::vector<bool> spans(groups.size(), false);
     for (size_t i = 0; i < groups.size(); ++i) {

@@ -39,6 +39,11 @@ class Topology {
   // of that axis that cross the node at the same time.
   Link group_link(Axis axis) const;
   int group_size(Axis axis) const { return size_[axis]; }
+  // How the groups along an axis all-reduce (comm.h): two-level where every group has the
+  // same L >= 2 members on each of N >= 2 nodes, else the flat ring on group_link(axis). The
+  // cross-node rings of all groups share the node's NICs as the simulator's platform wires
+  // them: GPU with local index i sends through NIC i % nics_per_node.
+  AllReducePath allreduce_path(Axis axis) const;
 
  private:
   ClusterSpec cluster_;
@@ -47,7 +52,10 @@ class Topology {
   int gpus_per_node_ = 1;
   mutable std::map<std::pair<int, int>, Link> p2p_cache_;
   mutable std::map<int, Link> group_cache_;
+  mutable std::map<int, AllReducePath> path_cache_;
   Link inter_node_shared(int flows) const;
+  // The groups along an axis: ranks sharing the two other coordinates, in axis order.
+  std::vector<std::vector<int>> groups(Axis axis) const;
 };
 
 }  // namespace stagecraft::costmodel

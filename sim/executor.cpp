@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "costmodel/comm.h"
 #include "schedules/error.h"
 #include "sim/runner.h"
 
@@ -217,15 +218,17 @@ std::vector<Done> Runner::flat_ring(int k, const std::vector<Member>& mem, int t
   return out;
 }
 
-// A dp group's all-reduce on lane t: flat when the group lies in one node or has one member
-// per node, else hierarchical (NCCL's tree-free two-level form): reduce-scatter inside each
+// A dp group's all-reduce on lane t: flat when the group lies in one node, has one member per
+// node, or where the evaluator's cost model finds the flat ring faster for this size
+// (costmodel::allreduce_two_level), else two-level: reduce-scatter inside each
 // node (L-1 steps of S/L), a ring across the N nodes among the members with the same local
 // index (2(N-1) steps of S/(L N)), all-gather inside each node (L-1 steps of S/L).
 std::vector<Done> Runner::dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue) {
   std::vector<int> gpus;
   for (const Member& m : mem) gpus.push_back(gpu(m.rank * dp_ + m.d, t));
   const auto groups = opt_.hierarchical_dp ? node_groups(gpus, topo_) : std::vector<std::vector<int>>{};
-  if (groups.empty()) return flat_ring(k, mem, t, bytes, issue);
+  if (groups.empty() || !costmodel::allreduce_two_level(bytes, topo_.allreduce_path(costmodel::kDp)))
+    return flat_ring(k, mem, t, bytes, issue);
   const int N = static_cast<int>(groups.size()), L = static_cast<int>(groups.front().size());
   std::vector<Done> rs(mem.size()), cross(mem.size()), out(mem.size());
   for (const auto& g : groups) ring_phase(k, mem, g, t, L - 1, bytes / L, issue, rs);

@@ -30,6 +30,18 @@ double ring_bytes(double time_s, int n, const Link& l, int stage, const char* fi
   return bytes;
 }
 
+// Inverse of costmodel::allreduce_s on the path the evaluator priced the reduction on: the
+// buffer is the same whichever algorithm the simulator then runs (SimOptions::hierarchical_dp).
+double allreduce_bytes_of(double time_s, const costmodel::AllReducePath& path, int stage) {
+  if (time_s <= 0 || path.ranks <= 1) return 0;
+  double bytes = costmodel::allreduce_bytes(time_s, path);
+  if (bytes < 0)
+    throw InputError("simulator: cost table stage " + std::to_string(stage) + " reduce_grad_s = " + std::to_string(time_s) +
+                     " s is shorter than the all-reduce's latency " +
+                     std::to_string(costmodel::allreduce_latency_s(path)) + " s (must be at least it)");
+  return bytes;
+}
+
 // The link a stage's reduction ring is timed on: the dp link, and with several chains
 // (Chimera) the slowest of it and the links to the ranks holding copies of the stage, since
 // the copies join the dp group's ring (costmodel/costs.cpp).
@@ -64,7 +76,8 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
     if (nx >= 0) w.send_f_bytes[static_cast<size_t>(st)] = p2p_bytes(sc.send_f_s, topo.p2p_link(s.rank_of(st), s.rank_of(nx)), st, "send_f_s");
     if (pv >= 0) w.send_b_bytes[static_cast<size_t>(st)] = p2p_bytes(sc.send_b_s, topo.p2p_link(s.rank_of(st), s.rank_of(pv)), st, "send_b_s");
     w.reduce_bytes[static_cast<size_t>(st)] =
-        ring_bytes(sc.reduce_grad_s, p.dp * s.num_chains, reduce_link(s, st, topo, dp), st, "reduce_grad_s");
+        s.num_chains == 1 ? allreduce_bytes_of(sc.reduce_grad_s, topo.allreduce_path(costmodel::kDp), st)
+                          : ring_bytes(sc.reduce_grad_s, p.dp * s.num_chains, reduce_link(s, st, topo, dp), st, "reduce_grad_s");
     // One tp all-reduce: the forward's tp time over its count (measured or analytic alike).
     if (sc.tp_allreduces_f > 0)
       w.tp_bytes[static_cast<size_t>(st)] =
