@@ -40,6 +40,28 @@ schedules::Schedule plan_schedule(const ParallelPlan& p, const schedules::LowerO
   return s;
 }
 
+double recomputed_layer_samples(const schedules::Schedule& s, const ModelSpec& m, const ParallelPlan& p) {
+  const std::vector<int> per_part = partition_layers(m, p, s.stages_per_chain());
+  double layers = 0;
+  for (const auto& list : s.actions)
+    for (const schedules::Action& a : list)
+      if (a.op == schedules::Op::R) layers += a.fraction * per_part[static_cast<size_t>(s.model_part(a.stage))];
+  return layers * p.dp * p.microbatch_size;
+}
+
+double hardware_flops(const schedules::Schedule& s, const ModelSpec& m, const ParallelPlan& p) {
+  return flops::hardware_flops_per_iteration(m, p.global_batch(), recomputed_layer_samples(s, m, p),
+                                             p.recompute == RecomputePolicy::Selective);
+}
+
+void set_rates(Estimate& e) {
+  const double T = e.eval.iteration_time_s, gpus = e.plan.num_gpus(), peak = e.cluster.gpu_peak_flops_per_s;
+  e.tokens_per_s = T > 0 ? static_cast<double>(e.plan.global_batch()) * e.model.seq_length / T : 0;
+  e.tflops_per_gpu = T > 0 ? e.model_flops / T / gpus / 1e12 : 0;
+  e.mfu = e.tflops_per_gpu * 1e12 / peak;
+  e.hfu = T > 0 ? e.hardware_flops / T / gpus / peak : 0;
+}
+
 namespace {
 
 Estimate estimate_as_given(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const EstimateOptions& opt) {
@@ -54,12 +76,9 @@ Estimate estimate_as_given(const ModelSpec& m, const ClusterSpec& c, const Paral
   if (opt.profile) e.profile_source = opt.profile->source.empty() ? "(in memory)" : opt.profile->source;
   Evaluator ev(e.schedule, opt.eval);
   e.eval = ev.evaluate(e.costs);
-  const double T = e.eval.iteration_time_s;
-  const double tokens = static_cast<double>(p.global_batch()) * m.seq_length;
   e.model_flops = flops::model_flops_per_iteration(m, p.global_batch());
-  e.tokens_per_s = T > 0 ? tokens / T : 0;
-  e.tflops_per_gpu = T > 0 ? e.model_flops / T / p.num_gpus() / 1e12 : 0;
-  e.mfu = e.tflops_per_gpu * 1e12 / e.cluster.gpu_peak_flops_per_s;
+  e.hardware_flops = hardware_flops(e.schedule, m, p);
+  set_rates(e);
   e.max_memory_bytes = *std::max_element(e.eval.peak_memory_bytes.begin(), e.eval.peak_memory_bytes.end());
   e.fits = e.max_memory_bytes <= c.gpu_memory_bytes;
   return e;
@@ -156,7 +175,9 @@ nlohmann::json to_json(const Estimate& e) {
           {"tokens_per_s", e.tokens_per_s},
           {"tflops_per_gpu", e.tflops_per_gpu},
           {"mfu", e.mfu},
+          {"hfu", e.hfu},
           {"model_flops_per_iteration", e.model_flops},
+          {"hardware_flops_per_iteration", e.hardware_flops},
           {"bubble_over_compute", e.eval.bubble_over_compute},
           {"bubble_fraction", e.eval.bubble_fraction},
           {"mean_idle_fraction", e.eval.mean_idle_fraction},

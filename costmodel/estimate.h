@@ -37,10 +37,21 @@ struct Estimate {
   double model_flops = 0;           // per iteration, no recomputation (flops.h)
   double tflops_per_gpu = 0;        // model FLOPs per second per GPU, in TFLOP/s
   double mfu = 0;                   // tflops_per_gpu over the GPU's peak
+  double hardware_flops = 0;        // per iteration, recomputation counted (flops.h)
+  double hfu = 0;                   // hardware FLOPs per second per GPU over the GPU's peak
   double max_memory_bytes = 0;      // largest per-rank peak
   bool fits = false;                // every rank's peak within gpu_memory_bytes
   std::string profile_source;       // the profile the costs came from; empty: analytic
 };
+
+// Layer forwards times samples that the schedule's recompute actions repeat in one iteration,
+// over every replica: dp x microbatch size x the sum over R actions of fraction x the layers of
+// the action's stage (partition_layers).
+double recomputed_layer_samples(const schedules::Schedule& s, const ModelSpec& m, const ParallelPlan& p);
+// hardware_flops_per_iteration (flops.h) of plan p running schedule s.
+double hardware_flops(const schedules::Schedule& s, const ModelSpec& m, const ParallelPlan& p);
+// Fills tokens_per_s, tflops_per_gpu, mfu and hfu from the iteration time and the FLOP counts.
+void set_rates(Estimate& e);
 
 // Resolves the schedule parameters the cost model chooses, writing the choice into the plan:
 //   merak: alpha1 absent or "auto" -> the largest alpha_1 whose peak memory fits every GPU

@@ -45,6 +45,12 @@ double model_flops_per_iteration(const ModelSpec& m, long global_batch) {
   return 3 * per_sample * static_cast<double>(global_batch);
 }
 
+double hardware_flops_per_iteration(const ModelSpec& m, long global_batch, double recomputed_layer_samples,
+                                    bool selective) {
+  const double core = selective ? D(m.num_layers) * static_cast<double>(global_batch) * layer_attention_forward_flops(m, 1) : 0;
+  return model_flops_per_iteration(m, global_batch) + recomputed_layer_samples * layer_forward_flops(m, 1) + core;
+}
+
 double layer_params(const ModelSpec& m) {
   double h = D(m.hidden_size), f = D(m.ffn_hidden_size);
   bool llama = m.kind == ModelKind::Llama;            // no biases, RMSNorm with one vector

@@ -34,6 +34,14 @@ double head_forward_flops(const ModelSpec& m, int b);
 // f = 4h; the same count as Megatron-LM SC21's formula without its recomputation term and as
 // llm.c's 6N + 6LCT per token.
 double model_flops_per_iteration(const ModelSpec& m, long global_batch);
+// Hardware FLOPs of one iteration, what the GPUs execute with recomputation counted, as HFU
+// counts them (Korthikanti et al., MLSys 2023, Sec. 6, defining MFU and HFU): the model FLOPs,
+// plus one layer forward for every (layer, sample) that a recompute action repeats
+// (`recomputed_layer_samples`), plus with selective recomputation the attention core once more
+// for every layer and sample. Full recomputation of every layer gives Megatron-LM SC21's
+// 96Bslh^2(1 + s/(6h) + V/(16lh)) for f = 4h.
+double hardware_flops_per_iteration(const ModelSpec& m, long global_batch, double recomputed_layer_samples,
+                                    bool selective);
 // Parameters of one transformer layer: 12h^2 + 13h for GPT/BERT with f = 4h (facts.md);
 // LLaMA: 4h^2 + 3hf + 2h (no biases, RMSNorm).
 double layer_params(const ModelSpec& m);

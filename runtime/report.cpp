@@ -7,6 +7,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "costmodel/estimate.h"
 #include "costmodel/flops.h"
 #include "costmodel/specs.h"
 #include "runtime/train.h"
@@ -77,7 +78,8 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
                         {"peak_memory_kind", r.value("peak_memory_kind", "process resident set")}});
   }
   // Throughput with the model FLOPs of costmodel/flops.h (Narayanan et al., SC'21: the work of
-  // the model, recomputation not counted); MFU = model_flops_per_s / the device's peak.
+  // the model, recomputation not counted; MFU = model_flops_per_s / the device's peak) and the
+  // hardware FLOPs, recomputation counted (Korthikanti et al., MLSys 2023; HFU likewise).
   const double T = steady_mean(steps, "iteration_time_s");
   const double tokens = static_cast<double>(opt.plan.global_batch()) * opt.model.seq_length;
   const bool gpu = ranks.front().value("device", "cpu") != "cpu";
@@ -86,6 +88,7 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
           {"precision", opt.precision}, {"mean_iteration_time_s", T},
           {"tokens_per_s", T > 0 ? tokens / T : 0.0},
           {"model_flops_per_s", T > 0 ? costmodel::flops::model_flops_per_iteration(opt.model, opt.plan.global_batch()) / T : 0.0},
+          {"hardware_flops_per_s", T > 0 ? costmodel::hardware_flops(s, opt.model, opt.plan) / T : 0.0},
           {"steps", steps}, {"ranks", per_rank},
           {"notes", gpu ? "times from CUDA events; compute spans include stream-ordered waits; peak memory is the "
                           "caching allocator's peak"

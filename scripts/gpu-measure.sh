@@ -30,6 +30,6 @@ peak = 989e12  # H100 SXM dense bf16 (../shared/reference/facts.md)
 for p in ("bf16", "fp32"):
     s = json.load(open(f"{out}/train-gpt-1.4b-{p}.json"))
     print(f"{p}: {s['mean_iteration_time_s']*1e3:.1f} ms/iteration, {s['tokens_per_s']:.0f} tokens/s, "
-          f"MFU {100*s['model_flops_per_s']/peak:.1f}% of 989 TFLOP/s, "
+          f"MFU {100*s['model_flops_per_s']/peak:.1f}%, HFU {100*s['hardware_flops_per_s']/peak:.1f}% of 989 TFLOP/s, "
           f"peak {s['ranks'][0]['peak_memory_bytes']/2**30:.1f} GiB ({s['ranks'][0]['device']})")
 PY

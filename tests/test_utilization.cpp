@@ -1,0 +1,71 @@
+// Model and hardware FLOPs utilisation (MFU, HFU) as Korthikanti et al. (MLSys 2023, Sec. 6)
+// define them: model FLOPs leave recomputation out, hardware FLOPs count what the GPUs run.
+#include <gtest/gtest.h>
+
+#include "costmodel/estimate.h"
+#include "costmodel/flops.h"
+#include "costmodel/presets.h"
+#include "schedules/lower.h"
+
+using namespace stagecraft;
+using namespace stagecraft::costmodel;
+
+namespace {
+ParallelPlan plan(int dp, int tp, int pp, int m, RecomputePolicy r) {
+  ParallelPlan p;
+  p.dp = dp;
+  p.tp = tp;
+  p.pp = pp;
+  p.microbatch_size = 2;
+  p.num_microbatches = m;
+  p.recompute = r;
+  return p;
+}
+}  // namespace
+
+// Without recomputation the two counts and the two utilisations are the same.
+TEST(Utilization, NoRecomputationHfuEqualsMfu) {
+  Estimate e = estimate(load_model("gpt-1.4b"), load_cluster("merak-3090-64"), plan(8, 2, 4, 16, RecomputePolicy::None));
+  EXPECT_DOUBLE_EQ(e.hardware_flops, e.model_flops);
+  EXPECT_NEAR(e.hfu, e.mfu, 1e-12);
+  EXPECT_GT(e.mfu, 0);
+}
+
+// Full recomputation of every layer: Megatron-LM SC21's 96 B s l h^2 (1 + s/(6h) + V/(16 l h))
+// hardware FLOPs (f = 4h), against 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) model FLOPs.
+TEST(Utilization, FullRecomputationMatchesMegatronsFormula) {
+  const ModelSpec m = load_model("gpt-1.4b");
+  ASSERT_EQ(m.ffn_hidden_size, 4 * m.hidden_size);
+  const ParallelPlan p = plan(8, 2, 4, 16, RecomputePolicy::Full);
+  Estimate e = estimate(m, load_cluster("merak-3090-64"), p);
+  const double B = static_cast<double>(p.global_batch()), s = m.seq_length, l = m.num_layers, h = m.hidden_size,
+               V = m.vocab_size;
+  EXPECT_NEAR(e.hardware_flops / (96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))), 1.0, 1e-12);
+  EXPECT_NEAR(e.model_flops / (72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))), 1.0, 1e-12);
+  EXPECT_NEAR(e.hfu / e.mfu, e.hardware_flops / e.model_flops, 1e-12);
+  EXPECT_GT(e.hfu, e.mfu);
+}
+
+// Selective recomputation repeats only the attention core: 4 b s^2 h per layer and sample.
+TEST(Utilization, SelectiveRecomputationAddsTheAttentionCore) {
+  const ModelSpec m = load_model("gpt-1.4b");
+  const ParallelPlan p = plan(8, 2, 4, 16, RecomputePolicy::Selective);
+  Estimate e = estimate(m, load_cluster("merak-3090-64"), p);
+  const double core = 4.0 * m.seq_length * m.seq_length * m.hidden_size;
+  EXPECT_NEAR(e.hardware_flops - e.model_flops, static_cast<double>(p.global_batch()) * m.num_layers * core,
+              1e-9 * e.model_flops);
+}
+
+// Partial recomputation (Merak's stage-aware recomputation, an R with a fraction of the stage's
+// layers): each R counts its fraction of its stage's layers, for every sample of a microbatch
+// and every data-parallel replica.
+TEST(Utilization, RecomputedLayersFollowTheScheduleFractions) {
+  const ModelSpec m = load_model("gpt-1.4b");  // 24 layers: 6 per stage over 4 stages
+  ParallelPlan p = plan(3, 1, 4, 8, RecomputePolicy::None);
+  schedules::Schedule s = schedules::insert_recompute(plan_schedule(p), {1.0, 0.5, 0.0, 0.0});
+  const std::vector<int> layers = partition_layers(m, p, 4);
+  const double expect = 3.0 * 2 * 8 * (layers[0] * 1.0 + layers[1] * 0.5);
+  EXPECT_DOUBLE_EQ(recomputed_layer_samples(s, m, p), expect);
+  EXPECT_DOUBLE_EQ(hardware_flops(s, m, p) - flops::model_flops_per_iteration(m, p.global_batch()),
+                   expect * flops::layer_forward_flops(m, 1));
+}
