@@ -56,7 +56,8 @@ void print_estimate(const costmodel::Estimate& e) {
             << e.cluster.gpu_name << ")\n"
             << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << ", microbatch size " << p.microbatch_size
             << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << " ("
-            << e.schedule.num_stages << " stages), recompute " << costmodel::recompute_name(p.recompute) << "\n"
+            << e.schedule.num_stages << " stages), recompute " << costmodel::recompute_name(p.recompute)
+            << (p.zero ? ", zero " + std::to_string(p.zero) : "") << "\n"
             << "costs: " << (e.profile_source.empty() ? "analytic" : "measured, profile " + e.profile_source) << "\n";
   for (const std::string& n : e.costs.notes) std::cout << "  note: " << n << "\n";
   std::cout << "\n";
@@ -184,7 +185,8 @@ void run_compare(const CompareOpts& o) {
     const auto& p = in.plan;
     std::cout << "model " << in.model.name << " on cluster " << in.cluster.name << ": dp " << p.dp << ", tp " << p.tp
               << ", pp " << p.pp << ", microbatch size " << p.microbatch_size << ", " << p.num_microbatches
-              << " microbatches, recompute " << costmodel::recompute_name(p.recompute) << "\n"
+              << " microbatches, recompute " << costmodel::recompute_name(p.recompute)
+              << (p.zero ? ", zero " + std::to_string(p.zero) : "") << "\n"
               << "costs: " << (in.profile ? "measured, profile " + o.plan.profile : std::string("analytic")) << "\n\n";
     std::cout << format_table({"schedule", "tp overlap", "stages", "iteration", "tokens/s", "TFLOP/s/GPU", "bubble/compute",
                                "bubble frac", "peak GPU mem", "host mem", "fits"},

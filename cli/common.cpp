@@ -29,6 +29,9 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   app->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism (activations split t ways)");
   app->add_option("--tp-overlap", f.tp_overlap,
                   "tensor-parallel overlap: blocking, merak (sub-pipelined), cross-pass or oases (docs/tp-overlap.md)");
+  app->add_option("--zero", f.zero,
+                  "distributed optimizer over the dp group: 0 none, 1 optimizer states sharded (Megatron's), 2 and "
+                  "gradients (default 0)");
   if (with_cluster)
     app->add_option("--profile", f.profile, "profile JSON from `stagecraft profile`: measured costs instead of the analytic model");
   add_schedule_param_flags(app, f.params);
@@ -119,6 +122,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (!f.recompute.empty()) p.recompute = costmodel::parse_recompute(f.recompute);
   if (!f.rank_order.empty()) p.rank_order = f.rank_order;
   if (!f.tp_overlap.empty()) p.tp_overlap = schedules::parse_tp_overlap(f.tp_overlap, "--tp-overlap");
+  if (f.zero) p.zero = *f.zero;
   if (!f.stage_layers.empty()) {
     p.stage_layers.clear();
     for (const std::string& tok : split_list(f.stage_layers)) {

@@ -40,6 +40,7 @@ struct PlanFlags {
   std::string stage_layers;       // comma-separated layers per stage
   bool sequence_parallel = false; // Megatron sequence parallelism
   std::string tp_overlap;         // blocking | merak | cross-pass | oases (default: the plan's, else blocking)
+  std::optional<int> zero;        // distributed optimizer stage 0 | 1 | 2 (default: the plan's, else 0)
   ScheduleParamFlags params;      // --waves, --segments, --alpha1, --param
   std::string profile;            // measured costs (stagecraft profile) instead of the analytic model
 };

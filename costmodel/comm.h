@@ -37,6 +37,12 @@ struct AllReducePath {
   bool two_level() const { return local >= 2 && nodes >= 2; }
 };
 double allreduce_s(double bytes, const AllReducePath& path);
+// Reduce-scatter and all-gather of a buffer of `bytes` (each member ends with or starts from
+// bytes / n) on `path`: each is one half of the chosen all-reduce form, whose phases are a
+// reduce-scatter followed by an all-gather (ring: n-1 steps each; two-level: in-node and
+// cross-node halves). The distributed optimizer's gradient and parameter collectives.
+double reduce_scatter_s(double bytes, const AllReducePath& path);
+double all_gather_s(double bytes, const AllReducePath& path);
 // Whether allreduce_s takes the two-level form for a buffer of `bytes`.
 bool allreduce_two_level(double bytes, const AllReducePath& path);
 // What an all-reduce of a few bytes costs on `path` (the smaller latency of the two forms).

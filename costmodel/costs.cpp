@@ -59,6 +59,7 @@ CostTable unit_cost_table(const Schedule& s, const UnitCosts& u) {
   sc.weight = weight;
   t.stages.assign(static_cast<size_t>(s.num_stages), sc);
   t.optimizer_s.assign(static_cast<size_t>(s.num_ranks), 0.0);
+  t.param_gather_s.assign(static_cast<size_t>(s.num_ranks), 0.0);
   t.static_bytes.assign(static_cast<size_t>(s.num_ranks), 0.0);
   t.params.assign(static_cast<size_t>(s.num_ranks), 0.0);
   return t;
@@ -144,6 +145,9 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
   if (!p.stage_tp_overlap.empty() && static_cast<int>(p.stage_tp_overlap.size()) != S)
     throw InputError("plan.stage_tp_overlap has " + std::to_string(p.stage_tp_overlap.size()) +
                      " entries; the schedule has " + std::to_string(S) + " stages per pipeline");
+  if (p.zero >= 1 && s.num_chains > 1)
+    throw InputError("plan.zero = " + std::to_string(p.zero) + " is not supported with schedule '" + s.name +
+                     "' (its " + std::to_string(s.num_chains) + " chains reduce copies of a stage jointly); use zero 0");
   const bool sp = p.sequence_parallel;
   // One tp collective over `bb` samples: a ring all-reduce of (bb, s, h); with sequence
   // parallelism an all-gather and a reduce-scatter of the same buffer in its place
@@ -259,9 +263,17 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     double params = n * memory::layer_params_per_rank(m, t) + (first ? memory::embedding_params_per_rank(m, t) : 0) +
                     (last ? memory::head_params_per_rank(m, t) : 0);
     table.params[static_cast<size_t>(s.rank_of(st))] += params;
-    sc.reduce_grad_s = reduce_grad_time(s, st, topo, params * m.bytes_per_param, p.dp, dp_link);
-    if (s.num_chains == 1)
-      sc.reduce_grad_s = comm_s(prof, "all_reduce", p.dp, params * m.bytes_per_param, dp_link, sc.reduce_grad_s, table.notes);
+    const double grad_bytes = params * m.bytes_per_param;  // (params) one GPU's gradients
+    if (p.zero >= 1) {
+      // Distributed optimizer: the gradients are reduce-scattered over the dp group (Megatron-LM
+      // distributed optimizer; ZeRO, Rajbhandari et al. SC20), the parameters all-gathered after
+      // the step (param_gather_s below).
+      sc.reduce_grad_s = comm_s(prof, "reduce_scatter", p.dp, grad_bytes, dp_link,
+                                reduce_scatter_s(grad_bytes, topo.allreduce_path(kDp)), table.notes);
+    } else {
+      sc.reduce_grad_s = reduce_grad_time(s, st, topo, grad_bytes, p.dp, dp_link);
+      if (s.num_chains == 1) sc.reduce_grad_s = comm_s(prof, "all_reduce", p.dp, grad_bytes, dp_link, sc.reduce_grad_s, table.notes);
+    }
     // Activations.
     // Activations: what every sub-batch keeps (Korthikanti's formulas are linear in b, so the
     // sub-batches add up to the microbatch). Oases' fine-grained recomputation keeps each
@@ -283,14 +295,21 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     sc.reload_s = sc.offload_s;
   }
   table.optimizer_s.resize(static_cast<size_t>(s.num_ranks));
+  table.param_gather_s.assign(static_cast<size_t>(s.num_ranks), 0.0);
   table.static_bytes.resize(static_cast<size_t>(s.num_ranks));
+  const double shard = p.zero >= 1 ? p.dp : 1;  // the optimizer steps 1/dp of the parameters
   for (int r = 0; r < s.num_ranks; ++r) {
     double params = table.params[static_cast<size_t>(r)];
-    table.static_bytes[static_cast<size_t>(r)] = params * memory::static_bytes_per_param(m);
+    table.static_bytes[static_cast<size_t>(r)] = params * memory::static_bytes_per_param(m, p.zero, p.dp);
     table.optimizer_s[static_cast<size_t>(r)] =
-        prof && prof->optimizer_s_per_param > 0
-            ? params * prof->optimizer_s_per_param
-            : params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps;
+        (prof && prof->optimizer_s_per_param > 0
+             ? params * prof->optimizer_s_per_param
+             : params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps) / shard;
+    if (p.zero >= 1) {
+      const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights
+      table.param_gather_s[static_cast<size_t>(r)] =
+          comm_s(prof, "all_gather", p.dp, bytes, dp_link, all_gather_s(bytes, topo.allreduce_path(kDp)), table.notes);
+    }
   }
   table.notes.insert(table.notes.end(), notes.begin(), notes.end());
   std::sort(table.notes.begin(), table.notes.end());

@@ -48,6 +48,8 @@ struct StageCost {        // one stage, one microbatch
 struct CostTable {
   std::vector<StageCost> stages;      // (num_stages)
   std::vector<double> optimizer_s;    // (num_ranks) optimizer step of each pipeline rank
+  std::vector<double> param_gather_s; // (num_ranks) all-gather of the updated parameters over the dp
+                                      // group after the step (distributed optimizer; else 0 or empty)
   std::vector<double> static_bytes;   // (num_ranks) weights, gradients, optimizer states
   std::vector<double> params;         // (num_ranks) parameters held by one GPU of the rank
   std::vector<std::string> notes;     // where measured costs were interpolated or extrapolated

@@ -95,6 +95,8 @@ void Evaluator::compile() {
           case Op::REDUCE_GRAD: x.stream = Stream::Collective; x.slot_a = slot(a.stage, kReduce); x.factor_a = a.fraction; break;
           case Op::OFFLOAD: x.stream = Stream::Copy; x.slot_a = slot(a.stage, kOffload); x.copy = true; break;
           case Op::RELOAD: x.stream = Stream::Copy; x.slot_a = slot(a.stage, kReload); x.copy = true; break;
+          // The parameter all-gather of a distributed optimizer (zero duration without one).
+          case Op::OPTIMIZER: x.stream = Stream::Collective; x.slot_a = opt_slot_base + R + r; x.optimizer = false; break;
           default: extra = false;
         }
         if (extra) {
@@ -178,7 +180,12 @@ void Evaluator::compile() {
             wait_on(a.stage, a.microbatch, kGrad, ex);
             break;
           case Op::OPTIMIZER:
+            // Megatron's distributed optimizer gathers the updated parameters inside its step:
+            // after the update, on the collective stream, before the next iteration computes.
             edge(prev_coll, me);
+            edge(me, ex);
+            prev_coll = ex;
+            prev_compute = ex;
             break;
         }
       }
@@ -285,7 +292,7 @@ void Evaluator::compile() {
       const Action& a = list[i];
       std::uint32_t me = new_id[mk[i].main];
       if (tmp[mk[i].main].is_compute) compute_last_[static_cast<size_t>(r)].push_back(me);
-      if (a.op == Op::REDUCE_GRAD) coll_last_[static_cast<size_t>(r)].push_back(new_id[mk[i].extra]);
+      if (a.op == Op::REDUCE_GRAD || a.op == Op::OPTIMIZER) coll_last_[static_cast<size_t>(r)].push_back(new_id[mk[i].extra]);
       auto fr = [&](int st, int mb) { return frac[key(st, mb)]; };
       switch (a.op) {
         case Op::F:
@@ -329,7 +336,7 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
                      std::to_string(c.optimizer_s.size()) + " ranks; schedule '" + s.name + "' has " +
                      std::to_string(s.num_stages) + " and " + std::to_string(R));
   // Flatten the costs into slots.
-  std::vector<double> slot(static_cast<size_t>(s.num_stages * kSlotsPerStage + R), 0.0);
+  std::vector<double> slot(static_cast<size_t>(s.num_stages * kSlotsPerStage + 2 * R), 0.0);
   for (int st = 0; st < s.num_stages; ++st) {
     const StageCost& sc = c.stages[static_cast<size_t>(st)];
     double* p = &slot[static_cast<size_t>(st * kSlotsPerStage)];
@@ -338,6 +345,8 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
     p[kOffload] = sc.offload_s; p[kReload] = sc.reload_s;
   }
   for (int r = 0; r < R; ++r) slot[static_cast<size_t>(s.num_stages * kSlotsPerStage + r)] = c.optimizer_s[static_cast<size_t>(r)];
+  for (int r = 0; r < R && static_cast<int>(c.param_gather_s.size()) == R; ++r)
+    slot[static_cast<size_t>(s.num_stages * kSlotsPerStage + R + r)] = c.param_gather_s[static_cast<size_t>(r)];
 
   // Share of a stage's activations a copy moves: (1 - f) + f * ckpt/act for recompute share f.
   std::vector<double> kept_share(static_cast<size_t>(s.num_stages), 1.0), ckpt_share(static_cast<size_t>(s.num_stages), 0.0);
@@ -454,6 +463,8 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
     for (size_t i = 0; i < N; ++i) {
       const Node& n = nodes_[i];
       if (n.stream == Stream::Compute && !n.is_compute) continue;  // posts and issues
+      const bool gather = n.stream == Stream::Collective && n.slot_a >= s.num_stages * kSlotsPerStage;
+      if (gather && end[i] == start[i]) continue;  // no distributed optimizer: no parameter all-gather
       res.spans.push_back({n.rank, n.stream, n.iteration, n.position, start[i], end[i]});
     }
   }

@@ -99,7 +99,7 @@ class Evaluator {
   std::vector<std::vector<MemOp>> mem_copy_;     // (ranks) copy-stream memory ops
   std::vector<std::vector<std::pair<std::int32_t, int>>> held_;  // (ranks) list-order deltas (stage, +-1)
   std::vector<std::vector<std::uint32_t>> compute_last_;  // (ranks) compute nodes of the last iteration, in list order
-  std::vector<std::vector<std::uint32_t>> coll_last_;     // (ranks) collective nodes of the last iteration, in order
+  std::vector<std::vector<std::uint32_t>> coll_last_;     // (ranks) collective nodes of the last iteration, in order (reductions, parameter gathers)
 
   void compile();
 };

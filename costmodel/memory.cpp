@@ -52,9 +52,11 @@ double head_params_per_rank(const ModelSpec& m, int t) {
   return D(m.vocab_size) * h / t + 2 * h;
 }
 
-double static_bytes_per_param(const ModelSpec& m) {
-  double master = m.bytes_per_param < 4 ? 4.0 : 0.0;
-  return 2.0 * m.bytes_per_param + master + 8.0;
+double static_bytes_per_param(const ModelSpec& m, int zero, int dp) {
+  const double master = m.bytes_per_param < 4 ? 4.0 : 0.0;
+  const double weights = m.bytes_per_param, grads = m.bytes_per_param, states = master + 8.0;
+  const double shard = zero >= 1 ? dp : 1;
+  return weights + (zero >= 2 ? grads / dp : grads) + states / shard;
 }
 
 double optimizer_traffic_bytes_per_param(const ModelSpec& m) {

@@ -45,7 +45,10 @@ double head_params_per_rank(const ModelSpec& m, int t);
 // Bytes per parameter for weights, gradients and Adam states: weight and gradient in
 // bytes_per_param, a 32-bit master copy when weights are narrower, two 32-bit moments.
 // 16 bytes for mixed-precision Adam (facts.md; ZeRO paper, Rajbhandari et al. SC20).
-double static_bytes_per_param(const ModelSpec& m);
+// With a distributed optimizer over dp ranks (ZeRO, Rajbhandari et al. SC20, Sec. 5.1; Megatron's
+// distributed optimizer for zero = 1): zero = 1 divides the master copy and the moments by dp
+// (2 + 2 + 12/dp bytes for 16-bit weights), zero = 2 the gradients as well (2 + 14/dp).
+double static_bytes_per_param(const ModelSpec& m, int zero = 0, int dp = 1);
 // Bytes an Adam step reads and writes per parameter (weight, gradient, master, moments in;
 // weight, master, moments out): the optimizer step is memory-bound.
 double optimizer_traffic_bytes_per_param(const ModelSpec& m);

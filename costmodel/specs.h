@@ -81,6 +81,9 @@ struct ParallelPlan {
                                      // compute inside a stage action (schedules/tp_overlap.h)
   std::vector<schedules::TpOverlap> stage_tp_overlap;  // per stage of one pipeline chain (a
                                      // planner's choice); empty = tp_overlap everywhere
+  int zero = 0;                      // distributed optimizer over the dp group: 0 none, 1 optimizer
+                                     // states sharded (ZeRO-1, Megatron's --use-distributed-optimizer),
+                                     // 2 gradients sharded too (ZeRO-2); docs/costmodel.md
 
   // The mode of model part (stage within a chain) `part`.
   schedules::TpOverlap overlap_of(int part) const {

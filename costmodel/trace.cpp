@@ -32,6 +32,7 @@ nlohmann::json chrome_trace(const schedules::Schedule& s, const EvalResult& r, c
     if (opt.last_iteration_only && sp.iteration != last) continue;
     const Action& a = s.actions[static_cast<size_t>(sp.rank)][static_cast<size_t>(sp.position)];
     std::string name = schedules::to_text(a);
+    if (a.op == Op::OPTIMIZER && sp.stream == Stream::Collective) name = "gather params";  // distributed optimizer
     if (a.op == Op::SEND_F || a.op == Op::SEND_B) {
       int peer = a.op == Op::SEND_F ? s.next_stage(a.stage) : s.prev_stage(a.stage);
       name += " -> rank " + std::to_string(s.rank_of(peer));

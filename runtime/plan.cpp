@@ -180,6 +180,10 @@ void preflight(const TrainOptions& opt, int world) {
                      "; the runtime builds GPT decoders only");
   if (p.sequence_parallel)
     throw InputError("runtime: sequence parallelism (plan.sequence_parallel) is not implemented by the runtime");
+  if (p.zero != 0)
+    throw InputError("runtime: plan.zero = " + std::to_string(p.zero) +
+                     " (distributed optimizer) is not implemented by the runtime yet (estimate and simulate model it); "
+                     "allowed here: 0");
   if (opt.steps < 1) throw InputError("--steps = " + std::to_string(opt.steps) + " must be at least 1");
   if (opt.timeout_s <= 0) throw InputError("--timeout must be positive");
   resolve_backend(opt.backend);

@@ -178,6 +178,7 @@ void Runner::build_chains() {
       if (a.op == Op::R) r_fraction_[{a.stage, a.microbatch}] = a.fraction;
   post_.assign(static_cast<size_t>(K_), std::vector<std::vector<Act>>(static_cast<size_t>(U_)));
   compute_ = post_;
+  gather_end_.assign(static_cast<size_t>(K_), std::vector<Act>(static_cast<size_t>(U_), kNone));
   std::vector<Act> last(static_cast<size_t>(U_), kNone);
   for (int k = 0; k < K_; ++k)
     for (int u = 0; u < U_; ++u) {
@@ -190,6 +191,13 @@ void Runner::build_chains() {
       for (size_t i = 0; i < list.size(); ++i) {
         po[i] = prev;
         if (schedules::is_compute(list[i].op)) prev = compute_action(u, k, static_cast<int>(i), prev, &co[i]);
+        // A distributed optimizer's step ends with the parameter all-gather (executor.cpp adds
+        // its flows): what follows on the compute stream waits for this zero-length end.
+        if (list[i].op == Op::OPTIMIZER && w_.gather_bytes[static_cast<size_t>(rank_of_unit(u))] > 0) {
+          Act g = exec(u, k, static_cast<int>(i), 0, RecKind::Compute);
+          add_edge(prev, g);
+          prev = gather_end_[static_cast<size_t>(k)][static_cast<size_t>(u)] = g;
+        }
       }
     }
 }

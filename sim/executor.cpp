@@ -152,7 +152,8 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
   } else {
     done.resize(static_cast<size_t>(n));
     for (int t = 0; t < flows_per_group(); ++t) {
-      std::vector<Done> lane = s_.num_chains > 1 ? flat_ring(k, mem, t, bytes, issue) : dp_allreduce(k, mem, t, bytes, issue);
+      std::vector<Done> lane = s_.num_chains > 1 ? flat_ring(k, mem, t, bytes, issue, Half::Both)
+                                                 : dp_allreduce(k, mem, t, bytes, issue, w_.reduce_scatter ? Half::ReduceScatter : Half::Both);
       for (int j = 0; j < n; ++j) {
         Done& d = done[static_cast<size_t>(j)];
         d.chain_only = false;
@@ -208,13 +209,14 @@ void Runner::ring_phase(int k, const std::vector<Member>& mem, const std::vector
   }
 }
 
-// Flat ring all-reduce of `bytes` over all members: 2(n-1) steps of bytes/n.
-std::vector<Done> Runner::flat_ring(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue) {
+// Flat ring over all members: 2(n-1) steps of bytes/n for an all-reduce, n-1 for either half.
+std::vector<Done> Runner::flat_ring(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue,
+                                    Half half) {
   const int n = static_cast<int>(mem.size());
   std::vector<int> all(static_cast<size_t>(n));
   for (int j = 0; j < n; ++j) all[static_cast<size_t>(j)] = j;
   std::vector<Done> out(static_cast<size_t>(n));
-  ring_phase(k, mem, all, t, 2 * (n - 1), bytes / n, issue, out);
+  ring_phase(k, mem, all, t, (half == Half::Both ? 2 : 1) * (n - 1), bytes / n, issue, out);
   return out;
 }
 
@@ -223,22 +225,61 @@ std::vector<Done> Runner::flat_ring(int k, const std::vector<Member>& mem, int t
 // (costmodel::allreduce_two_level), else two-level: reduce-scatter inside each
 // node (L-1 steps of S/L), a ring across the N nodes among the members with the same local
 // index (2(N-1) steps of S/(L N)), all-gather inside each node (L-1 steps of S/L).
-std::vector<Done> Runner::dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue) {
+// A distributed optimizer runs the two halves apart: the reduce-scatter (in-node, then cross-
+// node: L-1 and N-1 steps) at REDUCE_GRAD, the all-gather (cross-node, then in-node) after the
+// optimizer step.
+std::vector<Done> Runner::dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue,
+                                       Half half) {
   std::vector<int> gpus;
   for (const Member& m : mem) gpus.push_back(gpu(m.rank * dp_ + m.d, t));
   const auto groups = opt_.hierarchical_dp ? node_groups(gpus, topo_) : std::vector<std::vector<int>>{};
   if (groups.empty() || !costmodel::allreduce_two_level(bytes, topo_.allreduce_path(costmodel::kDp)))
-    return flat_ring(k, mem, t, bytes, issue);
+    return flat_ring(k, mem, t, bytes, issue, half);
   const int N = static_cast<int>(groups.size()), L = static_cast<int>(groups.front().size());
-  std::vector<Done> rs(mem.size()), cross(mem.size()), out(mem.size());
-  for (const auto& g : groups) ring_phase(k, mem, g, t, L - 1, bytes / L, issue, rs);
-  for (int i = 0; i < L; ++i) {
-    std::vector<int> peers;
-    for (const auto& g : groups) peers.push_back(g[static_cast<size_t>(i)]);
-    ring_phase(k, mem, peers, t, 2 * (N - 1), bytes / (static_cast<double>(L) * N), rs, cross);
+  auto in_node = [&](const std::vector<Done>& from, std::vector<Done>& to) {
+    for (const auto& g : groups) ring_phase(k, mem, g, t, L - 1, bytes / L, from, to);
+  };
+  auto cross_node = [&](int steps, const std::vector<Done>& from, std::vector<Done>& to) {
+    for (int i = 0; i < L; ++i) {
+      std::vector<int> peers;
+      for (const auto& g : groups) peers.push_back(g[static_cast<size_t>(i)]);
+      ring_phase(k, mem, peers, t, steps, bytes / (static_cast<double>(L) * N), from, to);
+    }
+  };
+  std::vector<Done> a(mem.size()), b(mem.size()), out(mem.size());
+  switch (half) {
+    case Half::ReduceScatter: in_node(issue, a); cross_node(N - 1, a, out); break;
+    case Half::AllGather: cross_node(N - 1, issue, a); in_node(a, out); break;
+    case Half::Both: in_node(issue, a); cross_node(2 * (N - 1), a, b); in_node(b, out); break;
   }
-  for (const auto& g : groups) ring_phase(k, mem, g, t, L - 1, bytes / L, cross, out);
   return out;
+}
+
+// The parameter all-gather of a distributed optimizer after rank r's optimizer step at pos, for
+// every dp member and tp lane: each member starts after its own step (rendezvous on the first
+// step, as the reductions). Built once per (k, r) for all of the rank's dp members.
+std::vector<Done>& Runner::param_gather(int k, int r, int pos) {
+  auto key = std::make_tuple(k, r, pos);
+  if (auto it = gathers_.find(key); it != gathers_.end()) return it->second;
+  std::vector<Member> mem;
+  std::vector<Done> issue;
+  for (int d = 0; d < dp_; ++d) {
+    mem.push_back({r, pos, d});
+    Done is;
+    is.acts.push_back(compute_[static_cast<size_t>(k)][static_cast<size_t>(r * dp_ + d)][static_cast<size_t>(pos)]);
+    is.chain_only = false;
+    issue.push_back(is);
+  }
+  std::vector<Done> done(static_cast<size_t>(dp_));
+  for (int t = 0; t < flows_per_group(); ++t) {
+    std::vector<Done> lane = dp_allreduce(k, mem, t, w_.gather_bytes[static_cast<size_t>(r)], issue, Half::AllGather);
+    for (int d = 0; d < dp_; ++d) {
+      Done& x = done[static_cast<size_t>(d)];
+      x.chain_only = false;
+      x.acts.insert(x.acts.end(), lane[static_cast<size_t>(d)].acts.begin(), lane[static_cast<size_t>(d)].acts.end());
+    }
+  }
+  return gathers_[key] = done;
 }
 
 // Stages holding copies of one model part (Chimera's chains) reduce in one collective: the
@@ -326,7 +367,11 @@ void Runner::build_edges() {
             prev_copy[static_cast<size_t>(u)] = copy(u, k, pos, false, prev_copy[static_cast<size_t>(u)]);
             pending[{a.stage, a.microbatch, 1}].push_back(prev_copy[static_cast<size_t>(u)]);
             break;
-          case Op::OPTIMIZER: add_edges(prev_coll[static_cast<size_t>(u)], e); break;
+          case Op::OPTIMIZER:
+            add_edges(prev_coll[static_cast<size_t>(u)], e);
+            if (gather_end_[static_cast<size_t>(k)][static_cast<size_t>(u)] != kNone)
+              add_edges(param_gather(k, r, pos)[static_cast<size_t>(d)], gather_end_[static_cast<size_t>(k)][static_cast<size_t>(u)]);
+            break;
           default: break;  // sends: the transfer is made when its receive is reached
         }
       }

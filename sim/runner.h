@@ -73,6 +73,9 @@ class Runner {
   std::vector<std::unordered_map<std::int64_t, int>> pos_of_;  // (ranks) (op, stage, mb) -> position
   std::map<std::tuple<int, int, int, int, int>, Done> transfers_;  // (k, dir, consumer stage, mb, d)
   std::map<std::tuple<int, int, int>, std::vector<Done>> rings_;   // (k, rank, pos) -> done of each dp member
+  std::map<std::tuple<int, int, int>, std::vector<Done>> gathers_; // (k, rank, pos) -> parameter all-gathers
+  std::vector<std::vector<Act>> gather_end_;  // [k][unit] zero-length end of the parameter all-gather
+                                              // after the optimizer step (kNone without one)
   std::set<std::tuple<int, int, int>> rings_building_;    // rings whose predecessors are being made
   std::vector<std::vector<int>> reduce_pos_;              // (ranks) positions of REDUCE_GRAD, in order
   std::map<std::pair<int, int>, double> r_fraction_;      // (stage, microbatch) -> its R action's fraction
@@ -149,8 +152,12 @@ class Runner {
   Done member_issue(int k, const Member& m);
   void ring_phase(int k, const std::vector<Member>& mem, const std::vector<int>& idx, int t, int steps, double step_bytes,
                   const std::vector<Done>& start, std::vector<Done>& out);
-  std::vector<Done> flat_ring(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue);
-  std::vector<Done> dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue);
+  enum class Half { Both, ReduceScatter, AllGather };  // an all-reduce or one of its halves
+  std::vector<Done> flat_ring(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue,
+                              Half half);
+  std::vector<Done> dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue,
+                                 Half half);
+  std::vector<Done>& param_gather(int k, int r, int pos);
   std::vector<Done>& ring(int k, int r, int pos);
   Done copy(int u, int k, int pos, bool to_host, const Done& prev);
   std::vector<Act> copies_issue(int k, int r, int pos, int d) const;

@@ -32,13 +32,14 @@ double ring_bytes(double time_s, int n, const Link& l, int stage, const char* fi
 
 // Inverse of costmodel::allreduce_s on the path the evaluator priced the reduction on: the
 // buffer is the same whichever algorithm the simulator then runs (SimOptions::hierarchical_dp).
-double allreduce_bytes_of(double time_s, const costmodel::AllReducePath& path, int stage) {
+// `halves` = 2 for a reduce-scatter or an all-gather (half the all-reduce); `what` names the
+// cost table field for errors.
+double allreduce_bytes_of(double time_s, int halves, const costmodel::AllReducePath& path, const std::string& what) {
   if (time_s <= 0 || path.ranks <= 1) return 0;
-  double bytes = costmodel::allreduce_bytes(time_s, path);
+  double bytes = costmodel::allreduce_bytes(halves * time_s, path);
   if (bytes < 0)
-    throw InputError("simulator: cost table stage " + std::to_string(stage) + " reduce_grad_s = " + std::to_string(time_s) +
-                     " s is shorter than the all-reduce's latency " +
-                     std::to_string(costmodel::allreduce_latency_s(path)) + " s (must be at least it)");
+    throw InputError("simulator: cost table " + what + " = " + std::to_string(time_s) + " s is shorter than its collective's latency " +
+                     std::to_string(costmodel::allreduce_latency_s(path) / halves) + " s (must be at least it)");
   return bytes;
 }
 
@@ -70,13 +71,21 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
   w.tp_bytes.assign(n, 0);
   const Link dp = topo.group_link(costmodel::kDp);
   const Link tp_link = topo.group_link(costmodel::kTp);
+  w.reduce_scatter = p.zero >= 1;
+  w.gather_bytes.assign(static_cast<size_t>(s.num_ranks), 0);
+  for (int r = 0; r < s.num_ranks && static_cast<int>(c.param_gather_s.size()) == s.num_ranks; ++r)
+    w.gather_bytes[static_cast<size_t>(r)] =
+        allreduce_bytes_of(c.param_gather_s[static_cast<size_t>(r)], 2, topo.allreduce_path(costmodel::kDp),
+                           "rank " + std::to_string(r) + " param_gather_s");
   for (int st = 0; st < s.num_stages; ++st) {
     const auto& sc = c.stages[static_cast<size_t>(st)];
     int nx = s.next_stage(st), pv = s.prev_stage(st);
     if (nx >= 0) w.send_f_bytes[static_cast<size_t>(st)] = p2p_bytes(sc.send_f_s, topo.p2p_link(s.rank_of(st), s.rank_of(nx)), st, "send_f_s");
     if (pv >= 0) w.send_b_bytes[static_cast<size_t>(st)] = p2p_bytes(sc.send_b_s, topo.p2p_link(s.rank_of(st), s.rank_of(pv)), st, "send_b_s");
+    // A reduce-scatter (distributed optimizer) is half of the all-reduce form (costmodel/comm.h).
     w.reduce_bytes[static_cast<size_t>(st)] =
-        s.num_chains == 1 ? allreduce_bytes_of(sc.reduce_grad_s, topo.allreduce_path(costmodel::kDp), st)
+        s.num_chains == 1 ? allreduce_bytes_of(sc.reduce_grad_s, w.reduce_scatter ? 2 : 1, topo.allreduce_path(costmodel::kDp),
+                                               "stage " + std::to_string(st) + " reduce_grad_s")
                           : ring_bytes(sc.reduce_grad_s, p.dp * s.num_chains, reduce_link(s, st, topo, dp), st, "reduce_grad_s");
     // One tp all-reduce: the forward's tp time over its count (measured or analytic alike).
     if (sc.tp_allreduces_f > 0)

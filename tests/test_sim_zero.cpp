@@ -1,0 +1,69 @@
+// The distributed optimizer in the simulator: the gradient reduce-scatter at REDUCE_GRAD and the
+// parameter all-gather after the optimizer step run as flows, in the evaluator's algorithm and
+// placement, and agree with it where links are not shared.
+#include <gtest/gtest.h>
+
+#include "costmodel/estimate.h"
+#include "costmodel/presets.h"
+#include "sim/simulate.h"
+
+using namespace stagecraft;
+using costmodel::ParallelPlan;
+
+namespace {
+ParallelPlan plan(int dp, int pp, int mb, int zero) {
+  ParallelPlan p;
+  p.dp = dp;
+  p.pp = pp;
+  p.num_microbatches = mb;
+  p.zero = zero;
+  return p;
+}
+
+sim::SimOptions folded() {  // tp all-reduces inside compute, as the evaluator counts them
+  sim::SimOptions o;
+  o.tp_comm = sim::TpComm::Folded;
+  return o;
+}
+
+void expect_agreement(const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c, const ParallelPlan& p) {
+  auto e = costmodel::estimate(m, c, p);
+  sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, folded());
+  EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.01 * e.eval.iteration_time_s);
+  for (size_t i = 0; i < e.eval.dp_comm_s.size(); ++i)
+    EXPECT_NEAR(r.eval.dp_comm_s[i], e.eval.dp_comm_s[i], 0.01 * e.eval.dp_comm_s[i]) << "rank " << i;
+}
+}  // namespace
+
+// dp 4 over 2 nodes of 2 GPUs with a NIC each: both halves run in two levels.
+TEST(SimZero, TwoLevelHalvesAgreeWithTheEvaluator) {
+  auto c = costmodel::load_cluster("h100-nvl-ib-64");
+  c.nodes = 2;
+  c.gpus_per_node = 2;
+  c.nics_per_node = 2;
+  expect_agreement(costmodel::load_model("gpt3-7.5b"), c, plan(4, 1, 1, 1));
+}
+
+// One GPU per node: flat rings; with pp 2 the reduce-scatters overlap the other stage's backward.
+TEST(SimZero, FlatHalvesWithAPipelineAgree) {
+  auto c = costmodel::load_cluster("h100-nvl-ib-64");
+  c.nodes = 8;
+  c.gpus_per_node = 1;
+  c.nics_per_node = 1;
+  expect_agreement(costmodel::load_model("gpt3-7.5b"), c, plan(4, 2, 4, 2));
+}
+
+// Without a distributed optimizer the simulator runs no gather, and the all-reduce takes the
+// same time as the two halves together.
+TEST(SimZero, HalvesTogetherTakeTheAllReducesTime) {
+  auto c = costmodel::load_cluster("h100-nvl-ib-64");
+  c.nodes = 2;
+  c.gpus_per_node = 2;
+  c.nics_per_node = 2;
+  auto m = costmodel::load_model("gpt3-7.5b");
+  auto e0 = costmodel::estimate(m, c, plan(4, 1, 1, 0)), e1 = costmodel::estimate(m, c, plan(4, 1, 1, 1));
+  sim::SimResult r0 = sim::simulate(e0.schedule, e0.costs, e0.cluster, e0.plan, folded());
+  sim::SimResult r1 = sim::simulate(e1.schedule, e1.costs, e1.cluster, e1.plan, folded());
+  EXPECT_NEAR(r1.eval.dp_comm_s[0], r0.eval.dp_comm_s[0], 0.01 * r0.eval.dp_comm_s[0]);
+  EXPECT_GT(r1.eval.iteration_time_s, r0.eval.iteration_time_s - e0.costs.optimizer_s[0]);
+}
