@@ -29,6 +29,9 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   app->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism (activations split t ways)");
   app->add_option("--tp-overlap", f.tp_overlap,
                   "tensor-parallel overlap: blocking, merak (sub-pipelined), cross-pass or oases (docs/tp-overlap.md)");
+  app->add_flag("--overlap-grad-reduce", f.overlap_grad_reduce,
+                "reduce gradients in buckets while the backward runs (PyTorch DDP, Megatron-LM --overlap-grad-reduce)");
+  app->add_option("--grad-bucket-mb", f.grad_bucket_mb, "gradient bucket size in MiB with --overlap-grad-reduce (default 25)");
   app->add_option("--zero", f.zero,
                   "distributed optimizer over the dp group: 0 none, 1 optimizer states sharded (Megatron's), 2 and "
                   "gradients (default 0)");
@@ -123,6 +126,12 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (!f.rank_order.empty()) p.rank_order = f.rank_order;
   if (!f.tp_overlap.empty()) p.tp_overlap = schedules::parse_tp_overlap(f.tp_overlap, "--tp-overlap");
   if (f.zero) p.zero = *f.zero;
+  if (f.overlap_grad_reduce) p.overlap_grad_reduce = true;
+  if (f.grad_bucket_mb) {
+    if (!(*f.grad_bucket_mb > 0))
+      throw InputError("--grad-bucket-mb = " + std::to_string(*f.grad_bucket_mb) + " is invalid (must be greater than 0)");
+    p.grad_bucket_bytes = *f.grad_bucket_mb * 1024 * 1024;
+  }
   if (!f.stage_layers.empty()) {
     p.stage_layers.clear();
     for (const std::string& tok : split_list(f.stage_layers)) {

@@ -59,6 +59,11 @@ double reduce_scatter_s(double bytes, const AllReducePath& path) { return allred
 
 double all_gather_s(double bytes, const AllReducePath& path) { return allreduce_s(bytes, path) / 2; }
 
+double allreduce_latency_s(double bytes, const AllReducePath& path) {
+  if (path.ranks <= 1) return 0;
+  return allreduce_two_level(bytes, path) ? two_level_form(path).latency_s : flat_form(path).latency_s;
+}
+
 double allreduce_latency_s(const AllReducePath& path) {
   if (path.ranks <= 1) return 0;
   const double flat = flat_form(path).latency_s;

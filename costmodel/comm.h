@@ -43,6 +43,8 @@ double allreduce_s(double bytes, const AllReducePath& path);
 // cross-node halves). The distributed optimizer's gradient and parameter collectives.
 double reduce_scatter_s(double bytes, const AllReducePath& path);
 double all_gather_s(double bytes, const AllReducePath& path);
+// The latency terms of the form allreduce_s takes for `bytes`.
+double allreduce_latency_s(double bytes, const AllReducePath& path);
 // Whether allreduce_s takes the two-level form for a buffer of `bytes`.
 bool allreduce_two_level(double bytes, const AllReducePath& path);
 // What an all-reduce of a few bytes costs on `path` (the smaller latency of the two forms).

@@ -90,12 +90,10 @@ std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int
 
 namespace {
 
-// Gradient all-reduce of one stage: over its data-parallel group on the path NCCL would take
-// (flat or two-level, Topology::allreduce_path), and with several chains
-// (Chimera) over the copies of the same model part as well, in one ring whose slowest hop is
-// the slower of the dp link and the link between the copies' ranks (Chimera Sec. 3.4).
-double reduce_grad_time(const Schedule& s, int stage, const Topology& topo, double bytes, int dp, const Link& dp_link) {
-  if (s.num_chains == 1) return allreduce_s(bytes, topo.allreduce_path(kDp));
+// With several chains (Chimera) a stage's gradients are reduced with its copies' in one ring
+// over dp x chains ranks, whose slowest hop is the slower of the dp link and the link between
+// the copies' ranks (Chimera Sec. 3.4).
+Link chain_reduce_link(const Schedule& s, int stage, const Topology& topo, const Link& dp_link) {
   Link link = dp_link;
   for (int c = 0; c < s.num_chains; ++c) {
     int copy = c * s.stages_per_chain() + s.model_part(stage);
@@ -103,7 +101,7 @@ double reduce_grad_time(const Schedule& s, int stage, const Topology& topo, doub
     Link l = topo.p2p_link(s.rank_of(stage), s.rank_of(copy));
     if (l.kind != "self" && (link.kind == "self" || l.bandwidth_Bps < link.bandwidth_Bps)) link = l;
   }
-  return ring_allreduce_s(bytes, dp * s.num_chains, link);
+  return link;
 }
 
 }  // namespace
@@ -264,15 +262,22 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
                     (last ? memory::head_params_per_rank(m, t) : 0);
     table.params[static_cast<size_t>(s.rank_of(st))] += params;
     const double grad_bytes = params * m.bytes_per_param;  // (params) one GPU's gradients
+    sc.grad_bytes = grad_bytes;
+    const AllReducePath& dp_path = topo.allreduce_path(kDp);
     if (p.zero >= 1) {
       // Distributed optimizer: the gradients are reduce-scattered over the dp group (Megatron-LM
       // distributed optimizer; ZeRO, Rajbhandari et al. SC20), the parameters all-gathered after
       // the step (param_gather_s below).
-      sc.reduce_grad_s = comm_s(prof, "reduce_scatter", p.dp, grad_bytes, dp_link,
-                                reduce_scatter_s(grad_bytes, topo.allreduce_path(kDp)), table.notes);
+      sc.reduce_grad_s = comm_s(prof, "reduce_scatter", p.dp, grad_bytes, dp_link, reduce_scatter_s(grad_bytes, dp_path), table.notes);
+      sc.reduce_grad_latency_s = allreduce_latency_s(grad_bytes, dp_path) / 2;
+    } else if (s.num_chains == 1) {
+      sc.reduce_grad_s = comm_s(prof, "all_reduce", p.dp, grad_bytes, dp_link, allreduce_s(grad_bytes, dp_path), table.notes);
+      sc.reduce_grad_latency_s = allreduce_latency_s(grad_bytes, dp_path);
     } else {
-      sc.reduce_grad_s = reduce_grad_time(s, st, topo, grad_bytes, p.dp, dp_link);
-      if (s.num_chains == 1) sc.reduce_grad_s = comm_s(prof, "all_reduce", p.dp, grad_bytes, dp_link, sc.reduce_grad_s, table.notes);
+      const Link link = chain_reduce_link(s, st, topo, dp_link);
+      const int n = p.dp * s.num_chains;
+      sc.reduce_grad_s = ring_allreduce_s(grad_bytes, n, link);
+      sc.reduce_grad_latency_s = sc.reduce_grad_s > 0 ? 2.0 * (n - 1) * link.latency_s : 0;
     }
     // Activations.
     // Activations: what every sub-batch keeps (Korthikanti's formulas are linear in b, so the

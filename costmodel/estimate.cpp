@@ -1,9 +1,11 @@
 #include "costmodel/estimate.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "costmodel/flops.h"
 #include "costmodel/profile.h"
+#include "schedules/buckets.h"
 #include "schedules/error.h"
 
 namespace stagecraft::costmodel {
@@ -40,6 +42,13 @@ schedules::Schedule plan_schedule(const ParallelPlan& p, const schedules::LowerO
   return s;
 }
 
+std::vector<int> grad_buckets(const CostTable& costs, const ParallelPlan& p) {
+  std::vector<int> out;
+  for (const StageCost& sc : costs.stages)
+    out.push_back(std::max(1, static_cast<int>(std::ceil(sc.grad_bytes / p.grad_bucket_bytes - 1e-9))));
+  return out;
+}
+
 double recomputed_layer_samples(const schedules::Schedule& s, const ModelSpec& m, const ParallelPlan& p) {
   const std::vector<int> per_part = partition_layers(m, p, s.stages_per_chain());
   double layers = 0;
@@ -73,6 +82,7 @@ Estimate estimate_as_given(const ModelSpec& m, const ClusterSpec& c, const Paral
   e.schedule = plan_schedule(p, opt.lower);
   e.costs = analytic_cost_table(m, e.cluster, p, e.schedule, opt.profile);
   e.costs.notes.insert(e.costs.notes.end(), calibration.begin(), calibration.end());
+  if (p.overlap_grad_reduce) e.schedule = schedules::bucket_reductions(e.schedule, grad_buckets(e.costs, p));
   if (opt.profile) e.profile_source = opt.profile->source.empty() ? "(in memory)" : opt.profile->source;
   Evaluator ev(e.schedule, opt.eval);
   e.eval = ev.evaluate(e.costs);

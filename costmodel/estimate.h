@@ -44,6 +44,9 @@ struct Estimate {
   std::string profile_source;       // the profile the costs came from; empty: analytic
 };
 
+// Gradient buckets of each stage with plan.overlap_grad_reduce: ceil(grad_bytes /
+// grad_bucket_bytes), at least 1 (schedules/buckets.h).
+std::vector<int> grad_buckets(const CostTable& costs, const ParallelPlan& p);
 // Layer forwards times samples that the schedule's recompute actions repeat in one iteration,
 // over every replica: dp x microbatch size x the sum over R actions of fraction x the layers of
 // the action's stage (partition_layers).

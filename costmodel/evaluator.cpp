@@ -4,6 +4,7 @@
 #include <deque>
 #include <limits>
 
+#include "schedules/buckets.h"
 #include "schedules/error.h"
 #include "schedules/grid.h"
 #include "schedules/validate.h"
@@ -137,8 +138,15 @@ void Evaluator::compile() {
       for (size_t i = 0; i < list.size(); ++i) {
         const Action& a = list[i];
         std::uint32_t me = mk[i].main, ex = mk[i].extra;
-        edge(prev_compute, me);
-        prev_compute = me;
+        if (a.op == Op::REDUCE_GRAD && a.early > 0) {
+          // A bucket ready inside the backward: issued from it (its only predecessor, so that
+          // evaluate() can start it early); the compute stream does not wait for it.
+          edge(mk[static_cast<size_t>(schedules::backward_before(list, static_cast<int>(i)))].main, me);
+          tmp[me].early = a.early;
+        } else {
+          edge(prev_compute, me);
+          prev_compute = me;
+        }
         switch (a.op) {
           case Op::F: consume(a.stage, a.microbatch, kInput, me); break;
           case Op::B: case Op::I: case Op::R: consume(a.stage, a.microbatch, kGrad, me); break;
@@ -341,7 +349,7 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
     const StageCost& sc = c.stages[static_cast<size_t>(st)];
     double* p = &slot[static_cast<size_t>(st * kSlotsPerStage)];
     p[kF] = sc.f_s; p[kB] = sc.b_s; p[kI] = sc.i_s; p[kW] = sc.w_s; p[kR] = sc.r_s;
-    p[kSendF] = sc.send_f_s; p[kSendB] = sc.send_b_s; p[kReduce] = sc.reduce_grad_s;
+    p[kSendF] = sc.send_f_s; p[kSendB] = sc.send_b_s; p[kReduce] = sc.reduce_grad_s; p[kReduceLatency] = sc.reduce_grad_latency_s;
     p[kOffload] = sc.offload_s; p[kReload] = sc.reload_s;
   }
   for (int r = 0; r < R; ++r) slot[static_cast<size_t>(s.num_stages * kSlotsPerStage + r)] = c.optimizer_s[static_cast<size_t>(r)];
@@ -362,8 +370,17 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
     const Node& n = nodes_[i];
     double t = 0;
     for (std::uint32_t j = n.pred_begin; j < n.pred_end; ++j) t = std::max(t, end[pr[j]]);
+    if (n.early > 0) {  // one predecessor, the backward: its gradients for this bucket are ready
+      const std::uint32_t b = pr[n.pred_begin];
+      t = end[b] - n.early * (end[b] - start[b]);
+    }
     double d = 0;
     if (n.slot_a >= 0) d = slot[static_cast<size_t>(n.slot_a)] * n.factor_a;
+    if (n.slot_a >= 0 && n.slot_a % kSlotsPerStage == kReduce && n.factor_a != 1) {
+      // A share f of the reduction (a bucket) pays the collective's whole latency: a + f (T - a).
+      const double lat = std::min(slot[static_cast<size_t>(n.slot_a - kReduce + kReduceLatency)], slot[static_cast<size_t>(n.slot_a)]);
+      d = lat + n.factor_a * (slot[static_cast<size_t>(n.slot_a)] - lat);
+    }
     if (n.copy) d *= kept_share[static_cast<size_t>(n.slot_a / kSlotsPerStage)] + n.kept_fraction * ckpt_share[static_cast<size_t>(n.slot_a / kSlotsPerStage)];
     if (n.slot_b >= 0) d += slot[static_cast<size_t>(n.slot_b)];
     start[i] = t;

@@ -66,7 +66,7 @@ class Evaluator {
   size_t num_nodes() const { return nodes_.size(); }
 
  private:
-  enum Slot : std::uint8_t { kF, kB, kI, kW, kR, kSendF, kSendB, kReduce, kOffload, kReload, kSlotsPerStage };
+  enum Slot : std::uint8_t { kF, kB, kI, kW, kR, kSendF, kSendB, kReduce, kReduceLatency, kOffload, kReload, kSlotsPerStage };
   struct Node {
     std::uint32_t pred_begin = 0;  // into preds_
     std::uint32_t pred_end = 0;
@@ -81,6 +81,8 @@ class Evaluator {
     bool optimizer = false;        // slot is the rank's optimizer step
     bool copy = false;             // OFFLOAD/RELOAD: duration scales with what the forward kept
     double kept_fraction = 0;      // copy nodes: recompute share f of the (stage, microbatch)
+    double early = 0;              // a bucket's issue: starts this share of its one predecessor
+                                   // (the backward) before that ends (schedules/buckets.h)
   };
   schedules::Schedule schedule_;
   EvalOptions opt_;

@@ -173,6 +173,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
           {"sequence_parallel", p.sequence_parallel},
           {"tp_overlap", std::string(schedules::tp_overlap_name(p.tp_overlap))},
           {"stage_tp_overlap", overlap_names(p.stage_tp_overlap)},
+          {"overlap_grad_reduce", p.overlap_grad_reduce},
+          {"grad_bucket_bytes", p.grad_bucket_bytes},
           {"zero", p.zero}};
 }
 
@@ -243,6 +245,8 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   auto per_stage = r.opt<std::vector<std::string>>("stage_tp_overlap", {});
   for (size_t i = 0; i < per_stage.size(); ++i)
     p.stage_tp_overlap.push_back(schedules::parse_tp_overlap(per_stage[i], "plan.stage_tp_overlap[" + std::to_string(i) + "]"));
+  p.overlap_grad_reduce = r.opt<bool>("overlap_grad_reduce", false);
+  p.grad_bucket_bytes = r.opt<double>("grad_bucket_bytes", p.grad_bucket_bytes);
   p.zero = r.opt<int>("zero", 0);
   r.done();
   check(p);
@@ -315,6 +319,7 @@ void check(const ParallelPlan& p) {
     bad(w, "rank_order", "\"" + p.rank_order + "\"", "a permutation of tp, dp, pp joined by '-', fastest first, e.g. tp-dp-pp");
   for (size_t i = 0; i < p.stage_layers.size(); ++i)
     if (p.stage_layers[i] < 1) bad(w, ("stage_layers[" + std::to_string(i) + "]").c_str(), std::to_string(p.stage_layers[i]), "must be at least 1");
+  positive(w, "grad_bucket_bytes", p.grad_bucket_bytes);
   if (p.zero < 0 || p.zero > 2)
     bad(w, "zero", std::to_string(p.zero), "allowed: 0 (no sharding), 1 (optimizer states), 2 (and gradients)");
 }

@@ -81,6 +81,10 @@ struct ParallelPlan {
                                      // compute inside a stage action (schedules/tp_overlap.h)
   std::vector<schedules::TpOverlap> stage_tp_overlap;  // per stage of one pipeline chain (a
                                      // planner's choice); empty = tp_overlap everywhere
+  bool overlap_grad_reduce = false;  // reduce gradients in buckets while the backward runs (PyTorch
+                                     // DDP; Megatron-LM --overlap-grad-reduce); false: one reduction
+                                     // after each stage's last backward, Megatron-LM's default
+  double grad_bucket_bytes = 25.0 * 1024 * 1024;  // bucket size when overlapping (DDP's bucket_cap_mb = 25)
   int zero = 0;                      // distributed optimizer over the dp group: 0 none, 1 optimizer
                                      // states sharded (ZeRO-1, Megatron's --use-distributed-optimizer),
                                      // 2 gradients sharded too (ZeRO-2); docs/costmodel.md

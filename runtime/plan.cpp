@@ -180,6 +180,10 @@ void preflight(const TrainOptions& opt, int world) {
                      "; the runtime builds GPT decoders only");
   if (p.sequence_parallel)
     throw InputError("runtime: sequence parallelism (plan.sequence_parallel) is not implemented by the runtime");
+  if (p.overlap_grad_reduce)
+    throw InputError("runtime: plan.overlap_grad_reduce = true (buckets reduced during the backward) is not implemented by "
+                     "the runtime yet (estimate and simulate model it; the runtime reduces its buckets asynchronously "
+                     "after each stage's last backward); allowed here: false");
   if (p.zero != 0)
     throw InputError("runtime: plan.zero = " + std::to_string(p.zero) +
                      " (distributed optimizer) is not implemented by the runtime yet (estimate and simulate model it); "

@@ -85,8 +85,13 @@ void parse_suffix(std::string_view full, std::string_view body, Action& a) {
       a.fraction = std::strtod(v.c_str(), &end);
       if (end == v.c_str() || *end != '\0' || !(a.fraction > 0 && a.fraction <= 1))
         bad_token(full, "frac must be a number in (0, 1]");
+    } else if (k == "early") {
+      char* end = nullptr;
+      a.early = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(a.early >= 0 && a.early < 1))
+        bad_token(full, "early must be a number in [0, 1)");
     } else {
-      bad_token(full, "unknown suffix key '" + std::string(k) + "' (allowed: sb, seg, frac, peer)");
+      bad_token(full, "unknown suffix key '" + std::string(k) + "' (allowed: sb, seg, frac, early, peer)");
     }
     pos = comma + 1;
   }
@@ -123,7 +128,7 @@ bool needs_microbatch(Op op) { return op != Op::REDUCE_GRAD && op != Op::OPTIMIZ
 
 bool operator==(const Action& a, const Action& b) {
   return a.stage == b.stage && a.op == b.op && a.microbatch == b.microbatch &&
-         a.sub_batch == b.sub_batch && a.segment == b.segment && a.fraction == b.fraction &&
+         a.sub_batch == b.sub_batch && a.segment == b.segment && a.fraction == b.fraction && a.early == b.early &&
          a.peer == b.peer && a.b_stage == b.b_stage && a.b_op == b.b_op &&
          a.b_microbatch == b.b_microbatch;
 }
@@ -151,6 +156,11 @@ std::string to_text(const Action& a) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.17g", a.fraction);
     add(std::string("frac=") + buf);
+  }
+  if (a.early != 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", a.early);
+    add(std::string("early=") + buf);
   }
   if (a.peer >= 0) add("peer=" + std::to_string(a.peer));
   if (!suffix.empty()) s += "[" + suffix + "]";

@@ -47,6 +47,8 @@ struct Action {
   int sub_batch = -1;   // Oases sub-batch within the microbatch; -1 = the whole microbatch
   int segment = -1;     // FOLD3D segment the action belongs to; -1 = not set
   double fraction = 1;  // REDUCE_GRAD: share of the stage's gradients; R: share of its layers
+  double early = 0;     // REDUCE_GRAD: share of the backward before it (the last compute action)
+                        // still to run when this bucket's gradients are ready (buckets.h); 0 = after it
   int peer = -1;        // SEND/RECV: stage at the other end; -1 = implied (next/previous stage)
   // OVERLAP_F_B only: the backward half. (stage, microbatch) above are the forward half.
   int b_stage = -1;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "schedules/buckets.h"
 #include "schedules/error.h"
 #include "schedules/grid.h"
 
@@ -115,7 +116,12 @@ class Checker {
         if (!check_stage(f, r, p, a.stage, "stage")) return false;
         if (!(a.fraction > 0 && a.fraction <= 1))
           return fail(f, r, p, "fraction " + std::to_string(a.fraction) + " is outside (0, 1]");
+        if (!(a.early >= 0 && a.early < 1) || (a.early > 0 && a.op != Op::REDUCE_GRAD))
+          return fail(f, r, p, "early " + std::to_string(a.early) + " is invalid (REDUCE_GRAD only, in [0, 1))");
         if (a.op == Op::REDUCE_GRAD) {
+          if (a.early > 0 && !reduces_after_backward(list, p))
+            return fail(f, r, p, "an early REDUCE_GRAD must follow a backward of its stage (B, W or OVERLAP_F_B), "
+                                 "with only sends and reductions between");
           reduce_sum_[static_cast<size_t>(a.stage)] += a.fraction;
           continue;
         }

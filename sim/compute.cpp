@@ -4,9 +4,11 @@
 // action's inner schedule (schedules/tp_overlap.h): one exec per compute piece on the compute
 // stream, one ring all-reduce over the tp group per collective on the communication stream,
 // each after the pieces it reads (docs/sim.md, "Tensor-parallel overlap").
+#include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "schedules/buckets.h"
 #include "schedules/error.h"
 #include "schedules/tp_overlap.h"
 #include "sim/runner.h"
@@ -166,16 +168,60 @@ Act Runner::compute_action(int u, int k, int pos, Act prev, Act* first) {
   if (ring && tp_s > d + 1e-15)
     throw InputError("simulator: stage " + std::to_string(a.stage) + " folds " + std::to_string(tp_s) +
                      " s of tensor-parallel communication into a " + std::to_string(d) + " s action (must be at most it)");
+  auto cut = bucket_cuts_.find({r, pos});
+  if (cut != bucket_cuts_.end()) {  // a backward whose gradient buckets are ready inside it
+    Act e = split_backward(u, k, pos, ring ? d - tp_s : d, prev, cut->second);
+    *first = first_piece_;
+    return ring ? tp_collectives(u, k, pos, a.stage, {e}, count) : e;
+  }
   Act e = exec(u, k, pos, ring ? d - tp_s : d, RecKind::Compute);
   add_edge(prev, e);
   *first = e;
   return ring ? tp_collectives(u, k, pos, a.stage, {e}, count) : e;
 }
 
+// The backward at pos as pieces that end where its buckets' gradients are ready: at (1 - early)
+// of its duration for each early REDUCE_GRAD issued from it (schedules/buckets.h). Each bucket's
+// issue is the piece that ends at its point; the pieces together last `seconds`.
+Act Runner::split_backward(int u, int k, int pos, double seconds, Act prev, const std::vector<std::pair<double, int>>& cuts) {
+  double done = 0;
+  first_piece_ = kNone;
+  for (const auto& [early, rg_pos] : cuts) {  // by decreasing early: in time order
+    const double at = (1 - early) * seconds;
+    Act e = exec(u, k, pos, at - done, RecKind::Piece);
+    add_edge(prev, e);
+    if (first_piece_ == kNone) first_piece_ = e;
+    bucket_ready_[std::make_tuple(k, u, rg_pos)] = e;
+    prev = e;
+    done = at;
+  }
+  Act e = exec(u, k, pos, seconds - done, RecKind::Piece);
+  add_edge(prev, e);
+  Act end = exec(u, k, pos, 0, RecKind::TpEnd);  // the action's end, as after an inner schedule
+  add_edge(e, end);
+  return end;
+}
+
 void Runner::build_chains() {
   for (const auto& list : s_.actions)
     for (const Action& a : list)
       if (a.op == Op::R) r_fraction_[{a.stage, a.microbatch}] = a.fraction;
+  for (int r = 0; r < s_.num_ranks; ++r) {
+    const auto& list = s_.actions[static_cast<size_t>(r)];
+    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+      const Action& a = list[static_cast<size_t>(i)];
+      if (a.op != Op::REDUCE_GRAD || a.early <= 0) continue;
+      const int b = schedules::backward_before(list, i);
+      if (runs_inner(list[static_cast<size_t>(b)]))
+        throw InputError("simulator: rank " + std::to_string(r) + " step " + std::to_string(i) +
+                         ": gradient buckets ready inside a backward that runs its tensor-parallel inner schedule are "
+                         "not simulated yet (overlap_grad_reduce with tp_overlap and --tp-comm explicit); use --tp-comm "
+                         "folded or no overlap_grad_reduce");
+      bucket_cuts_[{r, b}].emplace_back(a.early, i);
+    }
+  }
+  for (auto& [key, cuts] : bucket_cuts_)
+    std::sort(cuts.begin(), cuts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   post_.assign(static_cast<size_t>(K_), std::vector<std::vector<Act>>(static_cast<size_t>(U_)));
   compute_ = post_;
   gather_end_.assign(static_cast<size_t>(K_), std::vector<Act>(static_cast<size_t>(U_), kNone));

@@ -115,6 +115,7 @@ std::tuple<int, int, int> Runner::prev_reduce(int k, int r, int pos) const {
 Done Runner::member_issue(int k, const Member& m) {
   Done is;
   Act po = post_[static_cast<size_t>(k)][static_cast<size_t>(m.rank * dp_ + m.d)][static_cast<size_t>(m.pos)];
+  if (auto it = bucket_ready_.find({k, m.rank * dp_ + m.d, m.pos}); it != bucket_ready_.end()) po = it->second;  // early bucket
   if (po != kNone) is.acts.push_back(po);
   auto pk = prev_reduce(k, m.rank, m.pos);
   if (std::get<0>(pk) >= 0) {

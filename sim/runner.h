@@ -74,6 +74,10 @@ class Runner {
   std::map<std::tuple<int, int, int, int, int>, Done> transfers_;  // (k, dir, consumer stage, mb, d)
   std::map<std::tuple<int, int, int>, std::vector<Done>> rings_;   // (k, rank, pos) -> done of each dp member
   std::map<std::tuple<int, int, int>, std::vector<Done>> gathers_; // (k, rank, pos) -> parameter all-gathers
+  std::map<std::pair<int, int>, std::vector<std::pair<double, int>>> bucket_cuts_;  // (rank, backward pos) ->
+                                              // (early, REDUCE_GRAD pos) of the buckets it makes ready
+  std::map<std::tuple<int, int, int>, Act> bucket_ready_;  // (k, unit, REDUCE_GRAD pos) -> its issue
+  Act first_piece_ = kNone;                   // split_backward's first piece
   std::vector<std::vector<Act>> gather_end_;  // [k][unit] zero-length end of the parameter all-gather
                                               // after the optimizer step (kNone without one)
   std::set<std::tuple<int, int, int>> rings_building_;    // rings whose predecessors are being made
@@ -140,6 +144,7 @@ class Runner {
   std::vector<InnerPart> inner_parts(const schedules::Action& a) const;
   InnerPart inner_part(int stage, schedules::Op op, int microbatch) const;
   Act inner_action(int u, int k, int pos, Act prev, const std::vector<InnerPart>& parts, Act* first);
+  Act split_backward(int u, int k, int pos, double seconds, Act prev, const std::vector<std::pair<double, int>>& cuts);
 
   // executor.cpp: transfers, data-parallel rings, host copies.
   void build_edges();

@@ -1,0 +1,54 @@
+#include "schedules/buckets.h"
+
+#include <string>
+
+#include "schedules/error.h"
+
+namespace stagecraft::schedules {
+
+int backward_before(const std::vector<Action>& list, int pos) {
+  const int stage = list[static_cast<size_t>(pos)].stage;
+  for (int i = pos - 1; i >= 0; --i) {
+    const Action& a = list[static_cast<size_t>(i)];
+    if (a.op == Op::SEND_F || a.op == Op::SEND_B || a.op == Op::REDUCE_GRAD) continue;
+    const bool bwd = ((a.op == Op::B || a.op == Op::W) && a.stage == stage) || (a.op == Op::OVERLAP_F_B && a.b_stage == stage);
+    return bwd ? i : -1;
+  }
+  return -1;
+}
+
+bool reduces_after_backward(const std::vector<Action>& list, int pos) { return backward_before(list, pos) >= 0; }
+
+Schedule bucket_reductions(const Schedule& s, const std::vector<int>& buckets) {
+  if (static_cast<int>(buckets.size()) != s.num_stages)
+    throw InputError("gradient buckets: " + std::to_string(buckets.size()) + " entries given, the schedule has " +
+                     std::to_string(s.num_stages) + " stages");
+  for (size_t i = 0; i < buckets.size(); ++i)
+    if (buckets[i] < 1)
+      throw InputError("gradient buckets of stage " + std::to_string(i) + " = " + std::to_string(buckets[i]) +
+                       " is invalid (must be at least 1)");
+  Schedule out = s;
+  for (int r = 0; r < s.num_ranks; ++r) {
+    const auto& list = s.actions[static_cast<size_t>(r)];
+    std::vector<Action> next;
+    next.reserve(list.size());
+    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+      const Action& a = list[static_cast<size_t>(i)];
+      const int n = a.op == Op::REDUCE_GRAD ? buckets[static_cast<size_t>(a.stage)] : 1;
+      if (n == 1 || a.early > 0 || backward_before(list, i) < 0) {
+        next.push_back(a);
+        continue;
+      }
+      for (int j = 0; j < n; ++j) {
+        Action b = a;
+        b.fraction = a.fraction / n;
+        b.early = static_cast<double>(n - 1 - j) / n;
+        next.push_back(b);
+      }
+    }
+    out.actions[static_cast<size_t>(r)] = std::move(next);
+  }
+  return out;
+}
+
+}  // namespace stagecraft::schedules

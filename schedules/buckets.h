@@ -1,0 +1,26 @@
+// Bucketed data-parallel reduction (PyTorch DDP, Li et al. VLDB 2020; Megatron-LM's
+// --overlap-grad-reduce): a stage's gradients are reduced in buckets, each launched as soon as
+// the backward has produced its gradients, while the backward still runs.
+#pragma once
+
+#include <vector>
+
+#include "schedules/schedule.h"
+
+namespace stagecraft::schedules {
+
+// The backward a REDUCE_GRAD at list[pos] can overlap: the index of the last compute action
+// before it when that is a backward of the reduction's stage (B, W, or OVERLAP_F_B with it as
+// the backward half) and only sends and reductions lie between; -1 otherwise.
+int backward_before(const std::vector<Action>& list, int pos);
+bool reduces_after_backward(const std::vector<Action>& list, int pos);
+
+// Splits every REDUCE_GRAD that follows its stage's backward (backward_before >= 0) into
+// buckets[stage] REDUCE_GRADs of fraction / buckets each. The backward produces gradients from
+// its last layer to its first at an even rate, so bucket j (0-based, in launch order) is ready
+// when (j + 1) / n of the backward has run: early = (n - 1 - j) / n of it still to run.
+// Reductions elsewhere (FOLD3D's deferred shares) stay whole. buckets has one entry per stage,
+// each >= 1; throws InputError otherwise.
+Schedule bucket_reductions(const Schedule& s, const std::vector<int>& buckets);
+
+}  // namespace stagecraft::schedules
