@@ -11,6 +11,7 @@
 #include "costmodel/flops.h"
 #include "costmodel/memory.h"
 #include "costmodel/profile.h"
+#include "costmodel/shape.h"
 #include "schedules/error.h"
 
 namespace stagecraft::costmodel {
@@ -196,7 +197,22 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     ic.head = last;
     const double attn_mm = flops::attention_block_matmul_flops(m, bb), core = flops::layer_attention_forward_flops(m, bb);
     const double mlp = flops::mlp_block_forward_flops(m, bb);
-    if (!prof) {
+    if (!prof && c.gpu_sms > 0) {
+      // Compute by shape (shape.h): each block's products at their shapes' efficiency plus its
+      // memory-bound operations.
+      const shape::LayerTimes lt = shape::layer_times(m, c, bb, t, selective);
+      ic.attn_f_s = lt.attn_f_s;
+      ic.mlp_f_s = lt.mlp_f_s;
+      ic.attn_i_s = lt.attn_i_s;
+      ic.mlp_i_s = lt.mlp_i_s;
+      ic.attn_w_s = lt.attn_w_s;
+      ic.mlp_w_s = lt.mlp_w_s;
+      ic.attn_r_s = ic.attn_f_s;
+      ic.mlp_r_s = ic.mlp_f_s;
+      ic.head_f_s = last ? lt.head_f_s : 0;
+      ic.head_i_s = last ? lt.head_i_s : 0;
+      ic.head_w_s = last ? lt.head_w_s : 0;
+    } else if (!prof) {
       // FLOPs split t ways over the achieved rate. I repeats every product once, W the matrix
       // products (flops.h); selective recomputation repeats the attention core in I.
       ic.attn_f_s = (attn_mm + core) / t / rate;

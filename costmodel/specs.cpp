@@ -135,6 +135,12 @@ nlohmann::json to_json(const ClusterSpec& c) {
           {"gpu_memory_bytes", c.gpu_memory_bytes},
           {"gpu_memory_bandwidth_Bps", c.gpu_memory_bandwidth_Bps},
           {"achieved_efficiency", c.achieved_efficiency},
+          {"gpu_sms", c.gpu_sms},
+          {"gemm_tile_m", c.gemm_tile_m},
+          {"gemm_tile_n", c.gemm_tile_n},
+          {"gemm_max_efficiency", c.gemm_max_efficiency},
+          {"memory_efficiency", c.memory_efficiency},
+          {"compute_source", c.compute_source},
           {"intra_node_link", c.intra_node_link},
           {"intra_node_bandwidth_Bps", c.intra_node_bandwidth_Bps},
           {"intra_node_latency_s", c.intra_node_latency_s},
@@ -208,6 +214,12 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   c.gpu_memory_bytes = r.req<double>("gpu_memory_bytes");
   c.gpu_memory_bandwidth_Bps = r.req<double>("gpu_memory_bandwidth_Bps");
   c.achieved_efficiency = r.req<double>("achieved_efficiency");
+  c.gpu_sms = r.opt<int>("gpu_sms", 0);
+  c.gemm_tile_m = r.opt<int>("gemm_tile_m", c.gemm_tile_m);
+  c.gemm_tile_n = r.opt<int>("gemm_tile_n", c.gemm_tile_n);
+  c.gemm_max_efficiency = r.opt<double>("gemm_max_efficiency", 0.0);
+  c.memory_efficiency = r.opt<double>("memory_efficiency", 0.0);
+  c.compute_source = r.opt<std::string>("compute_source", "");
   c.intra_node_link = r.opt<std::string>("intra_node_link", "pcie");
   c.intra_node_bandwidth_Bps = r.req<double>("intra_node_bandwidth_Bps");
   c.intra_node_latency_s = r.req<double>("intra_node_latency_s");
@@ -276,6 +288,13 @@ void check(const ClusterSpec& c) {
   positive(w, "gpu_memory_bandwidth_Bps", c.gpu_memory_bandwidth_Bps);
   if (!(c.achieved_efficiency > 0 && c.achieved_efficiency <= 1))
     bad(w, "achieved_efficiency", num(c.achieved_efficiency), "must be in (0, 1]");
+  if (c.gpu_sms < 0) bad(w, "gpu_sms", std::to_string(c.gpu_sms), "must be 0 (compute by shape off) or more");
+  if (c.gpu_sms > 0) {
+    positive(w, "gemm_tile_m", c.gemm_tile_m);
+    positive(w, "gemm_tile_n", c.gemm_tile_n);
+    for (auto [field, v] : {std::pair{"gemm_max_efficiency", c.gemm_max_efficiency}, {"memory_efficiency", c.memory_efficiency}})
+      if (!(v > 0 && v <= 1)) bad(w, field, num(v), "must be in (0, 1] when gpu_sms > 0");
+  }
   if (c.intra_node_link != "pcie" && c.intra_node_link != "nvlink" && c.intra_node_link != "nvswitch")
     bad(w, "intra_node_link", "\"" + c.intra_node_link + "\"", "allowed: pcie, nvlink, nvswitch");
   positive(w, "intra_node_bandwidth_Bps", c.intra_node_bandwidth_Bps);

@@ -39,7 +39,15 @@ struct ClusterSpec {
   double gpu_peak_flops_per_s = 0;      // dense 16-bit tensor peak of one GPU
   double gpu_memory_bytes = 0;          // memory of one GPU
   double gpu_memory_bandwidth_Bps = 0;  // HBM/GDDR bandwidth of one GPU (optimizer step)
-  double achieved_efficiency = 0;       // fraction of peak that layer GEMMs reach, (0, 1]
+  double achieved_efficiency = 0;       // fraction of peak that layer GEMMs reach, (0, 1]; used for
+                                        // every FLOP unless the compute-by-shape fields are given
+  // Compute by shape (shape.h); gpu_sms = 0 leaves it off.
+  int gpu_sms = 0;                      // streaming multiprocessors: tiles computed at once
+  int gemm_tile_m = 128;                // rows of the output tile one SM computes
+  int gemm_tile_n = 256;                // columns of that tile
+  double gemm_max_efficiency = 0;       // fraction of peak the largest 16-bit GEMMs measure, (0, 1]
+  double memory_efficiency = 0;         // fraction of memory bandwidth streaming kernels reach, (0, 1]
+  std::string compute_source;           // where these figures come from
   std::string intra_node_link;          // "pcie", "nvlink" or "nvswitch"
   double intra_node_bandwidth_Bps = 0;  // per GPU, per direction
   double intra_node_latency_s = 0;
