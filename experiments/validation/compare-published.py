@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Predictions against published large-scale training runs (docs/validation.md).
+
+Reads experiments/validation/published.json (collected from the papers, each entry citing its
+table), keeps the runs whose configuration is fully published on hardware with a cluster file
+here, runs `stagecraft estimate --json` for each, and prints a Markdown table with the MAPE of
+the iteration time and the Spearman rank correlation of the per-GPU throughput. Nothing here
+is fitted to the published figures.
+
+Usage: experiments/validation/compare-published.py [path/to/stagecraft] [--constant-efficiency] [extra estimate flags...]
+--constant-efficiency turns compute by shape off (gpu_sms = 0: every FLOP at achieved_efficiency,
+0.5), the model before it, for comparison.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLUSTERS = {"A100-SXM4-80GB": "dgx-a100-80gb.json"}  # the GPU as published -> cluster file here
+RUN_CLUSTERS = {"bloom-176b-384gpu": "jean-zay-a100-80gb.json"}  # runs on another machine than Selene
+
+
+def usable(run):
+    need = ["tp", "pp", "dp", "microbatch_size", "global_batch", "recompute"]
+    if run["gpu"] not in CLUSTERS or any(run.get(k) is None for k in need):
+        return False
+    m = run["measured"]
+    return m.get("iteration_time_s") is not None or m.get("tflops_per_gpu") is not None
+
+
+def estimate(binary, run, extra, tmp):
+    with open(os.path.join(HERE, RUN_CLUSTERS.get(run["id"], CLUSTERS[run["gpu"]]))) as f:
+        cluster = json.load(f)
+    cluster["nodes"] = run["gpus"] // cluster["gpus_per_node"]
+    if CONSTANT_EFFICIENCY:
+        cluster["gpu_sms"] = 0
+    cluster["name"] = f"{cluster['name']}-{run['gpus']}"
+    md = run["model"]
+    model = {"name": run["id"], "kind": "gpt", "num_layers": md["num_layers"], "hidden_size": md["hidden_size"],
+             "num_heads": md["num_heads"], "ffn_hidden_size": md.get("ffn_hidden_size") or 4 * md["hidden_size"],
+             "seq_length": md["seq_length"], "vocab_size": md["vocab_size"], "bytes_per_param": 2,
+             "bytes_per_activation": 2, "source": run["source"] + ", " + run["where"]}
+    paths = {}
+    for name, obj in (("cluster", cluster), ("model", model)):
+        paths[name] = os.path.join(tmp, f"{run['id']}-{name}.json")
+        with open(paths[name], "w") as f:
+            json.dump(obj, f)
+    mb = run["global_batch"] // (run["dp"] * run["microbatch_size"])
+    vs = run.get("virtual_stages") or 1
+    cmd = [binary, "estimate", "--json", "--model", paths["model"], "--cluster", paths["cluster"],
+           "--tp", str(run["tp"]), "--pp", str(run["pp"]), "--dp", str(run["dp"]),
+           "--microbatch-size", str(run["microbatch_size"]), "--microbatches", str(mb),
+           "--recompute", run["recompute"]]
+    cmd += ["--schedule", "interleaved-1f1b", "--chunks", str(vs)] if vs > 1 else ["--schedule", "1f1b"]
+    if run.get("sequence_parallel"):
+        cmd.append("--sequence-parallel")
+    if run.get("distributed_optimizer"):
+        cmd += ["--zero", "1"]
+    out = subprocess.run(cmd + extra, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{run['id']}: {' '.join(cmd)}\n{out.stderr}")
+    return json.loads(out.stdout)
+
+
+def ranks(xs):
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    r = [0.0] * len(xs)
+    i = 0
+    while i < len(order):  # average ranks over ties
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return r
+
+
+def spearman(a, b):
+    ra, rb = ranks(a), ranks(b)
+    n = len(a)
+    ma, mb = sum(ra) / n, sum(rb) / n
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = sum((x - ma) ** 2 for x in ra) ** 0.5
+    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
+    return cov / (va * vb)
+
+
+CONSTANT_EFFICIENCY = False
+
+
+def main():
+    global CONSTANT_EFFICIENCY
+    binary = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "build", "bin", "stagecraft")
+    extra = sys.argv[2:]
+    if "--constant-efficiency" in extra:
+        extra.remove("--constant-efficiency")
+        CONSTANT_EFFICIENCY = True
+    with open(os.path.join(HERE, "published.json")) as f:
+        runs = [r for r in json.load(f)["runs"] if usable(r)]
+    rows, errs, pub_tput, pred_tput = [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in runs:
+            e = estimate(binary, run, extra, tmp)
+            hw = e["hardware_flops_per_iteration"]
+            m = run["measured"]
+            # Published iteration time, or the one the paper's TFLOP/s implies: Megatron SC21's
+            # eq. (3) counts recomputation exactly as our hardware FLOPs do (flops.h).
+            t_pub = m.get("iteration_time_s") or hw / (m["tflops_per_gpu"] * 1e12 * run["gpus"])
+            t_pred = e["iteration_time_s"]
+            err = t_pred / t_pub - 1
+            errs.append(abs(err))
+            pub_tput.append(hw / t_pub / run["gpus"] / 1e12)
+            pred_tput.append(hw / t_pred / run["gpus"] / 1e12)
+            rows.append((run["id"], run["gpus"], f"{run['tp']}/{run['pp']}/{run['dp']}", run["recompute"],
+                         t_pub, t_pred, err, pub_tput[-1], pred_tput[-1], e["mfu"], e["hfu"], e["fits"]))
+    print("| run | GPUs | tp/pp/dp | recompute | published s | predicted s | error | published TFLOP/s | "
+          "predicted TFLOP/s | predicted MFU | predicted HFU | fits |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.2f} | {r[5]:.2f} | {100 * r[6]:+.1f}% | {r[7]:.0f} | "
+              f"{r[8]:.0f} | {100 * r[9]:.1f}% | {100 * r[10]:.1f}% | {'yes' if r[11] else 'no'} |")
+    print()
+    print(f"runs: {len(rows)}; MAPE of the iteration time: {100 * sum(errs) / len(errs):.1f}%; "
+          f"Spearman of TFLOP/s per GPU (hardware FLOPs): {spearman(pub_tput, pred_tput):.2f}")
+
+
+if __name__ == "__main__":
+    main()
