@@ -9,15 +9,24 @@ cd "$(dirname "$0")/.."
 build/bin/stagecraft compare --model gpt3-39b --cluster h100-nvl-ib-64 --tp 8 --pp 4 --microbatches 16 \
   --schedules gpipe,1f1b,interleaved-1f1b,looped-bfs --trace-dir out/demo
 
-# The runtime (docs/runtime.md): train the tiny model on 2 local CPU ranks (pp 2, 1F1B) and
-# print the measured iteration time beside the evaluator's prediction for the same plan on
-# the local-cpu-2 cluster preset (rough CPU figures).
+# The loop the workbench is for (docs/runtime.md, docs/validation.md): profile this machine
+# briefly (the tiny model's layer shape and the collectives over 2 local ranks, a few seconds),
+# predict the run with that profile, then train it for real on 2 CPU ranks (pp 2, 1F1B) and
+# print both. Chrome traces of the prediction and of the run land side by side in out/demo/.
 if [ -x build/bin/stagecraft ] && build/bin/stagecraft train --help >/dev/null 2>&1; then
-  build/bin/stagecraft train --model tiny --nproc 2 --pp 2 --microbatches 8 --schedule 1f1b --steps 40 \
+  mkdir -p out/demo
+  build/bin/stagecraft profile --hidden 64 --heads 4 --seq 64 --microbatch-size 1 --vocab 256 \
+    --runs 60 --warmup 10 --out out/demo/profile-local.json > out/demo/profile-local.log
+  build/bin/stagecraft estimate --model tiny --cluster local-cpu-2 --pp 2 --microbatches 8 --schedule 1f1b \
+    --profile out/demo/profile-local.json --json > out/demo/estimate-tiny.json
+  build/bin/stagecraft estimate --model tiny --cluster local-cpu-2 --pp 2 --microbatches 8 --schedule 1f1b \
+    --profile out/demo/profile-local.json --trace out/demo/estimate-tiny-trace.json > /dev/null
+  build/bin/stagecraft train --model tiny --nproc 2 --pp 2 --microbatches 8 --schedule 1f1b --steps 80 \
     --log-every 10 --json out/demo/train-tiny.json --trace out/demo/train-tiny-trace.json
   measured=$(grep -o '"mean_iteration_time_s": [0-9.e+-]*' out/demo/train-tiny.json | head -1 | awk '{print $2}')
-  predicted=$(build/bin/stagecraft estimate --model tiny --cluster local-cpu-2 --pp 2 --microbatches 8 \
-    --schedule 1f1b --json | grep -o '"iteration_time_s": [0-9.e+-]*' | head -1 | awk '{print $2}')
-  echo "tiny, 2 CPU ranks, pp 2, 1F1B, 8 microbatches: measured ${measured} s per iteration," \
-       "evaluator predicts ${predicted} s (local-cpu-2, rough figures)"
+  predicted=$(grep -o '"iteration_time_s": [0-9.e+-]*' out/demo/estimate-tiny.json | head -1 | awk '{print $2}')
+  awk -v m="$measured" -v p="$predicted" 'BEGIN {
+    e = p / m - 1; a = e < 0 ? -e : e
+    printf "tiny, 2 CPU ranks, pp 2, 1F1B, 8 microbatches: measured %.1f ms per iteration, predicted %.1f ms from this machine'"'"'s profile (%+.1f%%, %s 15%%)\n", m * 1e3, p * 1e3, 100 * e, a <= 0.15 ? "within" : "outside" }'
+  echo "traces: out/demo/estimate-tiny-trace.json (prediction), out/demo/train-tiny-trace.json (run)"
 fi
