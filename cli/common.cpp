@@ -31,7 +31,7 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
                   "tensor-parallel overlap: blocking, merak (sub-pipelined), cross-pass or oases (docs/tp-overlap.md)");
   app->add_flag("--overlap-grad-reduce", f.overlap_grad_reduce,
                 "reduce gradients in buckets while the backward runs (PyTorch DDP, Megatron-LM --overlap-grad-reduce)");
-  app->add_option("--grad-bucket-mb", f.grad_bucket_mb, "gradient bucket size in MiB with --overlap-grad-reduce (default 25)");
+  app->add_option("--grad-bucket-mb", f.grad_bucket_mb, "gradient bucket size in MiB (default 25, as PyTorch DDP): the runtime's buckets, and the estimate's with --overlap-grad-reduce");
   app->add_option("--zero", f.zero,
                   "distributed optimizer over the dp group: 0 none, 1 optimizer states sharded (Megatron's), 2 and "
                   "gradients (default 0)");

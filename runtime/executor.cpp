@@ -43,7 +43,7 @@ struct Pending {             // a posted receive
   int peer_global = 0;
 };
 
-struct Bucket {              // one in-flight gradient all-reduce
+struct Bucket {              // one in-flight gradient all-reduce (with zero: a pending reduce-scatter)
   compat::WorkPtr work;
   torch::Tensor flat;        // (n) concatenated gradients
   std::vector<torch::Tensor> params;
@@ -70,6 +70,8 @@ struct Executor::Impl {
   std::vector<Bucket> buckets;
   std::map<int, size_t> reduce_cursor;        // stage -> next parameter to reduce
   std::map<int, double> reduced_share;        // stage -> fraction reduced so far
+  std::vector<Bucket> gathers;                // zero: reduced buckets whose parameters the step all-gathers
+  std::vector<AdamW::Owned> shards;           // zero: the elements this member reduces and updates
   // Deferred reductions (REDUCE_GRAD before the stage's first compute action).
   using Share = std::vector<std::vector<torch::Tensor>>;  // parameters, by bucket
   std::set<size_t> deferred_reduce;           // positions of those REDUCE_GRADs in the list
@@ -319,10 +321,12 @@ struct Executor::Impl {
 
   // The parameters of the stage's next `fraction` share (parameter granularity), cut into
   // buckets of about bucket_bytes.
-  std::vector<std::vector<torch::Tensor>> take_share(const Action& a) {
+  std::vector<std::vector<torch::Tensor>> take_share(const Action& a) { return take_share(a, reduce_cursor, reduced_share); }
+  std::vector<std::vector<torch::Tensor>> take_share(const Action& a, std::map<int, size_t>& cursor,
+                                                     std::map<int, double>& shares) {
     const auto& named = part(a.stage).named_parameters();
-    size_t& cur = reduce_cursor[a.stage];
-    double& share = reduced_share[a.stage];
+    size_t& cur = cursor[a.stage];
+    double& share = shares[a.stage];
     share = std::min(1.0, share + a.fraction);
     double total = 0;
     for (const auto& np : named) total += static_cast<double>(np.second.numel());
@@ -375,6 +379,83 @@ struct Executor::Impl {
     return it == cfg.grad_groups.end() ? *cfg.dp : *it->second;
   }
 
+  // This member's chunk of a bucket of n elements: the bucket padded to a multiple of dp, cut
+  // into dp equal chunks (Megatron's distributed optimizer shards each bucket so).
+  std::pair<int64_t, int64_t> chunk_of(int64_t n) const {
+    const int64_t d = cfg.dp->size(), c = (n + d - 1) / d;
+    return {cfg.dp->rank * c, c};
+  }
+
+  // zero: the buckets every step reduces (take_share over the list's REDUCE_GRADs, as run_step
+  // will cut them) and this member's chunk of each, for the optimizer's shards.
+  void shard_optimizer() {
+    if (!deferred_reduce.empty() || !cfg.grad_groups.empty())
+      throw InputError("runtime: plan.zero = " + std::to_string(cfg.zero) +
+                       " does not combine with deferred reductions (FOLD3D) or several chains (Chimera)");
+    std::map<int, size_t> cursor;
+    std::map<int, double> shares;
+    std::vector<AdamW::Owned> owned;
+    for (const Action& a : *list) {
+      if (a.op != Op::REDUCE_GRAD) continue;
+      for (const auto& params : take_share(a, cursor, shares)) {
+        int64_t n = 0;
+        for (const auto& p : params) n += p.numel();
+        const auto [lo, len] = chunk_of(n);
+        int64_t off = 0;
+        for (const auto& p : params) {
+          const int64_t a0 = std::max(off, lo), a1 = std::min(off + p.numel(), lo + len);
+          if (a1 > a0) owned.push_back({p, a0 - off, a1 - a0});
+          off += p.numel();
+        }
+      }
+    }
+    opt->shard(owned);
+    shards = std::move(owned);
+  }
+
+  // zero: reduce-scatters the bucket, averages this member's chunk into its gradients.
+  void reduce_scatter_bucket(Bucket& b) {
+    compat::Group& g = *b.group;
+    const int64_t n = b.flat.numel();
+    const auto [lo, len] = chunk_of(n);
+    torch::Tensor padded = torch::zeros({len * g.size()}, b.flat.options());
+    padded.narrow(0, 0, n).copy_(b.flat);
+    torch::Tensor mine = torch::empty({len}, b.flat.options());
+    compat::reduce_scatter_sum(g, padded, mine, cfg.timeout);
+    mine.mul_(1.0 / g.size());
+    torch::NoGradGuard ng;
+    int64_t off = 0;
+    for (auto& p : b.params) {
+      const int64_t a0 = std::max(off, lo), a1 = std::min(off + p.numel(), lo + len);
+      if (a1 > a0) p.mutable_grad().view({-1}).narrow(0, a0 - off, a1 - a0).copy_(mine.narrow(0, a0 - lo, a1 - a0));
+      off += p.numel();
+    }
+  }
+
+  // zero: after the step, every member's updated chunk of every bucket to every member.
+  void gather_parameters() {
+    torch::NoGradGuard ng;
+    for (Bucket& b : gathers) {
+      compat::Group& g = *b.group;
+      std::vector<torch::Tensor> flat;
+      for (const auto& p : b.params) flat.push_back(p.detach().reshape({-1}));
+      torch::Tensor all = torch::cat(flat);
+      const int64_t n = all.numel();
+      const auto [lo, len] = chunk_of(n);
+      torch::Tensor mine = torch::zeros({len}, all.options());
+      const int64_t have = std::max<int64_t>(0, std::min(n, lo + len) - lo);
+      if (have > 0) mine.narrow(0, 0, have).copy_(all.narrow(0, lo, have));
+      torch::Tensor out = torch::empty({len * g.size()}, all.options());
+      compat::all_gather(g, mine, out, cfg.timeout);
+      int64_t off = 0;
+      for (auto& p : b.params) {
+        p.detach().view({-1}).copy_(out.narrow(0, off, p.numel()));
+        off += p.numel();
+      }
+    }
+    gathers.clear();
+  }
+
   void start_bucket(const std::vector<torch::Tensor>& params, size_t span, int stage, std::vector<Bucket>& into) {
     compat::Group& g = grad_group(stage);
     if (g.size() == 1) return;
@@ -388,7 +469,7 @@ struct Executor::Impl {
     b.params = params;
     b.group = &g;
     b.span = span;
-    b.work = compat::all_reduce_sum(g, b.flat);
+    if (cfg.zero == 0) b.work = compat::all_reduce_sum(g, b.flat);  // zero: reduce-scattered when finished
     into.push_back(std::move(b));
   }
 
@@ -397,6 +478,18 @@ struct Executor::Impl {
   void finish_reductions(std::vector<Bucket>& list) {
     const double inv = 1.0 / cfg.dp->size();
     for (Bucket& b : list) {
+      if (cfg.zero > 0) {
+        auto a = Clock::now();
+        try {
+          reduce_scatter_bucket(b);
+        } catch (const std::exception& e) {
+          comm_failure("gradient reduce-scatter in the " + b.group->name, -1, e);
+        }
+        wait_in_action += seconds(a, Clock::now());
+        close_span(b.span);
+        gathers.push_back(std::move(b));
+        continue;
+      }
       auto a = Clock::now();
       try {
         compat::wait(b.work, cfg.timeout);
@@ -441,6 +534,7 @@ struct Executor::Impl {
     if (cfg.precision != Precision::Fp32) clear_autocast_cache();
     grad_sq_acc = squared_gradients();
     opt->step(later);
+    if (cfg.zero > 0) gather_parameters();
     if (!states.empty() || !deferred.empty() || !recv_f.empty() || !recv_b.empty() || !pending.empty())
       throw Error("runtime: state left over at the optimizer step (a forward without backward or an unused receive)");
   }
@@ -449,6 +543,12 @@ struct Executor::Impl {
   torch::Tensor squared_gradients() const {
     torch::NoGradGuard ng;
     torch::Tensor acc = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(cfg.device));
+    if (!shards.empty()) {  // zero: each member holds the reduced gradients of its chunks only
+      for (const auto& o : shards)
+        acc += o.param.grad().reshape({-1}).narrow(0, o.offset, o.length).to(torch::kFloat64).pow(2).sum();
+      compat::all_reduce_sum_blocking(*cfg.dp, acc, cfg.timeout);
+      return acc;
+    }
     for (const auto& [stage, P] : parts)
       for (const auto& np : P->named_parameters())
         if (np.second.grad().defined()) acc += np.second.grad().to(torch::kFloat64).pow(2).sum();
@@ -513,6 +613,7 @@ Executor::Executor(ExecConfig cfg, std::map<int, GptPart*> parts, AdamW* optimiz
     if (schedules::is_compute(a.op) && a.op != Op::OPTIMIZER) computed.insert(a.stage);
     if (a.op == Op::OVERLAP_F_B) computed.insert(a.b_stage);
   }
+  if (impl_->cfg.zero > 0 && impl_->cfg.dp->size() > 1) impl_->shard_optimizer();
 }
 
 void Executor::flush() {

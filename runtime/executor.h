@@ -59,6 +59,9 @@ struct ExecConfig {
   std::int64_t seq_length = 1;            // s
   std::int64_t hidden_size = 1;           // h
   double bucket_bytes = 4e6;              // gradient bucket size for REDUCE_GRAD
+  int zero = 0;                           // distributed optimizer (plan.zero): each bucket's gradients
+                                          // reduce-scattered over dp, AdamW updating this member's chunk,
+                                          // the parameters all-gathered after the step
   torch::Device device = torch::kCPU;     // where the parts, activations and received buffers live
   Precision precision = Precision::Fp32;  // bf16: forwards and recomputes under autocast
   // How each stage's tp collectives overlap its compute (plan.overlap_of its model part; with

@@ -15,18 +15,41 @@ AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOpt
   }
 }
 
+void AdamW::shard(const std::vector<Owned>& owned) {
+  sharded_ = true;
+  own_.assign(params_.size(), {0, 0});
+  for (const Owned& o : owned) {
+    const size_t i = index_of(o.param);
+    if (o.offset < 0 || o.length < 0 || o.offset + o.length > o.param.numel())
+      throw Error("runtime: optimizer shard of " + params_[i].first + " is outside the parameter");
+    own_[i] = {o.offset, o.length};
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& p = params_[i].second;
+    m_[i] = torch::zeros({own_[i].second}, p.options());
+    v_[i] = torch::zeros({own_[i].second}, p.options());
+  }
+}
+
 void AdamW::update(size_t i) {
   const double bc1 = 1 - std::pow(opt_.beta1, static_cast<double>(step_));
   const double bc2_sqrt = std::sqrt(1 - std::pow(opt_.beta2, static_cast<double>(step_)));
   torch::Tensor p = params_[i].second;
   torch::Tensor g = p.grad();
   if (!g.defined()) throw Error("runtime: parameter " + params_[i].first + " has no gradient at the optimizer step");
+  if (sharded_) {  // the owned elements only, as flat views of the parameter and its gradient
+    const auto [off, len] = own_[i];
+    p.mutable_grad().reset();
+    if (len == 0) return;
+    p = p.view({-1}).narrow(0, off, len);
+    g = g.reshape({-1}).narrow(0, off, len);
+  }
   p.mul_(1 - opt_.lr * opt_.weight_decay);
   m_[i].mul_(opt_.beta1).add_(g, 1 - opt_.beta1);
   v_[i].mul_(opt_.beta2).addcmul_(g, g, 1 - opt_.beta2);
   torch::Tensor denom = (v_[i].sqrt() / bc2_sqrt).add_(opt_.eps);
   p.addcdiv_(m_[i], denom, -opt_.lr / bc1);
-  p.mutable_grad().reset();
+  if (!sharded_) p.mutable_grad().reset();
 }
 
 size_t AdamW::index_of(const torch::Tensor& p) const {

@@ -29,7 +29,18 @@ class AdamW {
   // Applies the last step() to `params`, which it skipped, from their .grad now.
   void update_late(const std::vector<torch::Tensor>& params);
   long steps_done() const { return step_; }
-  // Parameters, moments and the step count, by name, for checkpoints.
+  // ZeRO (Rajbhandari et al. SC20; Megatron's distributed optimizer): this data-parallel member
+  // updates only elements [offset, offset + length) of each listed parameter's flattened view
+  // (unlisted: none) and keeps moments for those alone. Call before the first step and before
+  // load(); the caller all-gathers the parameters after each step.
+  struct Owned {
+    torch::Tensor param;
+    int64_t offset = 0, length = 0;
+  };
+  void shard(const std::vector<Owned>& owned);
+  bool sharded() const { return sharded_; }
+  // Parameters, moments and the step count, by name, for checkpoints (sharded: this member's
+  // moments only, which another dp size cannot load).
   std::vector<std::pair<std::string, torch::Tensor>> state() const;
   // Restores what state() returned; throws Error when a name or a shape is missing.
   void load(const std::vector<std::pair<std::string, torch::Tensor>>& state);
@@ -41,6 +52,9 @@ class AdamW {
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::map<const void*, size_t> index_;  // parameter storage -> position in params_
   std::vector<torch::Tensor> m_, v_;  // first and second moments, each shaped like its parameter
+                                      // (sharded: (length) of the owned elements)
+  std::vector<std::pair<int64_t, int64_t>> own_;  // sharded: (offset, length) per parameter
+  bool sharded_ = false;
   AdamWOptions opt_;
   long step_ = 0;
 };

@@ -184,15 +184,24 @@ void preflight(const TrainOptions& opt, int world) {
     throw InputError("runtime: plan.overlap_grad_reduce = true (buckets reduced during the backward) is not implemented by "
                      "the runtime yet (estimate and simulate model it; the runtime reduces its buckets asynchronously "
                      "after each stage's last backward); allowed here: false");
-  if (p.zero != 0)
-    throw InputError("runtime: plan.zero = " + std::to_string(p.zero) +
-                     " (distributed optimizer) is not implemented by the runtime yet (estimate and simulate model it); "
-                     "allowed here: 0");
   if (opt.steps < 1) throw InputError("--steps = " + std::to_string(opt.steps) + " must be at least 1");
   if (opt.timeout_s <= 0) throw InputError("--timeout must be positive");
   resolve_backend(opt.backend);
   parse_precision(opt.precision);
-  make_run_plan(opt.model, p);
+  const RunPlan rp = make_run_plan(opt.model, p);
+  if (p.zero != 0 && rp.schedule.num_chains > 1)
+    throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " is not supported with schedule '" +
+                     rp.schedule.name + "' (its chains reduce copies of a stage jointly); allowed here: 0");
+  for (const auto& list : rp.schedule.actions) {  // FOLD3D's deferred shares: reduced before the stage computes
+    std::set<int> computed;
+    for (const schedules::Action& a : list) {
+      if (p.zero != 0 && a.op == schedules::Op::REDUCE_GRAD && !computed.count(a.stage))
+        throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " is not supported with schedule '" +
+                         rp.schedule.name + "' (it defers gradient reductions to the next iteration); allowed here: 0");
+      if (schedules::is_compute(a.op)) computed.insert(a.stage);
+      if (a.op == schedules::Op::OVERLAP_F_B) computed.insert(a.b_stage);
+    }
+  }
 }
 
 }  // namespace stagecraft::runtime

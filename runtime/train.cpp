@@ -151,7 +151,8 @@ void build_model(Run& r) {
   c.microbatch_size = r.opt.plan.microbatch_size;
   c.seq_length = r.opt.model.seq_length;
   c.hidden_size = r.opt.model.hidden_size;
-  c.bucket_bytes = r.opt.bucket_bytes;
+  c.bucket_bytes = r.opt.plan.grad_bucket_bytes;
+  c.zero = r.opt.plan.zero;
   c.device = r.device;
   c.precision = r.precision;
   c.global_rank = r.env.rank;

@@ -28,7 +28,6 @@ struct TrainOptions {
                                     // on the GPU local_rank % visible GPUs, gloo on the CPU
   std::string precision = "fp32";   // fp32, or bf16 (autocast: bf16 products, fp32 weights and AdamW)
   double timeout_s = 60;            // a peer silent this long is declared failed
-  double bucket_bytes = 4e6;        // data-parallel all-reduce bucket size
   std::string trace_path;           // Chrome trace of every executed action ("" = none)
   std::string json_path;            // JSON summary ("" = none)
   std::string save_dir;             // checkpoint after the last step ("" = none)
