@@ -72,6 +72,17 @@ struct Executor::Impl {
   std::map<int, double> reduced_share;        // stage -> fraction reduced so far
   std::vector<Bucket> gathers;                // zero: reduced buckets whose parameters the step all-gathers
   std::vector<AdamW::Owned> shards;           // zero: the elements this member reduces and updates
+  // overlap_grad_reduce: buckets launched from gradient hooks during the stage's last backward.
+  struct HookBucket {
+    std::vector<torch::Tensor> params;
+    std::vector<torch::Tensor> totals;        // each parameter's final gradient, once its hook fired
+    int ready = 0;
+    bool started = false;
+    size_t span = 0;                          // the REDUCE_GRAD that reduces it (its trace span)
+  };
+  std::map<int, std::vector<HookBucket>> hook_buckets;  // stage -> its buckets, in reduction order
+  std::map<int, size_t> last_backward;        // stage -> list position of its last backward
+  int armed_stage = -1;                       // the stage whose last backward runs now
   // Deferred reductions (REDUCE_GRAD before the stage's first compute action).
   using Share = std::vector<std::vector<torch::Tensor>>;  // parameters, by bucket
   std::set<size_t> deferred_reduce;           // positions of those REDUCE_GRADs in the list
@@ -351,7 +362,69 @@ struct Executor::Impl {
   void reduce_grad(const Action& a, size_t span) {
     auto share = take_share(a);
     if (deferred_reduce.count(span)) return reduce_deferred(a.stage, share, span);
-    for (const auto& params : share) start_bucket(params, span, a.stage, buckets);
+    for (const auto& params : share) {
+      HookBucket* hb = hook_bucket(a.stage, params);
+      const bool started = hb && hb->started;
+      if (hb) *hb = HookBucket{hb->params, std::vector<torch::Tensor>(hb->params.size()), 0, false, hb->span};
+      if (started) continue;  // launched by the gradient hooks during the backward
+      start_bucket(params, span, a.stage, buckets);
+    }
+  }
+
+  HookBucket* hook_bucket(int stage, const std::vector<torch::Tensor>& params) {
+    auto it = hook_buckets.find(stage);
+    if (it == hook_buckets.end()) return nullptr;
+    for (HookBucket& hb : it->second)
+      if (!hb.params.empty() && hb.params.front().is_same(params.front())) return &hb;
+    return nullptr;
+  }
+
+  // overlap_grad_reduce: the buckets each stage's REDUCE_GRADs will cut (take_share replayed),
+  // and a hook on each parameter that, during the stage's last backward, records its final
+  // gradient (what it held plus this backward's) and launches the bucket's all-reduce when the
+  // bucket is complete; finish_reductions writes the reduced sum over .grad as before.
+  void install_grad_hooks() {
+    if (!deferred_reduce.empty() || !cfg.grad_groups.empty() || cfg.zero > 0 || cfg.dp->size() == 1) return;
+    std::map<int, size_t> cursor;
+    std::map<int, double> shares;
+    for (size_t i = 0; i < list->size(); ++i) {
+      const Action& a = (*list)[i];
+      const bool bwd = a.op == Op::B || a.op == Op::W || a.op == Op::OVERLAP_F_B;
+      if (bwd) last_backward[a.op == Op::OVERLAP_F_B ? a.b_stage : a.stage] = i;
+      if (a.op != Op::REDUCE_GRAD) continue;
+      for (auto& params : take_share(a, cursor, shares))
+        hook_buckets[a.stage].push_back({params, std::vector<torch::Tensor>(params.size()), 0, false, i});
+    }
+    for (auto& [stage, list_of] : hook_buckets)
+      for (size_t b = 0; b < list_of.size(); ++b)
+        for (size_t k = 0; k < list_of[b].params.size(); ++k) {
+          torch::Tensor p = list_of[b].params[k];
+          const int st = stage;
+          p.register_hook([this, st, b, k](torch::Tensor g) { on_grad(st, b, k, g); });
+        }
+  }
+
+  void on_grad(int stage, size_t b, size_t k, const torch::Tensor& g) {
+    if (armed_stage != stage) return;
+    HookBucket& hb = hook_buckets[stage][b];
+    if (hb.started) return;
+    const torch::Tensor& p = hb.params[k];
+    if (!hb.totals[k].defined()) ++hb.ready;
+    torch::NoGradGuard ng;
+    hb.totals[k] = p.grad().defined() ? p.grad() + g : g.clone();
+    if (hb.ready < static_cast<int>(hb.params.size())) return;
+    std::vector<torch::Tensor> flat;
+    for (const auto& t : hb.totals) flat.push_back(t.reshape({-1}));
+    Bucket bk;
+    bk.flat = torch::cat(flat);
+    bk.params = hb.params;
+    bk.group = cfg.dp;
+    bk.span = hb.span;
+    bk.work = compat::all_reduce_sum(*cfg.dp, bk.flat);
+    buckets.push_back(std::move(bk));
+    ++rec.buckets_in_backward;
+    hb.started = true;
+    hb.totals.assign(hb.params.size(), torch::Tensor());
   }
 
   // FOLD3D's deferred share: placed before the stage's first forward, it reduces the
@@ -595,7 +668,13 @@ struct Executor::Impl {
       case Op::REDUCE_GRAD: reduce_grad(a, span); break;
       case Op::OFFLOAD: offload(a.stage, a.microbatch); break;
       case Op::RELOAD: reload(a.stage, a.microbatch); break;
-      default: compute(a); break;
+      default: {
+        auto lb = last_backward.find(a.op == Op::OVERLAP_F_B ? a.b_stage : a.stage);
+        armed_stage = lb != last_backward.end() && lb->second == span ? lb->first : -1;
+        compute(a);
+        armed_stage = -1;
+        break;
+      }
     }
   }
 };
@@ -614,6 +693,7 @@ Executor::Executor(ExecConfig cfg, std::map<int, GptPart*> parts, AdamW* optimiz
     if (a.op == Op::OVERLAP_F_B) computed.insert(a.b_stage);
   }
   if (impl_->cfg.zero > 0 && impl_->cfg.dp->size() > 1) impl_->shard_optimizer();
+  if (impl_->cfg.overlap_grad_reduce) impl_->install_grad_hooks();
 }
 
 void Executor::flush() {

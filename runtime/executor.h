@@ -38,6 +38,8 @@ struct StepRecord {
   std::vector<ActionSpan> spans;  // one per action, in list order
   std::vector<PieceSpan> pieces;  // overlapped tp stages: one per compute piece and per tp collective
   long tp_collectives = 0;        // tp collectives this rank issued (blocking and asynchronous)
+  long buckets_in_backward = 0;   // gradient buckets whose all-reduce started inside the backward
+                                  // (overlap_grad_reduce)
   double grad_sq = 0;             // sum of squared gradients of this rank's parameters at OPTIMIZER
                                   // (a diagnostic for comparing runs of one plan)
 };
@@ -59,6 +61,8 @@ struct ExecConfig {
   std::int64_t seq_length = 1;            // s
   std::int64_t hidden_size = 1;           // h
   double bucket_bytes = 4e6;              // gradient bucket size for REDUCE_GRAD
+  bool overlap_grad_reduce = false;       // launch each bucket's all-reduce from gradient hooks during
+                                          // the stage's last backward (plan.overlap_grad_reduce)
   int zero = 0;                           // distributed optimizer (plan.zero): each bucket's gradients
                                           // reduce-scattered over dp, AdamW updating this member's chunk,
                                           // the parameters all-gathered after the step

@@ -180,10 +180,6 @@ void preflight(const TrainOptions& opt, int world) {
                      "; the runtime builds GPT decoders only");
   if (p.sequence_parallel)
     throw InputError("runtime: sequence parallelism (plan.sequence_parallel) is not implemented by the runtime");
-  if (p.overlap_grad_reduce)
-    throw InputError("runtime: plan.overlap_grad_reduce = true (buckets reduced during the backward) is not implemented by "
-                     "the runtime yet (estimate and simulate model it; the runtime reduces its buckets asynchronously "
-                     "after each stage's last backward); allowed here: false");
   if (opt.steps < 1) throw InputError("--steps = " + std::to_string(opt.steps) + " must be at least 1");
   if (opt.timeout_s <= 0) throw InputError("--timeout must be positive");
   resolve_backend(opt.backend);

@@ -153,6 +153,7 @@ void build_model(Run& r) {
   c.hidden_size = r.opt.model.hidden_size;
   c.bucket_bytes = r.opt.plan.grad_bucket_bytes;
   c.zero = r.opt.plan.zero;
+  c.overlap_grad_reduce = r.opt.plan.overlap_grad_reduce;
   c.device = r.device;
   c.precision = r.precision;
   c.global_rank = r.env.rank;
@@ -234,7 +235,8 @@ void train_loop(Run& r) {
     StepRecord rec = r.exec->run_step(batch, t0);
     double loss = global_loss(r, rec);
     json s = {{"step", step}, {"time_s", rec.time_s}, {"compute_s", rec.compute_s}, {"comm_s", rec.comm_s}, {"wait_s", rec.wait_s},
-              {"tp_collectives", rec.tp_collectives}, {"grad_sq", rec.grad_sq}};
+              {"tp_collectives", rec.tp_collectives}, {"grad_sq", rec.grad_sq},
+              {"buckets_in_backward", rec.buckets_in_backward}};
     if (r.has_loss) s["loss"] = loss;
     if (!r.opt.trace_path.empty()) s["spans"] = spans_json(rec);
     if (!r.opt.trace_path.empty() && !rec.pieces.empty()) s["tp_pieces"] = pieces_json(rec);
