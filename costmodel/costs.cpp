@@ -89,11 +89,6 @@ std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int
   return out;
 }
 
-namespace {
-
-// With several chains (Chimera) a stage's gradients are reduced with its copies' in one ring
-// over dp x chains ranks, whose slowest hop is the slower of the dp link and the link between
-// the copies' ranks (Chimera Sec. 3.4).
 Link chain_reduce_link(const Schedule& s, int stage, const Topology& topo, const Link& dp_link) {
   Link link = dp_link;
   for (int c = 0; c < s.num_chains; ++c) {
@@ -104,8 +99,6 @@ Link chain_reduce_link(const Schedule& s, int stage, const Topology& topo, const
   }
   return link;
 }
-
-}  // namespace
 
 namespace {
 

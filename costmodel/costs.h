@@ -69,6 +69,10 @@ CostTable unit_cost_table(const schedules::Schedule& s, const UnitCosts& u);
 // as possible with the remainder on the middle stages (first and last also carry the
 // embedding and head). Throws InputError when there are fewer layers than stages.
 std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int stages_per_chain);
+// With several chains (Chimera) a stage's gradients are reduced with its copies' in one ring
+// over dp x chains ranks, whose slowest hop is the slower of the dp link and the link between
+// the copies' ranks (Chimera Sec. 3.4); with one chain, the dp link.
+Link chain_reduce_link(const schedules::Schedule& s, int stage, const Topology& topo, const Link& dp_link);
 
 // Analytic costs: FLOPs (flops.h) over achieved throughput (peak x efficiency), tensor-parallel
 // all-reduces folded into F, B, I and R (two per layer each way, Megatron-LM) on the tp

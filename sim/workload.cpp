@@ -43,20 +43,6 @@ double allreduce_bytes_of(double time_s, int halves, const costmodel::AllReduceP
   return bytes;
 }
 
-// The link a stage's reduction ring is timed on: the dp link, and with several chains
-// (Chimera) the slowest of it and the links to the ranks holding copies of the stage, since
-// the copies join the dp group's ring (costmodel/costs.cpp).
-Link reduce_link(const schedules::Schedule& s, int stage, const costmodel::Topology& topo, const Link& dp) {
-  Link link = dp;
-  for (int c = 0; s.num_chains > 1 && c < s.num_chains; ++c) {
-    const int copy = c * s.stages_per_chain() + s.model_part(stage);
-    if (copy == stage) continue;
-    Link l = topo.p2p_link(s.rank_of(stage), s.rank_of(copy));
-    if (l.kind != "self" && (link.kind == "self" || l.bandwidth_Bps < link.bandwidth_Bps)) link = l;
-  }
-  return link;
-}
-
 }  // namespace
 
 Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,
@@ -86,7 +72,7 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
     w.reduce_bytes[static_cast<size_t>(st)] =
         s.num_chains == 1 ? allreduce_bytes_of(sc.reduce_grad_s, w.reduce_scatter ? 2 : 1, topo.allreduce_path(costmodel::kDp),
                                                "stage " + std::to_string(st) + " reduce_grad_s")
-                          : ring_bytes(sc.reduce_grad_s, p.dp * s.num_chains, reduce_link(s, st, topo, dp), st, "reduce_grad_s");
+                          : ring_bytes(sc.reduce_grad_s, p.dp * s.num_chains, costmodel::chain_reduce_link(s, st, topo, dp), st, "reduce_grad_s");
     // One tp all-reduce: the forward's tp time over its count (measured or analytic alike).
     if (sc.tp_allreduces_f > 0)
       w.tp_bytes[static_cast<size_t>(st)] =
