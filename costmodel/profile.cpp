@@ -310,6 +310,7 @@ ClusterSpec calibrated_cluster(const ClusterSpec& c, const Profile& p, std::vect
   ClusterSpec k = c;
   k.intra_node_latency_s = f.alpha_s;
   k.intra_node_bandwidth_Bps = 1 / f.beta_s_per_byte;
+  k.intra_node_bus_efficiency = 1;  // measured: already what a transfer achieves
   if (notes) {
     std::ostringstream o;
     o << "intra-node link from the measured p2p (" << f.points << " sizes): latency " << f.alpha_s * 1e6 << " us, "

@@ -154,6 +154,10 @@ nlohmann::json to_json(const ClusterSpec& c) {
           {"nics_per_node", c.nics_per_node},
           {"inter_node_topology", c.inter_node_topology},
           {"host_link_bandwidth_Bps", c.host_link_bandwidth_Bps},
+          {"intra_node_bus_efficiency", c.intra_node_bus_efficiency},
+          {"fast_group_bus_efficiency", c.fast_group_bus_efficiency},
+          {"inter_node_bus_efficiency", c.inter_node_bus_efficiency},
+          {"bus_efficiency_source", c.bus_efficiency_source},
           {"source", c.source}};
 }
 
@@ -233,6 +237,10 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   c.nics_per_node = r.opt<int>("nics_per_node", 1);
   c.inter_node_topology = r.opt<std::string>("inter_node_topology", "star");
   c.host_link_bandwidth_Bps = r.req<double>("host_link_bandwidth_Bps");
+  c.intra_node_bus_efficiency = r.opt<double>("intra_node_bus_efficiency", 1.0);
+  c.fast_group_bus_efficiency = r.opt<double>("fast_group_bus_efficiency", 1.0);
+  c.inter_node_bus_efficiency = r.opt<double>("inter_node_bus_efficiency", 1.0);
+  c.bus_efficiency_source = r.opt<std::string>("bus_efficiency_source", "");
   c.source = r.opt<std::string>("source", "");
   r.done();
   check(c);
@@ -312,6 +320,10 @@ void check(const ClusterSpec& c) {
   if (c.inter_node_topology != "star" && c.inter_node_topology != "fat-tree")
     bad(w, "inter_node_topology", "\"" + c.inter_node_topology + "\"", "allowed: star, fat-tree");
   positive(w, "host_link_bandwidth_Bps", c.host_link_bandwidth_Bps);
+  for (auto [field, v] : {std::pair{"intra_node_bus_efficiency", c.intra_node_bus_efficiency},
+                          {"fast_group_bus_efficiency", c.fast_group_bus_efficiency},
+                          {"inter_node_bus_efficiency", c.inter_node_bus_efficiency}})
+    if (!(v > 0 && v <= 1)) bad(w, field, num(v), "must be in (0, 1]");
 }
 
 void check(const ParallelPlan& p) {

@@ -61,9 +61,21 @@ struct ClusterSpec {
   int nics_per_node = 1;
   std::string inter_node_topology = "star";  // "star" or "fat-tree"
   double host_link_bandwidth_Bps = 0;   // GPU <-> host memory, per GPU, per direction (offload)
+  // Bus-bandwidth efficiency per link kind: the fraction of a link's nominal bandwidth that
+  // NCCL's collectives and transfers reach on it (nccl-tests bus bandwidth over the nominal
+  // figure), in (0, 1]; 1 takes the nominal figure as achieved.
+  double intra_node_bus_efficiency = 1;  // of intra_node_bandwidth_Bps
+  double fast_group_bus_efficiency = 1;  // of fast_group_bandwidth_Bps
+  double inter_node_bus_efficiency = 1;  // of inter_node_bandwidth_Bps (one NIC)
+  std::string bus_efficiency_source;     // where these fractions come from
   std::string source;
 
   int num_gpus() const { return nodes * gpus_per_node; }
+  // What a transfer or a collective gets from each link kind: nominal times efficiency. Every
+  // engine (costmodel/topology.cpp, sim/platform.cpp) reads links through these.
+  double intra_node_achieved_Bps() const { return intra_node_bandwidth_Bps * intra_node_bus_efficiency; }
+  double fast_group_achieved_Bps() const { return fast_group_bandwidth_Bps * fast_group_bus_efficiency; }
+  double inter_node_achieved_Bps() const { return inter_node_bandwidth_Bps * inter_node_bus_efficiency; }
 };
 
 enum class RecomputePolicy {

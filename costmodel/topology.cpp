@@ -37,17 +37,17 @@ Coords Topology::coords(int g) const {
 
 Link Topology::raw_link(int a, int b) const {
   if (a == b) return {0, 0, "self"};
-  if (node_of(a) != node_of(b)) return {cluster_.inter_node_bandwidth_Bps, cluster_.inter_node_latency_s, "inter-node"};
+  if (node_of(a) != node_of(b)) return {cluster_.inter_node_achieved_Bps(), cluster_.inter_node_latency_s, "inter-node"};
   int fg = cluster_.fast_group_size;
   if (fg > 1 && (a % gpus_per_node_) / fg == (b % gpus_per_node_) / fg)
-    return {cluster_.fast_group_bandwidth_Bps, cluster_.fast_group_latency_s, "fast-group"};
-  return {cluster_.intra_node_bandwidth_Bps, cluster_.intra_node_latency_s, "intra-node"};
+    return {cluster_.fast_group_achieved_Bps(), cluster_.fast_group_latency_s, "fast-group"};
+  return {cluster_.intra_node_achieved_Bps(), cluster_.intra_node_latency_s, "intra-node"};
 }
 
 Link Topology::inter_node_shared(int flows) const {
   flows = std::max(flows, 1);
   double share = static_cast<double>(std::min(flows, cluster_.nics_per_node)) / flows;
-  return {cluster_.inter_node_bandwidth_Bps * share, cluster_.inter_node_latency_s, "inter-node"};
+  return {cluster_.inter_node_achieved_Bps() * share, cluster_.inter_node_latency_s, "inter-node"};
 }
 
 Link Topology::p2p_link(int pp_a, int pp_b) const {
@@ -124,7 +124,7 @@ AllReducePath Topology::allreduce_path(Axis axis) const {
     path.local = L;
     path.nodes = N;
     path.intra = intra;
-    path.inter = {cluster_.inter_node_bandwidth_Bps / worst, cluster_.inter_node_latency_s, "inter-node"};
+    path.inter = {cluster_.inter_node_achieved_Bps() / worst, cluster_.inter_node_latency_s, "inter-node"};
   }
   path_cache_[axis] = path;
   return path;

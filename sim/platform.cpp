@@ -89,20 +89,20 @@ Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std
   for (int n = 0; n < nodes; ++n) {
     b.cpu.push_back(b.zone->create_host("node-" + std::to_string(n) + "-cpu", 1e9));
     for (int i = 0; i < c.nics_per_node; ++i)
-      b.nic.push_back(duplex(b.zone, "node-" + std::to_string(n) + "-nic-" + std::to_string(i), c.inter_node_bandwidth_Bps,
+      b.nic.push_back(duplex(b.zone, "node-" + std::to_string(n) + "-nic-" + std::to_string(i), c.inter_node_achieved_Bps(),
                              c.inter_node_latency_s));
   }
   if (c.inter_node_topology == "fat-tree") {
     const int leaves = (nodes + opt.fat_tree_leaf_nodes - 1) / opt.fat_tree_leaf_nodes;
-    const double up = opt.fat_tree_leaf_nodes * c.nics_per_node * c.inter_node_bandwidth_Bps;
+    const double up = opt.fat_tree_leaf_nodes * c.nics_per_node * c.inter_node_achieved_Bps();
     for (int l = 0; l < leaves; ++l) b.leaf.push_back(duplex(b.zone, "leaf-" + std::to_string(l), up, 0));
   }
   for (int g = 0; g < num_gpus; ++g) {
     const std::string n = "gpu-" + std::to_string(g);
     b.gpu.push_back(b.zone->create_host(n, speed));
-    b.port.push_back(duplex(b.zone, n + "-" + c.intra_node_link, c.intra_node_bandwidth_Bps, c.intra_node_latency_s));
+    b.port.push_back(duplex(b.zone, n + "-" + c.intra_node_link, c.intra_node_achieved_Bps(), c.intra_node_latency_s));
     b.bridge.push_back(c.fast_group_size > 1 ? duplex(b.zone, n + "-" + (c.fast_group_link.empty() ? "bridge" : c.fast_group_link),
-                                                      c.fast_group_bandwidth_Bps, c.fast_group_latency_s)
+                                                      c.fast_group_achieved_Bps(), c.fast_group_latency_s)
                                              : nullptr);
     b.host.push_back(duplex(b.zone, n + "-host", c.host_link_bandwidth_Bps, 0));
   }
@@ -206,11 +206,11 @@ Platform build_unit_platform(const costmodel::ClusterSpec& c, const costmodel::T
       node_of[static_cast<size_t>(u)] = node;
       host[static_cast<size_t>(u)] = zone->create_host(name, speed);
       peer[static_cast<size_t>(u)] = zone->create_host(name + "-tp-peer", speed);
-      port[static_cast<size_t>(u)] = duplex(zone, name + "-" + c.intra_node_link, t * c.intra_node_bandwidth_Bps, c.intra_node_latency_s);
+      port[static_cast<size_t>(u)] = duplex(zone, name + "-" + c.intra_node_link, t * c.intra_node_achieved_Bps(), c.intra_node_latency_s);
       auto& nl = nic_links[{node, nics}];
       if (!nl)
         nl = duplex(zone, "node-" + std::to_string(node) + "-nic-" + std::to_string(nics.front()) + "-" + std::to_string(nics.back()),
-                    static_cast<double>(nics.size()) * c.inter_node_bandwidth_Bps, c.inter_node_latency_s);
+                    static_cast<double>(nics.size()) * c.inter_node_achieved_Bps(), c.inter_node_latency_s);
       nic[static_cast<size_t>(u)] = nl;
       auto& cp = cpu_of_node[node];
       if (!cp) cp = zone->create_host("node-" + std::to_string(node) + "-cpu", 1e9);
@@ -231,7 +231,7 @@ Platform build_unit_platform(const costmodel::ClusterSpec& c, const costmodel::T
   if (c.inter_node_topology == "fat-tree")
     for (const auto& [node, cp] : cpu_of_node) {
       auto& l = leaf[node / leaf_nodes];
-      if (!l) l = duplex(zone, "leaf-" + std::to_string(node / leaf_nodes), leaf_nodes * c.nics_per_node * c.inter_node_bandwidth_Bps, 0);
+      if (!l) l = duplex(zone, "leaf-" + std::to_string(node / leaf_nodes), leaf_nodes * c.nics_per_node * c.inter_node_achieved_Bps(), 0);
     }
   std::set<std::pair<int, int>> routed;
   for (auto [a, b] : pairs) {

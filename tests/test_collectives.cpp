@@ -66,8 +66,8 @@ TEST(Collectives, DpGroupOverSixNodesIsTwoLevelWithANicPerRing) {
   EXPECT_EQ(p.local, 8);
   EXPECT_EQ(p.nodes, 6);
   EXPECT_EQ(p.intra.kind, "intra-node");
-  EXPECT_DOUBLE_EQ(p.intra.bandwidth_Bps, c.intra_node_bandwidth_Bps);
-  EXPECT_DOUBLE_EQ(p.inter.bandwidth_Bps, c.inter_node_bandwidth_Bps);
+  EXPECT_DOUBLE_EQ(p.intra.bandwidth_Bps, c.intra_node_achieved_Bps());
+  EXPECT_DOUBLE_EQ(p.inter.bandwidth_Bps, c.inter_node_achieved_Bps());
   // About 5x faster than the flat ring through one NIC for a 1.7B model's 16-bit gradients.
   const double S = 3.4e9;
   EXPECT_LT(allreduce_s(S, p), 0.25 * ring_allreduce_s(S, 48, p.flat));
@@ -78,7 +78,7 @@ TEST(Collectives, CrossNodeRingsShareFewerNics) {
   c.nics_per_node = 2;  // 8 rings through 2 NICs: 4 flows each
   AllReducePath p = Topology(c, plan(48, 1, 1)).allreduce_path(kDp);
   ASSERT_TRUE(p.two_level());
-  EXPECT_DOUBLE_EQ(p.inter.bandwidth_Bps, c.inter_node_bandwidth_Bps / 4);
+  EXPECT_DOUBLE_EQ(p.inter.bandwidth_Bps, c.inter_node_achieved_Bps() / 4);
 }
 
 TEST(Collectives, FlatWhereTheGroupHasOneMemberPerNodeOrStaysInOne) {
@@ -96,7 +96,7 @@ TEST(Collectives, FlatWhereTheGroupHasOneMemberPerNodeOrStaysInOne) {
   AllReducePath mixed = Topology(c, plan(12, 4, 1)).allreduce_path(kDp);
   ASSERT_TRUE(mixed.two_level());
   EXPECT_EQ(mixed.local, 2);
-  EXPECT_DOUBLE_EQ(mixed.inter.bandwidth_Bps, c.inter_node_bandwidth_Bps);
+  EXPECT_DOUBLE_EQ(mixed.inter.bandwidth_Bps, c.inter_node_achieved_Bps());
 }
 
 // merak-3090-64: 4 GPUs and one NIC per node. With tp 2 a dp 8 group has 2 members on each of
@@ -109,8 +109,8 @@ TEST(Collectives, FlatRingWinsWhereOneNicWouldCarryEveryCrossNodeRing) {
   ASSERT_TRUE(p.two_level());
   EXPECT_EQ(p.local, 2);
   EXPECT_EQ(p.nodes, 4);
-  EXPECT_DOUBLE_EQ(p.inter.bandwidth_Bps, c.inter_node_bandwidth_Bps / 4);
-  EXPECT_DOUBLE_EQ(p.flat.bandwidth_Bps, std::min(c.intra_node_bandwidth_Bps, c.inter_node_bandwidth_Bps / 2));
+  EXPECT_DOUBLE_EQ(p.inter.bandwidth_Bps, c.inter_node_achieved_Bps() / 4);
+  EXPECT_DOUBLE_EQ(p.flat.bandwidth_Bps, std::min(c.intra_node_achieved_Bps(), c.inter_node_achieved_Bps() / 2));
   const double S = 1.4e9;
   EXPECT_FALSE(allreduce_two_level(S, p));
   EXPECT_DOUBLE_EQ(allreduce_s(S, p), ring_allreduce_s(S, 8, p.flat));

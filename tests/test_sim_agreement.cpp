@@ -151,8 +151,8 @@ TEST(SimAgreement, HierarchicalAllReduceWhenTheDpGroupSpansNodes) {
   auto m = costmodel::load_model("gpt3-7.5b");
   auto e = costmodel::estimate(m, c, p);
   const double bytes = e.costs.params[0] * m.bytes_per_param;
-  const double ai = c.intra_node_latency_s, bi = c.intra_node_bandwidth_Bps;
-  const double ae = c.inter_node_latency_s, be = c.inter_node_bandwidth_Bps;
+  const double ai = c.intra_node_latency_s, bi = c.intra_node_achieved_Bps();
+  const double ae = c.inter_node_latency_s, be = c.inter_node_achieved_Bps();
   const double t_hier = 2 * (ai + bytes / 2 / bi) + 2 * (ae + bytes / 4 / be);  // L = 2, N = 2
   const double t_flat = 6 * (ae + bytes / 4 / be);                               // one ring of 4
   EXPECT_NEAR(e.costs.stages[0].reduce_grad_s, t_hier, 1e-9 * t_hier);

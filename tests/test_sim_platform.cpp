@@ -34,6 +34,7 @@ TwoGpus two_gpus(bool inter) {
   s.cluster.nics_per_node = 1;
   s.cluster.inter_node_latency_s = s.cluster.intra_node_latency_s = kLatency_s;
   s.cluster.inter_node_bandwidth_Bps = s.cluster.intra_node_bandwidth_Bps = kBandwidth_Bps;
+  s.cluster.inter_node_bus_efficiency = s.cluster.intra_node_bus_efficiency = 1;  // kBandwidth_Bps is what a transfer gets
   s.plan.pp = 2;
   s.plan.num_microbatches = 2;
   s.schedule = costmodel::plan_schedule(s.plan);

@@ -85,6 +85,11 @@ TEST(Specs, ErrorsNameFieldValueAndAllowed) {
   c = to_json(load_cluster("merak-3090-64"));
   c["achieved_efficiency"] = 1.5;
   EXPECT_NE(error_of([&] { cluster_from_json(c); }).find("must be in (0, 1]"), std::string::npos);
+  c = to_json(load_cluster("h100-nvl-ib-64"));
+  c["inter_node_bus_efficiency"] = 0;
+  EXPECT_NE(error_of([&] { cluster_from_json(c); }).find("inter_node_bus_efficiency = 0 is invalid (must be in (0, 1])"),
+            std::string::npos)
+      << error_of([&] { cluster_from_json(c); });
 
   EXPECT_NE(error_of([] { plan_from_json({{"num_microbatches", 4}, {"rank_order", "tp-pp"}}); }).find("permutation"),
             std::string::npos);

@@ -34,15 +34,15 @@ TEST(Topology, LinksOnMerakCluster) {
   Topology t(c, plan(2, 4, 8));
   Link tp = t.group_link(kTp);
   EXPECT_EQ(tp.kind, "intra-node");
-  EXPECT_DOUBLE_EQ(tp.bandwidth_Bps, c.intra_node_bandwidth_Bps);
+  EXPECT_DOUBLE_EQ(tp.bandwidth_Bps, c.intra_node_achieved_Bps());
   // dp pairs are 4 ranks apart: different nodes; 4 dp rings cross each node's single NIC.
   Link dp = t.group_link(kDp);
   EXPECT_EQ(dp.kind, "inter-node");
-  EXPECT_DOUBLE_EQ(dp.bandwidth_Bps, c.inter_node_bandwidth_Bps / 4);
+  EXPECT_DOUBLE_EQ(dp.bandwidth_Bps, c.inter_node_achieved_Bps() / 4);
   // Pipeline neighbours are 8 ranks apart; the node's 4 ranks of a stage send together.
   Link pp = t.p2p_link(0, 1);
   EXPECT_EQ(pp.kind, "inter-node");
-  EXPECT_DOUBLE_EQ(pp.bandwidth_Bps, c.inter_node_bandwidth_Bps / 4);
+  EXPECT_DOUBLE_EQ(pp.bandwidth_Bps, c.inter_node_achieved_Bps() / 4);
   EXPECT_EQ(t.group_link(kPp).kind, "inter-node");
 }
 
@@ -50,7 +50,7 @@ TEST(Topology, IntraNodePipelineAndFastGroups) {
   ClusterSpec c = load_cluster("oases-3090-nvlink-32");  // NVLink-bridged pairs
   Topology t(c, plan(8, 2, 2, "tp-pp-dp"));
   EXPECT_EQ(t.group_link(kTp).kind, "fast-group");
-  EXPECT_DOUBLE_EQ(t.group_link(kTp).bandwidth_Bps, c.fast_group_bandwidth_Bps);
+  EXPECT_DOUBLE_EQ(t.group_link(kTp).bandwidth_Bps, c.fast_group_achieved_Bps());
   EXPECT_EQ(t.p2p_link(0, 1).kind, "intra-node");
   EXPECT_EQ(t.p2p_link(1, 1).kind, "self");
 }
@@ -60,5 +60,22 @@ TEST(Topology, ManyNicsAreShared) {
   Topology t(c, plan(8, 8, 1));
   Link dp = t.group_link(kDp);  // 8 rings through 8 NICs: one NIC each
   EXPECT_EQ(dp.kind, "inter-node");
-  EXPECT_DOUBLE_EQ(dp.bandwidth_Bps, c.inter_node_bandwidth_Bps);
+  EXPECT_DOUBLE_EQ(dp.bandwidth_Bps, c.inter_node_achieved_Bps());
+}
+
+// The bus-bandwidth efficiency of each link kind scales what every hop gets: nominal times
+// efficiency, in the pipeline's links and in the collectives' paths alike.
+TEST(Topology, LinksGetTheirKindsBusEfficiency) {
+  auto c = load_cluster("h100-nvl-ib-64");
+  EXPECT_DOUBLE_EQ(c.intra_node_bus_efficiency, 0.82);
+  EXPECT_DOUBLE_EQ(c.inter_node_bus_efficiency, 0.94);
+  ParallelPlan p;
+  p.tp = 8;
+  p.pp = 2;
+  Topology t(c, p);
+  EXPECT_DOUBLE_EQ(t.group_link(kTp).bandwidth_Bps, 0.82 * c.intra_node_bandwidth_Bps);
+  EXPECT_DOUBLE_EQ(t.p2p_link(0, 1).bandwidth_Bps, 0.94 * c.inter_node_bandwidth_Bps);
+  c.intra_node_bus_efficiency = c.inter_node_bus_efficiency = 1;
+  Topology nominal(c, p);
+  EXPECT_DOUBLE_EQ(nominal.group_link(kTp).bandwidth_Bps, c.intra_node_bandwidth_Bps);
 }
