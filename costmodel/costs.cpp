@@ -278,7 +278,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
       // distributed optimizer; ZeRO, Rajbhandari et al. SC20), the parameters all-gathered after
       // the step (param_gather_s below).
       sc.reduce_grad_s = comm_s(prof, "reduce_scatter", p.dp, grad_bytes, dp_link, reduce_scatter_s(grad_bytes, dp_path), table.notes);
-      sc.reduce_grad_latency_s = allreduce_latency_s(grad_bytes, dp_path) / 2;
+      sc.reduce_grad_latency_s = allreduce_latency_s(grad_bytes, dp_path, /*tree_allowed=*/false) / 2;
     } else if (s.num_chains == 1) {
       sc.reduce_grad_s = comm_s(prof, "all_reduce", p.dp, grad_bytes, dp_link, allreduce_s(grad_bytes, dp_path), table.notes);
       sc.reduce_grad_latency_s = allreduce_latency_s(grad_bytes, dp_path);

@@ -99,16 +99,16 @@ AllReducePath Topology::allreduce_path(Axis axis) const {
   path.ranks = size_[axis];
   path.flat = group_link(axis);
   int L = 0, N = 0;
-  bool two_level = path.ranks > 1;
+  bool uniform = path.ranks > 1;  // every group has L members on each of its N >= 2 nodes
   std::map<std::pair<int, int>, int> nic_flows;  // (node, nic) -> cross-node rings through it
   Link intra{0, 0, "self"};
   for (const auto& mem : groups(axis)) {
     std::map<int, std::vector<int>> by_node;  // members of this group on each node, in ring order
     for (int g : mem) by_node[node_of(g)].push_back(g);
     const int l = static_cast<int>(by_node.begin()->second.size()), nn = static_cast<int>(by_node.size());
-    for (const auto& [node, on] : by_node) two_level = two_level && static_cast<int>(on.size()) == l;
-    two_level = two_level && l >= 2 && nn >= 2 && (L == 0 || (L == l && N == nn));
-    if (!two_level) break;
+    for (const auto& [node, on] : by_node) uniform = uniform && static_cast<int>(on.size()) == l;
+    uniform = uniform && nn >= 2 && (L == 0 || (L == l && N == nn));
+    if (!uniform) break;
     L = l;
     N = nn;
     for (const auto& [node, on] : by_node)
@@ -118,7 +118,7 @@ AllReducePath Topology::allreduce_path(Axis axis) const {
         if (intra.kind == "self" || hop.bandwidth_Bps < intra.bandwidth_Bps) intra = hop;
       }
   }
-  if (two_level) {
+  if (uniform) {
     int worst = 1;
     for (const auto& [nic, flows] : nic_flows) worst = std::max(worst, flows);
     path.local = L;

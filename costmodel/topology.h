@@ -39,10 +39,11 @@ class Topology {
   // of that axis that cross the node at the same time.
   Link group_link(Axis axis) const;
   int group_size(Axis axis) const { return size_[axis]; }
-  // How the groups along an axis all-reduce (comm.h): two-level where every group has the
-  // same L >= 2 members on each of N >= 2 nodes, else the flat ring on group_link(axis). The
-  // cross-node rings of all groups share the node's NICs as the simulator's platform wires
-  // them: GPU with local index i sends through NIC i % nics_per_node.
+  // How the groups along an axis all-reduce (comm.h): where every group has the same L >= 1
+  // members on each of N >= 2 nodes, the path offers the tree (and, for L >= 2, the ring
+  // with a channel per member's NIC) beside the flat ring on group_link(axis). The cross-node traffic of all groups shares
+  // the node's NICs as the simulator's platform wires them: GPU with local index i sends
+  // through NIC i % nics_per_node.
   AllReducePath allreduce_path(Axis axis) const;
 
  private:

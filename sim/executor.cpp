@@ -20,7 +20,7 @@ std::vector<std::vector<int>> node_groups(const std::vector<int>& gpus, const co
     if (idx.size() != per_node) return {};
     out.push_back(std::move(idx));
   }
-  if (out.size() < 2 || out.front().size() < 2) return {};
+  if (out.size() < 2) return {};
   return out;
 }
 
@@ -221,39 +221,99 @@ std::vector<Done> Runner::flat_ring(int k, const std::vector<Member>& mem, int t
   return out;
 }
 
-// A dp group's all-reduce on lane t: flat when the group lies in one node, has one member per
-// node, or where the evaluator's cost model finds the flat ring faster for this size
-// (costmodel::allreduce_two_level), else two-level: reduce-scatter inside each
-// node (L-1 steps of S/L), a ring across the N nodes among the members with the same local
-// index (2(N-1) steps of S/(L N)), all-gather inside each node (L-1 steps of S/L).
-// A distributed optimizer runs the two halves apart: the reduce-scatter (in-node, then cross-
-// node: L-1 and N-1 steps) at REDUCE_GRAD, the all-gather (cross-node, then in-node) after the
-// optimizer step.
+// A dp group's all-reduce on lane t in the form the evaluator's cost model picks for this size
+// (costmodel::allreduce_algorithm; rings only for a half): the flat ring step by step when the
+// group lies in one node, is not spread evenly or where that is fastest; else NCCL's ring with a
+// channel per member's NIC or its tree (fill_then_stream). A distributed optimizer runs the two
+// halves apart: the reduce-scatter at REDUCE_GRAD, the all-gather after the optimizer step.
 std::vector<Done> Runner::dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue,
                                        Half half) {
   std::vector<int> gpus;
   for (const Member& m : mem) gpus.push_back(gpu(m.rank * dp_ + m.d, t));
   const auto groups = opt_.hierarchical_dp ? node_groups(gpus, topo_) : std::vector<std::vector<int>>{};
-  if (groups.empty() || !costmodel::allreduce_two_level(bytes, topo_.allreduce_path(costmodel::kDp)))
-    return flat_ring(k, mem, t, bytes, issue, half);
+  using costmodel::AllReduceAlgo;
+  const AllReduceAlgo algo = groups.empty() ? AllReduceAlgo::Flat
+                                            : costmodel::allreduce_algorithm(bytes, topo_.allreduce_path(costmodel::kDp), half == Half::Both);
+  if (algo == AllReduceAlgo::Flat) return flat_ring(k, mem, t, bytes, issue, half);
   const int N = static_cast<int>(groups.size()), L = static_cast<int>(groups.front().size());
-  auto in_node = [&](const std::vector<Done>& from, std::vector<Done>& to) {
-    for (const auto& g : groups) ring_phase(k, mem, g, t, L - 1, bytes / L, from, to);
-  };
-  auto cross_node = [&](int steps, const std::vector<Done>& from, std::vector<Done>& to) {
-    for (int i = 0; i < L; ++i) {
-      std::vector<int> peers;
-      for (const auto& g : groups) peers.push_back(g[static_cast<size_t>(i)]);
-      ring_phase(k, mem, peers, t, steps, bytes / (static_cast<double>(L) * N), from, to);
+  std::vector<std::pair<int, int>> fill;
+  std::vector<LinkShare> streams;
+  if (algo == AllReduceAlgo::Channels) {
+    // Channel c: node by node, each node's members from index c on, so it leaves node n
+    // through member (c + L - 1) % L. Its steps: 2(n-1), or n-1 for a half; the fill follows
+    // channel 0 step by step.
+    const int n = N * L, steps = (half == Half::Both ? 2 : 1) * (n - 1);
+    for (int c = 0; c < L; ++c) {
+      std::vector<int> order;
+      for (int node = 0; node < N; ++node)
+        for (int j = 0; j < L; ++j) order.push_back(groups[static_cast<size_t>(node)][static_cast<size_t>((c + j) % L)]);
+      for (int j = 0; j < n; ++j)
+        streams.push_back({order[static_cast<size_t>(j)], order[static_cast<size_t>((j + 1) % n)], static_cast<double>(steps) / n * bytes / L});
+      for (int s = 0; c == 0 && s < steps; ++s) fill.emplace_back(order[static_cast<size_t>(s % n)], order[static_cast<size_t>((s + 1) % n)]);
     }
-  };
-  std::vector<Done> a(mem.size()), b(mem.size()), out(mem.size());
-  switch (half) {
-    case Half::ReduceScatter: in_node(issue, a); cross_node(N - 1, a, out); break;
-    case Half::AllGather: cross_node(N - 1, issue, a); in_node(a, out); break;
-    case Half::Both: in_node(issue, a); cross_node(2 * (N - 1), a, b); in_node(b, out); break;
+  } else {
+    // Tree: the fill goes up node 0's chain, across tree_depth(N) nodes and back down; channel
+    // c's chains start at member c, which carries its trees' edges across nodes.
+    for (int j = L - 1; j > 0; --j) fill.emplace_back(groups[0][static_cast<size_t>(j)], groups[0][static_cast<size_t>(j - 1)]);
+    for (int i = 0; i < costmodel::tree_depth(N); ++i) fill.emplace_back(groups[static_cast<size_t>(i)][0], groups[static_cast<size_t>(i + 1)][0]);
+    for (size_t i = fill.size(); i-- > 0;) fill.emplace_back(fill[i].second, fill[i].first);
+    for (int c = 0; c < L; ++c) {
+      auto member = [&](int node, int j) { return groups[static_cast<size_t>(node)][static_cast<size_t>((c + j) % L)]; };
+      for (int node = 0; node < N; ++node) {
+        for (int j = 1; j < L; ++j) {  // both trees' halves: S/L each way
+          streams.push_back({member(node, j), member(node, j - 1), bytes / L});
+          streams.push_back({member(node, j - 1), member(node, j), bytes / L});
+        }
+        for (int w = 0; w < 2; ++w)
+          if (const int par = costmodel::double_tree_parent(node, N, w); par >= 0) {
+            streams.push_back({member(node, 0), member(par, 0), bytes / (2.0 * L)});
+            streams.push_back({member(par, 0), member(node, 0), bytes / (2.0 * L)});
+          }
+      }
+    }
   }
-  return out;
+  return fill_then_stream(k, mem, t, issue, fill, streams);
+}
+
+// A pipelined collective as a fluid: its fill, one zero-byte hop after the other along
+// `fill` (each paying its link's latency: the collective's latency term), after every member
+// has issued it; then its streaming, every stream at once with all its bytes, sharing the
+// links (the bandwidth term, with contention). Every member is done when the last stream is.
+std::vector<Done> Runner::fill_then_stream(int k, const std::vector<Member>& mem, int t, const std::vector<Done>& issue,
+                                           const std::vector<std::pair<int, int>>& fill, const std::vector<LinkShare>& streams) {
+  auto hop = [&](int from, int to, double b) {
+    const Member& a = mem[static_cast<size_t>(from)];
+    const Member& z = mem[static_cast<size_t>(to)];
+    Record rec;
+    rec.unit = a.rank * dp_ + a.d;
+    rec.peer_unit = z.rank * dp_ + z.d;
+    rec.iteration = k;
+    rec.position = a.pos;
+    rec.src_gpu = gpu(rec.unit, t);
+    rec.dst_gpu = gpu(rec.peer_unit, t);
+    rec.comm = CommKind::DataParallel;
+    return flow(pf_.gpus[static_cast<size_t>(rec.src_gpu)], pf_.gpus[static_cast<size_t>(rec.dst_gpu)], b, rec);
+  };
+  Act last = kNone;
+  for (size_t i = 0; i < fill.size(); ++i) {
+    const Act f = hop(fill[i].first, fill[i].second, 0);
+    if (i == 0)
+      for (const Done& d : issue) add_edges(d, f);
+    else
+      add_edge(last, f);
+    last = f;
+  }
+  Done all;
+  all.chain_only = false;
+  for (const LinkShare& st : streams) {
+    const Act f = hop(st.from, st.to, st.bytes);
+    if (last == kNone)
+      for (const Done& d : issue) add_edges(d, f);
+    else
+      add_edge(last, f);
+    all.acts.push_back(f);
+  }
+  return std::vector<Done>(mem.size(), all);
 }
 
 // The parameter all-gather of a distributed optimizer after rank r's optimizer step at pos, for
@@ -512,18 +572,27 @@ std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, cons
         if (p.dp > 1) out.insert({g, topo.global_rank({t, (d + 1) % p.dp, r})});
         if (p.tp > 1 && opt.tp_comm == TpComm::Explicit) out.insert({g, topo.global_rank({(t + 1) % p.tp, d, r})});
       }
-  // Hierarchical dp all-reduces: neighbours inside each node and across nodes.
+  // NCCL-like dp all-reduces (channel rings and trees): neighbours inside each node and across nodes.
   for (int r = 0; opt.hierarchical_dp && p.dp > 1 && r < p.pp; ++r)
     for (int t = 0; t < p.tp; ++t) {
       std::vector<int> gpus;
       for (int d = 0; d < p.dp; ++d) gpus.push_back(topo.global_rank({t, d, r}));
       const auto groups = node_groups(gpus, topo);
-      const size_t N = groups.size();
-      for (size_t n = 0; n < N; ++n)
-        for (size_t i = 0; i < groups[n].size(); ++i) {
-          const int g = gpus[static_cast<size_t>(groups[n][i])];
-          out.insert({g, gpus[static_cast<size_t>(groups[n][(i + 1) % groups[n].size()])]});
-          out.insert({g, gpus[static_cast<size_t>(groups[(n + 1) % N][i])]});
+      const int N = static_cast<int>(groups.size());
+      auto at = [&](int n, size_t i) { return gpus[static_cast<size_t>(groups[static_cast<size_t>(n)][i])]; };
+      for (int n = 0; n < N; ++n)
+        for (size_t i = 0; i < groups[static_cast<size_t>(n)].size(); ++i) {
+          const size_t next = (i + 1) % groups[static_cast<size_t>(n)].size();
+          out.insert({at(n, i), at(n, next)});  // rings and the trees' chains, both ways
+          out.insert({at(n, next), at(n, i)});
+          out.insert({at(n, i), at((n + 1) % N, i)});  // the tree's fill across nodes, both ways
+          out.insert({at((n + 1) % N, i), at(n, i)});
+          out.insert({at(n, i), at((n + 1) % N, next)});  // the channels' rings across nodes
+          for (int w = 0; w < 2; ++w)  // the trees' edges across nodes, both ways
+            if (const int par = costmodel::double_tree_parent(n, N, w); par >= 0) {
+              out.insert({at(n, i), at(par, i)});
+              out.insert({at(par, i), at(n, i)});
+            }
         }
     }
   // Chimera: one ring over the dp groups of every copy of a model part, copy by copy.

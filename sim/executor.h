@@ -56,7 +56,7 @@ std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, cons
                                               const costmodel::Topology& topo, const SimOptions& opt);
 
 // Members of a dp group (their GPUs, in ring order) grouped by node, when the group spans
-// several nodes with the same number L >= 2 of members on each; else empty (flat ring).
+// several nodes with the same number L >= 1 of members on each; else empty (flat ring).
 std::vector<std::vector<int>> node_groups(const std::vector<int>& gpus, const costmodel::Topology& topo);
 
 // Builds the graph, runs the engine, and returns the records. Throws InputError when the

@@ -162,6 +162,12 @@ class Runner {
                               Half half);
   std::vector<Done> dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue,
                                  Half half);
+  struct LinkShare {  // one link's share of a pipelined collective: members' indices and its bytes
+    int from, to;
+    double bytes;
+  };
+  std::vector<Done> fill_then_stream(int k, const std::vector<Member>& mem, int t, const std::vector<Done>& issue,
+                                     const std::vector<std::pair<int, int>>& fill, const std::vector<LinkShare>& streams);
   std::vector<Done>& param_gather(int k, int r, int pos);
   std::vector<Done>& ring(int k, int r, int pos);
   Done copy(int u, int k, int pos, bool to_host, const Done& prev);

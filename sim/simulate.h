@@ -37,7 +37,7 @@ struct SimOptions {
   bool record = false;             // keep spans and network activity (for traces)
   int fat_tree_leaf_nodes = 8;     // fat-tree: nodes under one leaf switch
   bool aggregate_tp = true;        // one flow per tensor-parallel group where exact (docs/sim.md)
-  bool hierarchical_dp = true;     // two-level dp all-reduce where a dp group spans nodes (docs/sim.md)
+  bool hierarchical_dp = true;     // NCCL-like dp all-reduce (two-level ring or tree) where a dp group spans nodes (docs/sim.md)
   bool inner_blocking = false;     // explicit tp: blocking stages also run their inner schedules
                                    // (a piece per block) instead of one ring after each action;
                                    // the same times, about 10x the activities (docs/sim.md)

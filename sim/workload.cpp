@@ -36,10 +36,11 @@ double ring_bytes(double time_s, int n, const Link& l, int stage, const char* fi
 // cost table field for errors.
 double allreduce_bytes_of(double time_s, int halves, const costmodel::AllReducePath& path, const std::string& what) {
   if (time_s <= 0 || path.ranks <= 1) return 0;
-  double bytes = costmodel::allreduce_bytes(halves * time_s, path);
+  const bool tree = halves == 1;  // NCCL runs reduce-scatter and all-gather as rings only
+  double bytes = costmodel::allreduce_bytes(halves * time_s, path, tree);
   if (bytes < 0)
     throw InputError("simulator: cost table " + what + " = " + std::to_string(time_s) + " s is shorter than its collective's latency " +
-                     std::to_string(costmodel::allreduce_latency_s(path) / halves) + " s (must be at least it)");
+                     std::to_string(costmodel::allreduce_latency_s(path, tree) / halves) + " s (must be at least it)");
   return bytes;
 }
 

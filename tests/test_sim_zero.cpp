@@ -35,8 +35,8 @@ void expect_agreement(const costmodel::ModelSpec& m, const costmodel::ClusterSpe
 }
 }  // namespace
 
-// dp 4 over 2 nodes of 2 GPUs with a NIC each: both halves run in two levels.
-TEST(SimZero, TwoLevelHalvesAgreeWithTheEvaluator) {
+// dp 4 over 2 nodes of 2 GPUs with a NIC each: both halves run as rings with a channel per NIC.
+TEST(SimZero, ChannelRingHalvesAgreeWithTheEvaluator) {
   auto c = costmodel::load_cluster("h100-nvl-ib-64");
   c.nodes = 2;
   c.gpus_per_node = 2;

@@ -66,14 +66,14 @@ TEST(Zero, CostTableShardsMemoryAndTheOptimizerStep) {
 }
 
 // The reduce-scatter and the all-gather are each half of the all-reduce on the same path (a
-// ring's two halves; the two-level form's in-node and cross-node halves), so the bytes moved
-// per iteration are those of the all-reduce.
+// ring's two halves, here the ring with a channel per NIC, which the all-reduce of this large
+// buffer takes too), so the bytes moved per iteration are those of the all-reduce.
 TEST(Zero, ReduceScatterAndAllGatherReplaceTheAllReduce) {
   const ModelSpec m = load_model("gpt3-7.5b");
   const ClusterSpec c = two_nodes();
   Estimate e0 = estimate(m, c, plan(8, 1, 1, 0)), e1 = estimate(m, c, plan(8, 1, 1, 1));
   const AllReducePath path = Topology(c, plan(8, 1, 1, 1)).allreduce_path(kDp);
-  ASSERT_TRUE(path.two_level());  // 4 members on each of 2 nodes
+  ASSERT_TRUE(path.channels());  // 4 members on each of 2 nodes
   const double bytes = e1.costs.params[0] * m.bytes_per_param;
   EXPECT_NEAR(e1.costs.stages[0].reduce_grad_s, reduce_scatter_s(bytes, path), 1e-12);
   EXPECT_NEAR(e1.costs.param_gather_s[0], all_gather_s(bytes, path), 1e-12);
