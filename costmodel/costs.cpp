@@ -89,6 +89,28 @@ std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int
   return out;
 }
 
+bool recompute_fused_with_backward(const std::vector<schedules::Action>& list, size_t r_index) {
+  const schedules::Action& r = list[r_index];
+  size_t j = r_index + 1;
+  while (j < list.size() && (list[j].op == schedules::Op::SEND_F || list[j].op == schedules::Op::SEND_B)) ++j;
+  if (j == list.size()) return false;
+  const schedules::Action& b = list[j];
+  if (b.op == schedules::Op::B) return b.stage == r.stage && b.microbatch == r.microbatch;
+  return b.op == schedules::Op::OVERLAP_F_B && b.b_op == schedules::Op::B && b.b_stage == r.stage && b.b_microbatch == r.microbatch;
+}
+
+double kept_activation_bytes(const StageCost& sc, double f) { return (1 - f) * sc.act_bytes + f * sc.ckpt_bytes; }
+
+double recompute_activation_bytes(const StageCost& sc, double f, bool fused) {
+  const double all = f * (sc.act_bytes - sc.ckpt_bytes);
+  if (!fused || sc.layers <= 0) return all;  // unit costs (no layers): the whole share
+  return std::min(all, (sc.act_bytes - sc.ckpt_bytes) / sc.layers);
+}
+
+double backward_freed_bytes(const StageCost& sc, double f, bool fused) {
+  return fused ? kept_activation_bytes(sc, f) + recompute_activation_bytes(sc, f, true) : sc.act_bytes;
+}
+
 Link chain_reduce_link(const Schedule& s, int stage, const Topology& topo, const Link& dp_link) {
   Link link = dp_link;
   for (int c = 0; c < s.num_chains; ++c) {

@@ -74,6 +74,19 @@ std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int
 // the copies' ranks (Chimera Sec. 3.4); with one chain, the dp link.
 Link chain_reduce_link(const schedules::Schedule& s, int stage, const Topology& topo, const Link& dp_link);
 
+// Activation memory of one (stage, microbatch) at each of its events, one rule for the
+// evaluator and the simulator. F keeps (1-f) act + f ckpt (f: its recompute fraction). An R
+// restores what it recomputes before its B: all of it, f (act - ckpt), where it runs apart
+// from its B (Merak's early recomputation, waiting for the gradient with the stage's
+// activations back); one layer's worth where it is fused with its B (the next action on the
+// rank, sends aside, is that B: Megatron-LM recomputes inside the backward one layer at a
+// time, holding the checkpoints and one layer's activations; Korthikanti et al. MLSys 2023
+// Sec. 5). B (or W) frees what the pair held.
+bool recompute_fused_with_backward(const std::vector<schedules::Action>& list, size_t r_index);
+double kept_activation_bytes(const StageCost& sc, double f);
+double recompute_activation_bytes(const StageCost& sc, double f, bool fused);
+double backward_freed_bytes(const StageCost& sc, double f, bool fused);
+
 // Analytic costs: FLOPs (flops.h) over achieved throughput (peak x efficiency), tensor-parallel
 // all-reduces folded into F, B, I and R (two per layer each way, Megatron-LM) on the tp
 // group's link, p2p on the link between the two pipeline ranks, ring all-reduce of gradients

@@ -17,7 +17,8 @@ using schedules::Schedule;
 
 namespace {
 
-enum MemWhat : std::uint8_t { kAllocF, kAllocR, kFree, kOffloadEnd, kReloadStart, kReloadEnd };
+// kAllocRLayer / kFreeFused: an R fused with its backward (costmodel::recompute_fused_with_backward).
+enum MemWhat : std::uint8_t { kAllocF, kAllocR, kAllocRLayer, kFree, kFreeFused, kOffloadEnd, kReloadStart, kReloadEnd };
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
@@ -278,6 +279,10 @@ void Evaluator::compile() {
   for (const auto& list : s.actions)
     for (const Action& a : list)
       if (a.op == Op::R) frac[key(a.stage, a.microbatch)] = a.fraction;
+  std::vector<char> fused(keys, 0);  // (stage, microbatch): its R runs layer by layer inside its B
+  for (const auto& list : s.actions)
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i].op == Op::R && recompute_fused_with_backward(list, i)) fused[key(list[i].stage, list[i].microbatch)] = 1;
   // A copy moves what the forward kept: scale the stage's offload time (for all activations)
   // by the kept share, known once the cost table gives activation and checkpoint bytes.
   for (Node& n : nodes_)
@@ -307,16 +312,22 @@ void Evaluator::compile() {
           mc.push_back({me, false, a.stage, kAllocF, fr(a.stage, a.microbatch)});
           hd.emplace_back(a.stage, +1);
           break;
-        case Op::R: mc.push_back({me, false, a.stage, kAllocR, a.fraction}); break;
+        case Op::R: mc.push_back({me, false, a.stage, fused[key(a.stage, a.microbatch)] ? kAllocRLayer : kAllocR, a.fraction}); break;
         case Op::B: case Op::W:
-          mc.push_back({me, true, a.stage, kFree, 0});
+          if (a.op == Op::B && fused[key(a.stage, a.microbatch)])
+            mc.push_back({me, true, a.stage, kFreeFused, fr(a.stage, a.microbatch)});
+          else
+            mc.push_back({me, true, a.stage, kFree, 0});
           hd.emplace_back(a.stage, -1);
           break;
         case Op::OVERLAP_F_B:
           mc.push_back({me, false, a.stage, kAllocF, fr(a.stage, a.microbatch)});
           hd.emplace_back(a.stage, +1);
           if (a.b_op == Op::B) {
-            mc.push_back({me, true, a.b_stage, kFree, 0});
+            if (fused[key(a.b_stage, a.b_microbatch)])
+              mc.push_back({me, true, a.b_stage, kFreeFused, fr(a.b_stage, a.b_microbatch)});
+            else
+              mc.push_back({me, true, a.b_stage, kFree, 0});
             hd.emplace_back(a.b_stage, -1);
           }
           break;
@@ -444,17 +455,19 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
       auto time_of = [&](const MemOp& op) { return op.at_end ? end[op.node] : start[op.node]; };
       auto delta = [&](const MemOp& op, double& gpu, double& host) {
         const StageCost& sc = c.stages[static_cast<size_t>(op.stage)];
-        double stored = (1 - op.fraction) * sc.act_bytes + op.fraction * sc.ckpt_bytes;
+        const double stored = kept_activation_bytes(sc, op.fraction);
         switch (op.what) {
           case kAllocF: gpu += stored; break;
-          case kAllocR: gpu += op.fraction * (sc.act_bytes - sc.ckpt_bytes); break;
-          case kFree: gpu -= sc.act_bytes; break;
+          case kAllocR: gpu += recompute_activation_bytes(sc, op.fraction, false); break;
+          case kAllocRLayer: gpu += recompute_activation_bytes(sc, op.fraction, true); break;
+          case kFree: gpu -= backward_freed_bytes(sc, op.fraction, false); break;
+          case kFreeFused: gpu -= backward_freed_bytes(sc, op.fraction, true); break;
           case kOffloadEnd: gpu -= stored; host += stored; break;
           case kReloadStart: gpu += stored; break;
           case kReloadEnd: host -= stored; break;
         }
       };
-      auto frees = [](const MemOp& op) { return op.what == kFree || op.what == kOffloadEnd || op.what == kReloadEnd; };
+      auto frees = [](const MemOp& op) { return op.what == kFree || op.what == kFreeFused || op.what == kOffloadEnd || op.what == kReloadEnd; };
       double gpu = 0, host = 0, peak_gpu = 0, peak_host = 0;
       size_t i = 0, j = 0;
       while (i < a.size() || j < b.size()) {

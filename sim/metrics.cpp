@@ -1,6 +1,8 @@
 #include "sim/metrics.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <tuple>
 
 #include "costmodel/inner.h"
@@ -92,14 +94,20 @@ struct MemEvent {
 std::pair<double, double> peak_memory(const schedules::Schedule& s, const costmodel::CostTable& c,
                                       const std::vector<const Record*>& compute, const std::vector<const Record*>& copies) {
   std::map<std::pair<int, int>, double> frac;  // recompute fraction of (stage, microbatch)
+  std::set<std::pair<int, int>> fused;         // (stage, microbatch) whose R runs inside its B
   for (const auto& list : s.actions)
-    for (const Action& a : list)
-      if (a.op == Op::R) frac[{a.stage, a.microbatch}] = a.fraction;
-  auto stored = [&](int st, int mb) {
-    const auto& sc = c.stages[static_cast<size_t>(st)];
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i].op == Op::R) {
+        frac[{list[i].stage, list[i].microbatch}] = list[i].fraction;
+        if (costmodel::recompute_fused_with_backward(list, i)) fused.insert({list[i].stage, list[i].microbatch});
+      }
+  auto f_of = [&](int st, int mb) {
     auto it = frac.find({st, mb});
-    double f = it == frac.end() ? 0 : it->second;
-    return (1 - f) * sc.act_bytes + f * sc.ckpt_bytes;
+    return it == frac.end() ? 0.0 : it->second;
+  };
+  auto stored = [&](int st, int mb) { return costmodel::kept_activation_bytes(c.stages[static_cast<size_t>(st)], f_of(st, mb)); };
+  auto freed = [&](int st, int mb) {
+    return costmodel::backward_freed_bytes(c.stages[static_cast<size_t>(st)], f_of(st, mb), fused.count({st, mb}) > 0);
   };
   std::vector<MemEvent> ev;
   auto action = [&](const Record* r) -> const Action& {
@@ -110,11 +118,14 @@ std::pair<double, double> peak_memory(const schedules::Schedule& s, const costmo
     const auto& sc = c.stages[static_cast<size_t>(std::max(a.stage, 0))];
     switch (a.op) {
       case Op::F: ev.push_back({r->start_s, false, stored(a.stage, a.microbatch), 0}); break;
-      case Op::R: ev.push_back({r->start_s, false, a.fraction * (sc.act_bytes - sc.ckpt_bytes), 0}); break;
-      case Op::B: case Op::W: ev.push_back({r->end_s, true, -sc.act_bytes, 0}); break;
+      case Op::R:
+        ev.push_back({r->start_s, false, costmodel::recompute_activation_bytes(sc, a.fraction, fused.count({a.stage, a.microbatch}) > 0), 0});
+        break;
+      case Op::B: ev.push_back({r->end_s, true, -freed(a.stage, a.microbatch), 0}); break;
+      case Op::W: ev.push_back({r->end_s, true, -sc.act_bytes, 0}); break;
       case Op::OVERLAP_F_B:
         ev.push_back({r->start_s, false, stored(a.stage, a.microbatch), 0});
-        if (a.b_op == Op::B) ev.push_back({r->end_s, true, -c.stages[static_cast<size_t>(a.b_stage)].act_bytes, 0});
+        if (a.b_op == Op::B) ev.push_back({r->end_s, true, -freed(a.b_stage, a.b_microbatch), 0});
         break;
       default: break;
     }
