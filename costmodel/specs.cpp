@@ -353,6 +353,13 @@ void check(const ParallelPlan& p) {
   positive(w, "grad_bucket_bytes", p.grad_bucket_bytes);
   if (p.zero < 0 || p.zero > 2)
     bad(w, "zero", std::to_string(p.zero), "allowed: 0 (no sharding), 1 (optimizer states), 2 (and gradients)");
+  // Gradients summed over several microbatches cannot be sharded without a reduce-scatter
+  // after every microbatch (DeepSpeed's ZeRO-2 does that, and refuses pipeline parallelism);
+  // stagecraft reduces once per iteration, so it shards gradients only without accumulation.
+  if (p.zero == 2 && p.num_microbatches > 1)
+    bad(w, "zero", "2 with num_microbatches = " + std::to_string(p.num_microbatches),
+        "zero 2 shards the gradients, which accumulating over several microbatches would need a reduce-scatter after "
+        "every microbatch; use zero 1 (Megatron-LM's distributed optimizer) or num_microbatches = 1");
 }
 
 void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) {

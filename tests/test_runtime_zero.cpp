@@ -28,8 +28,17 @@ TEST(RuntimeZero, ShardedOptimizerTrainsAsTheWholeOne) {
   expect_same_training("--model tiny --nproc 2 --dp 2 --microbatches 2 --microbatch-size 2 --steps 5 --seed 5", 1);
 }
 
-TEST(RuntimeZero, WithAPipelineAndZero2) {
-  expect_same_training("--model tiny --nproc 4 --pp 2 --dp 2 --microbatches 4 --schedule 1f1b --steps 4 --seed 5", 2);
+TEST(RuntimeZero, WithAPipeline) {
+  expect_same_training("--model tiny --nproc 4 --pp 2 --dp 2 --microbatches 4 --schedule 1f1b --steps 4 --seed 5", 1);
+}
+
+// Zero 2 shards the gradients too, which needs one microbatch per iteration (no accumulation);
+// with several the plan is refused.
+TEST(RuntimeZero, Zero2WithoutAccumulation) {
+  expect_same_training("--model tiny --nproc 2 --dp 2 --microbatches 1 --microbatch-size 2 --steps 4 --seed 5", 2);
+  TrainRun refused = train("--model tiny --nproc 2 --dp 2 --microbatches 2 --steps 1 --zero 2");
+  EXPECT_EQ(refused.cli.exit_code, 2);
+  EXPECT_NE(refused.cli.err.find("plan.zero = 2 with num_microbatches = 2"), std::string::npos) << refused.cli.err;
 }
 
 // Small buckets: each bucket's chunks cut parameters in the middle.

@@ -45,12 +45,13 @@ TEST(SimZero, ChannelRingHalvesAgreeWithTheEvaluator) {
 }
 
 // One GPU per node: flat rings; with pp 2 the reduce-scatters overlap the other stage's backward.
+// (zero 1: with 4 microbatches accumulating, gradients cannot be sharded, PlanFieldAndErrors.)
 TEST(SimZero, FlatHalvesWithAPipelineAgree) {
   auto c = costmodel::load_cluster("h100-nvl-ib-64");
   c.nodes = 8;
   c.gpus_per_node = 1;
   c.nics_per_node = 1;
-  expect_agreement(costmodel::load_model("gpt3-7.5b"), c, plan(4, 2, 4, 2));
+  expect_agreement(costmodel::load_model("gpt3-7.5b"), c, plan(4, 2, 4, 1));
 }
 
 // Without a distributed optimizer the simulator runs no gather, and the all-reduce takes the

@@ -53,7 +53,9 @@ TEST(Zero, StaticBytesPerParameter) {
 TEST(Zero, CostTableShardsMemoryAndTheOptimizerStep) {
   const ModelSpec m = load_model("gpt3-7.5b");
   const ClusterSpec c = two_nodes();
-  Estimate e0 = estimate(m, c, plan(4, 1, 2, 0)), e1 = estimate(m, c, plan(4, 1, 2, 1)), e2 = estimate(m, c, plan(4, 1, 2, 2));
+  ParallelPlan p2 = plan(4, 1, 2, 2);
+  p2.num_microbatches = 1;  // zero 2: no gradient accumulation (PlanFieldAndErrors)
+  Estimate e0 = estimate(m, c, plan(4, 1, 2, 0)), e1 = estimate(m, c, plan(4, 1, 2, 1)), e2 = estimate(m, c, p2);
   for (int r = 0; r < 2; ++r) {
     const double params = e0.costs.params[static_cast<size_t>(r)];
     EXPECT_DOUBLE_EQ(e1.costs.static_bytes[static_cast<size_t>(r)], params * (4 + 12.0 / 4));
@@ -98,6 +100,10 @@ TEST(Zero, ParameterGatherPrecedesTheNextIteration) {
 
 TEST(Zero, PlanFieldAndErrors) {
   ParallelPlan p = plan(4, 1, 2, 2);
+  const std::string acc = error_of([&] { plan_from_json(to_json(p)); });  // 4 microbatches accumulate
+  EXPECT_NE(acc.find("plan.zero = 2 with num_microbatches = 4 is invalid"), std::string::npos) << acc;
+  EXPECT_NE(acc.find("use zero 1"), std::string::npos) << acc;
+  p.num_microbatches = 1;
   EXPECT_EQ(plan_from_json(to_json(p)).zero, 2);
   nlohmann::json j = to_json(p);
   j["zero"] = 3;
