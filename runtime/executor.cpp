@@ -82,6 +82,8 @@ struct Executor::Impl {
   };
   std::map<int, std::vector<HookBucket>> hook_buckets;  // stage -> its buckets, in reduction order
   std::map<int, size_t> last_backward;        // stage -> list position of its last backward
+  std::map<int, size_t> last_input_backward;  // stage -> list position of its last I (split backward)
+  std::map<const void*, std::pair<size_t, size_t>> hook_slot;  // parameter -> (bucket, index in it)
   int armed_stage = -1;                       // the stage whose last backward runs now
   // Deferred reductions (REDUCE_GRAD before the stage's first compute action).
   using Share = std::vector<std::vector<torch::Tensor>>;  // parameters, by bucket
@@ -298,6 +300,12 @@ struct Executor::Impl {
     auto it = deferred.find({stage, mb});
     if (it == deferred.end()) throw Error("runtime: W of stage " + std::to_string(stage) + " mb " + std::to_string(mb) + " without its I");
     torch::NoGradGuard ng;
+    // In the stage's last W the weights' final gradients come from these jobs, outside
+    // autograd: report them to the buckets as the tensor hooks report the others.
+    const WeightGradHook hook = [this, stage](const torch::Tensor& w, const torch::Tensor& g) {
+      if (auto s = hook_slot.find(w.unsafeGetTensorImpl()); s != hook_slot.end()) on_grad(stage, s->second.first, s->second.second, g);
+    };
+    HookDeferredGrads reporting(armed_stage == stage ? &hook : nullptr);
     for (auto& job : it->second) job();
     deferred.erase(it);
   }
@@ -391,6 +399,7 @@ struct Executor::Impl {
       const Action& a = (*list)[i];
       const bool bwd = a.op == Op::B || a.op == Op::W || a.op == Op::OVERLAP_F_B;
       if (bwd) last_backward[a.op == Op::OVERLAP_F_B ? a.b_stage : a.stage] = i;
+      if (a.op == Op::I) last_input_backward[a.stage] = i;
       if (a.op != Op::REDUCE_GRAD) continue;
       for (auto& params : take_share(a, cursor, shares))
         hook_buckets[a.stage].push_back({params, std::vector<torch::Tensor>(params.size()), 0, false, i});
@@ -401,6 +410,7 @@ struct Executor::Impl {
           torch::Tensor p = list_of[b].params[k];
           const int st = stage;
           p.register_hook([this, st, b, k](torch::Tensor g) { on_grad(st, b, k, g); });
+          hook_slot[p.unsafeGetTensorImpl()] = {b, k};
         }
   }
 
@@ -669,8 +679,13 @@ struct Executor::Impl {
       case Op::OFFLOAD: offload(a.stage, a.microbatch); break;
       case Op::RELOAD: reload(a.stage, a.microbatch); break;
       default: {
-        auto lb = last_backward.find(a.op == Op::OVERLAP_F_B ? a.b_stage : a.stage);
-        armed_stage = lb != last_backward.end() && lb->second == span ? lb->first : -1;
+        // Armed in the stage's last backward (B, W or OVERLAP_F_B) and, with a split backward, in
+        // its last I, where the parameters outside the deferred linears get their final gradients.
+        const int st = a.op == Op::OVERLAP_F_B ? a.b_stage : a.stage;
+        auto lb = last_backward.find(st);
+        auto li = last_input_backward.find(st);
+        const bool last = (lb != last_backward.end() && lb->second == span) || (li != last_input_backward.end() && li->second == span);
+        armed_stage = last ? st : -1;
         compute(a);
         armed_stage = -1;
         break;

@@ -14,6 +14,7 @@ using torch::autograd::variable_list;
 namespace {
 
 thread_local DeferredGrads* g_defer = nullptr;
+thread_local const WeightGradHook* g_weight_hook = nullptr;
 
 std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ULL;
@@ -53,7 +54,11 @@ struct DeferrableLinear : torch::autograd::Function<DeferrableLinear> {
     torch::Tensor go = grads[0].to(wc.scalar_type());
     torch::Tensor gx = torch::matmul(go, wc);
     if (g_defer) {
-      g_defer->push_back([x, w, go] { accumulate_grad(w, weight_grad(go, x).to(w.scalar_type())); });
+      g_defer->push_back([x, w, go] {
+        torch::Tensor g = weight_grad(go, x).to(w.scalar_type());
+        if (g_weight_hook) (*g_weight_hook)(w, g);
+        accumulate_grad(w, g);
+      });
       return {gx, torch::Tensor()};
     }
     return {gx, weight_grad(go, x).to(w.scalar_type())};
@@ -109,6 +114,9 @@ TpContext& tp_context() {
 
 DeferWeightGrads::DeferWeightGrads(DeferredGrads* q) : prev_(g_defer) { g_defer = q; }
 DeferWeightGrads::~DeferWeightGrads() { g_defer = prev_; }
+
+HookDeferredGrads::HookDeferredGrads(const WeightGradHook* hook) : prev_(g_weight_hook) { g_weight_hook = hook; }
+HookDeferredGrads::~HookDeferredGrads() { g_weight_hook = prev_; }
 
 GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed,
                  torch::Device device)

@@ -44,6 +44,21 @@ class DeferWeightGrads {
  private:
   DeferredGrads* prev_;
 };
+// Sees each weight gradient a deferred job computes (weight, its gradient), just before the job
+// accumulates it into the weight's .grad: the W half's counterpart of a tensor hook, which
+// only fires inside autograd (overlap_grad_reduce starts buckets from it).
+using WeightGradHook = std::function<void(const torch::Tensor& weight, const torch::Tensor& grad)>;
+// While alive, deferred jobs run on this thread report to `hook` (nullptr: none).
+class HookDeferredGrads {
+ public:
+  explicit HookDeferredGrads(const WeightGradHook* hook);
+  ~HookDeferredGrads();
+  HookDeferredGrads(const HookDeferredGrads&) = delete;
+  HookDeferredGrads& operator=(const HookDeferredGrads&) = delete;
+
+ private:
+  const WeightGradHook* prev_;
+};
 
 struct LayerParams {
   torch::Tensor ln1_w, ln1_b;  // (h), (h)

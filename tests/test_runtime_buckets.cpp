@@ -31,13 +31,18 @@ TEST(RuntimeBuckets, LaunchedInsideTheBackwardWithAPipeline) {
   for (long x : n) EXPECT_GT(x, 2);
 }
 
-// Zero-bubble's split backward: W computes the weight gradients outside autograd (the queued
-// jobs of the I), so no hook fires for them; their buckets start at the REDUCE_GRAD after W, as
-// without overlap, and training is unchanged.
-TEST(RuntimeBuckets, SplitBackwardReducesAfterW) {
+// Zero-bubble's split backward: the stage's last I gives the biases and norms their final
+// gradients (tensor hooks), its last W the linear weights theirs, outside autograd (the jobs
+// the I queued report each gradient as a hook would); every bucket starts there, none waits
+// for the REDUCE_GRAD, and training is unchanged.
+TEST(RuntimeBuckets, SplitBackwardStartsBucketsInTheLastIAndW) {
   const auto n = buckets_in_backward(
       "--model tiny --nproc 4 --pp 2 --dp 2 --microbatches 4 --steps 3 --seed 4 --schedule zb-h1 --grad-bucket-mb 0.02");
-  EXPECT_EQ(n.size(), 3u);
+  const auto blocking = buckets_in_backward(
+      "--model tiny --nproc 4 --pp 2 --dp 2 --microbatches 4 --steps 1 --seed 4 --schedule 1f1b --grad-bucket-mb 0.02");
+  ASSERT_EQ(n.size(), 3u);
+  ASSERT_EQ(blocking.size(), 1u);
+  for (long x : n) EXPECT_EQ(x, blocking[0]);  // the same buckets as with a whole backward
 }
 
 }  // namespace
