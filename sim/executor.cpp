@@ -171,6 +171,19 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
   return rings_.at(key);
 }
 
+// One flow of a data-parallel collective on lane t: from member a's GPU to member b's.
+Act Runner::dp_flow(int k, const Member& a, const Member& b, int t, double bytes) {
+  Record rec;
+  rec.unit = a.rank * dp_ + a.d;
+  rec.peer_unit = b.rank * dp_ + b.d;
+  rec.iteration = k;
+  rec.position = a.pos;
+  rec.src_gpu = gpu(rec.unit, t);
+  rec.dst_gpu = gpu(rec.peer_unit, t);
+  rec.comm = CommKind::DataParallel;
+  return flow(pf_.gpus[static_cast<size_t>(rec.src_gpu)], pf_.gpus[static_cast<size_t>(rec.dst_gpu)], bytes, rec);
+}
+
 // One ring phase of lane t over the members idx (in ring order): `steps` steps of step_bytes,
 // idx[j] sending to idx[j+1]; step 0 of j waits for start[] of both ends, step s for j's step
 // s-1 and what j received in it. Sets out[] of each member to its last send and receive.
@@ -181,17 +194,7 @@ void Runner::ring_phase(int k, const std::vector<Member>& mem, const std::vector
   for (int s = 0; s < steps; ++s) {
     for (int j = 0; j < n; ++j) {
       const int from = idx[static_cast<size_t>(j)], to = idx[static_cast<size_t>((j + 1) % n)];
-      const Member& a = mem[static_cast<size_t>(from)];
-      const Member& b = mem[static_cast<size_t>(to)];
-      Record rec;
-      rec.unit = a.rank * dp_ + a.d;
-      rec.peer_unit = b.rank * dp_ + b.d;
-      rec.iteration = k;
-      rec.position = a.pos;
-      rec.src_gpu = gpu(rec.unit, t);
-      rec.dst_gpu = gpu(rec.peer_unit, t);
-      rec.comm = CommKind::DataParallel;
-      Act f = flow(pf_.gpus[static_cast<size_t>(rec.src_gpu)], pf_.gpus[static_cast<size_t>(rec.dst_gpu)], step_bytes, rec);
+      Act f = dp_flow(k, mem[static_cast<size_t>(from)], mem[static_cast<size_t>(to)], t, step_bytes);
       if (s == 0) {
         add_edges(start[static_cast<size_t>(from)], f);
         add_edges(start[static_cast<size_t>(to)], f);
@@ -281,19 +284,7 @@ std::vector<Done> Runner::dp_allreduce(int k, const std::vector<Member>& mem, in
 // links (the bandwidth term, with contention). Every member is done when the last stream is.
 std::vector<Done> Runner::fill_then_stream(int k, const std::vector<Member>& mem, int t, const std::vector<Done>& issue,
                                            const std::vector<std::pair<int, int>>& fill, const std::vector<LinkShare>& streams) {
-  auto hop = [&](int from, int to, double b) {
-    const Member& a = mem[static_cast<size_t>(from)];
-    const Member& z = mem[static_cast<size_t>(to)];
-    Record rec;
-    rec.unit = a.rank * dp_ + a.d;
-    rec.peer_unit = z.rank * dp_ + z.d;
-    rec.iteration = k;
-    rec.position = a.pos;
-    rec.src_gpu = gpu(rec.unit, t);
-    rec.dst_gpu = gpu(rec.peer_unit, t);
-    rec.comm = CommKind::DataParallel;
-    return flow(pf_.gpus[static_cast<size_t>(rec.src_gpu)], pf_.gpus[static_cast<size_t>(rec.dst_gpu)], b, rec);
-  };
+  auto hop = [&](int from, int to, double b) { return dp_flow(k, mem[static_cast<size_t>(from)], mem[static_cast<size_t>(to)], t, b); };
   Act last = kNone;
   for (size_t i = 0; i < fill.size(); ++i) {
     const Act f = hop(fill[i].first, fill[i].second, 0);

@@ -155,6 +155,7 @@ class Runner {
   std::vector<Member> ring_members(int r, int pos) const;
   std::tuple<int, int, int> prev_reduce(int k, int r, int pos) const;
   Done member_issue(int k, const Member& m);
+  Act dp_flow(int k, const Member& a, const Member& b, int t, double bytes);
   void ring_phase(int k, const std::vector<Member>& mem, const std::vector<int>& idx, int t, int steps, double step_bytes,
                   const std::vector<Done>& start, std::vector<Done>& out);
   enum class Half { Both, ReduceScatter, AllGather };  // an all-reduce or one of its halves

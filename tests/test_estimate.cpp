@@ -139,23 +139,29 @@ TEST(Estimate, ExplicitStageLayers) {
   EXPECT_LT(e.costs.stages[0].f_s, e.costs.stages[1].f_s);
 }
 
+// GPT 18.4B (SC21 Table 1's shape) at tp 8 on `pp` nodes of 8 H100s.
+Estimate gpt_18b(int pp, int microbatch_size, int microbatches, RecomputePolicy recompute, const std::string& schedule) {
+  ClusterSpec c = load_cluster("h100-nvl-ib-64");
+  c.nodes = pp;
+  ParallelPlan p;
+  p.tp = 8;
+  p.pp = pp;
+  p.microbatch_size = microbatch_size;
+  p.num_microbatches = microbatches;
+  p.recompute = recompute;
+  p.schedule = schedule;
+  return estimate(load_model("gpt3-18b"), c, p);
+}
+
 // Full recomputation as Megatron-LM runs it: R right before its B recomputes inside the
 // backward one layer at a time, so a 40-layer stage holds its checkpoints and one layer's
 // activations, not the whole stage's (SC21's GPT 18.4B on one stage, microbatch 8: the
-// whole stage would need 87 GiB of activations). The simulator counts the same.
+// whole stage would need 87 GiB of activations). The simulator counts the same
+// (test_sim_agreement).
 TEST(Estimate, FusedRecomputeHoldsOneLayerAtATime) {
-  const ModelSpec m = load_model("gpt3-18b");
-  ClusterSpec c = load_cluster("h100-nvl-ib-64");
-  c.nodes = 1;
-  ParallelPlan p;
-  p.tp = 8;
-  p.pp = 1;
-  p.microbatch_size = 8;
-  p.num_microbatches = 2;
-  p.recompute = RecomputePolicy::Full;
-  Estimate e = estimate(m, c, p);
+  Estimate e = gpt_18b(1, 8, 2, RecomputePolicy::Full, "1f1b");
   const StageCost& sc = e.costs.stages[0];
-  ASSERT_EQ(sc.layers, m.num_layers);
+  ASSERT_EQ(sc.layers, 40);
   // 1F1B on one stage: F0 F1 ... or F0 R0 B0 F1 R1 B1; either way at most two checkpoints
   // and one layer's activations live at once.
   const double one_layer = (sc.act_bytes - sc.ckpt_bytes) / sc.layers;
@@ -169,19 +175,8 @@ TEST(Estimate, FusedRecomputeHoldsOneLayerAtATime) {
 // rank): the whole stage's activations are back while it waits. On the last rank R and B are
 // adjacent and fused. The first rank holds more than 1F1B's fused recomputation lets it.
 TEST(Estimate, EarlyRecomputeRestoresTheWholeStage) {
-  const ModelSpec m = load_model("gpt3-18b");
-  ClusterSpec c = load_cluster("h100-nvl-ib-64");
-  c.nodes = 2;
-  ParallelPlan p;
-  p.tp = 8;
-  p.pp = 2;
-  p.microbatch_size = 2;
-  p.num_microbatches = 4;
-  p.recompute = RecomputePolicy::Full;
-  Estimate fused = estimate(m, c, p);
-  p.recompute = RecomputePolicy::None;
-  p.schedule = "merak-early-recompute";
-  Estimate early = estimate(m, c, p);
+  Estimate fused = gpt_18b(2, 2, 4, RecomputePolicy::Full, "1f1b");
+  Estimate early = gpt_18b(2, 2, 4, RecomputePolicy::None, "merak-early-recompute");
   ASSERT_EQ(early.schedule.actions[0][4].op, schedules::Op::R);
   const StageCost& sc = fused.costs.stages[0];
   EXPECT_GE(early.eval.peak_activation_bytes[0], sc.act_bytes);  // a whole stage's activations at once
