@@ -9,6 +9,7 @@
 #include "costmodel/evaluator.h"
 #include "costmodel/presets.h"
 #include "costmodel/topology.h"
+#include "tests/sim_helpers.h"
 #include "costmodel/comm.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
@@ -18,6 +19,8 @@ namespace stagecraft {
 namespace {
 
 using costmodel::ParallelPlan;
+using test::folded_tp;
+using test::plan_of;
 
 struct Config {
   int tp, pp, microbatches;
@@ -193,11 +196,7 @@ TEST(SimAgreement, DataParallelReductionOverSixNodesOfEightGpus) {
 // nodes of 4 GPUs): the channels would send 4 crossings through the NIC, the flat ring 2 of
 // twice the bytes, so neither gets past the NIC; both engines take the same form and agree.
 TEST(SimAgreement, OneNicCarryingEveryCrossingAgrees) {
-  ParallelPlan p;
-  p.dp = 4;
-  p.tp = 2;
-  p.pp = 1;
-  p.num_microbatches = 1;
+  ParallelPlan p = plan_of(4, 2, 1, 1);
   auto c = costmodel::load_cluster("merak-3090-64");
   c.nodes = 2;
   auto m = costmodel::load_model("gpt-1.4b");
@@ -208,9 +207,7 @@ TEST(SimAgreement, OneNicCarryingEveryCrossingAgrees) {
   const double flat = costmodel::ring_allreduce_s(bytes, 4, path.flat);
   EXPECT_LE(e.costs.stages[0].reduce_grad_s, flat);
   EXPECT_GT(e.costs.stages[0].reduce_grad_s, 0.99 * flat);
-  sim::SimOptions folded;  // tp all-reduces inside compute, as the evaluator counts them
-  folded.tp_comm = sim::TpComm::Folded;
-  sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, folded);
+  sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, folded_tp());
   EXPECT_NEAR(r.eval.dp_comm_s[0], e.eval.dp_comm_s[0], 0.01 * e.eval.dp_comm_s[0]);
 }
 
@@ -218,11 +215,7 @@ TEST(SimAgreement, OneNicCarryingEveryCrossingAgrees) {
 // overlapped reduction are small against 128 ring steps, so both engines run NCCL's tree, and
 // they agree on the time exposed.
 TEST(SimAgreement, TreeForSmallBucketsOverManyNodes) {
-  ParallelPlan p;
-  p.dp = 128;
-  p.tp = 8;
-  p.pp = 1;
-  p.num_microbatches = 1;
+  ParallelPlan p = plan_of(128, 8, 1, 1);
   p.overlap_grad_reduce = true;
   auto c = costmodel::load_cluster("h100-ib-1024");
   auto m = costmodel::load_model("megatron-1.7b");
@@ -230,9 +223,7 @@ TEST(SimAgreement, TreeForSmallBucketsOverManyNodes) {
   const auto path = costmodel::Topology(c, p).allreduce_path(costmodel::kDp);
   ASSERT_TRUE(path.tree());
   ASSERT_EQ(costmodel::allreduce_algorithm(p.grad_bucket_bytes, path), costmodel::AllReduceAlgo::Tree);
-  sim::SimOptions folded;
-  folded.tp_comm = sim::TpComm::Folded;
-  sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, folded);
+  sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, folded_tp());
   EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.03 * e.eval.iteration_time_s);
   EXPECT_NEAR(r.eval.dp_comm_s[0], e.eval.dp_comm_s[0], 0.05 * e.eval.dp_comm_s[0]);
 }

@@ -6,25 +6,19 @@
 #include "costmodel/estimate.h"
 #include "costmodel/presets.h"
 #include "sim/simulate.h"
+#include "tests/sim_helpers.h"
 
 using namespace stagecraft;
 using costmodel::ParallelPlan;
 
 namespace {
 ParallelPlan plan(int dp, int pp, int mb, int zero) {
-  ParallelPlan p;
-  p.dp = dp;
-  p.pp = pp;
-  p.num_microbatches = mb;
+  ParallelPlan p = test::plan_of(dp, 1, pp, mb);
   p.zero = zero;
   return p;
 }
 
-sim::SimOptions folded() {  // tp all-reduces inside compute, as the evaluator counts them
-  sim::SimOptions o;
-  o.tp_comm = sim::TpComm::Folded;
-  return o;
-}
+sim::SimOptions folded() { return test::folded_tp(); }
 
 void expect_agreement(const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c, const ParallelPlan& p) {
   auto e = costmodel::estimate(m, c, p);
