@@ -363,11 +363,11 @@ void check(const ParallelPlan& p) {
 }
 
 void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) {
-  if (p.num_gpus() != c.num_gpus())
+  if (p.num_gpus() > c.num_gpus())
     throw InputError("plan: dp*tp*pp = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
                      " = " + std::to_string(p.num_gpus()) + " GPUs, but cluster '" + c.name + "' has " +
                      std::to_string(c.num_gpus()) + " (" + std::to_string(c.nodes) + " nodes x " +
-                     std::to_string(c.gpus_per_node) + "); they must be equal");
+                     std::to_string(c.gpus_per_node) + "); a plan uses at most the cluster's GPUs");
   if (m.num_heads % p.tp != 0)
     bad("plan", "tp", std::to_string(p.tp), "must divide the model's num_heads = " + std::to_string(m.num_heads));
   if (m.ffn_hidden_size % p.tp != 0)

@@ -134,8 +134,9 @@ ParallelPlan plan_from_json(const nlohmann::json& j);
 void check(const ModelSpec& m);
 void check(const ClusterSpec& c);
 void check(const ParallelPlan& p);
-// Cross checks: tp*dp*pp equals the GPU count, tp divides the heads, enough layers for the
-// stages, explicit stage layers adding up.
+// Cross checks: tp*dp*pp at most the cluster's GPUs (a plan with fewer runs on the first ones,
+// whole nodes first), tp divides the heads, enough layers for the stages, explicit stage
+// layers adding up.
 void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p);
 // The tensor-parallel overlap modes: two sub-batches need an even microbatch size (tp > 1).
 void check_tp_overlap(const ParallelPlan& p);

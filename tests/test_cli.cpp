@@ -138,7 +138,7 @@ TEST(Cli, BadInputExitsTwoWithMessage) {
   std::vector<Case> cases = {
       {"estimate --model gpt-99 --cluster merak-3090-64 --pp 4", "model 'gpt-99' is not a preset"},
       {"estimate --model gpt-8.3b --cluster nowhere --pp 4", "cluster 'nowhere' is not a preset"},
-      {"estimate --model gpt-8.3b --cluster merak-3090-64 --dp 3 --tp 4 --pp 4", "dp*tp*pp = 3*4*4 = 48 GPUs"},
+      {"estimate --model gpt-8.3b --cluster merak-3090-64 --dp 5 --tp 4 --pp 4", "dp*tp*pp = 5*4*4 = 80 GPUs"},
       {"estimate --model gpt-8.3b --cluster merak-3090-64 --pp 4 --schedule zigzag", "schedule 'zigzag' is unknown"},
       {"estimate --model tiny --cluster merak-3090-64 --pp 8", "fewer than the 8 stages"},
       {"estimate --model gpt-8.3b --cluster merak-3090-64 --pp 4 --microbatches 6 --schedule interleaved-1f1b",

@@ -118,7 +118,7 @@ TEST(Estimate, BadConfigurationsAreNamed) {
   EXPECT_NE(error_of([&] { estimate(m, c, plan(8, 1, 8, 16)); }).find("num_layers = 4, fewer than the 8 stages"), std::string::npos);
   EXPECT_NE(error_of([&] { estimate(m, c, plan(8, 8, 1, 16)); }).find("tp = 8 is invalid (must divide the model's num_heads = 4)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { estimate(m, c, plan(4, 4, 2, 16)); }).find("32 GPUs, but cluster"), std::string::npos);
+  EXPECT_NE(error_of([&] { estimate(m, c, plan(16, 4, 2, 16)); }).find("128 GPUs, but cluster"), std::string::npos);
   ParallelPlan p = plan(16, 1, 4, 6, "interleaved-1f1b");
   EXPECT_NE(error_of([&] { estimate(load_model("gpt-1.4b"), c, p); }).find("multiple of 4"), std::string::npos);
   p = plan(16, 1, 4, 8, "1f1b");

@@ -123,11 +123,12 @@ TEST(Specs, FitChecks) {
   p.tp = 4;
   p.pp = 4;
   p.num_microbatches = 8;
-  EXPECT_NE(error_of([&] { check_fit(m, c, p); }).find("dp*tp*pp = 2*4*4 = 32 GPUs, but cluster 'merak-3090-64' has 64"),
+  EXPECT_EQ(error_of([&] { check_fit(m, c, p); }), "no error");  // 32 of the 64 GPUs: the first 8 nodes
+  p.dp = 5;
+  EXPECT_NE(error_of([&] { check_fit(m, c, p); }).find("dp*tp*pp = 5*4*4 = 80 GPUs, but cluster 'merak-3090-64' has 64"),
             std::string::npos);
-  p.dp = 16;
   p.tp = 3;
   p.pp = 1;
-  p.dp = 21;  // 63 GPUs: also wrong, but tp is checked once the count matches
-  EXPECT_NE(error_of([&] { check_fit(m, c, p); }).find("63 GPUs"), std::string::npos);
+  p.dp = 21;  // 63 GPUs: fewer than the cluster's, but tp must divide the heads
+  EXPECT_NE(error_of([&] { check_fit(m, c, p); }).find("tp = 3 is invalid"), std::string::npos);
 }

@@ -1,0 +1,161 @@
+// `stagecraft plan`: search the plans of a model on a cluster for a global batch (planner/)
+// and print the fastest that fit, with what the search considered, pruned and evaluated.
+#include <iostream>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "costmodel/presets.h"
+#include "planner/search.h"
+#include "schedules/error.h"
+
+namespace stagecraft::cli {
+
+namespace {
+
+struct PlanCmdFlags {
+  std::string model;                  // preset name or JSON file
+  std::string cluster;                // preset name or JSON file
+  int gpus = 0;                       // GPUs the plans use, whole nodes; 0 = the whole cluster
+  long global_batch = 0;              // sequences per iteration
+  std::string schedules = "1f1b,interleaved-1f1b:2,interleaved-1f1b:4,zb-h1";  // NAME or NAME:CHUNKS
+  std::string microbatch_sizes = "1,2,4,8";
+  std::string recompute = "none,selective,full";
+  std::string zero = "0,1";
+  std::string sequence_parallel = "off,on";
+  bool no_overlap = false;            // reduce gradients after the backward instead of in buckets
+  int top = 10;                       // plans printed
+  bool json = false;                  // JSON instead of the table
+  std::string out;                    // write the best plan here (a plan file estimate --plan reads)
+};
+
+int parse_int(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    const int x = std::stoi(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw InputError(flag + " = \"" + v + "\" is invalid (expected an integer)");
+}
+
+planner::PlanSpace space_of(const PlanCmdFlags& f) {
+  planner::PlanSpace s;
+  s.gpus = f.gpus;
+  s.global_batch = f.global_batch;
+  s.overlap_grad_reduce = !f.no_overlap;
+  s.schedules.clear();
+  for (const std::string& item : split_list(f.schedules)) {
+    const size_t colon = item.find(':');
+    planner::ScheduleChoice c;
+    c.name = schedules::find_generator(item.substr(0, colon)).name;  // throws InputError listing the names
+    if (colon != std::string::npos) c.chunks = parse_int("--schedules chunks", item.substr(colon + 1));
+    if (colon != std::string::npos && c.chunks < 1)
+      throw InputError("--schedules " + item + " is invalid (chunks must be at least 1)");
+    s.schedules.push_back(c);
+  }
+  s.microbatch_sizes.clear();
+  for (const std::string& v : split_list(f.microbatch_sizes)) s.microbatch_sizes.push_back(parse_int("--microbatch-sizes", v));
+  s.recompute.clear();
+  for (const std::string& v : split_list(f.recompute)) s.recompute.push_back(costmodel::parse_recompute(v));
+  s.zero.clear();
+  for (const std::string& v : split_list(f.zero)) s.zero.push_back(parse_int("--zero", v));
+  s.sequence_parallel.clear();
+  for (const std::string& v : split_list(f.sequence_parallel)) {
+    if (v != "on" && v != "off") throw InputError("--sequence-parallel \"" + v + "\" is invalid (allowed: on, off)");
+    s.sequence_parallel.push_back(v == "on");
+  }
+  return s;
+}
+
+std::string schedule_label(const costmodel::ParallelPlan& p) {
+  return p.schedule + (p.schedule_params.contains("chunks") ? " v" + p.schedule_params["chunks"].dump() : "");
+}
+
+void print_table(const planner::SearchResult& r) {
+  std::vector<std::vector<std::string>> rows;
+  int rank = 0;
+  for (const planner::Candidate& c : r.best) {
+    const auto& p = c.plan;
+    rows.push_back({std::to_string(++rank), fmt_seconds(c.iteration_time_s), fmt_num(c.tokens_per_s, 0),
+                    fmt_num(100 * c.mfu, 1) + "%", fmt_bytes(c.max_memory_bytes), fmt_num(c.bubble_fraction, 3),
+                    std::to_string(p.dp) + "/" + std::to_string(p.tp) + "/" + std::to_string(p.pp),
+                    std::to_string(p.microbatch_size) + " x " + std::to_string(p.num_microbatches), schedule_label(p),
+                    std::string(costmodel::recompute_name(p.recompute)), p.sequence_parallel ? "on" : "off",
+                    std::to_string(p.zero)});
+  }
+  std::cout << format_table({"#", "iteration", "tokens/s", "MFU", "memory", "bubble", "dp/tp/pp", "b x m", "schedule",
+                             "recompute", "sp", "zero"},
+                            rows);
+}
+
+nlohmann::json result_json(const planner::SearchResult& r) {
+  nlohmann::json best = nlohmann::json::array();
+  for (const planner::Candidate& c : r.best)
+    best.push_back({{"plan", costmodel::to_json(c.plan)},
+                    {"iteration_time_s", c.iteration_time_s},
+                    {"tokens_per_s", c.tokens_per_s},
+                    {"mfu", c.mfu},
+                    {"hfu", c.hfu},
+                    {"max_memory_bytes", c.max_memory_bytes},
+                    {"bubble_fraction", c.bubble_fraction}});
+  const auto& s = r.stats;
+  return {{"cluster", r.cluster.name},
+          {"gpus", r.cluster.num_gpus()},
+          {"best", best},
+          {"stats",
+           {{"considered", s.considered},
+            {"pruned", s.pruned},
+            {"rejected", s.rejected},
+            {"evaluated", s.evaluated},
+            {"infeasible", s.infeasible},
+            {"schedules_compiled", s.schedules_compiled},
+            {"seconds", s.seconds}}}};
+}
+
+void run(const PlanCmdFlags& f) {
+  const costmodel::ModelSpec m = costmodel::load_model(f.model);
+  const costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
+  planner::SearchOptions opt;
+  opt.top_k = f.top;
+  const planner::SearchResult r = planner::search(m, c, space_of(f), opt);
+  if (r.best.empty())
+    throw Error("no plan of the space fits in memory (" + std::to_string(r.stats.considered) + " points, " +
+                std::to_string(r.stats.pruned) + " pruned, " + std::to_string(r.stats.infeasible) + " evaluated too large)");
+  if (!f.out.empty()) write_file_atomic(f.out, costmodel::to_json(r.best.front().plan).dump(2) + "\n");
+  if (f.json) {
+    std::cout << result_json(r).dump(2) << "\n";
+    return;
+  }
+  std::cout << "model " << m.name << " on " << r.cluster.num_gpus() << " GPUs of cluster " << c.name << ", global batch "
+            << f.global_batch << " sequences\n\n";
+  print_table(r);
+  const auto& s = r.stats;
+  std::cout << "\nsearched " << s.considered << " plans: " << s.pruned << " pruned by the memory bound, " << s.rejected
+            << " refused by a plan check, " << s.evaluated << " evaluated (" << s.infeasible << " too large), "
+            << s.schedules_compiled << " evaluators compiled, in " << fmt_seconds(s.seconds) << "\n";
+  if (!f.out.empty()) std::cout << "best plan written to " << f.out << " (estimate --plan reads it)\n";
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto f = std::make_shared<PlanCmdFlags>();
+  CLI::App* c = app.add_subcommand("plan", "search dp, tp, pp, microbatching, schedule, recomputation, sp and ZeRO for the fastest plans that fit");
+  c->add_option("--model", f->model, "model preset name or JSON file")->required();
+  c->add_option("--cluster", f->cluster, "cluster preset name or JSON file")->required();
+  c->add_option("--gpus", f->gpus, "GPUs the plans use, whole nodes of the cluster (default: all)");
+  c->add_option("--global-batch", f->global_batch, "sequences per iteration")->required();
+  c->add_option("--schedules", f->schedules, "schedules tried, NAME or NAME:CHUNKS, comma-separated")->capture_default_str();
+  c->add_option("--microbatch-sizes", f->microbatch_sizes, "microbatch sizes tried")->capture_default_str();
+  c->add_option("--recompute", f->recompute, "recomputation policies tried (none, selective, full)")->capture_default_str();
+  c->add_option("--zero", f->zero, "ZeRO stages tried where dp > 1 (0, 1, 2)")->capture_default_str();
+  c->add_option("--sequence-parallel", f->sequence_parallel, "sequence parallelism tried where tp > 1 (off, on)")->capture_default_str();
+  c->add_flag("--no-overlap-grad-reduce", f->no_overlap, "reduce gradients after the backward (default: in buckets during it)");
+  c->add_option("--top", f->top, "plans printed, fastest first")->capture_default_str();
+  c->add_flag("--json", f->json, "print JSON instead of the table");
+  c->add_option("--out", f->out, "write the best plan to this JSON file");
+  c->callback([f] { run(*f); });
+}
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,122 @@
+#include "planner/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include "costmodel/flops.h"
+#include "planner/bounds.h"
+#include "schedules/buckets.h"
+#include "schedules/error.h"
+
+namespace stagecraft::planner {
+
+using costmodel::ClusterSpec;
+using costmodel::ModelSpec;
+using costmodel::ParallelPlan;
+
+namespace {
+
+// Compiled evaluators by schedule shape: the schedule, its parameters, pp, microbatches,
+// recomputation inserted or not, and the gradient buckets per stage. Points enumerated one
+// after the other share shapes, so a small cache keeps the reuse.
+class EvaluatorCache {
+ public:
+  const costmodel::Evaluator& get(const std::string& key, const schedules::Schedule& s, SearchStats& stats) {
+    if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
+    if (cache_.size() >= kMax) cache_.clear();
+    ++stats.schedules_compiled;
+    return *cache_.emplace(key, std::make_unique<costmodel::Evaluator>(s)).first->second;
+  }
+
+ private:
+  static constexpr size_t kMax = 16;
+  std::map<std::string, std::unique_ptr<costmodel::Evaluator>> cache_;
+};
+
+std::string shape_key(const ParallelPlan& p) {
+  return p.schedule + "|" + p.schedule_params.dump() + "|" + std::to_string(p.pp) + "|" + std::to_string(p.num_microbatches) +
+         "|" + (p.recompute == costmodel::RecomputePolicy::Full ? "R" : "-");
+}
+
+// One point as costmodel::estimate evaluates it, with the compiled evaluator from the cache.
+Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, EvaluatorCache& cache,
+                   std::map<std::string, schedules::Schedule>& lowered, SearchStats& stats, bool& fits) {
+  const std::string key = shape_key(p);
+  auto it = lowered.find(key);
+  if (it == lowered.end()) {
+    if (lowered.size() >= 16) lowered.clear();
+    it = lowered.emplace(key, costmodel::plan_schedule(p)).first;
+  }
+  schedules::Schedule s = it->second;
+  costmodel::CostTable costs = costmodel::analytic_cost_table(m, c, p, s, nullptr);
+  std::string ekey = key;
+  if (p.overlap_grad_reduce) {
+    const std::vector<int> buckets = costmodel::grad_buckets(costs, p);
+    for (int n : buckets) ekey += "," + std::to_string(n);
+    s = schedules::bucket_reductions(s, buckets);
+  }
+  costmodel::Estimate e;
+  e.model = m;
+  e.cluster = c;
+  e.plan = p;
+  e.eval = cache.get(ekey, s, stats).evaluate(costs);
+  e.model_flops = costmodel::flops::model_flops_per_iteration(m, p.global_batch());
+  e.hardware_flops = costmodel::hardware_flops(s, m, p);
+  costmodel::set_rates(e);
+  Candidate out;
+  out.plan = p;
+  out.iteration_time_s = e.eval.iteration_time_s;
+  out.tokens_per_s = e.tokens_per_s;
+  out.mfu = e.mfu;
+  out.hfu = e.hfu;
+  out.max_memory_bytes = *std::max_element(e.eval.peak_memory_bytes.begin(), e.eval.peak_memory_bytes.end());
+  out.bubble_fraction = e.eval.bubble_fraction;
+  fits = out.max_memory_bytes <= c.gpu_memory_bytes;
+  return out;
+}
+
+}  // namespace
+
+SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& space, const SearchOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (opt.top_k < 1) throw InputError("plan search: top_k = " + std::to_string(opt.top_k) + " is invalid (must be at least 1)");
+  costmodel::check(m);
+  costmodel::check(c);
+  SearchResult res;
+  res.cluster = plan_cluster(c, space);
+  const std::vector<ParallelPlan> points = enumerate(space, m, c);
+  EvaluatorCache cache;
+  std::map<std::string, schedules::Schedule> lowered;
+  for (const ParallelPlan& p : points) {
+    ++res.stats.considered;
+    if (opt.prune && memory_lower_bound_bytes(m, p) > res.cluster.gpu_memory_bytes) {
+      ++res.stats.pruned;
+      continue;
+    }
+    Candidate cand;
+    bool fits = false;
+    try {
+      costmodel::check(p);
+      costmodel::check_fit(m, res.cluster, p);
+      cand = evaluate(m, res.cluster, p, cache, lowered, res.stats, fits);
+    } catch (const InputError&) {
+      ++res.stats.rejected;
+      continue;
+    }
+    ++res.stats.evaluated;
+    if (!fits) {
+      ++res.stats.infeasible;
+      continue;
+    }
+    res.best.push_back(cand);
+    std::stable_sort(res.best.begin(), res.best.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.iteration_time_s < b.iteration_time_s; });
+    if (static_cast<int>(res.best.size()) > opt.top_k) res.best.pop_back();
+  }
+  res.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace stagecraft::planner

@@ -1,0 +1,49 @@
+// The planner: every point of a PlanSpace that the bounds do not prune, evaluated with the
+// cost model as `stagecraft estimate` evaluates it (the analytic cost table and the compiled
+// evaluator, compiled once per schedule shape and reused across the points that share it),
+// ranked by iteration time among the plans that fit in memory.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "costmodel/estimate.h"
+#include "planner/space.h"
+
+namespace stagecraft::planner {
+
+struct Candidate {
+  costmodel::ParallelPlan plan;
+  double iteration_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;                // model FLOPs utilisation (costmodel/flops.h)
+  double hfu = 0;                // hardware FLOPs utilisation, recomputation counted
+  double max_memory_bytes = 0;   // largest per-GPU peak
+  double bubble_fraction = 0;    // idle share of the pipeline (EvalResult::bubble_fraction)
+};
+
+struct SearchStats {
+  long considered = 0;          // points of the space
+  long pruned = 0;              // dropped by the memory bound before any evaluation
+  long rejected = 0;            // refused by a plan check or a schedule generator
+  long evaluated = 0;           // run through the evaluator
+  long infeasible = 0;          // evaluated, and their peak memory exceeds the GPU's
+  long schedules_compiled = 0;  // evaluators compiled (the rest reused one)
+  double seconds = 0;           // wall time of the search
+};
+
+struct SearchOptions {
+  int top_k = 10;      // candidates kept, fastest first
+  bool prune = true;   // apply the memory bound (off: evaluate every point, for tests)
+};
+
+struct SearchResult {
+  costmodel::ClusterSpec cluster;   // the cluster the plans run on (PlanSpace::gpus of it)
+  std::vector<Candidate> best;      // up to top_k plans that fit, fastest first
+  SearchStats stats;
+};
+
+SearchResult search(const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c, const PlanSpace& space,
+                    const SearchOptions& opt = {});
+
+}  // namespace stagecraft::planner

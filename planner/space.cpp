@@ -1,0 +1,103 @@
+#include "planner/space.h"
+
+#include <string>
+
+#include "schedules/error.h"
+
+namespace stagecraft::planner {
+
+using costmodel::ClusterSpec;
+using costmodel::ModelSpec;
+using costmodel::ParallelPlan;
+using costmodel::RecomputePolicy;
+
+namespace {
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+// What the schedule's generator and Megatron-LM accept: interleaving needs pp > 1, microbatches a
+// multiple of pp and at least one layer per stage; one stage runs 1F1B only (the others equal it).
+bool schedule_fits(const ScheduleChoice& s, int pp, long microbatches, int layers) {
+  if (s.chunks > 0) return pp > 1 && microbatches % pp == 0 && layers >= pp * s.chunks;
+  if (pp == 1) return s.name == "1f1b";
+  return layers >= pp;
+}
+
+}  // namespace
+
+void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
+  auto bad = [](const std::string& field, const std::string& value, const std::string& allowed) {
+    throw InputError("plan space: " + field + " = " + value + " is invalid (" + allowed + ")");
+  };
+  if (space.gpus < 0 || (space.gpus > 0 && (space.gpus % c.gpus_per_node != 0 || space.gpus > c.num_gpus())))
+    bad("gpus", std::to_string(space.gpus),
+        "must be whole nodes of cluster '" + c.name + "': a multiple of " + std::to_string(c.gpus_per_node) + " up to " +
+            std::to_string(c.num_gpus()));
+  if (space.global_batch < 1) bad("global_batch", std::to_string(space.global_batch), "must be at least 1 sequence");
+  if (space.schedules.empty()) bad("schedules", "(none)", "give at least one");
+  if (space.microbatch_sizes.empty()) bad("microbatch_sizes", "(none)", "give at least one");
+  for (int b : space.microbatch_sizes)
+    if (b < 1) bad("microbatch_sizes", std::to_string(b), "each must be at least 1");
+  for (int z : space.zero)
+    if (z < 0 || z > 2) bad("zero", std::to_string(z), "allowed: 0, 1, 2");
+  if (space.recompute.empty()) bad("recompute", "(none)", "give at least one");
+  if (space.max_tp < 0) bad("max_tp", std::to_string(space.max_tp), "must be 0 (one node) or more");
+  if (m.num_heads < 1 || m.num_layers < 1) bad("model", m.name, "needs layers and heads");
+}
+
+ClusterSpec plan_cluster(const ClusterSpec& c, const PlanSpace& space) {
+  ClusterSpec k = c;
+  if (space.gpus > 0) k.nodes = space.gpus / c.gpus_per_node;
+  return k;
+}
+
+std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
+  check(space, m, c);
+  const int gpus = space.gpus > 0 ? space.gpus : c.num_gpus();
+  const int max_tp = space.max_tp > 0 ? space.max_tp : c.gpus_per_node;
+  std::vector<ParallelPlan> out;
+  for (int tp : divisors(gpus)) {
+    if (tp > max_tp || m.num_heads % tp != 0) continue;
+    for (int pp : divisors(gpus / tp)) {
+      if (pp > m.num_layers) continue;
+      const int dp = gpus / (tp * pp);
+      if (space.global_batch % dp != 0) continue;
+      for (int b : space.microbatch_sizes) {
+        if ((space.global_batch / dp) % b != 0) continue;
+        const long mb = space.global_batch / dp / b;
+        for (const ScheduleChoice& s : space.schedules) {
+          if (!schedule_fits(s, pp, mb, m.num_layers)) continue;
+          for (RecomputePolicy r : space.recompute)
+            for (bool sp : space.sequence_parallel) {
+              if (sp && tp == 1) continue;
+              for (int z : space.zero) {
+                if (z > 0 && dp == 1) continue;
+                if (z == 2 && mb > 1) continue;  // zero 2 shards gradients: no accumulation (costmodel check)
+                ParallelPlan p;
+                p.dp = dp;
+                p.tp = tp;
+                p.pp = pp;
+                p.microbatch_size = b;
+                p.num_microbatches = static_cast<int>(mb);
+                p.schedule = s.name;
+                if (s.chunks > 0) p.schedule_params["chunks"] = s.chunks;
+                p.recompute = r;
+                p.sequence_parallel = sp;
+                p.zero = z;
+                p.overlap_grad_reduce = space.overlap_grad_reduce;
+                out.push_back(p);
+              }
+            }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace stagecraft::planner

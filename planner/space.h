@@ -1,0 +1,41 @@
+// The planner's search space: which values of each knob it tries, and the plans they make for
+// a model on a number of GPUs with a global batch. A point is one ParallelPlan; points that no
+// schedule generator or plan check would accept are left out here, not evaluated.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "costmodel/specs.h"
+
+namespace stagecraft::planner {
+
+struct ScheduleChoice {
+  std::string name;  // registered schedule
+  int chunks = 0;    // stages per rank for interleaved schedules; 0 = none
+};
+
+struct PlanSpace {
+  int gpus = 0;                    // GPUs every plan uses (dp * tp * pp); 0 = the whole cluster
+  long global_batch = 0;           // sequences per iteration (dp * microbatch size * microbatches)
+  std::vector<ScheduleChoice> schedules = {{"1f1b", 0}, {"interleaved-1f1b", 2}, {"interleaved-1f1b", 4}, {"zb-h1", 0}};
+  std::vector<int> microbatch_sizes = {1, 2, 4, 8};  // b values tried
+  std::vector<costmodel::RecomputePolicy> recompute = {costmodel::RecomputePolicy::None,
+                                                       costmodel::RecomputePolicy::Selective,
+                                                       costmodel::RecomputePolicy::Full};
+  std::vector<int> zero = {0, 1};            // ZeRO stages tried where dp > 1
+  std::vector<bool> sequence_parallel = {false, true};  // tried where tp > 1
+  bool overlap_grad_reduce = true;           // every plan reduces its gradients in buckets during the backward
+  int max_tp = 0;                            // largest tp; 0 = the GPUs of one node (Megatron keeps tp in a node)
+};
+
+// Checks the space's own fields against the model and cluster; throws InputError naming the
+// field, the value and what is allowed.
+void check(const PlanSpace& space, const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c);
+// The cluster the plans run on: `space.gpus` as whole nodes of `c` (its first nodes).
+costmodel::ClusterSpec plan_cluster(const costmodel::ClusterSpec& c, const PlanSpace& space);
+// Every point of the space, in a fixed order (tp, pp, b, schedule, recompute, sp, zero).
+std::vector<costmodel::ParallelPlan> enumerate(const PlanSpace& space, const costmodel::ModelSpec& m,
+                                               const costmodel::ClusterSpec& c);
+
+}  // namespace stagecraft::planner

@@ -1,0 +1,150 @@
+// The planner (planner/): its best plan is the exhaustive optimum of its space, the memory
+// bound never prunes a plan that fits, and `stagecraft plan` writes a plan estimate reads.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+
+#include "costmodel/estimate.h"
+#include "costmodel/presets.h"
+#include "helpers.h"
+#include "planner/bounds.h"
+#include "planner/search.h"
+
+namespace stagecraft {
+namespace {
+
+using costmodel::ClusterSpec;
+using costmodel::ModelSpec;
+using costmodel::ParallelPlan;
+using planner::PlanSpace;
+
+ClusterSpec h100_nodes(int nodes) {
+  ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  c.nodes = nodes;
+  return c;
+}
+
+PlanSpace small_space(long global_batch) {
+  PlanSpace s;
+  s.global_batch = global_batch;
+  s.microbatch_sizes = {1, 2, 4};
+  s.schedules = {{"1f1b", 0}, {"interleaved-1f1b", 2}, {"gpipe", 0}, {"zb-h1", 0}};
+  return s;
+}
+
+// The reference: every point through costmodel::estimate (no cache, no bound), the fastest
+// that fits.
+double exhaustive_best_s(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s, ParallelPlan* best) {
+  double t = -1;
+  for (const ParallelPlan& p : planner::enumerate(s, m, c)) {
+    costmodel::Estimate e;
+    try {
+      e = costmodel::estimate(m, planner::plan_cluster(c, s), p);
+    } catch (const InputError&) {
+      continue;
+    }
+    if (e.fits && (t < 0 || e.eval.iteration_time_s < t)) {
+      t = e.eval.iteration_time_s;
+      *best = p;
+    }
+  }
+  return t;
+}
+
+TEST(Planner, BestEqualsTheExhaustiveOptimum) {
+  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const ClusterSpec c = h100_nodes(2);
+  const PlanSpace s = small_space(32);
+  planner::SearchResult r = planner::search(m, c, s);
+  ASSERT_FALSE(r.best.empty());
+  ParallelPlan ref;
+  const double t = exhaustive_best_s(m, c, s, &ref);
+  EXPECT_NEAR(r.best.front().iteration_time_s, t, 1e-9 * t);
+  EXPECT_EQ(costmodel::to_json(r.best.front().plan), costmodel::to_json(ref));
+  EXPECT_GT(r.stats.considered, 100);
+  EXPECT_EQ(r.stats.considered, r.stats.pruned + r.stats.rejected + r.stats.evaluated);
+  for (size_t i = 1; i < r.best.size(); ++i) EXPECT_LE(r.best[i - 1].iteration_time_s, r.best[i].iteration_time_s);
+}
+
+// The bound is below the evaluated peak of every plan, so a pruned plan cannot fit: checked on
+// random spaces (model, nodes, batch) by evaluating what the bound prunes.
+TEST(Planner, PruningNeverDropsAPlanThatFits) {
+  std::mt19937 rng(12);
+  const std::vector<std::string> models = {"gpt3-7.5b", "gpt3-18b", "gpt3-39b", "llama-7b"};
+  long pruned_checked = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    const ModelSpec m = costmodel::load_model(models[rng() % models.size()]);
+    const ClusterSpec c = h100_nodes(1 + static_cast<int>(rng() % 2));
+    PlanSpace s = small_space(8L << (rng() % 3));
+    s.schedules = {{"1f1b", 0}};
+    for (const ParallelPlan& p : planner::enumerate(s, m, c)) {
+      costmodel::Estimate e;
+      try {
+        e = costmodel::estimate(m, planner::plan_cluster(c, s), p);
+      } catch (const InputError&) {
+        continue;
+      }
+      const double bound = planner::memory_lower_bound_bytes(m, p);
+      EXPECT_LE(bound, e.max_memory_bytes * (1 + 1e-12)) << m.name << " " << costmodel::to_json(p).dump();
+      if (bound > c.gpu_memory_bytes) {
+        ++pruned_checked;
+        EXPECT_FALSE(e.fits) << m.name << " " << costmodel::to_json(p).dump();
+      }
+    }
+  }
+  EXPECT_GT(pruned_checked, 0);  // the check saw pruned plans
+}
+
+TEST(Planner, BadSpacesAreRefused) {
+  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const ClusterSpec c = h100_nodes(2);
+  PlanSpace s = small_space(32);
+  s.gpus = 12;
+  EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, c); }).find("gpus = 12 is invalid"), std::string::npos);
+  s = small_space(0);
+  EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, c); }).find("global_batch = 0 is invalid"), std::string::npos);
+  s = small_space(32);
+  s.zero = {3};
+  EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, c); }).find("zero = 3 is invalid"), std::string::npos);
+}
+
+// Fewer GPUs than the cluster has: whole nodes of it.
+TEST(Planner, PlansOnASubsetOfTheCluster) {
+  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  PlanSpace s = small_space(32);
+  s.gpus = 8;
+  planner::SearchResult r = planner::search(m, h100_nodes(4), s);
+  EXPECT_EQ(r.cluster.num_gpus(), 8);
+  ASSERT_FALSE(r.best.empty());
+  EXPECT_EQ(r.best.front().plan.num_gpus(), 8);
+}
+
+TEST(PlannerCli, WritesAPlanThatEstimateReads) {
+  const std::string out = ::testing::TempDir() + "stagecraft_plan_best.json";
+  test::RunResult r = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 --gpus 16 --global-batch 32 --top 3 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("searched"), std::string::npos) << r.out;
+  test::RunResult e = test::run_cli("estimate --model gpt3-7.5b --cluster h100-nvl-ib-64 --plan " + out + " --json");
+  std::remove(out.c_str());
+  ASSERT_EQ(e.exit_code, 0) << e.err;  // 16 GPUs of the 64: the first two nodes
+  test::RunResult first = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 --gpus 16 --global-batch 32 --top 1 --json");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const double planned = nlohmann::json::parse(first.out)["best"][0]["iteration_time_s"];
+  EXPECT_NEAR(nlohmann::json::parse(e.out)["iteration_time_s"].get<double>(), planned, 1e-9 * planned);
+  const auto parsed = nlohmann::json::parse(first.out);
+  EXPECT_EQ(parsed["gpus"], 16);
+  EXPECT_EQ(parsed["best"].size(), 1u);
+}
+
+TEST(PlannerCli, BadInputExitsTwo) {
+  for (const std::string& args : {"--gpus 12 --global-batch 32", "--global-batch 0", "--global-batch 32 --schedules nosuch",
+                                  "--global-batch 32 --sequence-parallel maybe", "--global-batch 32 --microbatch-sizes x"}) {
+    test::RunResult r = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("error"), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft
