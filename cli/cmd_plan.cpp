@@ -1,6 +1,8 @@
 // `stagecraft plan`: search the plans of a model on a cluster for a global batch (planner/)
 // and print the fastest that fit, with what the search considered, pruned and evaluated.
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "cli/commands.h"
@@ -16,7 +18,8 @@ namespace {
 struct PlanCmdFlags {
   std::string model;                  // preset name or JSON file
   std::string cluster;                // preset name or JSON file
-  int gpus = 0;                       // GPUs the plans use, whole nodes; 0 = the whole cluster
+  std::string gpus;                   // GPUs the plans use, whole nodes; several: one search each; empty = the whole cluster
+  double tokens = 0;                  // tokens to train, for the time to train and GPU-hours
   long global_batch = 0;              // sequences per iteration
   std::string schedules = "1f1b,interleaved-1f1b:2,interleaved-1f1b:4,zb-h1";  // NAME or NAME:CHUNKS
   std::string microbatch_sizes = "1,2,4,8";
@@ -39,9 +42,15 @@ int parse_int(const std::string& flag, const std::string& v) {
   throw InputError(flag + " = \"" + v + "\" is invalid (expected an integer)");
 }
 
-planner::PlanSpace space_of(const PlanCmdFlags& f) {
+std::string fmt_tokens(double v) {  // 3e+11 -> "3e+11", 1.5e12 -> "1.5e+12"
+  std::ostringstream o;
+  o << std::setprecision(3) << v;
+  return o.str();
+}
+
+planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
   planner::PlanSpace s;
-  s.gpus = f.gpus;
+  s.gpus = gpus;
   s.global_batch = f.global_batch;
   s.overlap_grad_reduce = !f.no_overlap;
   s.schedules.clear();
@@ -113,12 +122,64 @@ nlohmann::json result_json(const planner::SearchResult& r) {
             {"seconds", s.seconds}}}};
 }
 
+// One row per GPU count: the best plan of each, its time per iteration and, with --tokens, the
+// time and GPU-hours to train them.
+void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c,
+               const std::vector<int>& counts) {
+  std::vector<std::vector<std::string>> rows;
+  nlohmann::json out = nlohmann::json::array();
+  planner::SearchOptions opt;
+  opt.top_k = 1;
+  for (int n : counts) {
+    const planner::SearchResult r = planner::search(m, c, space_of(f, n), opt);
+    if (r.best.empty()) {
+      rows.push_back({std::to_string(n), "no plan fits", "", "", "", "", "", ""});
+      out.push_back({{"gpus", n}, {"best", nullptr}});
+      continue;
+    }
+    const planner::Candidate& b = r.best.front();
+    const double train_s = f.tokens > 0 ? f.tokens / b.tokens_per_s : 0;
+    const auto& p = b.plan;
+    rows.push_back({std::to_string(n),
+                    std::to_string(p.dp) + "/" + std::to_string(p.tp) + "/" + std::to_string(p.pp) + " b" +
+                        std::to_string(p.microbatch_size) + " " + schedule_label(p) + " " +
+                        std::string(costmodel::recompute_name(p.recompute)) + (p.sequence_parallel ? " sp" : "") +
+                        (p.zero ? " zero" + std::to_string(p.zero) : ""),
+                    fmt_seconds(b.iteration_time_s), fmt_num(b.tokens_per_s, 0), fmt_num(100 * b.mfu, 1) + "%",
+                    f.tokens > 0 ? fmt_num(train_s / 86400, 2) + " days" : "-",
+                    f.tokens > 0 ? fmt_num(n * train_s / 3600, 0) : "-", fmt_seconds(r.stats.seconds)});
+    out.push_back({{"gpus", n},
+                   {"best", costmodel::to_json(p)},
+                   {"iteration_time_s", b.iteration_time_s},
+                   {"tokens_per_s", b.tokens_per_s},
+                   {"mfu", b.mfu},
+                   {"train_s", train_s},
+                   {"gpu_hours", n * train_s / 3600}});
+  }
+  if (f.json) {
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::cout << "model " << m.name << " on cluster " << c.name << ", global batch " << f.global_batch << " sequences"
+            << (f.tokens > 0 ? ", " + fmt_tokens(f.tokens) + " tokens to train" : "") << "\n\n";
+  std::cout << format_table({"GPUs", "best plan (dp/tp/pp)", "iteration", "tokens/s", "MFU", "time to train", "GPU-hours", "search"},
+                            rows);
+}
+
 void run(const PlanCmdFlags& f) {
   const costmodel::ModelSpec m = costmodel::load_model(f.model);
   const costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
+  if (f.tokens < 0) throw InputError("--tokens = " + fmt_num(f.tokens) + " is invalid (must be positive)");
+  std::vector<int> counts;
+  for (const std::string& v : split_list(f.gpus)) counts.push_back(parse_int("--gpus", v));
+  if (counts.size() > 1) {
+    if (!f.out.empty()) throw InputError("--out with several --gpus is invalid (one plan file per search: give one count)");
+    run_sweep(f, m, c, counts);
+    return;
+  }
   planner::SearchOptions opt;
   opt.top_k = f.top;
-  const planner::SearchResult r = planner::search(m, c, space_of(f), opt);
+  const planner::SearchResult r = planner::search(m, c, space_of(f, counts.empty() ? 0 : counts.front()), opt);
   if (r.best.empty())
     throw Error("no plan of the space fits in memory (" + std::to_string(r.stats.considered) + " points, " +
                 std::to_string(r.stats.pruned) + " pruned, " + std::to_string(r.stats.infeasible) + " evaluated too large)");
@@ -134,6 +195,11 @@ void run(const PlanCmdFlags& f) {
   std::cout << "\nsearched " << s.considered << " plans: " << s.pruned << " pruned by the memory bound, " << s.rejected
             << " refused by a plan check, " << s.evaluated << " evaluated (" << s.infeasible << " too large), "
             << s.schedules_compiled << " evaluators compiled, in " << fmt_seconds(s.seconds) << "\n";
+  if (f.tokens > 0) {
+    const double train_s = f.tokens / r.best.front().tokens_per_s;
+    std::cout << "time to train " << fmt_tokens(f.tokens) << " tokens with the best plan: " << fmt_num(train_s / 86400, 2)
+              << " days, " << fmt_num(r.cluster.num_gpus() * train_s / 3600, 0) << " GPU-hours\n";
+  }
   if (!f.out.empty()) std::cout << "best plan written to " << f.out << " (estimate --plan reads it)\n";
 }
 
@@ -144,7 +210,8 @@ void add_plan_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("plan", "search dp, tp, pp, microbatching, schedule, recomputation, sp and ZeRO for the fastest plans that fit");
   c->add_option("--model", f->model, "model preset name or JSON file")->required();
   c->add_option("--cluster", f->cluster, "cluster preset name or JSON file")->required();
-  c->add_option("--gpus", f->gpus, "GPUs the plans use, whole nodes of the cluster (default: all)");
+  c->add_option("--gpus", f->gpus, "GPUs the plans use, whole nodes of the cluster (default: all); several (64,128,256): the best plan of each");
+  c->add_option("--tokens", f->tokens, "tokens to train: prints the time to train and GPU-hours of the best plan");
   c->add_option("--global-batch", f->global_batch, "sequences per iteration")->required();
   c->add_option("--schedules", f->schedules, "schedules tried, NAME or NAME:CHUNKS, comma-separated")->capture_default_str();
   c->add_option("--microbatch-sizes", f->microbatch_sizes, "microbatch sizes tried")->capture_default_str();

@@ -137,9 +137,27 @@ TEST(PlannerCli, WritesAPlanThatEstimateReads) {
   EXPECT_EQ(parsed["best"].size(), 1u);
 }
 
+// --gpus with several counts: the best plan of each, with the time to train --tokens.
+TEST(PlannerCli, SweepsGpuCounts) {
+  test::RunResult r = test::run_cli(
+      "plan --model gpt3-7.5b --cluster h100-nvl-ib-64 --gpus 8,16 --global-batch 32 --tokens 1e9 --schedules 1f1b --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["gpus"], 8);
+  EXPECT_EQ(rows[1]["best"]["dp"].get<int>() * rows[1]["best"]["tp"].get<int>() * rows[1]["best"]["pp"].get<int>(), 16);
+  for (const auto& row : rows) {
+    const double tps = row["tokens_per_s"], train = row["train_s"];
+    EXPECT_NEAR(train, 1e9 / tps, 1e-9 * train);
+    EXPECT_NEAR(row["gpu_hours"].get<double>(), row["gpus"].get<int>() * train / 3600, 1e-6);
+  }
+  EXPECT_LT(rows[1]["iteration_time_s"].get<double>(), rows[0]["iteration_time_s"].get<double>());
+}
+
 TEST(PlannerCli, BadInputExitsTwo) {
   for (const std::string& args : {"--gpus 12 --global-batch 32", "--global-batch 0", "--global-batch 32 --schedules nosuch",
-                                  "--global-batch 32 --sequence-parallel maybe", "--global-batch 32 --microbatch-sizes x"}) {
+                                  "--global-batch 32 --sequence-parallel maybe", "--global-batch 32 --microbatch-sizes x",
+                                  "--gpus 8,16 --global-batch 32 --out x.json"}) {
     test::RunResult r = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 " + args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find("error"), std::string::npos) << args << ": " << r.err;
