@@ -1,5 +1,7 @@
 // `stagecraft plan`: search the plans of a model on a cluster for a global batch (planner/)
 // and print the fastest that fit, with what the search considered, pruned and evaluated.
+#include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -8,8 +10,12 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "costmodel/presets.h"
+#include "costmodel/stats.h"
 #include "planner/search.h"
 #include "schedules/error.h"
+#ifdef STAGECRAFT_HAVE_SIM
+#include "sim/simulate.h"
+#endif
 
 namespace stagecraft::cli {
 
@@ -30,6 +36,7 @@ struct PlanCmdFlags {
   int top = 10;                       // plans printed
   bool json = false;                  // JSON instead of the table
   std::string out;                    // write the best plan here (a plan file estimate --plan reads)
+  std::string verify;                 // "sim": re-run the top plans on the simulator
 };
 
 int parse_int(const std::string& flag, const std::string& v) {
@@ -46,6 +53,12 @@ std::string fmt_tokens(double v) {  // 3e+11 -> "3e+11", 1.5e12 -> "1.5e+12"
   std::ostringstream o;
   o << std::setprecision(3) << v;
   return o.str();
+}
+
+double max_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::abs(b[i] - a[i]) / a[i]);
+  return worst;
 }
 
 planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
@@ -81,26 +94,30 @@ std::string schedule_label(const costmodel::ParallelPlan& p) {
   return p.schedule + (p.schedule_params.contains("chunks") ? " v" + p.schedule_params["chunks"].dump() : "");
 }
 
-void print_table(const planner::SearchResult& r) {
+void print_table(const planner::SearchResult& r, const std::vector<double>& simulated) {
   std::vector<std::vector<std::string>> rows;
   int rank = 0;
   for (const planner::Candidate& c : r.best) {
     const auto& p = c.plan;
-    rows.push_back({std::to_string(++rank), fmt_seconds(c.iteration_time_s), fmt_num(c.tokens_per_s, 0),
+    const size_t i = static_cast<size_t>(rank);
+    rows.push_back({std::to_string(++rank), fmt_seconds(c.iteration_time_s)});
+    if (!simulated.empty()) rows.back().push_back(fmt_seconds(simulated[i]));
+    rows.back().insert(rows.back().end(), {fmt_num(c.tokens_per_s, 0),
                     fmt_num(100 * c.mfu, 1) + "%", fmt_bytes(c.max_memory_bytes), fmt_num(c.bubble_fraction, 3),
                     std::to_string(p.dp) + "/" + std::to_string(p.tp) + "/" + std::to_string(p.pp),
                     std::to_string(p.microbatch_size) + " x " + std::to_string(p.num_microbatches), schedule_label(p),
                     std::string(costmodel::recompute_name(p.recompute)), p.sequence_parallel ? "on" : "off",
                     std::to_string(p.zero)});
   }
-  std::cout << format_table({"#", "iteration", "tokens/s", "MFU", "memory", "bubble", "dp/tp/pp", "b x m", "schedule",
-                             "recompute", "sp", "zero"},
-                            rows);
+  std::vector<std::string> header = {"#", "iteration"};
+  if (!simulated.empty()) header.push_back("simulated");
+  header.insert(header.end(), {"tokens/s", "MFU", "memory", "bubble", "dp/tp/pp", "b x m", "schedule", "recompute", "sp", "zero"});
+  std::cout << format_table(header, rows);
 }
 
-nlohmann::json result_json(const planner::SearchResult& r) {
+nlohmann::json result_json(const planner::SearchResult& r, const std::vector<double>& simulated) {
   nlohmann::json best = nlohmann::json::array();
-  for (const planner::Candidate& c : r.best)
+  for (const planner::Candidate& c : r.best) {
     best.push_back({{"plan", costmodel::to_json(c.plan)},
                     {"iteration_time_s", c.iteration_time_s},
                     {"tokens_per_s", c.tokens_per_s},
@@ -108,6 +125,8 @@ nlohmann::json result_json(const planner::SearchResult& r) {
                     {"hfu", c.hfu},
                     {"max_memory_bytes", c.max_memory_bytes},
                     {"bubble_fraction", c.bubble_fraction}});
+    if (!simulated.empty()) best.back()["simulated_iteration_time_s"] = simulated[best.size() - 1];
+  }
   const auto& s = r.stats;
   return {{"cluster", r.cluster.name},
           {"gpus", r.cluster.num_gpus()},
@@ -120,6 +139,23 @@ nlohmann::json result_json(const planner::SearchResult& r) {
             {"infeasible", s.infeasible},
             {"schedules_compiled", s.schedules_compiled},
             {"seconds", s.seconds}}}};
+}
+
+// --verify sim: each top plan's iteration time on the SimGrid simulator (contention, the
+// collectives as flows), beside the evaluator's; empty when not asked.
+std::vector<double> verify_on_sim(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const planner::SearchResult& r) {
+  if (f.verify.empty()) return {};
+  if (f.verify != "sim") throw InputError("--verify = '" + f.verify + "' is invalid (allowed: sim)");
+#ifdef STAGECRAFT_HAVE_SIM
+  std::vector<double> out;
+  for (const planner::Candidate& c : r.best)
+    out.push_back(sim::simulated_estimate(costmodel::estimate(m, r.cluster, c.plan)).eval.iteration_time_s);
+  return out;
+#else
+  (void)m;
+  (void)r;
+  throw InputError("--verify sim needs a build with the simulator (STAGECRAFT_BUILD_SIM)");
+#endif
 }
 
 // One row per GPU count: the best plan of each, its time per iteration and, with --tokens, the
@@ -170,6 +206,7 @@ void run(const PlanCmdFlags& f) {
   const costmodel::ModelSpec m = costmodel::load_model(f.model);
   const costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   if (f.tokens < 0) throw InputError("--tokens = " + fmt_num(f.tokens) + " is invalid (must be positive)");
+  if (!f.verify.empty() && f.verify != "sim") throw InputError("--verify = '" + f.verify + "' is invalid (allowed: sim)");
   std::vector<int> counts;
   for (const std::string& v : split_list(f.gpus)) counts.push_back(parse_int("--gpus", v));
   if (counts.size() > 1) {
@@ -183,14 +220,15 @@ void run(const PlanCmdFlags& f) {
   if (r.best.empty())
     throw Error("no plan of the space fits in memory (" + std::to_string(r.stats.considered) + " points, " +
                 std::to_string(r.stats.pruned) + " pruned, " + std::to_string(r.stats.infeasible) + " evaluated too large)");
+  const std::vector<double> simulated = verify_on_sim(f, m, r);
   if (!f.out.empty()) write_file_atomic(f.out, costmodel::to_json(r.best.front().plan).dump(2) + "\n");
   if (f.json) {
-    std::cout << result_json(r).dump(2) << "\n";
+    std::cout << result_json(r, simulated).dump(2) << "\n";
     return;
   }
   std::cout << "model " << m.name << " on " << r.cluster.num_gpus() << " GPUs of cluster " << c.name << ", global batch "
             << f.global_batch << " sequences\n\n";
-  print_table(r);
+  print_table(r, simulated);
   const auto& s = r.stats;
   std::cout << "\nsearched " << s.considered << " plans: " << s.pruned << " pruned by the memory bound, " << s.rejected
             << " refused by a plan check, " << s.evaluated << " evaluated (" << s.infeasible << " too large), "
@@ -199,6 +237,13 @@ void run(const PlanCmdFlags& f) {
     const double train_s = f.tokens / r.best.front().tokens_per_s;
     std::cout << "time to train " << fmt_tokens(f.tokens) << " tokens with the best plan: " << fmt_num(train_s / 86400, 2)
               << " days, " << fmt_num(r.cluster.num_gpus() * train_s / 3600, 0) << " GPU-hours\n";
+  }
+  if (!simulated.empty()) {
+    std::vector<double> evaluated;
+    for (const planner::Candidate& c : r.best) evaluated.push_back(c.iteration_time_s);
+    std::cout << "simulator against evaluator over the top " << evaluated.size() << ": Spearman "
+              << fmt_num(costmodel::stats::spearman(evaluated, simulated), 3) << ", largest difference "
+              << fmt_num(100 * max_relative_difference(evaluated, simulated), 2) << "%\n";
   }
   if (!f.out.empty()) std::cout << "best plan written to " << f.out << " (estimate --plan reads it)\n";
 }
@@ -222,6 +267,7 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--top", f->top, "plans printed, fastest first")->capture_default_str();
   c->add_flag("--json", f->json, "print JSON instead of the table");
   c->add_option("--out", f->out, "write the best plan to this JSON file");
+  c->add_option("--verify", f->verify, "sim: re-run the top plans on the SimGrid simulator and print both times");
   c->callback([f] { run(*f); });
 }
 

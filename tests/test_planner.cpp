@@ -154,10 +154,25 @@ TEST(PlannerCli, SweepsGpuCounts) {
   EXPECT_LT(rows[1]["iteration_time_s"].get<double>(), rows[0]["iteration_time_s"].get<double>());
 }
 
+#ifdef STAGECRAFT_HAVE_SIM
+// --verify sim: the top plans again on the simulator, its times beside the evaluator's.
+TEST(PlannerCli, VerifiesTheTopPlansOnTheSimulator) {
+  test::RunResult r = test::run_cli(
+      "plan --model gpt3-7.5b --cluster h100-nvl-ib-64 --gpus 8 --global-batch 16 --schedules 1f1b --top 3 --verify sim --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto best = nlohmann::json::parse(r.out)["best"];
+  ASSERT_EQ(best.size(), 3u);
+  for (const auto& c : best) {
+    const double ev = c["iteration_time_s"], sm = c["simulated_iteration_time_s"];
+    EXPECT_NEAR(sm, ev, 0.05 * ev);
+  }
+}
+#endif
+
 TEST(PlannerCli, BadInputExitsTwo) {
   for (const std::string& args : {"--gpus 12 --global-batch 32", "--global-batch 0", "--global-batch 32 --schedules nosuch",
                                   "--global-batch 32 --sequence-parallel maybe", "--global-batch 32 --microbatch-sizes x",
-                                  "--gpus 8,16 --global-batch 32 --out x.json"}) {
+                                  "--gpus 8,16 --global-batch 32 --out x.json", "--global-batch 32 --verify eyes"}) {
     test::RunResult r = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 " + args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find("error"), std::string::npos) << args << ": " << r.err;
