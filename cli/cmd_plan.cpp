@@ -94,6 +94,13 @@ std::string schedule_label(const costmodel::ParallelPlan& p) {
   return p.schedule + (p.schedule_params.contains("chunks") ? " v" + p.schedule_params["chunks"].dump() : "");
 }
 
+std::string layers_label(const costmodel::ParallelPlan& p) {
+  if (p.stage_layers.empty()) return "even";
+  std::string out;
+  for (int k : p.stage_layers) out += (out.empty() ? "" : ",") + std::to_string(k);
+  return out;
+}
+
 void print_table(const planner::SearchResult& r, const std::vector<double>& simulated) {
   std::vector<std::vector<std::string>> rows;
   int rank = 0;
@@ -107,11 +114,11 @@ void print_table(const planner::SearchResult& r, const std::vector<double>& simu
                     std::to_string(p.dp) + "/" + std::to_string(p.tp) + "/" + std::to_string(p.pp),
                     std::to_string(p.microbatch_size) + " x " + std::to_string(p.num_microbatches), schedule_label(p),
                     std::string(costmodel::recompute_name(p.recompute)), p.sequence_parallel ? "on" : "off",
-                    std::to_string(p.zero)});
+                    std::to_string(p.zero), layers_label(p)});
   }
   std::vector<std::string> header = {"#", "iteration"};
   if (!simulated.empty()) header.push_back("simulated");
-  header.insert(header.end(), {"tokens/s", "MFU", "memory", "bubble", "dp/tp/pp", "b x m", "schedule", "recompute", "sp", "zero"});
+  header.insert(header.end(), {"tokens/s", "MFU", "memory", "bubble", "dp/tp/pp", "b x m", "schedule", "recompute", "sp", "zero", "stage layers"});
   std::cout << format_table(header, rows);
 }
 
@@ -136,6 +143,7 @@ nlohmann::json result_json(const planner::SearchResult& r, const std::vector<dou
             {"pruned", s.pruned},
             {"rejected", s.rejected},
             {"evaluated", s.evaluated},
+            {"balanced", s.balanced},
             {"infeasible", s.infeasible},
             {"schedules_compiled", s.schedules_compiled},
             {"seconds", s.seconds}}}};
@@ -231,7 +239,8 @@ void run(const PlanCmdFlags& f) {
   print_table(r, simulated);
   const auto& s = r.stats;
   std::cout << "\nsearched " << s.considered << " plans: " << s.pruned << " pruned by the memory bound, " << s.rejected
-            << " refused by a plan check, " << s.evaluated << " evaluated (" << s.infeasible << " too large), "
+            << " refused by a plan check, " << s.evaluated << " evaluated (" << s.balanced << " of them with balanced stage layers, "
+            << s.infeasible << " too large), "
             << s.schedules_compiled << " evaluators compiled, in " << fmt_seconds(s.seconds) << "\n";
   if (f.tokens > 0) {
     const double train_s = f.tokens / r.best.front().tokens_per_s;

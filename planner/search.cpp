@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "costmodel/flops.h"
+#include "planner/balance.h"
 #include "planner/bounds.h"
 #include "schedules/buckets.h"
 #include "schedules/error.h"
@@ -41,8 +42,10 @@ std::string shape_key(const ParallelPlan& p) {
 }
 
 // One point as costmodel::estimate evaluates it, with the compiled evaluator from the cache.
+// Sets *costs to the point's cost table and *stages to its stages per pipeline.
 Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, EvaluatorCache& cache,
-                   std::map<std::string, schedules::Schedule>& lowered, SearchStats& stats, bool& fits) {
+                   std::map<std::string, schedules::Schedule>& lowered, SearchStats& stats, bool& fits,
+                   costmodel::CostTable* table, int* stages) {
   const std::string key = shape_key(p);
   auto it = lowered.find(key);
   if (it == lowered.end()) {
@@ -50,7 +53,9 @@ Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan&
     it = lowered.emplace(key, costmodel::plan_schedule(p)).first;
   }
   schedules::Schedule s = it->second;
-  costmodel::CostTable costs = costmodel::analytic_cost_table(m, c, p, s, nullptr);
+  *stages = s.stages_per_chain();
+  costmodel::CostTable& costs = *table;
+  costs = costmodel::analytic_cost_table(m, c, p, s, nullptr);
   std::string ekey = key;
   if (p.overlap_grad_reduce) {
     const std::vector<int> buckets = costmodel::grad_buckets(costs, p);
@@ -89,31 +94,48 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   const std::vector<ParallelPlan> points = enumerate(space, m, c);
   EvaluatorCache cache;
   std::map<std::string, schedules::Schedule> lowered;
+  // Evaluates q and keeps it among the best when it fits; false when a check refuses it.
+  costmodel::CostTable costs;
+  int stages = 0;
+  auto consider = [&](const ParallelPlan& q) {
+    Candidate cand;
+    bool fits = false;
+    try {
+      costmodel::check(q);
+      costmodel::check_fit(m, res.cluster, q);
+      cand = evaluate(m, res.cluster, q, cache, lowered, res.stats, fits, &costs, &stages);
+    } catch (const InputError&) {
+      return false;
+    }
+    ++res.stats.evaluated;
+    if (!fits) {
+      ++res.stats.infeasible;
+      return true;
+    }
+    res.best.push_back(cand);
+    std::stable_sort(res.best.begin(), res.best.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.iteration_time_s < b.iteration_time_s; });
+    if (static_cast<int>(res.best.size()) > opt.top_k) res.best.pop_back();
+    return true;
+  };
   for (const ParallelPlan& p : points) {
     ++res.stats.considered;
     if (opt.prune && memory_lower_bound_bytes(m, p) > res.cluster.gpu_memory_bytes) {
       ++res.stats.pruned;
       continue;
     }
-    Candidate cand;
-    bool fits = false;
-    try {
-      costmodel::check(p);
-      costmodel::check_fit(m, res.cluster, p);
-      cand = evaluate(m, res.cluster, p, cache, lowered, res.stats, fits);
-    } catch (const InputError&) {
+    if (!consider(p)) {
       ++res.stats.rejected;
       continue;
     }
-    ++res.stats.evaluated;
-    if (!fits) {
-      ++res.stats.infeasible;
-      continue;
-    }
-    res.best.push_back(cand);
-    std::stable_sort(res.best.begin(), res.best.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.iteration_time_s < b.iteration_time_s; });
-    if (static_cast<int>(res.best.size()) > opt.top_k) res.best.pop_back();
+    if (!opt.balance || stages < 2 || !p.stage_layers.empty()) continue;
+    // Merak's stage balancing: the same plan with the layers moved away from the embedding
+    // and the head, when that changes the partition.
+    ParallelPlan q = p;
+    q.stage_layers = balance_stages(m.num_layers, stages, stage_time_model(costs, p.recompute == costmodel::RecomputePolicy::Full));
+    if (q.stage_layers == costmodel::partition_layers(m, p, stages)) continue;
+    ++res.stats.balanced;
+    consider(q);
   }
   res.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -1,7 +1,8 @@
 // The planner: every point of a PlanSpace that the bounds do not prune, evaluated with the
 // cost model as `stagecraft estimate` evaluates it (the analytic cost table and the compiled
 // evaluator, compiled once per schedule shape and reused across the points that share it),
-// ranked by iteration time among the plans that fit in memory.
+// and again with balanced stage layers where that moves layers (planner/balance.h), ranked by
+// iteration time among the plans that fit in memory.
 #pragma once
 
 #include <string>
@@ -26,7 +27,8 @@ struct SearchStats {
   long considered = 0;          // points of the space
   long pruned = 0;              // dropped by the memory bound before any evaluation
   long rejected = 0;            // refused by a plan check or a schedule generator
-  long evaluated = 0;           // run through the evaluator
+  long evaluated = 0;           // run through the evaluator (balanced variants included)
+  long balanced = 0;            // variants with balanced stage layers (planner/balance.h) added
   long infeasible = 0;          // evaluated, and their peak memory exceeds the GPU's
   long schedules_compiled = 0;  // evaluators compiled (the rest reused one)
   double seconds = 0;           // wall time of the search
@@ -35,6 +37,7 @@ struct SearchStats {
 struct SearchOptions {
   int top_k = 10;      // candidates kept, fastest first
   bool prune = true;   // apply the memory bound (off: evaluate every point, for tests)
+  bool balance = true; // also evaluate each multi-stage plan with balanced stage layers
 };
 
 struct SearchResult {

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <random>
 
 #include "costmodel/estimate.h"
 #include "costmodel/presets.h"
 #include "helpers.h"
+#include "planner/balance.h"
 #include "planner/bounds.h"
 #include "planner/search.h"
 
@@ -52,18 +54,34 @@ double exhaustive_best_s(const ModelSpec& m, const ClusterSpec& c, const PlanSpa
   return t;
 }
 
+// Without stage balancing the planner's best is the exhaustive optimum of `estimate` over the
+// space; with it, the best is at least as fast, equal to `estimate` of its own plan (balanced
+// stage layers included), and pruning changes nothing.
 TEST(Planner, BestEqualsTheExhaustiveOptimum) {
   const ModelSpec m = costmodel::load_model("gpt3-7.5b");
   const ClusterSpec c = h100_nodes(2);
   const PlanSpace s = small_space(32);
-  planner::SearchResult r = planner::search(m, c, s);
-  ASSERT_FALSE(r.best.empty());
+  planner::SearchOptions uniform;
+  uniform.balance = false;
+  planner::SearchResult u = planner::search(m, c, s, uniform);
+  ASSERT_FALSE(u.best.empty());
   ParallelPlan ref;
   const double t = exhaustive_best_s(m, c, s, &ref);
-  EXPECT_NEAR(r.best.front().iteration_time_s, t, 1e-9 * t);
-  EXPECT_EQ(costmodel::to_json(r.best.front().plan), costmodel::to_json(ref));
-  EXPECT_GT(r.stats.considered, 100);
-  EXPECT_EQ(r.stats.considered, r.stats.pruned + r.stats.rejected + r.stats.evaluated);
+  EXPECT_NEAR(u.best.front().iteration_time_s, t, 1e-9 * t);
+  EXPECT_EQ(costmodel::to_json(u.best.front().plan), costmodel::to_json(ref));
+  EXPECT_GT(u.stats.considered, 100);
+  EXPECT_EQ(u.stats.considered, u.stats.pruned + u.stats.rejected + u.stats.evaluated);
+
+  planner::SearchResult r = planner::search(m, c, s);
+  EXPECT_LE(r.best.front().iteration_time_s, t);
+  EXPECT_GT(r.stats.balanced, 0);
+  EXPECT_EQ(r.stats.considered + r.stats.balanced, r.stats.pruned + r.stats.rejected + r.stats.evaluated);
+  const costmodel::Estimate own = costmodel::estimate(m, c, r.best.front().plan);
+  EXPECT_NEAR(own.eval.iteration_time_s, r.best.front().iteration_time_s, 1e-9 * t);
+  planner::SearchOptions all;
+  all.prune = false;
+  planner::SearchResult unpruned = planner::search(m, c, s, all);
+  EXPECT_EQ(costmodel::to_json(unpruned.best.front().plan), costmodel::to_json(r.best.front().plan));
   for (size_t i = 1; i < r.best.size(); ++i) EXPECT_LE(r.best[i - 1].iteration_time_s, r.best[i].iteration_time_s);
 }
 
@@ -94,6 +112,64 @@ TEST(Planner, PruningNeverDropsAPlanThatFits) {
     }
   }
   EXPECT_GT(pruned_checked, 0);  // the check saw pruned plans
+}
+
+// The dynamic program against every partition on small cases.
+TEST(PlannerBalance, DynamicProgramFindsTheBruteForceBottleneck) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int layers = 2 + static_cast<int>(rng() % 11), stages = 1 + static_cast<int>(rng() % std::min(layers, 5));
+    planner::StageTimeModel tm{1.0, 0.1 * (rng() % 30), 0.25 * (rng() % 20)};
+    auto bottleneck = [&](const std::vector<int>& part) {
+      double worst = 0;
+      for (size_t i = 0; i < part.size(); ++i) worst = std::max(worst, tm.stage_s(part[i], i == 0, i + 1 == part.size()));
+      return worst;
+    };
+    // Every composition of `layers` into `stages` positive parts.
+    double brute = 1e300;
+    std::vector<int> part(static_cast<size_t>(stages), 1);
+    std::function<void(int, int)> rec = [&](int i, int left) {
+      if (i == stages - 1) {
+        part[static_cast<size_t>(i)] = left;
+        brute = std::min(brute, bottleneck(part));
+        return;
+      }
+      for (int k = 1; k <= left - (stages - 1 - i); ++k) {
+        part[static_cast<size_t>(i)] = k;
+        rec(i + 1, left - k);
+      }
+    };
+    rec(0, layers);
+    const std::vector<int> dp = planner::balance_stages(layers, stages, tm);
+    ASSERT_EQ(static_cast<int>(dp.size()), stages);
+    int sum = 0;
+    for (int k : dp) {
+      EXPECT_GE(k, 1);
+      sum += k;
+    }
+    EXPECT_EQ(sum, layers);
+    EXPECT_DOUBLE_EQ(bottleneck(dp), brute) << layers << " layers, " << stages << " stages";
+  }
+  EXPECT_NE(test::error_of([] { planner::balance_stages(3, 4, {}); }).find("3 layers over 4 stages is invalid"), std::string::npos);
+}
+
+// A head worth about two layers (GPT 1.4B: V = 50257 against h = 2048) moves layers off the
+// last stage.
+TEST(PlannerBalance, TheHeadStageGetsFewerLayers) {
+  const ModelSpec m = costmodel::load_model("gpt-1.4b");
+  ClusterSpec c = h100_nodes(1);
+  ParallelPlan p;
+  p.pp = 4;
+  p.dp = 2;
+  p.num_microbatches = 8;
+  const costmodel::Estimate e = costmodel::estimate(m, c, p);
+  const planner::StageTimeModel tm = planner::stage_time_model(e.costs, false);
+  EXPECT_GT(tm.head_s, tm.layer_s);
+  const std::vector<int> bal = planner::balance_stages(m.num_layers, 4, tm);
+  EXPECT_LT(bal.back(), m.num_layers / 4);
+  ParallelPlan q = p;
+  q.stage_layers = bal;
+  EXPECT_LT(costmodel::estimate(m, c, q).eval.iteration_time_s, e.eval.iteration_time_s);
 }
 
 TEST(Planner, BadSpacesAreRefused) {
