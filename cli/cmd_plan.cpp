@@ -33,6 +33,7 @@ struct PlanCmdFlags {
   std::string zero = "0,1";
   std::string sequence_parallel = "off,on";
   bool no_overlap = false;            // reduce gradients after the backward instead of in buckets
+  int max_tp = 0;                     // largest tp tried; 0 = one node's GPUs
   int top = 10;                       // plans printed
   bool json = false;                  // JSON instead of the table
   std::string out;                    // write the best plan here (a plan file estimate --plan reads)
@@ -66,14 +67,27 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
   s.gpus = gpus;
   s.global_batch = f.global_batch;
   s.overlap_grad_reduce = !f.no_overlap;
+  s.max_tp = f.max_tp;
   s.schedules.clear();
   for (const std::string& item : split_list(f.schedules)) {
-    const size_t colon = item.find(':');
+    // NAME, NAME:CHUNKS or NAME:KEY=VALUE[:KEY=VALUE...]
+    const std::vector<std::string> parts = split_list(item, ':');
     planner::ScheduleChoice c;
-    c.name = schedules::find_generator(item.substr(0, colon)).name;  // throws InputError listing the names
-    if (colon != std::string::npos) c.chunks = parse_int("--schedules chunks", item.substr(colon + 1));
-    if (colon != std::string::npos && c.chunks < 1)
-      throw InputError("--schedules " + item + " is invalid (chunks must be at least 1)");
+    c.name = schedules::find_generator(parts.front()).name;  // throws InputError listing the names
+    for (size_t i = 1; i < parts.size(); ++i) {
+      const size_t eq = parts[i].find('=');
+      if (eq == std::string::npos) {
+        c.chunks = parse_int("--schedules " + item + " chunks", parts[i]);
+        if (c.chunks < 1) throw InputError("--schedules " + item + " is invalid (chunks must be at least 1)");
+        continue;
+      }
+      const std::string key = parts[i].substr(0, eq), value = parts[i].substr(eq + 1);
+      try {
+        c.params[key] = nlohmann::json::parse(value);
+      } catch (const std::exception&) {
+        c.params[key] = value;  // a word, e.g. auto
+      }
+    }
     s.schedules.push_back(c);
   }
   s.microbatch_sizes.clear();
@@ -91,7 +105,10 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
 }
 
 std::string schedule_label(const costmodel::ParallelPlan& p) {
-  return p.schedule + (p.schedule_params.contains("chunks") ? " v" + p.schedule_params["chunks"].dump() : "");
+  std::string out = p.schedule;
+  for (auto it = p.schedule_params.begin(); it != p.schedule_params.end(); ++it)
+    out += it.key() == "chunks" ? " v" + it.value().dump() : " " + it.key() + "=" + it.value().dump();
+  return out;
 }
 
 std::string layers_label(const costmodel::ParallelPlan& p) {
@@ -264,14 +281,15 @@ void add_plan_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("plan", "search dp, tp, pp, microbatching, schedule, recomputation, sp and ZeRO for the fastest plans that fit");
   c->add_option("--model", f->model, "model preset name or JSON file")->required();
   c->add_option("--cluster", f->cluster, "cluster preset name or JSON file")->required();
-  c->add_option("--gpus", f->gpus, "GPUs the plans use, whole nodes of the cluster (default: all); several (64,128,256): the best plan of each");
+  c->add_option("--gpus", f->gpus, "GPUs the plans use, the cluster's first ones (default: all); several (64,128,256): the best plan of each");
   c->add_option("--tokens", f->tokens, "tokens to train: prints the time to train and GPU-hours of the best plan");
   c->add_option("--global-batch", f->global_batch, "sequences per iteration")->required();
-  c->add_option("--schedules", f->schedules, "schedules tried, NAME or NAME:CHUNKS, comma-separated")->capture_default_str();
+  c->add_option("--schedules", f->schedules, "schedules tried, comma-separated: NAME, NAME:CHUNKS or NAME:KEY=VALUE[:KEY=VALUE] (e.g. hanayo:waves=2)")->capture_default_str();
   c->add_option("--microbatch-sizes", f->microbatch_sizes, "microbatch sizes tried")->capture_default_str();
   c->add_option("--recompute", f->recompute, "recomputation policies tried (none, selective, full)")->capture_default_str();
   c->add_option("--zero", f->zero, "ZeRO stages tried where dp > 1 (0, 1, 2)")->capture_default_str();
   c->add_option("--sequence-parallel", f->sequence_parallel, "sequence parallelism tried where tp > 1 (off, on)")->capture_default_str();
+  c->add_option("--max-tp", f->max_tp, "largest tensor-parallel degree tried (default: one node's GPUs)");
   c->add_flag("--no-overlap-grad-reduce", f->no_overlap, "reduce gradients after the backward (default: in buckets during it)");
   c->add_option("--top", f->top, "plans printed, fastest first")->capture_default_str();
   c->add_flag("--json", f->json, "print JSON instead of the table");

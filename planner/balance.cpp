@@ -23,13 +23,15 @@ StageTimeModel stage_time_model(const costmodel::CostTable& t, bool full_recompu
   return out;
 }
 
-std::vector<int> balance_stages(int layers, int stages, const StageTimeModel& m) {
-  if (stages < 1 || layers < stages)
-    throw InputError("stage balancing: " + std::to_string(layers) + " layers over " + std::to_string(stages) +
-                     " stages is invalid (each stage needs at least one layer)");
+namespace {
+
+// Layers per stage minimising `cost` summed over stages, each stage's time at most `cap`
+// (infinite: no cap), or the largest stage time when `bottleneck`: dynamic programming over
+// (stages used, layers used), O(stages * layers^2).
+std::vector<int> solve(int layers, int stages, const StageTimeModel& m, double cap, bool bottleneck) {
   const double inf = std::numeric_limits<double>::infinity();
-  // best[s][l]: the smallest bottleneck of the first s stages holding the first l layers;
-  // cut[s][l]: the layers of stage s-1 in that optimum.
+  // best[s][l]: the optimum over the first s stages holding the first l layers; cut[s][l]: the
+  // layers of stage s-1 in it.
   std::vector<std::vector<double>> best(static_cast<size_t>(stages) + 1, std::vector<double>(static_cast<size_t>(layers) + 1, inf));
   std::vector<std::vector<int>> cut(static_cast<size_t>(stages) + 1, std::vector<int>(static_cast<size_t>(layers) + 1, 0));
   best[0][0] = 0;
@@ -37,8 +39,9 @@ std::vector<int> balance_stages(int layers, int stages, const StageTimeModel& m)
     for (int l = s; l <= layers - (stages - s); ++l)
       for (int k = 1; k <= l - (s - 1); ++k) {
         const double prev = best[static_cast<size_t>(s - 1)][static_cast<size_t>(l - k)];
-        if (prev == inf) continue;
-        const double here = std::max(prev, m.stage_s(k, s == 1, s == stages));
+        const double t = m.stage_s(k, s == 1, s == stages);
+        if (prev == inf || t > cap) continue;
+        const double here = bottleneck ? std::max(prev, t) : prev + t * t;
         if (here < best[static_cast<size_t>(s)][static_cast<size_t>(l)]) {
           best[static_cast<size_t>(s)][static_cast<size_t>(l)] = here;
           cut[static_cast<size_t>(s)][static_cast<size_t>(l)] = k;
@@ -50,6 +53,24 @@ std::vector<int> balance_stages(int layers, int stages, const StageTimeModel& m)
     l -= out[static_cast<size_t>(s - 1)];
   }
   return out;
+}
+
+double bottleneck_of(const std::vector<int>& part, const StageTimeModel& m) {
+  double worst = 0;
+  for (size_t i = 0; i < part.size(); ++i) worst = std::max(worst, m.stage_s(part[i], i == 0, i + 1 == part.size()));
+  return worst;
+}
+
+}  // namespace
+
+std::vector<int> balance_stages(int layers, int stages, const StageTimeModel& m) {
+  if (stages < 1 || layers < stages)
+    throw InputError("stage balancing: " + std::to_string(layers) + " layers over " + std::to_string(stages) +
+                     " stages is invalid (each stage needs at least one layer)");
+  // First the smallest bottleneck; then, among the partitions that reach it, the most even
+  // (least sum of squared stage times): the fill and drain of a pipeline add every stage.
+  const double cap = bottleneck_of(solve(layers, stages, m, std::numeric_limits<double>::infinity(), true), m);
+  return solve(layers, stages, m, cap * (1 + 1e-12), false);
 }
 
 }  // namespace stagecraft::planner

@@ -25,9 +25,10 @@ StageTimeModel stage_time_model(const costmodel::CostTable& t, bool full_recompu
 
 // Layers per stage (each at least 1, adding up to `layers`) minimising the largest
 // stage_s over the `stages` stages: exact, by dynamic programming over (stages used, layers
-// used), O(stages * layers^2). Among partitions with the same bottleneck, the one the
-// recursion meets first (fewest layers on the earliest stages). Throws InputError when there
-// are fewer layers than stages.
+// used), O(stages * layers^2); among the partitions with that bottleneck, the one with the
+// least sum of squared stage times (a second program capped at the bottleneck), since a
+// pipeline's fill and drain add every stage. Throws InputError when there are fewer layers
+// than stages.
 std::vector<int> balance_stages(int layers, int stages, const StageTimeModel& m);
 
 }  // namespace stagecraft::planner

@@ -34,12 +34,12 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   auto bad = [](const std::string& field, const std::string& value, const std::string& allowed) {
     throw InputError("plan space: " + field + " = " + value + " is invalid (" + allowed + ")");
   };
-  if (space.gpus < 0 || (space.gpus > 0 && (space.gpus % c.gpus_per_node != 0 || space.gpus > c.num_gpus())))
-    bad("gpus", std::to_string(space.gpus),
-        "must be whole nodes of cluster '" + c.name + "': a multiple of " + std::to_string(c.gpus_per_node) + " up to " +
-            std::to_string(c.num_gpus()));
+  if (space.gpus < 0 || space.gpus > c.num_gpus())
+    bad("gpus", std::to_string(space.gpus), "must be 0 (all) or at most the " + std::to_string(c.num_gpus()) + " of cluster '" + c.name + "'");
   if (space.global_batch < 1) bad("global_batch", std::to_string(space.global_batch), "must be at least 1 sequence");
   if (space.schedules.empty()) bad("schedules", "(none)", "give at least one");
+  for (const ScheduleChoice& s : space.schedules)
+    if (!s.params.is_object()) bad("schedules[" + s.name + "].params", s.params.dump(), "must be an object of generator parameters");
   if (space.microbatch_sizes.empty()) bad("microbatch_sizes", "(none)", "give at least one");
   for (int b : space.microbatch_sizes)
     if (b < 1) bad("microbatch_sizes", std::to_string(b), "each must be at least 1");
@@ -52,7 +52,7 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
 
 ClusterSpec plan_cluster(const ClusterSpec& c, const PlanSpace& space) {
   ClusterSpec k = c;
-  if (space.gpus > 0) k.nodes = space.gpus / c.gpus_per_node;
+  if (space.gpus > 0) k.nodes = (space.gpus + c.gpus_per_node - 1) / c.gpus_per_node;
   return k;
 }
 
@@ -85,6 +85,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                 p.microbatch_size = b;
                 p.num_microbatches = static_cast<int>(mb);
                 p.schedule = s.name;
+                p.schedule_params = s.params;
                 if (s.chunks > 0) p.schedule_params["chunks"] = s.chunks;
                 p.recompute = r;
                 p.sequence_parallel = sp;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "costmodel/specs.h"
 
 namespace stagecraft::planner {
@@ -13,10 +15,11 @@ namespace stagecraft::planner {
 struct ScheduleChoice {
   std::string name;  // registered schedule
   int chunks = 0;    // stages per rank for interleaved schedules; 0 = none
+  nlohmann::json params = nlohmann::json::object();  // its other parameters, e.g. {"waves": 2} (Hanayo)
 };
 
 struct PlanSpace {
-  int gpus = 0;                    // GPUs every plan uses (dp * tp * pp); 0 = the whole cluster
+  int gpus = 0;                    // GPUs every plan uses (dp * tp * pp), the cluster's first ones; 0 = all
   long global_batch = 0;           // sequences per iteration (dp * microbatch size * microbatches)
   std::vector<ScheduleChoice> schedules = {{"1f1b", 0}, {"interleaved-1f1b", 2}, {"interleaved-1f1b", 4}, {"zb-h1", 0}};
   std::vector<int> microbatch_sizes = {1, 2, 4, 8};  // b values tried
@@ -32,7 +35,8 @@ struct PlanSpace {
 // Checks the space's own fields against the model and cluster; throws InputError naming the
 // field, the value and what is allowed.
 void check(const PlanSpace& space, const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c);
-// The cluster the plans run on: `space.gpus` as whole nodes of `c` (its first nodes).
+// The cluster the plans run on: the nodes of `c` that hold its first `space.gpus` GPUs (the last
+// one partly used when gpus is not a multiple of a node).
 costmodel::ClusterSpec plan_cluster(const costmodel::ClusterSpec& c, const PlanSpace& space);
 // Every point of the space, in a fixed order (tp, pp, b, schedule, recompute, sp, zero).
 std::vector<costmodel::ParallelPlan> enumerate(const PlanSpace& space, const costmodel::ModelSpec& m,

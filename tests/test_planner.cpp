@@ -176,8 +176,8 @@ TEST(Planner, BadSpacesAreRefused) {
   const ModelSpec m = costmodel::load_model("gpt3-7.5b");
   const ClusterSpec c = h100_nodes(2);
   PlanSpace s = small_space(32);
-  s.gpus = 12;
-  EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, c); }).find("gpus = 12 is invalid"), std::string::npos);
+  s.gpus = 24;
+  EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, c); }).find("gpus = 24 is invalid"), std::string::npos);
   s = small_space(0);
   EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, c); }).find("global_batch = 0 is invalid"), std::string::npos);
   s = small_space(32);
@@ -185,7 +185,7 @@ TEST(Planner, BadSpacesAreRefused) {
   EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, c); }).find("zero = 3 is invalid"), std::string::npos);
 }
 
-// Fewer GPUs than the cluster has: whole nodes of it.
+// Fewer GPUs than the cluster has: its first ones, whole nodes first.
 TEST(Planner, PlansOnASubsetOfTheCluster) {
   const ModelSpec m = costmodel::load_model("gpt3-7.5b");
   PlanSpace s = small_space(32);
@@ -246,7 +246,7 @@ TEST(PlannerCli, VerifiesTheTopPlansOnTheSimulator) {
 #endif
 
 TEST(PlannerCli, BadInputExitsTwo) {
-  for (const std::string& args : {"--gpus 12 --global-batch 32", "--global-batch 0", "--global-batch 32 --schedules nosuch",
+  for (const std::string& args : {"--gpus 72 --global-batch 32", "--global-batch 32 --schedules hanayo:2x","--global-batch 0", "--global-batch 32 --schedules nosuch",
                                   "--global-batch 32 --sequence-parallel maybe", "--global-batch 32 --microbatch-sizes x",
                                   "--gpus 8,16 --global-batch 32 --out x.json", "--global-batch 32 --verify eyes"}) {
     test::RunResult r = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 " + args);
