@@ -35,20 +35,26 @@ PlanSpace small_space(long global_batch) {
   return s;
 }
 
-// The reference: every point through costmodel::estimate (no cache, no bound), the fastest
-// that fits.
+// Every point of the space that the plan checks accept, through costmodel::estimate (no
+// cache, no bound).
+std::vector<costmodel::Estimate> estimates_of(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s) {
+  std::vector<costmodel::Estimate> out;
+  for (const ParallelPlan& p : planner::enumerate(s, m, c)) {
+    try {
+      out.push_back(costmodel::estimate(m, planner::plan_cluster(c, s), p));
+    } catch (const InputError&) {
+    }
+  }
+  return out;
+}
+
+// The reference: the fastest of them that fits.
 double exhaustive_best_s(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s, ParallelPlan* best) {
   double t = -1;
-  for (const ParallelPlan& p : planner::enumerate(s, m, c)) {
-    costmodel::Estimate e;
-    try {
-      e = costmodel::estimate(m, planner::plan_cluster(c, s), p);
-    } catch (const InputError&) {
-      continue;
-    }
+  for (const costmodel::Estimate& e : estimates_of(m, c, s)) {
     if (e.fits && (t < 0 || e.eval.iteration_time_s < t)) {
       t = e.eval.iteration_time_s;
-      *best = p;
+      *best = e.plan;
     }
   }
   return t;
@@ -96,13 +102,8 @@ TEST(Planner, PruningNeverDropsAPlanThatFits) {
     const ClusterSpec c = h100_nodes(1 + static_cast<int>(rng() % 2));
     PlanSpace s = small_space(8L << (rng() % 3));
     s.schedules = {{"1f1b", 0}};
-    for (const ParallelPlan& p : planner::enumerate(s, m, c)) {
-      costmodel::Estimate e;
-      try {
-        e = costmodel::estimate(m, planner::plan_cluster(c, s), p);
-      } catch (const InputError&) {
-        continue;
-      }
+    for (const costmodel::Estimate& e : estimates_of(m, c, s)) {
+      const ParallelPlan& p = e.plan;
       const double bound = planner::memory_lower_bound_bytes(m, p);
       EXPECT_LE(bound, e.max_memory_bytes * (1 + 1e-12)) << m.name << " " << costmodel::to_json(p).dump();
       if (bound > c.gpu_memory_bytes) {
