@@ -13,6 +13,7 @@
 #include "costmodel/stats.h"
 #include "planner/search.h"
 #include "schedules/error.h"
+#include "schedules/tp_overlap.h"
 #ifdef STAGECRAFT_HAVE_SIM
 #include "sim/simulate.h"
 #endif
@@ -32,6 +33,7 @@ struct PlanCmdFlags {
   std::string recompute = "none,selective,full";
   std::string zero = "0,1";
   std::string sequence_parallel = "off,on";
+  std::string tp_overlaps = "blocking";  // tensor-parallel overlap modes tried where tp > 1
   bool no_overlap = false;            // reduce gradients after the backward instead of in buckets
   int max_tp = 0;                     // largest tp tried; 0 = one node's GPUs
   int top = 10;                       // plans printed
@@ -96,6 +98,8 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
   for (const std::string& v : split_list(f.recompute)) s.recompute.push_back(costmodel::parse_recompute(v));
   s.zero.clear();
   for (const std::string& v : split_list(f.zero)) s.zero.push_back(parse_int("--zero", v));
+  s.tp_overlap.clear();
+  for (const std::string& v : split_list(f.tp_overlaps)) s.tp_overlap.push_back(schedules::parse_tp_overlap(v, "--tp-overlaps"));
   s.sequence_parallel.clear();
   for (const std::string& v : split_list(f.sequence_parallel)) {
     if (v != "on" && v != "off") throw InputError("--sequence-parallel \"" + v + "\" is invalid (allowed: on, off)");
@@ -106,6 +110,7 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
 
 std::string schedule_label(const costmodel::ParallelPlan& p) {
   std::string out = p.schedule;
+  if (p.tp_overlap != schedules::TpOverlap::Blocking) out += " [" + std::string(schedules::tp_overlap_name(p.tp_overlap)) + "]";
   for (auto it = p.schedule_params.begin(); it != p.schedule_params.end(); ++it)
     out += it.key() == "chunks" ? " v" + it.value().dump() : " " + it.key() + "=" + it.value().dump();
   return out;
@@ -289,6 +294,7 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--recompute", f->recompute, "recomputation policies tried (none, selective, full)")->capture_default_str();
   c->add_option("--zero", f->zero, "ZeRO stages tried where dp > 1 (0, 1, 2)")->capture_default_str();
   c->add_option("--sequence-parallel", f->sequence_parallel, "sequence parallelism tried where tp > 1 (off, on)")->capture_default_str();
+  c->add_option("--tp-overlaps", f->tp_overlaps, "tensor-parallel overlap modes tried where tp > 1 (blocking, merak, cross-pass, oases)")->capture_default_str();
   c->add_option("--max-tp", f->max_tp, "largest tensor-parallel degree tried (default: one node's GPUs)");
   c->add_flag("--no-overlap-grad-reduce", f->no_overlap, "reduce gradients after the backward (default: in buckets during it)");
   c->add_option("--top", f->top, "plans printed, fastest first")->capture_default_str();

@@ -46,6 +46,7 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   for (int z : space.zero)
     if (z < 0 || z > 2) bad("zero", std::to_string(z), "allowed: 0, 1, 2");
   if (space.recompute.empty()) bad("recompute", "(none)", "give at least one");
+  if (space.tp_overlap.empty()) bad("tp_overlap", "(none)", "give at least one (blocking: no overlap)");
   if (space.max_tp < 0) bad("max_tp", std::to_string(space.max_tp), "must be 0 (one node) or more");
   if (m.num_heads < 1 || m.num_layers < 1) bad("model", m.name, "needs layers and heads");
 }
@@ -75,7 +76,9 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
           for (RecomputePolicy r : space.recompute)
             for (bool sp : space.sequence_parallel) {
               if (sp && tp == 1) continue;
+              for (schedules::TpOverlap o : space.tp_overlap)
               for (int z : space.zero) {
+                if (o != schedules::TpOverlap::Blocking && tp == 1) continue;  // nothing to overlap
                 if (z > 0 && dp == 1) continue;
                 if (z == 2 && mb > 1) continue;  // zero 2 shards gradients: no accumulation (costmodel check)
                 ParallelPlan p;
@@ -89,6 +92,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                 if (s.chunks > 0) p.schedule_params["chunks"] = s.chunks;
                 p.recompute = r;
                 p.sequence_parallel = sp;
+                p.tp_overlap = o;
                 p.zero = z;
                 p.overlap_grad_reduce = space.overlap_grad_reduce;
                 out.push_back(p);

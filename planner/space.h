@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/specs.h"
+#include "schedules/tp_overlap.h"
 
 namespace stagecraft::planner {
 
@@ -28,6 +29,7 @@ struct PlanSpace {
                                                        costmodel::RecomputePolicy::Full};
   std::vector<int> zero = {0, 1};            // ZeRO stages tried where dp > 1
   std::vector<bool> sequence_parallel = {false, true};  // tried where tp > 1
+  std::vector<schedules::TpOverlap> tp_overlap = {schedules::TpOverlap::Blocking};  // modes tried where tp > 1
   bool overlap_grad_reduce = true;           // every plan reduces its gradients in buckets during the backward
   int max_tp = 0;                            // largest tp; 0 = the GPUs of one node (Megatron keeps tp in a node)
 };
@@ -38,7 +40,7 @@ void check(const PlanSpace& space, const costmodel::ModelSpec& m, const costmode
 // The cluster the plans run on: the nodes of `c` that hold its first `space.gpus` GPUs (the last
 // one partly used when gpus is not a multiple of a node).
 costmodel::ClusterSpec plan_cluster(const costmodel::ClusterSpec& c, const PlanSpace& space);
-// Every point of the space, in a fixed order (tp, pp, b, schedule, recompute, sp, zero).
+// Every point of the space, in a fixed order (tp, pp, b, schedule, recompute, sp, tp overlap, zero).
 std::vector<costmodel::ParallelPlan> enumerate(const PlanSpace& space, const costmodel::ModelSpec& m,
                                                const costmodel::ClusterSpec& c);
 

@@ -186,6 +186,30 @@ TEST(Planner, BadSpacesAreRefused) {
   EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, c); }).find("zero = 3 is invalid"), std::string::npos);
 }
 
+// Tensor-parallel overlap modes join the space where tp > 1; modes that split a microbatch need
+// an even microbatch size, and the plan check refuses the others (counted, not evaluated).
+TEST(Planner, TensorParallelOverlapModes) {
+  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  PlanSpace s = small_space(16);
+  s.schedules = {{"1f1b", 0}};
+  s.tp_overlap = {schedules::TpOverlap::Blocking, schedules::TpOverlap::Oases};
+  planner::SearchOptions all;
+  all.top_k = 1000;
+  all.balance = false;
+  planner::SearchResult r = planner::search(m, h100_nodes(1), s, all);
+  bool oases = false;
+  for (const planner::Candidate& c : r.best) {
+    if (c.plan.tp_overlap != schedules::TpOverlap::Oases) continue;
+    oases = true;
+    EXPECT_GT(c.plan.tp, 1);
+    EXPECT_EQ(c.plan.microbatch_size % 2, 0);
+    const costmodel::Estimate e = costmodel::estimate(m, h100_nodes(1), c.plan);
+    EXPECT_NEAR(e.eval.iteration_time_s, c.iteration_time_s, 1e-9 * c.iteration_time_s);
+  }
+  EXPECT_TRUE(oases);
+  EXPECT_GT(r.stats.rejected, 0);  // b = 1 with a splitting mode
+}
+
 // Fewer GPUs than the cluster has: its first ones, whole nodes first.
 TEST(Planner, PlansOnASubsetOfTheCluster) {
   const ModelSpec m = costmodel::load_model("gpt3-7.5b");
@@ -249,7 +273,8 @@ TEST(PlannerCli, VerifiesTheTopPlansOnTheSimulator) {
 TEST(PlannerCli, BadInputExitsTwo) {
   for (const std::string& args : {"--gpus 72 --global-batch 32", "--global-batch 32 --schedules hanayo:2x","--global-batch 0", "--global-batch 32 --schedules nosuch",
                                   "--global-batch 32 --sequence-parallel maybe", "--global-batch 32 --microbatch-sizes x",
-                                  "--gpus 8,16 --global-batch 32 --out x.json", "--global-batch 32 --verify eyes"}) {
+                                  "--gpus 8,16 --global-batch 32 --out x.json", "--global-batch 32 --verify eyes",
+                                  "--global-batch 32 --tp-overlaps sideways"}) {
     test::RunResult r = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 " + args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find("error"), std::string::npos) << args << ": " << r.err;
