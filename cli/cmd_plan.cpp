@@ -43,12 +43,7 @@ struct PlanCmdFlags {
 };
 
 int parse_int(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    const int x = std::stoi(v, &used);
-    if (used == v.size()) return x;
-  } catch (const std::exception&) {
-  }
+  if (const std::optional<int> x = to_int(v)) return *x;
   throw InputError(flag + " = \"" + v + "\" is invalid (expected an integer)");
 }
 

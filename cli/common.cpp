@@ -135,19 +135,24 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (!f.stage_layers.empty()) {
     p.stage_layers.clear();
     for (const std::string& tok : split_list(f.stage_layers)) {
-      try {
-        size_t used = 0;
-        int v = std::stoi(tok, &used);
-        if (used != tok.size()) throw std::invalid_argument(tok);
-        p.stage_layers.push_back(v);
-      } catch (const std::exception&) {
-        throw InputError("--stage-layers entry '" + tok + "' is invalid (expected comma-separated integers, e.g. 10,11,11,10)");
-      }
+      const std::optional<int> v = to_int(tok);
+      if (!v) throw InputError("--stage-layers entry '" + tok + "' is invalid (expected comma-separated integers, e.g. 10,11,11,10)");
+      p.stage_layers.push_back(*v);
     }
   }
   costmodel::check(p);
   costmodel::check_tp_overlap(p);
   return p;
+}
+
+std::optional<int> to_int(const std::string& text) {
+  try {
+    size_t used = 0;
+    const int v = std::stoi(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {

@@ -68,6 +68,8 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
 void write_file_atomic(const std::string& path, const std::string& content);
 
 std::vector<std::string> split_list(const std::string& s, char sep = ',');
+// The whole of `text` as an integer; nothing when it is not one (the caller names the flag).
+std::optional<int> to_int(const std::string& text);
 std::string fmt_seconds(double s);  // "1.234 s", "12.3 ms", "45.6 us"
 std::string fmt_bytes(double b);    // "12.3 GiB"
 std::string fmt_num(double v, int precision = 3);
