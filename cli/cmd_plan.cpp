@@ -11,6 +11,7 @@
 #include "cli/common.h"
 #include "costmodel/presets.h"
 #include "costmodel/stats.h"
+#include "planner/layer_tp.h"
 #include "planner/search.h"
 #include "schedules/error.h"
 #include "schedules/tp_overlap.h"
@@ -36,10 +37,14 @@ struct PlanCmdFlags {
   std::string tp_overlaps = "blocking";  // tensor-parallel overlap modes tried where tp > 1
   bool no_overlap = false;            // reduce gradients after the backward instead of in buckets
   int max_tp = 0;                     // largest tp tried; 0 = one node's GPUs
+  std::string tp;                     // tp values tried; empty = every divisor up to max_tp
+  std::string pp;                     // pp values tried; empty = every divisor
+  std::string rank_orders = "tp-dp-pp";  // rank orders tried
   int top = 10;                       // plans printed
   bool json = false;                  // JSON instead of the table
   std::string out;                    // write the best plan here (a plan file estimate --plan reads)
   std::string verify;                 // "sim": re-run the top plans on the simulator
+  bool layer_tp = false;              // Oases' per-layer tp degrees (ILP) for the top plans with pp = 1
 };
 
 int parse_int(const std::string& flag, const std::string& v) {
@@ -93,6 +98,9 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
   for (const std::string& v : split_list(f.recompute)) s.recompute.push_back(costmodel::parse_recompute(v));
   s.zero.clear();
   for (const std::string& v : split_list(f.zero)) s.zero.push_back(parse_int("--zero", v));
+  for (const std::string& v : split_list(f.tp)) s.tp_degrees.push_back(parse_int("--tp", v));
+  for (const std::string& v : split_list(f.pp)) s.pp_degrees.push_back(parse_int("--pp", v));
+  s.rank_orders = split_list(f.rank_orders);
   s.tp_overlap.clear();
   for (const std::string& v : split_list(f.tp_overlaps)) s.tp_overlap.push_back(schedules::parse_tp_overlap(v, "--tp-overlaps"));
   s.sequence_parallel.clear();
@@ -109,6 +117,12 @@ std::string schedule_label(const costmodel::ParallelPlan& p) {
   for (auto it = p.schedule_params.begin(); it != p.schedule_params.end(); ++it)
     out += it.key() == "chunks" ? " v" + it.value().dump() : " " + it.key() + "=" + it.value().dump();
   return out;
+}
+
+// "dp/tp/pp", with the rank order where it is not Megatron-LM's.
+std::string dims_label(const costmodel::ParallelPlan& p) {
+  std::string out = std::to_string(p.dp) + "/" + std::to_string(p.tp) + "/" + std::to_string(p.pp);
+  return p.rank_order == "tp-dp-pp" ? out : out + " " + p.rank_order;
 }
 
 std::string layers_label(const costmodel::ParallelPlan& p) {
@@ -128,8 +142,7 @@ void print_table(const planner::SearchResult& r, const std::vector<double>& simu
     if (!simulated.empty()) rows.back().push_back(fmt_seconds(simulated[i]));
     rows.back().insert(rows.back().end(), {fmt_num(c.tokens_per_s, 0),
                     fmt_num(100 * c.mfu, 1) + "%", fmt_bytes(c.max_memory_bytes), fmt_num(c.bubble_fraction, 3),
-                    std::to_string(p.dp) + "/" + std::to_string(p.tp) + "/" + std::to_string(p.pp),
-                    std::to_string(p.microbatch_size) + " x " + std::to_string(p.num_microbatches), schedule_label(p),
+                    dims_label(p), std::to_string(p.microbatch_size) + " x " + std::to_string(p.num_microbatches), schedule_label(p),
                     std::string(costmodel::recompute_name(p.recompute)), p.sequence_parallel ? "on" : "off",
                     std::to_string(p.zero), layers_label(p)});
   }
@@ -183,6 +196,66 @@ std::vector<double> verify_on_sim(const PlanCmdFlags& f, const costmodel::ModelS
 #endif
 }
 
+// --layer-tp: Oases' per-layer degrees for each top plan its formulation covers (pp = 1,
+// tp >= 2), with the uniform degree's value under the same model beside it.
+struct LayerTpRow {
+  size_t rank = 0;                     // index in the top plans
+  planner::LayerTpBreakdown uniform;   // every layer at the plan's tp
+  planner::LayerTpSolution best;       // the ILP's choice
+};
+std::vector<LayerTpRow> plan_layer_tp(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const planner::SearchResult& r) {
+  std::vector<LayerTpRow> out;
+  if (!f.layer_tp) return out;
+  for (size_t i = 0; i < r.best.size(); ++i) {
+    const costmodel::ParallelPlan& p = r.best[i].plan;
+    if (p.pp != 1 || p.tp < 2) continue;
+    const planner::LayerTpProblem pr = planner::layer_tp_problem(m, r.cluster, p);
+    LayerTpRow row;
+    row.rank = i;
+    row.uniform = planner::evaluate_layer_tp(pr, std::vector<int>(static_cast<size_t>(pr.layers), static_cast<int>(pr.options.size()) - 1));
+    row.best = planner::solve_layer_tp(pr);
+    out.push_back(row);
+  }
+  return out;
+}
+
+void print_layer_tp(const std::vector<LayerTpRow>& rows, const planner::SearchResult& r) {
+  std::cout << "\nper-layer tensor-parallel degrees (Oases Sec. V: eqs. (3)-(6) as an ILP, solved with CBC), the layers' "
+               "time per iteration under that model:\n";
+  if (rows.empty()) {
+    std::cout << "none of the top plans has pp = 1 and tp >= 2 (Oases' formulation runs without pipelining)\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> t;
+  for (const LayerTpRow& x : rows) {
+    const int tp = r.best[x.rank].plan.tp;
+    if (x.best.degrees.empty()) {
+      t.push_back({std::to_string(x.rank + 1), "no choice fits", "", "", "", "", "", ""});
+      continue;
+    }
+    t.push_back({std::to_string(x.rank + 1),
+                 planner::format_degrees(std::vector<int>(x.best.degrees.size(), tp)) + " " + fmt_seconds(x.uniform.time_s),
+                 planner::format_degrees(x.best.degrees) + " " + fmt_seconds(x.best.value.time_s),
+                 fmt_num(x.uniform.time_s / x.best.value.time_s, 3) + "x", fmt_seconds(x.best.value.reshard_s),
+                 fmt_seconds(x.uniform.tp_comm_s) + " -> " + fmt_seconds(x.best.value.tp_comm_s),
+                 fmt_bytes(x.best.value.memory_bytes), fmt_seconds(x.best.solve_s)});
+  }
+  std::cout << format_table({"#", "uniform", "per-layer", "speedup", "reshard", "tp collectives", "memory", "solve"}, t);
+}
+
+nlohmann::json layer_tp_json(const LayerTpRow& x) {
+  return {{"degrees", x.best.degrees},
+          {"time_s", x.best.value.time_s},
+          {"uniform_time_s", x.uniform.time_s},
+          {"reshard_s", x.best.value.reshard_s},
+          {"tp_comm_s", x.best.value.tp_comm_s},
+          {"uniform_tp_comm_s", x.uniform.tp_comm_s},
+          {"memory_bytes", x.best.value.memory_bytes},
+          {"solve_s", x.best.solve_s},
+          {"ilp_variables", x.best.variables},
+          {"ilp_rows", x.best.rows}};
+}
+
 // One row per GPU count: the best plan of each, its time per iteration and, with --tokens, the
 // time and GPU-hours to train them.
 void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c,
@@ -202,7 +275,7 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
     const double train_s = f.tokens > 0 ? f.tokens / b.tokens_per_s : 0;
     const auto& p = b.plan;
     rows.push_back({std::to_string(n),
-                    std::to_string(p.dp) + "/" + std::to_string(p.tp) + "/" + std::to_string(p.pp) + " b" +
+                    dims_label(p) + " b" +
                         std::to_string(p.microbatch_size) + " " + schedule_label(p) + " " +
                         std::string(costmodel::recompute_name(p.recompute)) + (p.sequence_parallel ? " sp" : "") +
                         (p.zero ? " zero" + std::to_string(p.zero) : ""),
@@ -236,6 +309,7 @@ void run(const PlanCmdFlags& f) {
   for (const std::string& v : split_list(f.gpus)) counts.push_back(parse_int("--gpus", v));
   if (counts.size() > 1) {
     if (!f.out.empty()) throw InputError("--out with several --gpus is invalid (one plan file per search: give one count)");
+    if (f.layer_tp) throw InputError("--layer-tp with several --gpus is invalid (it reports on one search's top plans: give one count)");
     run_sweep(f, m, c, counts);
     return;
   }
@@ -246,9 +320,12 @@ void run(const PlanCmdFlags& f) {
     throw Error("no plan of the space fits in memory (" + std::to_string(r.stats.considered) + " points, " +
                 std::to_string(r.stats.pruned) + " pruned, " + std::to_string(r.stats.infeasible) + " evaluated too large)");
   const std::vector<double> simulated = verify_on_sim(f, m, r);
+  const std::vector<LayerTpRow> layer_tp = plan_layer_tp(f, m, r);
   if (!f.out.empty()) write_file_atomic(f.out, costmodel::to_json(r.best.front().plan).dump(2) + "\n");
   if (f.json) {
-    std::cout << result_json(r, simulated).dump(2) << "\n";
+    nlohmann::json j = result_json(r, simulated);
+    for (const LayerTpRow& x : layer_tp) j["best"][x.rank]["layer_tp"] = layer_tp_json(x);
+    std::cout << j.dump(2) << "\n";
     return;
   }
   std::cout << "model " << m.name << " on " << r.cluster.num_gpus() << " GPUs of cluster " << c.name << ", global batch "
@@ -271,6 +348,7 @@ void run(const PlanCmdFlags& f) {
               << fmt_num(costmodel::stats::spearman(evaluated, simulated), 3) << ", largest difference "
               << fmt_num(100 * max_relative_difference(evaluated, simulated), 2) << "%\n";
   }
+  if (f.layer_tp) print_layer_tp(layer_tp, r);
   if (!f.out.empty()) std::cout << "best plan written to " << f.out << " (estimate --plan reads it)\n";
 }
 
@@ -291,11 +369,15 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--sequence-parallel", f->sequence_parallel, "sequence parallelism tried where tp > 1 (off, on)")->capture_default_str();
   c->add_option("--tp-overlaps", f->tp_overlaps, "tensor-parallel overlap modes tried where tp > 1 (blocking, merak, cross-pass, oases)")->capture_default_str();
   c->add_option("--max-tp", f->max_tp, "largest tensor-parallel degree tried (default: one node's GPUs)");
+  c->add_option("--tp", f->tp, "tensor-parallel degrees tried, comma-separated (default: every divisor up to --max-tp)");
+  c->add_option("--pp", f->pp, "pipeline degrees tried, comma-separated (default: every divisor)");
+  c->add_option("--rank-orders", f->rank_orders, "rank orders tried, fastest axis first (tp-dp-pp, tp-pp-dp, dp-tp-pp, ...)")->capture_default_str();
   c->add_flag("--no-overlap-grad-reduce", f->no_overlap, "reduce gradients after the backward (default: in buckets during it)");
   c->add_option("--top", f->top, "plans printed, fastest first")->capture_default_str();
   c->add_flag("--json", f->json, "print JSON instead of the table");
   c->add_option("--out", f->out, "write the best plan to this JSON file");
   c->add_option("--verify", f->verify, "sim: re-run the top plans on the SimGrid simulator and print both times");
+  c->add_flag("--layer-tp", f->layer_tp, "Oases' per-layer tensor-parallel degrees (ILP, CBC) for the top plans with pp = 1 and tp >= 2");
   c->callback([f] { run(*f); });
 }
 

@@ -170,7 +170,7 @@ std::vector<std::string> overlap_names(const std::vector<schedules::TpOverlap>& 
 }  // namespace
 
 nlohmann::json to_json(const ParallelPlan& p) {
-  return {{"dp", p.dp},
+  nlohmann::json j = {{"dp", p.dp},
           {"tp", p.tp},
           {"pp", p.pp},
           {"microbatch_size", p.microbatch_size},
@@ -186,6 +186,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
           {"overlap_grad_reduce", p.overlap_grad_reduce},
           {"grad_bucket_bytes", p.grad_bucket_bytes},
           {"zero", p.zero}};
+  if (!p.layer_tp.empty()) j["layer_tp"] = p.layer_tp;
+  return j;
 }
 
 ModelSpec model_from_json(const nlohmann::json& j) {
@@ -268,6 +270,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.overlap_grad_reduce = r.opt<bool>("overlap_grad_reduce", false);
   p.grad_bucket_bytes = r.opt<double>("grad_bucket_bytes", p.grad_bucket_bytes);
   p.zero = r.opt<int>("zero", 0);
+  p.layer_tp = r.opt<std::vector<int>>("layer_tp", {});
   r.done();
   check(p);
   return p;
@@ -351,6 +354,12 @@ void check(const ParallelPlan& p) {
   for (size_t i = 0; i < p.stage_layers.size(); ++i)
     if (p.stage_layers[i] < 1) bad(w, ("stage_layers[" + std::to_string(i) + "]").c_str(), std::to_string(p.stage_layers[i]), "must be at least 1");
   positive(w, "grad_bucket_bytes", p.grad_bucket_bytes);
+  for (size_t i = 0; i < p.layer_tp.size(); ++i) {
+    const int d = p.layer_tp[i];
+    if (d < 1 || p.tp % d != 0 || (d & (d - 1)) != 0)
+      bad(w, ("layer_tp[" + std::to_string(i) + "]").c_str(), std::to_string(d),
+          "must be a power of two dividing tp = " + std::to_string(p.tp));
+  }
   if (p.zero < 0 || p.zero > 2)
     bad(w, "zero", std::to_string(p.zero), "allowed: 0 (no sharding), 1 (optimizer states), 2 (and gradients)");
   // Gradients summed over several microbatches cannot be sharded without a reduce-scatter
@@ -372,6 +381,14 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
     bad("plan", "tp", std::to_string(p.tp), "must divide the model's num_heads = " + std::to_string(m.num_heads));
   if (m.ffn_hidden_size % p.tp != 0)
     bad("plan", "tp", std::to_string(p.tp), "must divide the model's ffn_hidden_size = " + std::to_string(m.ffn_hidden_size));
+  if (!p.layer_tp.empty() && static_cast<int>(p.layer_tp.size()) != m.num_layers)
+    bad("plan", "layer_tp", std::to_string(p.layer_tp.size()) + " entries",
+        "one degree per transformer layer: the model has " + std::to_string(m.num_layers));
+  for (size_t i = 0; i < p.layer_tp.size(); ++i)
+    if (p.layer_tp[i] != p.tp)
+      bad("plan", ("layer_tp[" + std::to_string(i) + "]").c_str(), std::to_string(p.layer_tp[i]),
+          "estimate, compare, simulate and train run every layer at tp = " + std::to_string(p.tp) +
+              "; per-layer degrees are priced by `stagecraft plan --layer-tp` (Oases Sec. V) only, not yet executed");
   check_tp_overlap(p);
 }
 

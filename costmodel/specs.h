@@ -105,6 +105,10 @@ struct ParallelPlan {
                                      // DDP; Megatron-LM --overlap-grad-reduce); false: one reduction
                                      // after each stage's last backward, Megatron-LM's default
   double grad_bucket_bytes = 25.0 * 1024 * 1024;  // bucket size when overlapping (DDP's bucket_cap_mb = 25)
+  std::vector<int> layer_tp;         // tensor-parallel degree of each transformer layer (Oases Sec. V;
+                                     // planner/layer_tp.h); empty = tp for every layer. Only
+                                     // `plan --layer-tp` prices degrees below tp; estimate, simulate
+                                     // and train refuse them (check_fit)
   int zero = 0;                      // distributed optimizer over the dp group: 0 none, 1 optimizer
                                      // states sharded (ZeRO-1, Megatron's --use-distributed-optimizer),
                                      // 2 gradients sharded too (ZeRO-2); docs/costmodel.md

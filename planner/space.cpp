@@ -1,5 +1,6 @@
 #include "planner/space.h"
 
+#include <algorithm>
 #include <string>
 
 #include "schedules/error.h"
@@ -22,6 +23,10 @@ std::vector<int> divisors(int n) {
 
 // What the schedule's generator and Megatron-LM accept: interleaving needs pp > 1, microbatches a
 // multiple of pp and at least one layer per stage; one stage runs 1F1B only (the others equal it).
+bool allowed(const std::vector<int>& values, int v) {
+  return values.empty() || std::find(values.begin(), values.end(), v) != values.end();
+}
+
 bool schedule_fits(const ScheduleChoice& s, int pp, long microbatches, int layers) {
   if (s.chunks > 0) return pp > 1 && microbatches % pp == 0 && layers >= pp * s.chunks;
   if (pp == 1) return s.name == "1f1b";
@@ -49,6 +54,20 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   if (space.tp_overlap.empty()) bad("tp_overlap", "(none)", "give at least one (blocking: no overlap)");
   if (space.max_tp < 0) bad("max_tp", std::to_string(space.max_tp), "must be 0 (one node) or more");
   if (m.num_heads < 1 || m.num_layers < 1) bad("model", m.name, "needs layers and heads");
+  for (int t : space.tp_degrees)
+    if (t < 1) bad("tp_degrees", std::to_string(t), "each must be at least 1");
+  for (int q : space.pp_degrees)
+    if (q < 1) bad("pp_degrees", std::to_string(q), "each must be at least 1");
+  if (space.rank_orders.empty()) bad("rank_orders", "(none)", "give at least one, e.g. tp-dp-pp");
+  for (const std::string& o : space.rank_orders) {
+    costmodel::ParallelPlan p;
+    p.rank_order = o;
+    try {
+      costmodel::check(p);
+    } catch (const InputError&) {
+      bad("rank_orders", o, "each a permutation of tp, dp, pp joined by '-', e.g. tp-dp-pp or tp-pp-dp");
+    }
+  }
 }
 
 ClusterSpec plan_cluster(const ClusterSpec& c, const PlanSpace& space) {
@@ -63,9 +82,9 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
   const int max_tp = space.max_tp > 0 ? space.max_tp : c.gpus_per_node;
   std::vector<ParallelPlan> out;
   for (int tp : divisors(gpus)) {
-    if (tp > max_tp || m.num_heads % tp != 0) continue;
+    if (tp > max_tp || m.num_heads % tp != 0 || !allowed(space.tp_degrees, tp)) continue;
     for (int pp : divisors(gpus / tp)) {
-      if (pp > m.num_layers) continue;
+      if (pp > m.num_layers || !allowed(space.pp_degrees, pp)) continue;
       const int dp = gpus / (tp * pp);
       if (space.global_batch % dp != 0) continue;
       for (int b : space.microbatch_sizes) {
@@ -77,7 +96,8 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
             for (bool sp : space.sequence_parallel) {
               if (sp && tp == 1) continue;
               for (schedules::TpOverlap o : space.tp_overlap)
-              for (int z : space.zero) {
+              for (int z : space.zero)
+              for (const std::string& order : space.rank_orders) {
                 if (o != schedules::TpOverlap::Blocking && tp == 1) continue;  // nothing to overlap
                 if (z > 0 && dp == 1) continue;
                 if (z == 2 && mb > 1) continue;  // zero 2 shards gradients: no accumulation (costmodel check)
@@ -95,6 +115,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                 p.tp_overlap = o;
                 p.zero = z;
                 p.overlap_grad_reduce = space.overlap_grad_reduce;
+                p.rank_order = order;
                 out.push_back(p);
               }
             }

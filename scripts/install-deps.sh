@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs every Debian package stagecraft needs, now and in the issues to come (simulator:
-# SimGrid; runtime and profiler: LibTorch with Gloo), so the set-up command never changes.
+# SimGrid; runtime and profiler: LibTorch with Gloo; planner: COIN-OR CBC), so the set-up command never changes.
 # Idempotent: when every package is present it does nothing; otherwise it runs `apt-get update`
 # once and installs what is missing. Works as root (as on CI) or through sudo.
 set -euo pipefail
@@ -11,6 +11,7 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libsimgrid-dev
   libtorch-dev libgloo-dev
+  coinor-libcbc-dev
 )
 
 missing=()

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <set>
 
 #include "costmodel/estimate.h"
 #include "costmodel/presets.h"
@@ -270,12 +271,53 @@ TEST(PlannerCli, VerifiesTheTopPlansOnTheSimulator) {
 }
 #endif
 
+// --tp, --pp and --rank-orders restrict the space; every plan found honours them.
+TEST(PlannerSpace, FixedDegreesAndRankOrders) {
+  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  PlanSpace s = small_space(32);
+  s.gpus = 16;
+  s.tp_degrees = {2, 4};
+  s.pp_degrees = {2};
+  s.rank_orders = {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp"};
+  const std::vector<ParallelPlan> points = planner::enumerate(s, m, h100_nodes(2));
+  ASSERT_FALSE(points.empty());
+  std::set<std::string> orders;
+  for (const ParallelPlan& p : points) {
+    EXPECT_TRUE(p.tp == 2 || p.tp == 4);
+    EXPECT_EQ(p.pp, 2);
+    orders.insert(p.rank_order);
+  }
+  EXPECT_EQ(orders.size(), 3u);
+  // tp across the dp neighbours (dp-tp-pp) puts the tp group on slower links: never the best.
+  const planner::SearchResult r = planner::search(m, h100_nodes(2), s);
+  ASSERT_FALSE(r.best.empty());
+  EXPECT_NE(r.best.front().plan.rank_order, "dp-tp-pp");
+}
+
+// --layer-tp: Oases' per-layer degrees for the top plans with pp = 1, in the JSON beside them.
+TEST(PlannerCli, PerLayerDegreesForPlansWithoutPipelining) {
+  test::RunResult r = test::run_cli(
+      "plan --model oases-llama-7b --cluster oases-3090-32 --global-batch 32 --tp 4 --pp 1 --tp-overlaps blocking "
+      "--recompute full --schedules 1f1b --microbatch-sizes 4 --zero 0 --sequence-parallel off --layer-tp --top 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto best = nlohmann::json::parse(r.out)["best"][0];
+  ASSERT_TRUE(best.contains("layer_tp")) << r.out;
+  const auto& lt = best["layer_tp"];
+  EXPECT_EQ(lt["degrees"].size(), 16u);
+  EXPECT_LE(lt["time_s"].get<double>(), lt["uniform_time_s"].get<double>());
+  EXPECT_LE(lt["memory_bytes"].get<double>(), 24.0 * 1024 * 1024 * 1024);
+  // The plan file stays uniform: estimate runs it.
+  EXPECT_FALSE(best["plan"].contains("layer_tp"));
+}
+
 TEST(PlannerCli, BadInputExitsTwo) {
-  for (const std::string& args : {"--gpus 72 --global-batch 32", "--global-batch 32 --schedules hanayo:2x","--global-batch 0", "--global-batch 32 --schedules nosuch",
+  for (const char* args : {"--gpus 72 --global-batch 32", "--global-batch 32 --schedules hanayo:2x","--global-batch 0", "--global-batch 32 --schedules nosuch",
                                   "--global-batch 32 --sequence-parallel maybe", "--global-batch 32 --microbatch-sizes x",
                                   "--gpus 8,16 --global-batch 32 --out x.json", "--global-batch 32 --verify eyes",
-                                  "--global-batch 32 --tp-overlaps sideways"}) {
-    test::RunResult r = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 " + args);
+                                  "--global-batch 32 --tp-overlaps sideways", "--global-batch 32 --rank-orders tp-dp",
+                                  "--global-batch 32 --tp 0", "--global-batch 32 --pp x",
+                                  "--gpus 8,16 --global-batch 32 --layer-tp"}) {
+    test::RunResult r = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 " + std::string(args));
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find("error"), std::string::npos) << args << ": " << r.err;
   }
