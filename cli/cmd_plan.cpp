@@ -256,6 +256,29 @@ nlohmann::json layer_tp_json(const LayerTpRow& x) {
           {"ilp_rows", x.best.rows}};
 }
 
+// --gpus: "" (the whole cluster), counts "64,128", doubling ranges "64-512" (64, 128, 256, 512),
+// or "auto": the whole cluster and its halvings down to one node, whole nodes each, so the
+// sweep shows whether fewer GPUs train more tokens per GPU-hour.
+std::vector<int> gpu_counts(const std::string& text, const costmodel::ClusterSpec& c) {
+  std::vector<int> out;
+  if (text == "auto") {
+    for (int nodes = c.nodes; nodes >= 1; nodes /= 2) out.insert(out.begin(), nodes * c.gpus_per_node);
+    return out;
+  }
+  for (const std::string& item : split_list(text)) {
+    const size_t dash = item.find('-');
+    if (dash == std::string::npos) {
+      out.push_back(parse_int("--gpus", item));
+      continue;
+    }
+    const int lo = parse_int("--gpus", item.substr(0, dash)), hi = parse_int("--gpus", item.substr(dash + 1));
+    if (lo < 1 || hi < lo)
+      throw InputError("--gpus range '" + item + "' is invalid (LOW-HIGH with 1 <= LOW <= HIGH; doubles from LOW)");
+    for (long n = lo; n <= hi; n *= 2) out.push_back(static_cast<int>(n));
+  }
+  return out;
+}
+
 // One row per GPU count: the best plan of each, its time per iteration and, with --tokens, the
 // time and GPU-hours to train them.
 void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c,
@@ -267,7 +290,7 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
   for (int n : counts) {
     const planner::SearchResult r = planner::search(m, c, space_of(f, n), opt);
     if (r.best.empty()) {
-      rows.push_back({std::to_string(n), "no plan fits", "", "", "", "", "", ""});
+      rows.push_back({std::to_string(n), "no plan fits", "", "", "", "", "", "", ""});
       out.push_back({{"gpus", n}, {"best", nullptr}});
       continue;
     }
@@ -279,7 +302,8 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
                         std::to_string(p.microbatch_size) + " " + schedule_label(p) + " " +
                         std::string(costmodel::recompute_name(p.recompute)) + (p.sequence_parallel ? " sp" : "") +
                         (p.zero ? " zero" + std::to_string(p.zero) : ""),
-                    fmt_seconds(b.iteration_time_s), fmt_num(b.tokens_per_s, 0), fmt_num(100 * b.mfu, 1) + "%",
+                    fmt_seconds(b.iteration_time_s), fmt_num(b.tokens_per_s, 0), fmt_tokens(b.tokens_per_s * 3600 / n),
+                    fmt_num(100 * b.mfu, 1) + "%",
                     f.tokens > 0 ? fmt_num(train_s / 86400, 2) + " days" : "-",
                     f.tokens > 0 ? fmt_num(n * train_s / 3600, 0) : "-", fmt_seconds(r.stats.seconds)});
     out.push_back({{"gpus", n},
@@ -287,6 +311,7 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
                    {"iteration_time_s", b.iteration_time_s},
                    {"tokens_per_s", b.tokens_per_s},
                    {"mfu", b.mfu},
+                   {"tokens_per_gpu_hour", b.tokens_per_s * 3600 / n},
                    {"train_s", train_s},
                    {"gpu_hours", n * train_s / 3600}});
   }
@@ -296,8 +321,21 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
   }
   std::cout << "model " << m.name << " on cluster " << c.name << ", global batch " << f.global_batch << " sequences"
             << (f.tokens > 0 ? ", " + fmt_tokens(f.tokens) + " tokens to train" : "") << "\n\n";
-  std::cout << format_table({"GPUs", "best plan (dp/tp/pp)", "iteration", "tokens/s", "MFU", "time to train", "GPU-hours", "search"},
+  std::cout << format_table({"GPUs", "best plan (dp/tp/pp)", "iteration", "tokens/s", "tokens/GPU-hour", "MFU", "time to train",
+                             "GPU-hours", "search"},
                             rows);
+  // Where scaling stops paying: the count with the most tokens per GPU-hour against the fastest.
+  int cheapest = -1, fastest = -1;
+  double best_per_gpu = 0, best_tps = 0;
+  for (const auto& row : out) {
+    if (row["best"].is_null()) continue;
+    const double tps = row["tokens_per_s"], per_gpu = row["tokens_per_gpu_hour"];
+    if (per_gpu > best_per_gpu) best_per_gpu = per_gpu, cheapest = row["gpus"];
+    if (tps > best_tps) best_tps = tps, fastest = row["gpus"];
+  }
+  if (cheapest > 0)
+    std::cout << "\nmost tokens per GPU-hour: " << cheapest << " GPUs (" << fmt_tokens(best_per_gpu) << "); fastest: " << fastest
+              << " GPUs (" << fmt_num(best_tps, 0) << " tokens/s)\n";
 }
 
 void run(const PlanCmdFlags& f) {
@@ -305,8 +343,7 @@ void run(const PlanCmdFlags& f) {
   const costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   if (f.tokens < 0) throw InputError("--tokens = " + fmt_num(f.tokens) + " is invalid (must be positive)");
   if (!f.verify.empty() && f.verify != "sim") throw InputError("--verify = '" + f.verify + "' is invalid (allowed: sim)");
-  std::vector<int> counts;
-  for (const std::string& v : split_list(f.gpus)) counts.push_back(parse_int("--gpus", v));
+  const std::vector<int> counts = gpu_counts(f.gpus, c);
   if (counts.size() > 1) {
     if (!f.out.empty()) throw InputError("--out with several --gpus is invalid (one plan file per search: give one count)");
     if (f.layer_tp) throw InputError("--layer-tp with several --gpus is invalid (it reports on one search's top plans: give one count)");
@@ -359,7 +396,7 @@ void add_plan_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("plan", "search dp, tp, pp, microbatching, schedule, recomputation, sp and ZeRO for the fastest plans that fit");
   c->add_option("--model", f->model, "model preset name or JSON file")->required();
   c->add_option("--cluster", f->cluster, "cluster preset name or JSON file")->required();
-  c->add_option("--gpus", f->gpus, "GPUs the plans use, the cluster's first ones (default: all); several (64,128,256): the best plan of each");
+  c->add_option("--gpus", f->gpus, "GPUs the plans use, the cluster's first ones (default: all); several (64,128,256), a doubling range (64-512) or auto (the cluster and its halvings): the best plan of each");
   c->add_option("--tokens", f->tokens, "tokens to train: prints the time to train and GPU-hours of the best plan");
   c->add_option("--global-batch", f->global_batch, "sequences per iteration")->required();
   c->add_option("--schedules", f->schedules, "schedules tried, comma-separated: NAME, NAME:CHUNKS or NAME:KEY=VALUE[:KEY=VALUE] (e.g. hanayo:waves=2)")->capture_default_str();

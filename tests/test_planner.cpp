@@ -254,6 +254,13 @@ TEST(PlannerCli, SweepsGpuCounts) {
     EXPECT_NEAR(row["gpu_hours"].get<double>(), row["gpus"].get<int>() * train / 3600, 1e-6);
   }
   EXPECT_LT(rows[1]["iteration_time_s"].get<double>(), rows[0]["iteration_time_s"].get<double>());
+  for (const auto& row : rows)
+    EXPECT_NEAR(row["tokens_per_gpu_hour"].get<double>(), row["tokens_per_s"].get<double>() * 3600 / row["gpus"].get<int>(), 1e-3);
+  // A doubling range names the same counts.
+  test::RunResult range = test::run_cli(
+      "plan --model gpt3-7.5b --cluster h100-nvl-ib-64 --gpus 8-16 --global-batch 32 --tokens 1e9 --schedules 1f1b --json");
+  ASSERT_EQ(range.exit_code, 0) << range.err;
+  EXPECT_EQ(nlohmann::json::parse(range.out), rows);
 }
 
 #ifdef STAGECRAFT_HAVE_SIM
@@ -316,7 +323,7 @@ TEST(PlannerCli, BadInputExitsTwo) {
                                   "--gpus 8,16 --global-batch 32 --out x.json", "--global-batch 32 --verify eyes",
                                   "--global-batch 32 --tp-overlaps sideways", "--global-batch 32 --rank-orders tp-dp",
                                   "--global-batch 32 --tp 0", "--global-batch 32 --pp x",
-                                  "--gpus 8,16 --global-batch 32 --layer-tp"}) {
+                                  "--gpus 8,16 --global-batch 32 --layer-tp", "--gpus 16-8 --global-batch 32"}) {
     test::RunResult r = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 " + std::string(args));
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find("error"), std::string::npos) << args << ": " << r.err;
