@@ -103,7 +103,10 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
     try {
       costmodel::check(q);
       costmodel::check_fit(m, res.cluster, q);
-      cand = evaluate(m, res.cluster, q, cache, lowered, res.stats, fits, &costs, &stages);
+      // Parameters the cost model chooses (merak alpha1 auto, FOLD3D segments auto and its
+      // forward/backward ratio) are settled as `estimate` settles them.
+      const ParallelPlan r = costmodel::resolve_schedule_params(m, res.cluster, q);
+      cand = evaluate(m, res.cluster, r, cache, lowered, res.stats, fits, &costs, &stages);
     } catch (const InputError&) {
       return false;
     }

@@ -301,6 +301,34 @@ TEST(PlannerSpace, FixedDegreesAndRankOrders) {
   EXPECT_NE(r.best.front().plan.rank_order, "dp-tp-pp");
 }
 
+// Parameters the cost model chooses are settled as estimate settles them: merak's alpha1 "auto"
+// becomes the largest share that fits (Merak Sec. 5.2), not a refused plan.
+TEST(PlannerSpace, SettlesAutoScheduleParameters) {
+  const ModelSpec m = costmodel::load_model("gpt-2.5b");
+  ClusterSpec c = costmodel::load_cluster("merak-3090-64");
+  PlanSpace s;
+  s.gpus = 8;
+  s.global_batch = 32;
+  s.tp_degrees = {1};
+  s.pp_degrees = {4};
+  s.microbatch_sizes = {2};
+  s.recompute = {costmodel::RecomputePolicy::Full};
+  s.zero = {0};
+  s.schedules = {{"merak", 0, {{"alpha1", "auto"}}}};
+  const planner::SearchResult r = planner::search(m, c, s);
+  EXPECT_EQ(r.stats.rejected, 0);
+  ASSERT_FALSE(r.best.empty());
+  const auto& alpha = r.best.front().plan.schedule_params["alpha1"];
+  ASSERT_TRUE(alpha.is_number()) << alpha.dump();
+  EXPECT_GE(alpha.get<double>(), 0.0);
+  EXPECT_LE(alpha.get<double>(), 1.0);
+  ParallelPlan p = r.best.front().plan;
+  p.schedule_params["alpha1"] = "auto";
+  p.stage_layers = r.best.front().plan.stage_layers;
+  EXPECT_NEAR(costmodel::estimate(m, planner::plan_cluster(c, s), p).eval.iteration_time_s, r.best.front().iteration_time_s,
+              1e-9 * r.best.front().iteration_time_s);
+}
+
 // --layer-tp: Oases' per-layer degrees for the top plans with pp = 1, in the JSON beside them.
 TEST(PlannerCli, PerLayerDegreesForPlansWithoutPipelining) {
   test::RunResult r = test::run_cli(
