@@ -115,7 +115,8 @@ std::string schedule_label(const costmodel::ParallelPlan& p) {
   std::string out = p.schedule;
   if (p.tp_overlap != schedules::TpOverlap::Blocking) out += " [" + std::string(schedules::tp_overlap_name(p.tp_overlap)) + "]";
   for (auto it = p.schedule_params.begin(); it != p.schedule_params.end(); ++it)
-    out += it.key() == "chunks" ? " v" + it.value().dump() : " " + it.key() + "=" + it.value().dump();
+    out += it.key() == "chunks" ? " v" + it.value().dump()
+                                : " " + it.key() + "=" + (it.value().is_number_float() ? fmt_num(it.value().get<double>(), 3) : it.value().dump());
   return out;
 }
 

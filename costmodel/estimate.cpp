@@ -37,7 +37,11 @@ schedules::GeneratorOptions generator_options(const ParallelPlan& p) {
 schedules::Schedule plan_schedule(const ParallelPlan& p, const schedules::LowerOptions& lower) {
   schedules::Schedule s = schedules::generate(p.schedule, generator_options(p));
   s = schedules::lower(s, lower);
-  if (p.recompute == RecomputePolicy::Full)
+  // A generator that places recomputation itself decides it for every stage (Merak's
+  // stage-aware shares, recompute_fractions, where a stage with alpha_i = 1 has no R at all;
+  // FOLD3D's recompute parameter): full recomputation adds R only to the other schedules.
+  const bool generator_recomputes = s.params.contains("recompute_fractions") || s.params.contains("recompute");
+  if (p.recompute == RecomputePolicy::Full && !generator_recomputes)
     s = schedules::insert_recompute(s, std::vector<double>(static_cast<size_t>(s.num_stages), 1.0));
   return s;
 }

@@ -23,7 +23,9 @@ struct EstimateOptions {
 // Generator options from a plan: ranks = pp, microbatches = num_microbatches, chunks and the
 // rest from schedule_params (keys the generator does not read are refused).
 schedules::GeneratorOptions generator_options(const ParallelPlan& p);
-// The lowered schedule the plan runs, with R before each backward for full recomputation.
+// The lowered schedule the plan runs, with R before each backward for full recomputation
+// unless the generator places recomputation itself (merak's stage-aware shares, merak-early-
+// recompute, FOLD3D: their schedules carry recompute_fractions or recompute in params).
 schedules::Schedule plan_schedule(const ParallelPlan& p, const schedules::LowerOptions& lower = {});
 
 struct Estimate {

@@ -55,6 +55,26 @@ TEST(Estimate, RecomputationTradesTimeForMemory) {
   EXPECT_NEAR(full.eval.compute_s[1] / none.eval.compute_s[1], 4.0 / 3.0, 0.05);
 }
 
+// Merak's stage-aware recomputation decides every stage's share: alpha1 = 1 recomputes nothing
+// even under plan.recompute = full (a stage without R is not handed a full one), and a larger
+// alpha1 keeps more activations and runs faster.
+TEST(Estimate, StageAwareRecomputationDecidesEveryStage) {
+  ModelSpec m = load_model("gpt-2.5b");
+  ClusterSpec c = load_cluster("merak-3090-64");
+  std::vector<Estimate> es;
+  for (double a : {0.0, 0.5, 1.0}) {
+    ParallelPlan p = plan(2, 1, 4, 64, "merak");
+    p.recompute = RecomputePolicy::Full;
+    p.schedule_params["alpha1"] = a;
+    es.push_back(estimate(m, c, p));
+  }
+  EXPECT_LT(es[0].max_memory_bytes, es[1].max_memory_bytes);
+  EXPECT_LT(es[1].max_memory_bytes, es[2].max_memory_bytes);
+  EXPECT_GT(es[0].eval.iteration_time_s, es[1].eval.iteration_time_s);
+  EXPECT_GE(es[1].eval.iteration_time_s, es[2].eval.iteration_time_s);
+  EXPECT_DOUBLE_EQ(es[2].hardware_flops, es[2].model_flops);  // nothing recomputed
+}
+
 TEST(Estimate, SequenceParallelismShrinksActivations) {
   ModelSpec m = load_model("gpt3-39b");
   ClusterSpec c = load_cluster("fold3d-a100-128");
