@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/progress.h"
 #include "costmodel/presets.h"
 #include "costmodel/stats.h"
 #include "planner/layer_tp.h"
@@ -45,6 +46,7 @@ struct PlanCmdFlags {
   std::string out;                    // write the best plan here (a plan file estimate --plan reads)
   std::string verify;                 // "sim": re-run the top plans on the simulator
   bool layer_tp = false;              // Oases' per-layer tp degrees (ILP) for the top plans with pp = 1
+  bool quiet = false;                 // no progress lines on standard error
 };
 
 int parse_int(const std::string& flag, const std::string& v) {
@@ -288,7 +290,11 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
   nlohmann::json out = nlohmann::json::array();
   planner::SearchOptions opt;
   opt.top_k = 1;
+  Progress progress(f.quiet);
   for (int n : counts) {
+    opt.progress = [&](long done, long total) {
+      progress.report("plan: " + std::to_string(n) + " GPUs, points", done, total);
+    };
     const planner::SearchResult r = planner::search(m, c, space_of(f, n), opt);
     if (r.best.empty()) {
       rows.push_back({std::to_string(n), "no plan fits", "", "", "", "", "", "", ""});
@@ -353,6 +359,8 @@ void run(const PlanCmdFlags& f) {
   }
   planner::SearchOptions opt;
   opt.top_k = f.top;
+  Progress progress(f.quiet);
+  opt.progress = [&](long done, long total) { progress.report("plan: points", done, total); };
   const planner::SearchResult r = planner::search(m, c, space_of(f, counts.empty() ? 0 : counts.front()), opt);
   if (r.best.empty())
     throw Error("no plan of the space fits in memory (" + std::to_string(r.stats.considered) + " points, " +
@@ -415,6 +423,7 @@ void add_plan_command(CLI::App& app) {
   c->add_flag("--json", f->json, "print JSON instead of the table");
   c->add_option("--out", f->out, "write the best plan to this JSON file");
   c->add_option("--verify", f->verify, "sim: re-run the top plans on the SimGrid simulator and print both times");
+  c->add_flag("--quiet", f->quiet, "no progress lines (elapsed, estimated remaining) on standard error");
   c->add_flag("--layer-tp", f->layer_tp, "Oases' per-layer tensor-parallel degrees (ILP, CBC) for the top plans with pp = 1 and tp >= 2");
   c->callback([f] { run(*f); });
 }

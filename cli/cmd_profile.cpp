@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/progress.h"
 #include "costmodel/profile.h"
 #include "profiler/collectives.h"
 #include "profiler/layers.h"
@@ -24,6 +25,7 @@ struct ProfileOpts {
   profiler::CollectiveOptions coll;
   int nproc = 2;
   std::string out;
+  bool quiet = false;  // no progress lines
 };
 
 std::string self_path() {
@@ -65,7 +67,10 @@ void run_profile(const ProfileOpts& o, int argc, char** argv) {
   p.device["backend"] = o.coll.backend;
   p.device["ranks"] = o.nproc;
   std::cout << "profiling layers (" << o.grid.runs << " runs after " << o.grid.warmup << " warm-up, median kept)...\n";
-  p.layers = profiler::profile_layers(o.grid);
+  Progress progress(o.quiet);
+  profiler::LayerGridOptions grid = o.grid;
+  grid.progress = [&](long done, long total) { progress.report("profile: shapes", done, total); };
+  p.layers = profiler::profile_layers(grid);
   p.optimizer_s_per_param = profiler::profile_optimizer_s_per_param(o.grid);
   print_layers(p.layers);
   if (o.nproc >= 2) {
@@ -76,6 +81,7 @@ void run_profile(const ProfileOpts& o, int argc, char** argv) {
     p.collectives = costmodel::load_profile(tmp).collectives;
     std::filesystem::remove(tmp);
     std::cout << profiler::collectives_table(p.collectives);
+    if (!o.quiet) std::cerr << "profile: collectives done, " << progress.eta(1, 1) << "\n";
   }
   write_file_atomic(o.out, costmodel::to_json(p).dump(1) + "\n");
   std::cout << "\nprofile written to " << o.out << " (use it with --profile)\n";
@@ -88,6 +94,7 @@ struct ValidateOpts {
   std::string summary;
   std::string work_dir = "out/validate-work";
   bool no_sim = false;
+  bool quiet = false;  // no elapsed and remaining time on the measured lines
 };
 
 void run_validate(const ValidateOpts& o) {
@@ -97,6 +104,8 @@ void run_validate(const ValidateOpts& o) {
   vo.program = self_path();
   vo.profile = o.profile;
   vo.work_dir = o.work_dir;
+  Progress progress(o.quiet);
+  if (!o.quiet) vo.eta = [&](long done, long total) { return progress.eta(done, total); };
 #ifdef STAGECRAFT_HAVE_SIM
   vo.simulate = !o.no_sim;
 #else
@@ -136,6 +145,7 @@ void add_profile_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--backend", o->coll.backend, "collectives over gloo (default, CPU tensors) or nccl (one GPU per rank)");
   c->add_option("--max-bytes", o->coll.max_bytes, "largest collective message (default 4 MiB)");
   c->add_option("--out", o->out, "profile JSON to write")->required();
+  c->add_flag("--quiet", o->quiet, "no progress lines (elapsed, estimated remaining) on standard error");
   c->callback([o, argc, argv] { run_profile(*o, argc, argv); });
 }
 
@@ -148,6 +158,7 @@ void add_validate_command(CLI::App& app) {
   c->add_option("--summary", o->summary, "JSON with Spearman, Kendall and MAPE per engine");
   c->add_option("--work-dir", o->work_dir, "scratch directory for the children's files (default out/validate-work)");
   c->add_flag("--no-sim", o->no_sim, "skip the simulator");
+  c->add_flag("--quiet", o->quiet, "no elapsed and estimated remaining time on the measured lines");
   c->callback([o] { run_validate(*o); });
 }
 

@@ -122,6 +122,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
     return true;
   };
   for (const ParallelPlan& p : points) {
+    if (opt.progress && res.stats.considered % 64 == 0) opt.progress(res.stats.considered, static_cast<long>(points.size()));
     ++res.stats.considered;
     if (opt.prune && memory_lower_bound_bytes(m, p) > res.cluster.gpu_memory_bytes) {
       ++res.stats.pruned;
@@ -141,6 +142,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
     consider(q);
   }
   res.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (opt.progress) opt.progress(res.stats.considered, static_cast<long>(points.size()));
   return res;
 }
 

@@ -5,6 +5,7 @@
 // iteration time among the plans that fit in memory.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct SearchStats {
 
 struct SearchOptions {
   int top_k = 10;      // candidates kept, fastest first
+  std::function<void(long done, long total)> progress;  // points done of the space, every 64 and at
+                                                         // the end; empty: not called
   bool prune = true;   // apply the memory bound (off: evaluate every point, for tests)
   bool balance = true; // also evaluate each multi-stage plan with balanced stage layers
 };

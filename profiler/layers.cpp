@@ -237,12 +237,20 @@ std::vector<costmodel::LayerProfile> profile_layers(const LayerGridOptions& o) {
   const torch::Device d = runtime::parse_device(o.device, "--device");
   SoloTpGroup solo;
   std::vector<costmodel::LayerProfile> out;
+  auto valid = [](int h, int a, int t) { return a >= 1 && h % a == 0 && a % t == 0; };  // heads split over h and tp
+  long total = 0, done = 0;
+  for (int h : o.hidden_sizes)
+    for (int a : o.num_heads)
+      for (int t : o.tp_degrees) total += valid(h, a, t) ? static_cast<long>(o.seq_lengths.size() * o.microbatch_sizes.size()) : 0;
   for (int h : o.hidden_sizes)
     for (int a : o.num_heads)
       for (int t : o.tp_degrees) {
-        if (a < 1 || h % a != 0 || a % t != 0) continue;  // heads split over h and over the tp ranks
+        if (!valid(h, a, t)) continue;
         for (int s : o.seq_lengths)
-          for (int b : o.microbatch_sizes) profile_shape(o, d, h, a, s, b, t, out);
+          for (int b : o.microbatch_sizes) {
+            profile_shape(o, d, h, a, s, b, t, out);
+            if (o.progress) o.progress(++done, total);
+          }
       }
   if (out.empty())
     throw InputError("profile: no (hidden, heads, tp) of the grid has heads dividing hidden and tp dividing heads");

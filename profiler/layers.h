@@ -5,6 +5,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <vector>
 
 #include "costmodel/profile.h"
@@ -24,6 +25,7 @@ struct LayerGridOptions {
   int threads = 1;                           // torch intra-op threads
   std::string device = "cpu";                // cpu, or cuda / cuda:N (a CUDA build of LibTorch):
                                              // timed with device events, memory from the allocator
+  std::function<void(long done, long total)> progress;  // after each shape of the grid; empty: none
 };
 
 // Every (h, a, t, s, b) of the grid with a dividing h and t dividing a: a transformer layer

@@ -175,6 +175,7 @@ std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions&
         log << "; over " << steps[i].size() << " steps " << rows[i].measured_s << " s, evaluator " << rows[i].evaluator_s
             << " s" << (o.simulate ? ", simulator " + std::to_string(rows[i].simulator_s) + " s" : "");
       }
+      if (o.eta) log << " (" << o.eta(static_cast<long>(round * n + i + 1), static_cast<long>(s.rounds * n)) << ")";
       log << "\n";
       log.flush();
     }

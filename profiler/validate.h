@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ struct ValidateOptions {
   std::string profile;     // --profile for the predictions ("" = analytic)
   bool simulate = true;    // also predict with the simulator
   std::string work_dir;    // where children's JSON files go (removed afterwards)
+  std::function<std::string(long done, long total)> eta;  // appended to each measured line (time
+                                                          // elapsed and left); empty: nothing
 };
 
 struct ValidationRow {

@@ -31,6 +31,8 @@ const std::vector<GeneratorInfo>& generators() {
       fold3d_generator(),
       zb_h1_generator(),
       zb_h2_generator(),
+      zb_h1_greedy_generator(),
+      zb_h2_greedy_generator(),
       zb_v_generator(),
       zb1p_generator(),
   };

@@ -61,6 +61,8 @@ GeneratorInfo merak_generator();
 GeneratorInfo fold3d_generator();
 GeneratorInfo zb_h1_generator();
 GeneratorInfo zb_h2_generator();
+GeneratorInfo zb_h1_greedy_generator();
+GeneratorInfo zb_h2_greedy_generator();
 GeneratorInfo zb_v_generator();
 GeneratorInfo zb1p_generator();
 

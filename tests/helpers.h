@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -16,6 +17,30 @@
 #include "schedules/error.h"
 
 namespace stagecraft::test {
+
+// The test process's scratch directory: a fresh directory under the temporary folder
+// (::testing::TempDir(), TEST_TMPDIR when set), created on first use and removed with all it
+// holds when the process exits. Every file a test writes goes here, so the suite leaves
+// nothing behind (scripts/test.sh checks; docs/testing.md).
+inline const std::string& scratch_dir() {
+  struct Scratch {
+    std::string path;
+    Scratch() {
+      std::string tmpl = ::testing::TempDir() + "stagecraft_test_XXXXXX";
+      if (!::mkdtemp(tmpl.data())) throw Error("tests: cannot create a scratch directory from " + tmpl);
+      path = tmpl;
+    }
+    ~Scratch() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static Scratch s;
+  return s.path;
+}
+
+// A path named `name` inside the scratch directory.
+inline std::string scratch_path(const std::string& name) { return scratch_dir() + "/" + name; }
 
 inline std::string data_path(const std::string& rel) { return std::string(STAGECRAFT_TEST_DATA) + "/" + rel; }
 
@@ -59,7 +84,7 @@ struct RunResult {
 // Runs the stagecraft binary with the given arguments (a shell fragment).
 inline RunResult run_cli(const std::string& args) {
   static int counter = 0;
-  std::string base = ::testing::TempDir() + "stagecraft_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  std::string base = scratch_path("cli_" + std::to_string(counter++));
   std::string cmd = std::string(STAGECRAFT_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
   int status = std::system(cmd.c_str());
   RunResult r;

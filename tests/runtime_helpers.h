@@ -11,7 +11,7 @@ namespace stagecraft::test {
 
 inline std::string temp_path(const std::string& name) {
   static int counter = 0;
-  return ::testing::TempDir() + "stagecraft_rt_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" + name;
+  return scratch_path("rt_" + std::to_string(counter++) + "_" + name);
 }
 
 struct TrainRun {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
+#include "schedules/registry.h"
 
 using stagecraft::test::run_cli;
 
@@ -33,7 +34,7 @@ TEST(Cli, ScheduleGridAndUnitCosts) {
 }
 
 TEST(Cli, ScheduleFormatsAndImport) {
-  std::string dir = ::testing::TempDir() + "cli_formats";
+  std::string dir = stagecraft::test::scratch_path("cli_formats");
   std::filesystem::create_directories(dir);
   auto r = run_cli("schedule --schedule interleaved-1f1b --stages 2 --microbatches 4 --format csv --out " + dir + "/s.csv");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -66,7 +67,7 @@ TEST(Cli, EstimateJson) {
 }
 
 TEST(Cli, CompareWritesTraces) {
-  std::string dir = ::testing::TempDir() + "cli_compare";
+  std::string dir = stagecraft::test::scratch_path("cli_compare");
   std::filesystem::remove_all(dir);
   auto r = run_cli("compare --model gpt-8.3b --cluster merak-3090-64 --tp 4 --pp 4 --microbatches 16 --schedules all "
                    "--trace-dir " + dir);
@@ -83,7 +84,7 @@ TEST(Cli, CompareWritesTraces) {
 }
 
 TEST(Cli, SvgPicturesAreValidXml) {
-  std::string dir = ::testing::TempDir() + "cli_svg";
+  std::string dir = stagecraft::test::scratch_path("cli_svg");
   std::filesystem::create_directories(dir);
   auto r = run_cli("schedule --schedule hanayo --stages 4 --microbatches 4 --waves 2 --svg " + dir + "/h.svg");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -115,7 +116,7 @@ TEST(Cli, CompareAllRanksEverySchedule) {
                    "--schedules all --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j.size(), 14u);
+  EXPECT_EQ(j.size(), stagecraft::schedules::generators().size());
   int fits = 0, rejected = 0;
   for (const auto& row : j) {
     if (row.contains("rejected")) {
@@ -133,7 +134,7 @@ TEST(Cli, BadInputExitsTwoWithMessage) {
   struct Case {
     std::string args, needle;
   };
-  std::string bad_json = ::testing::TempDir() + "bad_model.json";
+  std::string bad_json = stagecraft::test::scratch_path("bad_model.json");
   std::ofstream(bad_json) << "{ \"num_layers\": ";
   std::vector<Case> cases = {
       {"estimate --model gpt-99 --cluster merak-3090-64 --pp 4", "model 'gpt-99' is not a preset"},
@@ -166,7 +167,7 @@ TEST(Cli, BadInputExitsTwoWithMessage) {
 }
 
 TEST(Cli, RunTimeFailureExitsOneAndLeavesNothingHalfWritten) {
-  std::string blocker = ::testing::TempDir() + "not_a_dir";
+  std::string blocker = stagecraft::test::scratch_path("not_a_dir");
   std::ofstream(blocker) << "x";
   auto r = run_cli("schedule --schedule 1f1b --format csv --out " + blocker + "/s.csv");
   EXPECT_EQ(r.exit_code, 1) << r.err;

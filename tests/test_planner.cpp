@@ -223,7 +223,7 @@ TEST(Planner, PlansOnASubsetOfTheCluster) {
 }
 
 TEST(PlannerCli, WritesAPlanThatEstimateReads) {
-  const std::string out = ::testing::TempDir() + "stagecraft_plan_best.json";
+  const std::string out = test::scratch_path("plan_best.json");
   test::RunResult r = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 --gpus 16 --global-batch 32 --top 3 --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("searched"), std::string::npos) << r.out;
@@ -343,6 +343,24 @@ TEST(PlannerCli, PerLayerDegreesForPlansWithoutPipelining) {
   EXPECT_LE(lt["memory_bytes"].get<double>(), 24.0 * 1024 * 1024 * 1024);
   // The plan file stays uniform: estimate runs it.
   EXPECT_FALSE(best["plan"].contains("layer_tp"));
+}
+
+// Progress on standard error (points done, time elapsed); --quiet silences it, and standard
+// output is the same either way.
+TEST(PlannerCli, ReportsProgressUnlessQuiet) {
+  const std::string args = "plan --model gpt3-7.5b --cluster h100-nvl-ib-64 --gpus 8 --global-batch 16 --schedules 1f1b --json";
+  test::RunResult loud = test::run_cli(args);
+  test::RunResult quiet = test::run_cli(args + " --quiet");
+  ASSERT_EQ(loud.exit_code, 0) << loud.err;
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_NE(loud.err.find("plan: points"), std::string::npos) << loud.err;
+  EXPECT_NE(loud.err.find("elapsed"), std::string::npos) << loud.err;
+  EXPECT_EQ(quiet.err, "");
+  auto strip = [](nlohmann::json j) {
+    j["stats"].erase("seconds");
+    return j;
+  };
+  EXPECT_EQ(strip(nlohmann::json::parse(loud.out)), strip(nlohmann::json::parse(quiet.out)));
 }
 
 TEST(PlannerCli, BadInputExitsTwo) {

@@ -190,7 +190,7 @@ TEST(Profile, MeasurementOfRepeatedRuns) {
 }
 
 TEST(Profile, BadFilesAreNamed) {
-  std::string path = ::testing::TempDir() + "bad_profile.json";
+  std::string path = stagecraft::test::scratch_path("bad_profile.json");
   std::ofstream(path) << R"({"format": "stagecraft-profile", "layers": [{"kind": "mlp", "hidden_size": 4, "seq_length": 4, "microbatch_size": 1}]})";
   try {
     load_profile(path);

@@ -16,13 +16,15 @@ using stagecraft::test::read_text;
 using stagecraft::test::run_cli;
 
 TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
-  std::string dir = ::testing::TempDir() + "closed_loop";
+  std::string dir = stagecraft::test::scratch_path("closed_loop");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   auto r = run_cli("profile --hidden 64 --heads 4 --seq 64 --microbatch-size 1,2 --tp 1,2 --warmup 1 --runs 3 --nproc 2 "
                    "--max-bytes 65536 --out " + dir + "/p.json");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("algbw GB/s"), std::string::npos);  // the nccl-tests style table
+  EXPECT_NE(r.err.find("profile: shapes 4/4"), std::string::npos) << r.err;  // progress: 2 b x 2 tp shapes
+  EXPECT_NE(r.err.find("profile: collectives done"), std::string::npos) << r.err;
   auto p = nlohmann::json::parse(read_text(dir + "/p.json"));
   EXPECT_EQ(p["format"], "stagecraft-profile");
   for (const char* k : {"kind", "name", "threads", "libtorch", "compiler", "backend", "ranks"})
@@ -49,6 +51,7 @@ TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
   r = run_cli("validate --sweep " + stagecraft::test::data_path("sweep-3.json") + " --profile " + dir +
               "/p.json --out " + dir + "/v.csv --summary " + dir + "/v.json --work-dir " + dir + "/scratch --no-sim");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("elapsed"), std::string::npos) << r.out;  // each measured line: time elapsed and left
   std::istringstream csv(read_text(dir + "/v.csv"));
   std::string line;
   std::getline(csv, line);
@@ -76,7 +79,7 @@ TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
 // Three ranks: the collectives check their own results (reduce-scatter's ring, all-gather's
 // blocks, all-reduce's sums) before timing, so a wrong sum fails the command.
 TEST(ProfileValidate, CollectivesOverThreeRanksAreChecked) {
-  std::string dir = ::testing::TempDir() + "three_ranks";
+  std::string dir = stagecraft::test::scratch_path("three_ranks");
   std::filesystem::create_directories(dir);
   auto r = run_cli("profile --hidden 32 --heads 2 --seq 16 --microbatch-size 1 --warmup 0 --runs 1 --nproc 3 "
                    "--max-bytes 4096 --out " + dir + "/p.json");

@@ -28,7 +28,7 @@ TEST(SimCli, JsonHasTheSimulatedFigures) {
 }
 
 TEST(SimCli, TableAndTrace) {
-  std::string trace = ::testing::TempDir() + "stagecraft_sim_trace.json";
+  std::string trace = stagecraft::test::scratch_path("sim_trace.json");
   auto r = run_cli("simulate " + kConfig + "--tp-comm explicit --trace " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("busiest link"), std::string::npos);

@@ -106,10 +106,10 @@ TEST(Specs, UnknownPresetListsTheNames) {
 }
 
 TEST(Specs, FilesAndMalformedJson) {
-  std::string path = ::testing::TempDir() + "/model_ok.json";
+  std::string path = stagecraft::test::scratch_path("model_ok.json");
   std::ofstream(path) << to_json(load_model("tiny")).dump();
   EXPECT_EQ(load_model(path).hidden_size, 64);
-  std::string bad = ::testing::TempDir() + "/model_bad.json";
+  std::string bad = stagecraft::test::scratch_path("model_bad.json");
   std::ofstream(bad) << "{\"num_layers\": 4,";
   EXPECT_NE(error_of([&] { load_model(bad); }).find("is not valid JSON"), std::string::npos);
   EXPECT_NE(error_of([] { load_model("missing-file.json"); }).find("cannot be read"), std::string::npos);

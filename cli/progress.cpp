@@ -1,0 +1,46 @@
+#include "cli/progress.h"
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+namespace stagecraft::cli {
+
+Progress::Progress(bool quiet) : quiet_(quiet), start_(std::chrono::steady_clock::now()) {}
+
+double Progress::elapsed_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+std::string Progress::eta(long done, long total) const {
+  const double t = elapsed_s();
+  std::string out = fmt_duration(t) + " elapsed";
+  if (done >= total) return out;
+  if (done > 0) out += ", about " + fmt_duration(t * static_cast<double>(total - done) / static_cast<double>(done)) + " left";
+  return out;
+}
+
+void Progress::report(const std::string& what, long done, long total, double interval_s) {
+  if (quiet_ || done <= 0) return;
+  const double t = elapsed_s();
+  if (done < total && t - last_report_s_ < interval_s) return;
+  last_report_s_ = t;
+  std::cerr << what << " " << done << "/" << total << ", " << eta(done, total) << "\n";
+  std::cerr.flush();
+}
+
+std::string fmt_duration(double s) {
+  char buf[64];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  } else if (s < 3600) {
+    const int whole = static_cast<int>(std::lround(s));
+    std::snprintf(buf, sizeof buf, "%d min %02d s", whole / 60, whole % 60);
+  } else {
+    const int whole = static_cast<int>(std::lround(s / 60));
+    std::snprintf(buf, sizeof buf, "%d h %02d min", whole / 60, whole % 60);
+  }
+  return buf;
+}
+
+}  // namespace stagecraft::cli
