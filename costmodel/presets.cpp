@@ -11,7 +11,7 @@ namespace {
 nlohmann::json parse_or_throw(const std::string& text, const std::string& what) {
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, or a number out of range
     throw InputError(what + " is not valid JSON: " + e.what());
   }
 }

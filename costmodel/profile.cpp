@@ -183,7 +183,7 @@ Profile load_profile(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, or a number out of range
     throw InputError("profile file '" + path + "' is not valid JSON: " + e.what());
   }
   Profile p = profile_from_json(j);

@@ -20,7 +20,7 @@ nlohmann::json read_json(const std::string& path, const std::string& what) {
   if (!f) throw Error(what + ": '" + path + "' was not written");
   try {
     return nlohmann::json::parse(f);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, or a number out of range
     throw Error(what + ": '" + path + "' is not valid JSON: " + e.what());
   }
 }
@@ -102,7 +102,7 @@ Sweep load_sweep(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, or a number out of range
     throw InputError("sweep file '" + path + "' is not valid JSON: " + e.what());
   }
   if (j.value("format", std::string()) != "stagecraft-sweep")

@@ -194,7 +194,7 @@ Schedule load_schedule_file(const std::string& path) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(buf.str());
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // syntax, or a number out of range
       throw InputError("schedule file '" + path + "' is not valid JSON: " + e.what());
     }
     return from_json(j);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package stagecraft needs, now and in the issues to come (simulator:
-# SimGrid; runtime and profiler: LibTorch with Gloo; planner: COIN-OR CBC), so the set-up command never changes.
+# SimGrid; runtime and profiler: LibTorch with Gloo; planner: COIN-OR CBC; fuzz targets: clang
+# and its libFuzzer runtime), so the set-up command never changes.
 # Idempotent: when every package is present it does nothing; otherwise it runs `apt-get update`
 # once and installs what is missing. Works as root (as on CI) or through sudo.
 set -euo pipefail
@@ -12,6 +13,7 @@ packages=(
   libsimgrid-dev
   libtorch-dev libgloo-dev
   coinor-libcbc-dev
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -113,6 +113,10 @@ TEST(Specs, FilesAndMalformedJson) {
   std::ofstream(bad) << "{\"num_layers\": 4,";
   EXPECT_NE(error_of([&] { load_model(bad); }).find("is not valid JSON"), std::string::npos);
   EXPECT_NE(error_of([] { load_model("missing-file.json"); }).find("cannot be read"), std::string::npos);
+  // A number JSON cannot hold is bad input too, not a failure at run time (found by fuzzing).
+  std::string huge = stagecraft::test::scratch_path("model_huge.json");
+  std::ofstream(huge) << "{\"num_layers\": 1e400}";
+  EXPECT_NE(error_of([&] { load_model(huge); }).find("is not valid JSON"), std::string::npos);
 }
 
 TEST(Specs, FitChecks) {
