@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=.deps/gpu
 debs=.deps/gpu-debs
-packages=(nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian)
+packages=(nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev googletest libbenchmark-dev libbenchmark1debian)
 mkdir -p "$debs" "$dest"
 if ! (cd "$debs" && apt-get download "${packages[@]}" >/dev/null 2>&1); then
   apt-get update -qq
