@@ -4,7 +4,9 @@
 #include <memory>
 #include <string>
 
+#ifdef STAGECRAFT_WITH_CBC
 #include <Cbc_C_Interface.h>
+#endif
 
 #include "schedules/error.h"
 
@@ -34,6 +36,12 @@ void Milp::add_le(const Terms& terms, double rhs) { rows_.push_back({terms, 'L',
 void Milp::add_ge(const Terms& terms, double rhs) { rows_.push_back({terms, 'G', rhs}); }
 void Milp::add_eq(const Terms& terms, double rhs) { rows_.push_back({terms, 'E', rhs}); }
 
+#ifndef STAGECRAFT_WITH_CBC
+Milp::Result Milp::solve(double /*time_limit_s*/) const {
+  throw Error("planner: this build has no MILP solver (configured with STAGECRAFT_WITH_CBC=OFF); "
+              "the per-layer ILP needs COIN-OR CBC (coinor-libcbc-dev, scripts/install-deps.sh)");
+}
+#else
 Milp::Result Milp::solve(double time_limit_s) const {
   std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> model(Cbc_newModel(), Cbc_deleteModel);
   if (!model) throw Error("CBC: could not create a model");
@@ -66,5 +74,7 @@ Milp::Result Milp::solve(double time_limit_s) const {
   }
   return out;
 }
+
+#endif  // STAGECRAFT_WITH_CBC
 
 }  // namespace stagecraft::planner
