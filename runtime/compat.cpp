@@ -26,6 +26,7 @@ std::string resolve_backend(const std::string& requested) {
 namespace compat {
 namespace {
 
+#if defined(STAGECRAFT_WITH_GLOO)
 std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"))
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
@@ -33,6 +34,7 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
     return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
+#endif
 
 c10::intrusive_ptr<CommBase> make_backend(const StorePtr& store, int rank, int size, const GroupOptions& opt) {
   if (opt.backend == "nccl") {
@@ -44,10 +46,16 @@ c10::intrusive_ptr<CommBase> make_backend(const StorePtr& store, int rank, int s
     throw InputError("backend nccl is not compiled into this build");
 #endif
   }
+#if defined(STAGECRAFT_WITH_GLOO)
   auto o = c10d::ProcessGroupGloo::Options::create(opt.timeout);
   o->devices.push_back(gloo_device(opt.master_addr));
   o->threads = 2;
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
+#else
+  (void)store, (void)rank, (void)size;
+  throw InputError("backend gloo with more than one rank: this build's LibTorch (" TORCH_VERSION
+                   ") was compiled without gloo's headers (a PyTorch wheel); use --backend nccl (docs/gpu.md)");
+#endif
 }
 
 int group_rank_of(const Group& g, int global) {

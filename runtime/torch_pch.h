@@ -5,5 +5,10 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+// PyTorch wheels ship ProcessGroupGloo.hpp without gloo's own headers; such a build has NCCL
+// only and refuses --backend gloo for more than one rank (runtime/compat.cpp, docs/gpu.md).
+#if __has_include(<gloo/algorithm.h>)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#define STAGECRAFT_WITH_GLOO 1
+#endif
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
