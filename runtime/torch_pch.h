@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>  // ProcessGroup, Work (and 2.x's Backend)
 // PyTorch wheels ship ProcessGroupGloo.hpp without gloo's own headers; such a build has NCCL
 // only and refuses --backend gloo for more than one rank (runtime/compat.cpp, docs/gpu.md).
 #if __has_include(<gloo/algorithm.h>)

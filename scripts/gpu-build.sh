@@ -24,4 +24,6 @@ cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$abi" "${extra[@]}" "$@"
 targets=()
 for t in ${TARGETS:-}; do targets+=(--target "$t"); done
-cmake --build build-gpu -j"$(nproc 2>/dev/null || echo 2)" "${targets[@]}"
+keep_going=()
+[ ${#generator[@]} -eq 0 ] || keep_going=(-- -k 0)   # ninja: every error in one run
+cmake --build build-gpu -j"$(nproc 2>/dev/null || echo 2)" "${targets[@]}" "${keep_going[@]}"

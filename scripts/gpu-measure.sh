@@ -27,7 +27,7 @@ python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch._C.
 cat "$out/gpu.csv" "$out/torch-version.txt"
 TARGETS="stagecraft test_runtime_train test_runtime_precision test_runtime_trace" \
   step build 330 scripts/gpu-build.sh -DSTAGECRAFT_BUILD_BENCH=OFF -DSTAGECRAFT_WITH_CBC=OFF || exit "$status"
-step ctest 60 ctest --test-dir build-gpu -R 'RuntimePrecision|RuntimeTrain|RuntimeTrace' --output-on-failure
+step ctest 45 ctest --test-dir build-gpu -R 'RuntimePrecision|RuntimeTrain|RuntimeTrace' --output-on-failure
 tail -3 "$out/ctest.log"
 bin=build-gpu/bin/stagecraft
 # Warm-up is the first step (mean_iteration_time_s leaves it out); the data are real tokens.
