@@ -129,6 +129,9 @@ torch::Device parse_device(const std::string& name, const std::string& what) {
 void reset_device_peak(const torch::Device& d) {
   if (!d.is_cuda()) return;
 #if defined(STAGECRAFT_WITH_CUDA)
+  // The caching allocator initialises lazily, at the first allocation; resetting its statistics
+  // before that fails with "Invalid device argument" (seen with LibTorch 2.11 on an H200).
+  (void)torch::empty({1}, torch::TensorOptions().device(d));
   c10::cuda::CUDACachingAllocator::resetPeakStats(d.index());
 #endif
 }
