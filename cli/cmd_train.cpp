@@ -48,7 +48,7 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--steps", f->run.steps, "optimizer steps to run (default 10)");
   c->add_option("--seed", f->run.seed, "seed of the weights and the synthetic data (default 1234)");
   c->add_option("--lr", f->run.lr, "AdamW learning rate (default 1e-3)");
-  c->add_option("--backend", f->run.backend, "auto (nccl with CUDA, else gloo), gloo (CPU tensors) or nccl (each rank on a GPU)");
+  c->add_option("--backend", f->run.backend, "auto (nccl when each local rank has a GPU of its own, else gloo), gloo (CPU tensors) or nccl (each rank on a GPU)");
   c->add_option("--precision", f->run.precision, "fp32 (default) or bf16 (autocast: bf16 matrix products, fp32 weights and optimizer)");
   c->add_option("--timeout", f->run.timeout_s, "seconds before a silent peer is declared failed (default 60)");
   c->add_option("--trace", f->run.trace_path, "write a Chrome trace of every executed action to this file");

@@ -12,8 +12,24 @@
 
 namespace stagecraft::runtime {
 
+namespace {
+// Ranks on this machine: LOCAL_WORLD_SIZE (torchrun and `--nproc`), OMPI_COMM_WORLD_LOCAL_SIZE,
+// SLURM_NTASKS_PER_NODE; 1 when none is set.
+int local_world_size() {
+  for (const char* k : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"})
+    if (const char* v = std::getenv(k)) {
+      const int n = std::atoi(v);
+      if (n > 0) return n;
+    }
+  return 1;
+}
+}  // namespace
+
 std::string resolve_backend(const std::string& requested) {
-  if (requested == "auto") return compat::nccl_compiled() && compat::cuda_devices() > 0 ? "nccl" : "gloo";
+  // auto: NCCL only when every rank on this machine has a GPU of its own (NCCL ranks cannot
+  // share a device in one communicator; four ranks on one GPU hang), else Gloo.
+  if (requested == "auto")
+    return compat::nccl_compiled() && compat::cuda_devices() >= local_world_size() ? "nccl" : "gloo";
   if (requested == "gloo") return "gloo";
   if (requested != "nccl") throw InputError("--backend '" + requested + "' is invalid (allowed: auto, gloo, nccl)");
   if (!compat::nccl_compiled())
