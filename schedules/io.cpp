@@ -70,6 +70,29 @@ std::string to_csv(const Schedule& s) {
   return out.str();
 }
 
+// Chains (Chimera's pipelines in two directions) are not written in PyTorch's CSV: stages run
+// every microbatch in one pipeline, or, with c chains, c equal blocks of consecutive stages
+// each run their own disjoint share (a block's stages the same share). Returns c.
+static int infer_chains(const std::map<int, std::set<int>>& forwards, int stages, const std::string& name) {
+  if (forwards.empty()) return 1;
+  std::vector<std::set<int>> f(static_cast<size_t>(stages));
+  for (const auto& [st, mbs] : forwards) f[static_cast<size_t>(st)] = mbs;
+  for (int c = 1; c <= stages; ++c) {
+    if (stages % c != 0) continue;
+    const int per = stages / c;
+    bool ok = true;
+    std::set<int> all;
+    for (int k = 0; k < c && ok; ++k) {
+      const auto& first = f[static_cast<size_t>(k * per)];
+      for (int st = k * per; st < (k + 1) * per && ok; ++st) ok = f[static_cast<size_t>(st)] == first;
+      for (int mb : first) ok = ok && all.insert(mb).second;  // disjoint across chains
+    }
+    if (ok) return c;
+  }
+  throw InputError("CSV schedule '" + name + "': the stages run different sets of microbatches, and no split into "
+                   "equal blocks of consecutive stages (chains, as Chimera's) explains them");
+}
+
 Schedule from_csv(const std::string& text, const std::string& name) {
   std::istringstream in(text);
   std::string line;
@@ -96,6 +119,8 @@ Schedule from_csv(const std::string& text, const std::string& name) {
   std::map<int, int> stage_rank;
   int max_mb = -1;
   std::set<std::pair<int, int>> has_w;
+  std::set<int> seen_mb;
+  std::map<int, std::set<int>> forwards;  // stage -> microbatches it runs forward
   for (int r = 0; r < ranks; ++r) {
     for (const Action& a : rows[static_cast<size_t>(r)]) {
       auto place = [&](int st) {
@@ -109,7 +134,10 @@ Schedule from_csv(const std::string& text, const std::string& name) {
       place(a.stage);
       if (a.op == Op::OVERLAP_F_B) place(a.b_stage);
       max_mb = std::max({max_mb, a.microbatch, a.b_microbatch});
+      for (int mb : {a.microbatch, a.b_microbatch})
+        if (mb >= 0) seen_mb.insert(mb);
       if (a.op == Op::W) has_w.emplace(a.stage, a.microbatch);
+      if (a.op == Op::F || a.op == Op::OVERLAP_F_B) forwards[a.stage].insert(a.microbatch);
     }
   }
   if (stage_rank.empty()) throw InputError("CSV schedule '" + name + "' has no actions");
@@ -120,13 +148,24 @@ Schedule from_csv(const std::string& text, const std::string& name) {
     if (map[static_cast<size_t>(st)] < 0)
       throw InputError("CSV schedule '" + name + "': stage " + std::to_string(st) + " never appears (stages run 0.." +
                        std::to_string(stages - 1) + ")");
+  // Microbatches run 0..max; a gap (or a huge stray index) is an error, not max+1 microbatches.
+  if (max_mb >= 0 && static_cast<int>(seen_mb.size()) != max_mb + 1) {
+    int missing = 0;
+    while (seen_mb.count(missing)) ++missing;
+    throw InputError("CSV schedule '" + name + "': microbatch " + std::to_string(missing) +
+                     " never appears, yet indices run to " + std::to_string(max_mb) +
+                     " (microbatch indices must be 0..n-1 with none missing)");
+  }
+  const int chains = infer_chains(forwards, stages, name);
   // Older notation: B followed by a W of the same stage and microbatch is the input backward.
   for (auto& row : rows)
     for (Action& a : row) {
       if (a.op == Op::B && has_w.count({a.stage, a.microbatch})) a.op = Op::I;
       if (a.op == Op::OVERLAP_F_B && a.b_op == Op::B && has_w.count({a.b_stage, a.b_microbatch})) a.b_op = Op::I;
     }
-  Schedule s = make_schedule(name, ranks, stages, max_mb + 1, classify(map, ranks), map);
+  // Several chains share ranks in no loop or V pipeline of their own (Chimera): explicit.
+  const PlacementKind kind = chains > 1 ? PlacementKind::Explicit : classify(map, ranks);
+  Schedule s = make_schedule(name, ranks, stages, max_mb + 1, kind, map, chains);
   s.actions = std::move(rows);
   return s;
 }

@@ -123,3 +123,55 @@ TEST(ScheduleIO, JsonErrorsNameTheField) {
   k["stage_to_rank"] = {0, 5};
   EXPECT_THROW(from_json(k), InputError);
 }
+
+// PyTorch CSV conformance: every registered schedule, written in PyTorch's format and read
+// back, is the same schedule (placement, chains, every rank's list); lowered, written and read
+// back, it prices the same under unit costs. The compute-only file prices the same too, except
+// where a generator parameter steers the lowering (Merak's early recomputation: R before the
+// gradient's receive), which a compute-only file cannot carry. docs/schedules.md.
+TEST(ScheduleIO, EveryScheduleSurvivesPyTorchCsv) {
+  int checked = 0;
+  for (const auto& g : generators()) {
+    for (int p : {2, 4}) {
+      GeneratorOptions o;
+      o.ranks = p;
+      o.microbatches = 2 * p;
+      Schedule s = generate(g.name, o);
+      Schedule back = from_csv(to_csv(s), g.name);
+      EXPECT_EQ(back.num_chains, s.num_chains) << g.name << " p=" << p;
+      expect_same_lists(s, back);
+      costmodel::UnitCosts u;  // F 1, B 2, R 1, I 1, W 1
+      auto price = [&](const Schedule& lowered) {
+        return costmodel::Evaluator(lowered).evaluate(costmodel::unit_cost_table(lowered, u)).iteration_time_s;
+      };
+      const Schedule ls = lower(s);
+      const Schedule lb = from_csv(to_csv(ls), g.name);
+      expect_same_lists(ls, lb);
+      EXPECT_DOUBLE_EQ(price(ls), price(lb)) << g.name << " p=" << p << " (lowered)";
+      if (!s.params.contains("recompute_timing"))
+        EXPECT_DOUBLE_EQ(price(ls), price(lower(back))) << g.name << " p=" << p << " (compute only)";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2 * static_cast<int>(generators().size()));
+}
+
+TEST(ScheduleIO, CsvMicrobatchGapIsRefused) {
+  // Microbatch 1 missing: an error naming it, not three microbatches (nor 10^9 of them).
+  try {
+    from_csv("0F0,0F2,0B0,0B2\n", "gap");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("microbatch 1 never appears, yet indices run to 2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(from_csv("0F0,0F999999999,0B0,0B999999999\n", "huge"), InputError);
+}
+
+TEST(ScheduleIO, CsvChainsInferredFromMicrobatchShares) {
+  // Chimera p=4: stages 0-3 run one half of the microbatches, 4-7 (the other direction) the other.
+  Schedule s = gen("chimera", 4, 8);
+  ASSERT_EQ(s.num_chains, 2);
+  EXPECT_EQ(from_csv(to_csv(s)).num_chains, 2);
+  // Stages that share microbatches unevenly fit no chain split.
+  EXPECT_THROW(from_csv("0F0,0F1,0B0,0B1\n1F0,1B0\n"), InputError);
+}
