@@ -2,6 +2,11 @@
 // lowered, and refuses what it cannot do with an error naming the constraint.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+
+#include "helpers.h"
+
 #include "schedules/error.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
@@ -90,4 +95,41 @@ TEST(Generators, ConstraintsAreNamed) {
   EXPECT_TRUE(refused("gpipe", 0, 8, 0, "ranks = 0"));
   EXPECT_TRUE(refused("looped-bfs", 2, 0, 2, "microbatches = 0"));
   EXPECT_TRUE(refused("looped-bfs", 2, 2, -1, "chunks = -1"));
+}
+
+// Interleaved 1F1B in Megatron-LM's order (forward_backward_pipelining_with_interleaving,
+// Narayanan et al., SC 2021, Sec. 2.2): rank r runs (p-r-1)*2 + (v-1)*p warm-up forwards,
+// virtual microbatch k is chunk (k mod pv) div p (backwards: v-1 minus that) and microbatch
+// (k div pv)*p + k mod p. The lists over a grid of (p, v, m) are pinned in a golden file
+// (regenerate: docs/testing.md), and the rule's consequences are checked directly.
+TEST(Generators, InterleavedFollowsMegatronOrder) {
+  std::string text;
+  for (auto [p, v, m] : std::vector<std::array<int, 3>>{{2, 2, 4}, {4, 2, 8}, {4, 3, 8}, {4, 2, 12}, {3, 4, 6}}) {
+    GeneratorOptions o;
+    o.ranks = p;
+    o.microbatches = m;
+    o.chunks = v;
+    Schedule s = generate("interleaved-1f1b", o);
+    text += "p=" + std::to_string(p) + " v=" + std::to_string(v) + " m=" + std::to_string(m) + "\n";
+    for (int r = 0; r < p; ++r) {
+      const auto& list = s.actions[static_cast<size_t>(r)];
+      text += std::to_string(r) + ":";
+      for (const Action& a : list) text += " " + to_text(a);
+      text += "\n";
+      // Warm-up: forwards before the first backward.
+      const int warmup = std::min((p - r - 1) * 2 + (v - 1) * p, m * v);
+      int before_b = 0;
+      while (list[static_cast<size_t>(before_b)].op == Op::F) ++before_b;
+      EXPECT_EQ(before_b, warmup + (warmup < m * v ? 1 : 0)) << "p=" << p << " v=" << v << " m=" << m << " r=" << r;
+      // The first forwards go chunk by chunk in groups of p microbatches; the first backward is
+      // microbatch 0 of the last chunk.
+      std::vector<Action> fwd;
+      for (const Action& a : list)
+        if (a.op == Op::F) fwd.push_back(a);
+      for (int k = 0; k < p * v; ++k)
+        EXPECT_EQ(fwd[static_cast<size_t>(k)], Action::make((k / p) * p + r, Op::F, k % p)) << "r=" << r << " k=" << k;
+      EXPECT_EQ(list[static_cast<size_t>(before_b)], Action::make((v - 1) * p + r, Op::B, 0)) << "r=" << r;
+    }
+  }
+  stagecraft::test::expect_golden("interleaved_megatron_order.txt", text);
 }
