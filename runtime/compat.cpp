@@ -102,6 +102,25 @@ WorkPtr recv(Group& g, torch::Tensor& t, int src_global, int tag) {
   return g.pg->recv(v, group_rank_of(g, src_global), tag);
 }
 
+namespace {
+bool coalesces(const Group& g) { return g.pg && g.pg->getBackendName() == "nccl"; }
+}  // namespace
+
+void begin_p2p(Group& g) {
+  if (coalesces(g)) g.pg->startCoalescing();
+}
+
+WorkPtr end_p2p(Group& g, std::vector<WorkPtr>& issued) {
+  if (!coalesces(g)) return {};
+#if TORCH_VERSION_MAJOR >= 2
+  (void)issued;
+  return g.pg->endCoalescing();  // 2.x: one work for the group
+#else
+  g.pg->endCoalescing(issued);   // 1.13: the group's works get their completion events
+  return {};
+#endif
+}
+
 WorkPtr all_reduce_sum(Group& g, torch::Tensor& t) {
   if (!g.pg) return {};
   std::vector<torch::Tensor> v{t};

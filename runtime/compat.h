@@ -42,6 +42,14 @@ Group make_group(const StorePtr& store, const std::string& prefix, std::vector<i
 WorkPtr send(Group& g, torch::Tensor& t, int dst_global, int tag);  // asynchronous
 WorkPtr recv(Group& g, torch::Tensor& t, int src_global, int tag);  // asynchronous
 WorkPtr all_reduce_sum(Group& g, torch::Tensor& t);                 // asynchronous, in place
+// One step's sends and receives as one group, as torch.distributed.batch_isend_irecv issues
+// them (docs/runtime.md): on NCCL, c10d's coalescing (ncclGroupStart/ncclGroupEnd), so that two
+// ranks sending to each other in the same step cannot deadlock; on Gloo, whose sends do not wait
+// for their receiver, the calls are no-ops and the same executor path runs. Inside a group
+// send/recv may return a null handle (LibTorch 2.x NCCL); end_p2p then returns the handle that
+// completes with the whole group (null where every call returned its own).
+void begin_p2p(Group& g);
+WorkPtr end_p2p(Group& g, std::vector<WorkPtr>& issued);  // issued: what send/recv returned inside
 // Blocking all-reduce (sum) in place. Gloo in LibTorch 1.13 has no bf16 or fp16 sums: on Gloo
 // such a tensor is summed as fp32 and rounded back (NCCL sums it as it is).
 void all_reduce_sum_blocking(Group& g, torch::Tensor& t, std::chrono::milliseconds timeout);

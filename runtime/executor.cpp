@@ -67,6 +67,11 @@ struct Executor::Impl {
   std::map<Key, std::vector<Pending>> pending;
   std::map<Key, DeferredGrads> deferred;
   std::vector<std::pair<compat::WorkPtr, int>> sends;  // (work, peer global rank)
+  // The open group of sends and receives (begin_p2p .. end_p2p): what they returned, and where
+  // each handle lives (a send's index in `sends`, or a receive's key and index in `pending`).
+  bool in_p2p_group = false;
+  std::vector<compat::WorkPtr> group_issued;
+  std::vector<std::pair<Key, long>> group_slots;  // key {-1,-1}: sends[index]
   std::vector<Bucket> buckets;
   std::map<int, size_t> reduce_cursor;        // stage -> next parameter to reduce
   std::map<int, double> reduced_share;        // stage -> fraction reduced so far
@@ -325,6 +330,33 @@ struct Executor::Impl {
     }
     int peer = global_of_stage(peer_stage);
     sends.emplace_back(compat::send(*cfg.world, t, peer, tag(fwd, fwd ? peer_stage : peer_stage, a.microbatch)), peer);
+    note_in_group(sends.back().first, {-1, -1}, static_cast<long>(sends.size()) - 1);
+  }
+
+  void note_in_group(const compat::WorkPtr& w, Key key, long index) {
+    if (!in_p2p_group) return;
+    group_issued.push_back(w);
+    group_slots.emplace_back(key, index);
+  }
+
+  void begin_p2p_group() {
+    compat::begin_p2p(*cfg.world);
+    in_p2p_group = true;
+    group_issued.clear();
+    group_slots.clear();
+  }
+
+  // Ends the group; a handle the backend left null inside it becomes the group's.
+  void end_p2p_group() {
+    compat::WorkPtr whole = compat::end_p2p(*cfg.world, group_issued);
+    in_p2p_group = false;
+    ++rec.p2p_groups;
+    for (const auto& [key, index] : group_slots) {
+      compat::WorkPtr& w = key.first < 0 ? sends.at(static_cast<size_t>(index)).first
+                                         : pending.at(key).at(static_cast<size_t>(index)).work;
+      if (!w) w = whole;
+      if (!w) throw Error("runtime: a grouped send or receive has no handle to wait on");
+    }
   }
 
   void post_recv(const Action& a, size_t span) {
@@ -335,7 +367,9 @@ struct Executor::Impl {
     int peer = global_of_stage(peer_stage);
     Pending p{compat::recv(*cfg.world, t, peer, tag(fwd, a.stage, a.microbatch)), span, a.op, peer};
     (fwd ? recv_f : recv_b)[{a.stage, a.microbatch}] = t;
-    pending[{a.stage, a.microbatch}].push_back(p);
+    auto& list_of_key = pending[{a.stage, a.microbatch}];
+    list_of_key.push_back(p);
+    note_in_group(p.work, {a.stage, a.microbatch}, static_cast<long>(list_of_key.size()) - 1);
   }
 
   // The parameters of the stage's next `fraction` share (parameter granularity), cut into
@@ -742,7 +776,10 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
     m.wait_in_action = 0;
     const double tp_before = tp.comm_s;
     m.start_mark[i] = tl.mark();
+    // A run of consecutive sends and receives is one group (NCCL-safe, docs/runtime.md).
+    if (schedules::is_p2p(a.op) && !m.in_p2p_group) m.begin_p2p_group();
     m.execute(a, i);
+    if (m.in_p2p_group && (i + 1 == n || !schedules::is_p2p((*m.list)[i + 1].op))) m.end_p2p_group();
     m.end_marks[i].insert(m.end_marks[i].begin(), tl.mark());  // first: the action's own end
     host_wait[i] = m.wait_in_action;
     tp_comm[i] = tp.comm_s - tp_before;

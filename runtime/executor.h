@@ -38,6 +38,8 @@ struct StepRecord {
   std::vector<ActionSpan> spans;  // one per action, in list order
   std::vector<PieceSpan> pieces;  // overlapped tp stages: one per compute piece and per tp collective
   long tp_collectives = 0;        // tp collectives this rank issued (blocking and asynchronous)
+  long p2p_groups = 0;            // groups of consecutive sends and receives issued together
+                                  // (compat::begin_p2p / end_p2p): one per run of them in the list
   long buckets_in_backward = 0;   // gradient buckets whose all-reduce started inside the backward
                                   // (overlap_grad_reduce)
   double grad_sq = 0;             // sum of squared gradients of this rank's parameters at OPTIMIZER

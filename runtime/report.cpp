@@ -77,7 +77,8 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
                         {"iteration_time_s", T}, {"compute_s", C}, {"communication_s", M}, {"wait_s", W},
                         {"idle_s", std::max(0.0, T - C - M)}, {"device", r.value("device", "cpu")},
                         {"peak_memory_bytes", r["peak_memory_bytes"]},
-                        {"peak_memory_kind", r.value("peak_memory_kind", "process resident set")}});
+                        {"peak_memory_kind", r.value("peak_memory_kind", "process resident set")},
+                        {"p2p_groups_per_step", r["steps"].empty() ? 0L : r["steps"][0].value("p2p_groups", 0L)}});
   }
   // Throughput with the model FLOPs of costmodel/flops.h (Narayanan et al., SC'21: the work of
   // the model, recomputation not counted; MFU = model_flops_per_s / the device's peak) and the

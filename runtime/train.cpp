@@ -235,7 +235,7 @@ void train_loop(Run& r) {
     StepRecord rec = r.exec->run_step(batch, t0);
     double loss = global_loss(r, rec);
     json s = {{"step", step}, {"time_s", rec.time_s}, {"compute_s", rec.compute_s}, {"comm_s", rec.comm_s}, {"wait_s", rec.wait_s},
-              {"tp_collectives", rec.tp_collectives}, {"grad_sq", rec.grad_sq},
+              {"tp_collectives", rec.tp_collectives}, {"p2p_groups", rec.p2p_groups}, {"grad_sq", rec.grad_sq},
               {"buckets_in_backward", rec.buckets_in_backward}};
     if (r.has_loss) s["loss"] = loss;
     if (!r.opt.trace_path.empty()) s["spans"] = spans_json(rec);

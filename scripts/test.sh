@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds, and runs every test. Exits non-zero on any failure, and when
-# the suite leaves anything in its temporary folder (every test writes under its own scratch
-# directory there and removes it: tests/helpers.h, docs/testing.md).
+# Installs dependencies, builds, and runs every test; then the suite again under AddressSanitizer
+# and UndefinedBehaviorSanitizer (scripts/sanitize.sh) and each libFuzzer target for 5 seconds
+# from its corpus (scripts/fuzz.sh). Exits non-zero on any failure, and when the suite leaves
+# anything in its temporary folder (every test writes under its own scratch directory there and
+# removes it: tests/helpers.h, docs/testing.md).
+# Usage: scripts/test.sh [--quick]   (--quick: the main build's tests only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -9,6 +12,10 @@ cd "$(dirname "$0")/.."
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/stagecraft-ctest.XXXXXX")
 status=0
 TEST_TMPDIR="$scratch/" TMPDIR="$scratch" ctest --test-dir build --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" || status=$?
+if [ "${1:-}" != "--quick" ]; then
+  TEST_TMPDIR="$scratch/" TMPDIR="$scratch" ./scripts/sanitize.sh || status=1
+  TMPDIR="$scratch" ./scripts/fuzz.sh || status=1
+fi
 left=$(find "$scratch" -mindepth 1 -maxdepth 2 | head -20)
 if [ -n "$left" ]; then
   echo "test.sh: the tests left files in their temporary folder $scratch:" >&2

@@ -38,6 +38,15 @@ void check_trace(const std::string& flags, const costmodel::ParallelPlan& plan, 
       EXPECT_EQ(e["tid"].get<int>() == 1, p2p) << name;
     }
   }
+  // Each run of consecutive sends and receives went out as one group (docs/runtime.md).
+  for (const auto& rank : r.summary["ranks"]) {
+    const auto& list = s.actions[static_cast<size_t>(rank["pp"].get<int>())];
+    long runs = 0;
+    for (size_t i = 0; i < list.size(); ++i)
+      if (schedules::is_p2p(list[i].op) && (i == 0 || !schedules::is_p2p(list[i - 1].op))) ++runs;
+    EXPECT_GT(runs, 0);
+    EXPECT_EQ(rank["p2p_groups_per_step"].get<long>(), runs) << "rank " << rank["rank"];
+  }
 }
 
 TEST(RuntimeTrace, OneEventPerActionInListOrder1F1B) {
