@@ -121,7 +121,22 @@ nlohmann::json to_json(const Profile& p) {
           {"collectives", colls}, {"optimizer_s_per_param", p.optimizer_s_per_param}};
 }
 
+namespace {
+Profile profile_fields(const nlohmann::json& j);
+}  // namespace
+
+// A field of the wrong JSON type (e.g. "format": 5) is bad input like any other: InputError,
+// not nlohmann's type_error (found by fuzz_profile_json's long run).
 Profile profile_from_json(const nlohmann::json& j) {
+  try {
+    return profile_fields(j);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(std::string("profile: a field has the wrong type or value: ") + e.what());
+  }
+}
+
+namespace {
+Profile profile_fields(const nlohmann::json& j) {
   if (!j.is_object() || j.value("format", std::string()) != "stagecraft-profile")
     throw InputError("profile: field 'format' must be \"stagecraft-profile\"");
   Profile p;
@@ -176,6 +191,7 @@ Profile profile_from_json(const nlohmann::json& j) {
   }
   return p;
 }
+}  // namespace
 
 Profile load_profile(const std::string& path) {
   std::ifstream f(path);

@@ -192,7 +192,7 @@ nlohmann::json to_json(const Schedule& s) {
   return j;
 }
 
-Schedule from_json(const nlohmann::json& j) {
+static Schedule from_json_fields(const nlohmann::json& j) {
   if (!j.is_object()) throw InputError("schedule JSON: expected an object at the top level");
   if (j.contains("format") && j["format"] != "stagecraft-schedule")
     throw InputError("schedule JSON: field 'format' is " + j["format"].dump() + " (expected \"stagecraft-schedule\")");
@@ -219,6 +219,16 @@ Schedule from_json(const nlohmann::json& j) {
   }
   check_shape(s);
   return s;
+}
+
+// A field of the wrong JSON type (e.g. "name": 5) is bad input like any other: InputError, not
+// nlohmann's type_error (found by fuzz_schedule_json's long run).
+Schedule from_json(const nlohmann::json& j) {
+  try {
+    return from_json_fields(j);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(std::string("schedule JSON: a field has the wrong type or value: ") + e.what());
+  }
 }
 
 Schedule load_schedule_file(const std::string& path) {

@@ -215,3 +215,17 @@ TEST(Profile, CliEstimateAndCompareTakeAProfile) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("cannot be read"), std::string::npos);
 }
+
+// Fields of the wrong JSON type are bad input (InputError), not a library exception; the
+// long fuzz run found "format" given as an array.
+TEST(Profile, WrongFieldTypesAreInputErrors) {
+  for (const char* text : {R"({"format": ["stagecraft-profile"], "layers": []})",
+                           R"({"format": "stagecraft-profile", "optimizer_s_per_param": "fast", "layers": []})"}) {
+    try {
+      costmodel::profile_from_json(nlohmann::json::parse(text));
+      FAIL() << "expected InputError for " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("profile"), std::string::npos) << e.what();
+    }
+  }
+}

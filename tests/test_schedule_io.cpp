@@ -175,3 +175,13 @@ TEST(ScheduleIO, CsvChainsInferredFromMicrobatchShares) {
   // Stages that share microbatches unevenly fit no chain split.
   EXPECT_THROW(from_csv("0F0,0F1,0B0,0B1\n1F0,1B0\n"), InputError);
 }
+
+TEST(ScheduleIO, JsonWrongFieldTypesAreInputErrors) {
+  // The long fuzz run found "name" given as a number escaping as nlohmann's type_error.
+  nlohmann::json j = to_json(gen("1f1b", 2, 2));
+  j["name"] = 5;
+  EXPECT_THROW(from_json(j), InputError);
+  j = to_json(gen("1f1b", 2, 2));
+  j["placement"] = nlohmann::json::array();
+  EXPECT_THROW(from_json(j), InputError);
+}
