@@ -142,12 +142,17 @@ Schedule from_csv(const std::string& text, const std::string& name) {
   }
   if (stage_rank.empty()) throw InputError("CSV schedule '" + name + "' has no actions");
   int stages = stage_rank.rbegin()->first + 1;
+  // Checked before anything is sized by it: a stray huge stage index is an error, not a map of
+  // that many stages (the long fuzz run's memory peak).
+  int expect = 0;
+  for (const auto& entry : stage_rank) {
+    if (entry.first != expect)
+      throw InputError("CSV schedule '" + name + "': stage " + std::to_string(expect) + " never appears (stages run 0.." +
+                       std::to_string(stages - 1) + ")");
+    ++expect;
+  }
   std::vector<int> map(static_cast<size_t>(stages), -1);
   for (auto [st, r] : stage_rank) map[static_cast<size_t>(st)] = r;
-  for (int st = 0; st < stages; ++st)
-    if (map[static_cast<size_t>(st)] < 0)
-      throw InputError("CSV schedule '" + name + "': stage " + std::to_string(st) + " never appears (stages run 0.." +
-                       std::to_string(stages - 1) + ")");
   // Microbatches run 0..max; a gap (or a huge stray index) is an error, not max+1 microbatches.
   if (max_mb >= 0 && static_cast<int>(seen_mb.size()) != max_mb + 1) {
     int missing = 0;

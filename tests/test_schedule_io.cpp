@@ -165,6 +165,13 @@ TEST(ScheduleIO, CsvMicrobatchGapIsRefused) {
     EXPECT_NE(std::string(e.what()).find("microbatch 1 never appears, yet indices run to 2"), std::string::npos) << e.what();
   }
   EXPECT_THROW(from_csv("0F0,0F999999999,0B0,0B999999999\n", "huge"), InputError);
+  // Likewise stages: a stray huge stage index names the first missing stage.
+  try {
+    from_csv("0F0,0B0\n999999999F0,999999999B0\n", "huge-stage");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("stage 1 never appears (stages run 0..999999999)"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ScheduleIO, CsvChainsInferredFromMicrobatchShares) {
