@@ -1,4 +1,5 @@
 #include "costmodel/profile.h"
+#include "schedules/json_read.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,7 +34,7 @@ Measurement meas_from(const nlohmann::json& j, const std::string& where) {
     m.median_s = j.at("median_s").get<double>();
     m.min_s = j.value("min_s", m.median_s);
     m.max_s = j.value("max_s", m.median_s);
-    m.runs = j.value("runs", 1);
+    m.runs = schedules::json_int_or(j, "runs", 1, "profile: " + where);
   } catch (const nlohmann::json::exception& e) {
     throw InputError("profile: " + where + ": " + e.what());
   }
@@ -150,13 +151,15 @@ Profile profile_fields(const nlohmann::json& j) {
     try {
       l.kind = e.at("kind").get<std::string>();
       l.model_kind = e.value("model_kind", std::string("gpt"));
-      l.hidden_size = e.at("hidden_size").get<int>();
-      l.num_heads = e.value("num_heads", 1);
-      l.ffn_hidden_size = e.value("ffn_hidden_size", 4 * l.hidden_size);
-      l.seq_length = e.at("seq_length").get<int>();
-      l.vocab_size = e.value("vocab_size", 0);
-      l.microbatch_size = e.at("microbatch_size").get<int>();
-      l.tp = e.value("tp", 1);
+      const std::string lw = "profile: layers[" + std::to_string(i) + "]";
+      l.hidden_size = schedules::json_int(e.at("hidden_size"), lw + ".hidden_size");
+      l.num_heads = schedules::json_int_or(e, "num_heads", 1, lw);
+      l.ffn_hidden_size = e.contains("ffn_hidden_size") ? schedules::json_int(e.at("ffn_hidden_size"), lw + ".ffn_hidden_size")
+                                                        : 4 * l.hidden_size;
+      l.seq_length = schedules::json_int(e.at("seq_length"), lw + ".seq_length");
+      l.vocab_size = schedules::json_int_or(e, "vocab_size", 0, lw);
+      l.microbatch_size = schedules::json_int(e.at("microbatch_size"), lw + ".microbatch_size");
+      l.tp = schedules::json_int_or(e, "tp", 1, lw);
       l.activation_bytes = e.value("activation_bytes", 0.0);
       l.checkpoint_bytes = e.value("checkpoint_bytes", 0.0);
     } catch (const nlohmann::json::exception& ex) {
@@ -179,7 +182,7 @@ Profile profile_fields(const nlohmann::json& j) {
     CollectiveProfile c;
     try {
       c.op = e.at("op").get<std::string>();
-      c.ranks = e.at("ranks").get<int>();
+      c.ranks = schedules::json_int(e.at("ranks"), "profile: " + w + ".ranks");
       c.bytes = e.at("bytes").get<double>();
       c.algbw_Bps = e.value("algbw_Bps", 0.0);
       c.busbw_Bps = e.value("busbw_Bps", 0.0);

@@ -1,4 +1,7 @@
 #include "schedules/io.h"
+#include "schedules/json_read.h"
+
+#include <type_traits>
 
 #include <fstream>
 #include <map>
@@ -40,6 +43,15 @@ PlacementKind classify(const std::vector<int>& map, int ranks) {
 template <class T>
 T field(const nlohmann::json& j, const char* name) {
   if (!j.contains(name)) throw InputError(std::string("schedule JSON: missing field '") + name + "'");
+  if constexpr (std::is_same_v<T, int>) return json_int(j.at(name), std::string("schedule JSON: ") + name);
+  if constexpr (std::is_same_v<T, std::vector<int>>) {
+    const auto& v = j.at(name);
+    if (!v.is_array()) throw InputError(std::string("schedule JSON: field '") + name + "' must be an array of integers");
+    std::vector<int> out;
+    for (size_t i = 0; i < v.size(); ++i)
+      out.push_back(json_int(v[i], std::string("schedule JSON: ") + name + "[" + std::to_string(i) + "]"));
+    return out;
+  }
   try {
     return j.at(name).get<T>();
   } catch (const nlohmann::json::exception& e) {
@@ -207,7 +219,7 @@ static Schedule from_json_fields(const nlohmann::json& j) {
   s.num_ranks = field<int>(j, "num_ranks");
   s.num_stages = field<int>(j, "num_stages");
   s.num_microbatches = field<int>(j, "num_microbatches");
-  s.num_chains = j.value("num_chains", 1);
+  s.num_chains = json_int_or(j, "num_chains", 1, "schedule JSON");
   s.placement = parse_placement(j.value("placement", std::string("explicit")));
   s.stage_to_rank = field<std::vector<int>>(j, "stage_to_rank");
   auto rows = field<std::vector<std::vector<std::string>>>(j, "actions");
