@@ -234,16 +234,6 @@ TEST(SeedSchedules, ZeroBubbleFamily) {
   }
 }
 
-// PyTorch's ZB1P file and this project's zb1p on the same configuration (2 ranks, 2 stages per
-// rank, 8 microbatches), equal F, I, W costs: the same bubble.
-TEST(SeedSchedules, Zb1pMatchesPyTorch) {
-  Schedule theirs = load_schedule_file(stagecraft::test::data_path("pytorch/zb1p_2rank_2stagep_compute.csv"));
-  EvalResult a = unit_eval(theirs, 1, 2, 1, 1, 1);
-  EvalResult b = unit_eval(gen("zb1p", 2, 8, {}, 2), 1, 2, 1, 1, 1);
-  EXPECT_DOUBLE_EQ(a.iteration_time_s, b.iteration_time_s);
-  EXPECT_DOUBLE_EQ(a.bubble_fraction, b.bubble_fraction);
-}
-
 TEST(SeedSchedules, ChimeraShapeAndConstraints) {
   Schedule s = gen("chimera", 4, 8);
   EXPECT_EQ(s.num_chains, 2);

@@ -10,10 +10,15 @@
 //          m >= 2p-1 each rank is busy for 3m without a gap (the parallelogram);
 //   zb-h1-greedy, zb-h2-greedy: the same memory limits (p, 2p in flight) met by the greedy list
 //          scheduler (greedy.h), which finds neither closed form (kept for comparison);
-//   zb-v:  two stages per rank in V placement, at most p microbatches (2p stage activations of
-//          half size) in flight: 1F1B's memory with a smaller bubble (ZB-V, Qi et al. 2024),
-//          by the greedy scheduler with T_F = T_I = T_W;
-//   zb1p:  v stages per rank in loop placement: PyTorch's ScheduleInterleavedZeroBubble.
+//   zb-v:  two stages per rank in V placement (stage r going down, 2p-1-r coming up), as the
+//          authors build it by hand (their repository's handcrafted ZB-V; PyTorch's
+//          ScheduleZBVZeroBubble is the same construction): 2p chunk activations, 1F1B's memory,
+//          at most; with T_F = T_I = T_W per chunk and m >= 2p-1, rank r idles r steps before its
+//          first forward and p-1-r after its last W: 6m + p - 1 chunk steps per iteration;
+//   zb1p:  v stages per rank in loop placement, PyTorch's ScheduleInterleavedZeroBubble (the
+//          paper's ZB-1P over interleaved chunks): interleaved 1F1B's chunk order in rounds of
+//          m / max(1, m/p) microbatches, (v-1) rounds + p-1-r warm-up forwards, each I followed
+//          by the oldest W once r I passes have gone by.
 #include <algorithm>
 #include <vector>
 
@@ -23,21 +28,20 @@
 namespace stagecraft::schedules {
 namespace {
 
-Schedule zb(const std::string& name, const GeneratorOptions& o, int stages_per_rank, PlacementKind placement,
-            int in_flight) {
+// The greedy list schedule with the I/W split, one stage per rank, `in_flight` microbatches at most.
+Schedule greedy_zb(const std::string& name, const GeneratorOptions& o, int in_flight) {
   GreedyOptions g;
   g.name = name;
   g.ranks = o.ranks;
   g.microbatches = o.microbatches;
-  g.num_stages = o.ranks * stages_per_rank;
-  g.placement = placement;
-  g.stage_to_rank = placement == PlacementKind::V ? v_placement(g.num_stages, o.ranks) : loop_placement(g.num_stages, o.ranks);
+  g.num_stages = o.ranks;
+  g.placement = PlacementKind::Loop;
+  g.stage_to_rank = loop_placement(g.num_stages, o.ranks);
   g.split_backward = true;
   g.f_s = g.i_s = g.w_s = 1;
   g.max_in_flight.assign(static_cast<size_t>(o.ranks), in_flight);
   Schedule s = greedy_schedule(g);
   s.params["in_flight_limit"] = in_flight;
-  if (stages_per_rank > 1 && placement == PlacementKind::Loop) s.params["chunks"] = stages_per_rank;
   return s;
 }
 
@@ -81,6 +85,74 @@ Schedule handcrafted(const std::string& name, const GeneratorOptions& o, int h) 
   return s;
 }
 
+// Rank r of ZB-V over p ranks and m microbatches. The construction needs 2p-1 microbatches to
+// fill the V; with fewer, it is built for 2p-1 and the passes of the missing ones are dropped
+// (as the authors and PyTorch do), which leaves a valid, slower order.
+void zbv_rank(std::vector<Action>& list, int r, int p, int m) {
+  const int n = std::max(m, 2 * p - 1);
+  const int down = r, up = 2 * p - 1 - r;  // rank r's stage on the way down and on the way up
+  int f0 = 0, f1 = 0, i0 = 0, i1 = 0;      // next microbatch of F and I on each of the two stages
+  auto put = [&](int stage, Op op, int mb) {
+    if (mb < m) list.push_back(Action::make(stage, op, mb));
+  };
+  auto f_i_w = [&](int stage, int& f, int& i) {  // one forward, then one input and weight backward
+    put(stage, Op::F, f++);
+    put(stage, Op::I, i);
+    put(stage, Op::W, i++);
+  };
+  // Warm-up: 2(p-r)-1 forwards down, r pairs (up, down), then p-r rounds of F, I, W on the way up.
+  for (int k = 0; k < 2 * (p - r) - 1; ++k) put(down, Op::F, f0++);
+  for (int k = 0; k < r; ++k) {
+    put(up, Op::F, f1++);
+    put(down, Op::F, f0++);
+  }
+  for (int k = 0; k < p - r; ++k) f_i_w(up, f1, i1);
+  // Steady: a forward down while there is one, the I and W down, then F, I, W up.
+  while (f1 < f0 || f0 < n) {
+    if (f0 < n) put(down, Op::F, f0++);
+    put(down, Op::I, i0);
+    put(down, Op::W, i0++);
+    f_i_w(up, f1, i1);
+  }
+  // Cool-down: r pairs of I (down, up), p-r of I down with the oldest W down, the rest of the Ws.
+  int w0 = i0, w1 = i1;
+  for (int k = 0; k < r; ++k) {
+    put(down, Op::I, i0++);
+    put(up, Op::I, i1++);
+  }
+  for (int k = 0; k < p - r; ++k) {
+    put(down, Op::I, i0++);
+    put(down, Op::W, w0++);
+  }
+  while (w1 < i1) put(up, Op::W, w1++);
+  while (w0 < i0) put(down, Op::W, w0++);
+}
+
+// Rank r of ZB1P over p ranks, v chunks and m microbatches (stage c p + r is rank r's chunk c).
+// Microbatches go in rounds of m / max(1, m/p); forward k runs chunk (k / round) mod v, backward
+// k the same count from the last chunk down. After (v-1) rounds + p-1-r warm-up forwards each
+// step is F then I, and once r I passes have gone by, each I is followed by the W of the oldest I.
+void zb1p_rank(std::vector<Action>& list, int r, int p, int v, int m) {
+  const int per_round = m / std::max(1, m / p), total = m * v;
+  const int warmup = std::min((v - 1) * per_round + (p - 1 - r), total);
+  std::vector<int> next_f(static_cast<size_t>(p * v)), next_i(next_f), next_w(next_f);  // (p v) per stage
+  std::vector<int> i_stages;  // stage of each I pass so far, in order: the Ws follow it
+  size_t w_done = 0;
+  auto put = [&](int stage, Op op, std::vector<int>& next) {
+    list.push_back(Action::make(stage, op, next[static_cast<size_t>(stage)]++));
+  };
+  auto put_w = [&] { put(i_stages[w_done++], Op::W, next_w); };
+  for (int k = 0; k < total + warmup; ++k) {
+    if (k < total) put(((k / per_round) % v) * p + r, Op::F, next_f);
+    if (k < warmup) continue;
+    const int stage = (v - 1 - ((k - warmup) / per_round) % v) * p + r;
+    put(stage, Op::I, next_i);
+    i_stages.push_back(stage);
+    if (k - warmup >= r) put_w();
+  }
+  while (w_done < i_stages.size()) put_w();
+}
+
 }  // namespace
 
 GeneratorInfo zb_h1_generator() {
@@ -99,36 +171,49 @@ GeneratorInfo zb_h2_generator() {
 
 GeneratorInfo zb_h1_greedy_generator() {
   GeneratorInfo g = base("zb-h1-greedy", "greedy list schedule with I/W split and p in flight (ZB-H1's memory)");
-  g.build = [](const GeneratorOptions& o) { return zb("zb-h1-greedy", o, 1, PlacementKind::Loop, o.ranks); };
+  g.build = [](const GeneratorOptions& o) { return greedy_zb("zb-h1-greedy", o, o.ranks); };
   return g;
 }
 
 GeneratorInfo zb_h2_greedy_generator() {
   GeneratorInfo g = base("zb-h2-greedy", "greedy list schedule with I/W split and 2p in flight");
-  g.build = [](const GeneratorOptions& o) { return zb("zb-h2-greedy", o, 1, PlacementKind::Loop, 2 * o.ranks); };
+  g.build = [](const GeneratorOptions& o) { return greedy_zb("zb-h2-greedy", o, 2 * o.ranks); };
   return g;
 }
 
 GeneratorInfo zb_v_generator() {
-  GeneratorInfo g = base("zb-v", "zero bubble V: two stages per rank in V placement, 1F1B's activation memory");
-  g.aliases = {"zbv", "zero-bubble-v"};
-  g.build = [](const GeneratorOptions& o) { return zb("zb-v", o, 2, PlacementKind::V, o.ranks); };
+  GeneratorInfo g = base("zb-v", "zero bubble V as its authors build it: two stages per rank in V placement, 1F1B's activation memory");
+  g.aliases = {"zbv", "zero-bubble-v", "schedulezbvzerobubble"};
+  g.source = "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 (ZB-V; handcrafted as in the authors' repository and PyTorch's ScheduleZBVZeroBubble)";
+  g.build = [](const GeneratorOptions& o) {
+    const int p = o.ranks, m = o.microbatches;
+    Schedule s = make_schedule("zb-v", p, 2 * p, m, PlacementKind::V);
+    for (int r = 0; r < p; ++r) zbv_rank(s.actions[static_cast<size_t>(r)], r, p, m);
+    s.params["in_flight_limit"] = p;
+    return s;
+  };
   return g;
 }
 
 GeneratorInfo zb1p_generator() {
-  GeneratorInfo g = base("zb1p", "interleaved zero bubble: v stages per rank in loop placement, I/W split");
+  GeneratorInfo g = base("zb1p", "interleaved zero bubble (ZB1P): v stages per rank in loop placement, I/W split, as PyTorch builds it");
   g.aliases = {"interleaved-zero-bubble", "scheduleinterleavedzerobubble"};
-  g.source = "Qi et al., ICLR 2024; PyTorch ScheduleInterleavedZeroBubble (ZB1P)";
+  g.source = "Qi et al., ICLR 2024 (ZB-1P); PyTorch ScheduleInterleavedZeroBubble";
   g.params = {"ranks", "microbatches", "chunks"};
-  g.constraints = "chunks >= 1 (default 2), microbatches >= 1";
+  g.constraints = "chunks >= 1 (default 2), microbatches >= 1 and a multiple of max(1, microbatches / ranks) (rounds of equal size)";
   g.check = [](const GeneratorOptions& o) {
     constraint::positive("zb1p", "ranks", o.ranks);
     constraint::positive("zb1p", "microbatches", o.microbatches);
     constraint::at_least("zb1p", "chunks", o.chunks == 0 ? 2 : o.chunks, 1);
+    constraint::multiple_of("zb1p", "microbatches", o.microbatches, std::max(1, o.microbatches / o.ranks),
+                            "microbatches go in max(1, microbatches / ranks) rounds of equal size");
   };
   g.build = [](const GeneratorOptions& o) {
-    return zb("zb1p", o, o.chunks == 0 ? 2 : o.chunks, PlacementKind::Loop, o.ranks);
+    const int p = o.ranks, m = o.microbatches, v = o.chunks == 0 ? 2 : o.chunks;
+    Schedule s = make_schedule("zb1p", p, p * v, m, PlacementKind::Loop);
+    s.params["chunks"] = v;
+    for (int r = 0; r < p; ++r) zb1p_rank(s.actions[static_cast<size_t>(r)], r, p, v, m);
+    return s;
   };
   return g;
 }
