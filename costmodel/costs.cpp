@@ -141,6 +141,19 @@ double comm_s(const Profile* prof, const char* op, int ranks, double bytes, cons
 
 }  // namespace
 
+int checkpoints_per_layer(schedules::TpOverlap mode, int t) { return schedules::tp_overlap_fine_grained(mode) && t > 1 ? 2 : 1; }
+
+LayerSavedBytes layer_saved_bytes(const ModelSpec& m, int b, int t, bool sp, bool selective, schedules::TpOverlap mode) {
+  LayerSavedBytes l;
+  l.act_bytes = selective ? memory::layer_activation_selective_bytes(m, b, t, sp) : memory::layer_activation_bytes(m, b, t, sp);
+  l.ckpt_bytes = checkpoints_per_layer(mode, t) * memory::layer_checkpoint_bytes(m, b, t, sp);
+  return l;
+}
+
+double optimizer_step_s(const ModelSpec& m, const ClusterSpec& c, double params, int zero, int dp) {
+  return params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps / (zero >= 1 ? dp : 1);
+}
+
 CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Schedule& s,
                               const Profile* prof) {
   check_fit(m, c, p);
@@ -314,18 +327,16 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     // Activations: what every sub-batch keeps (Korthikanti's formulas are linear in b, so the
     // sub-batches add up to the microbatch). Oases' fine-grained recomputation keeps each
     // block's input (the output of the collective before it): two checkpoints per layer.
-    const double ckpts_per_layer = schedules::tp_overlap_fine_grained(mode) && t > 1 ? 2 : 1;
-    double per_layer =
-        selective ? memory::layer_activation_selective_bytes(m, bb, t, sp) : memory::layer_activation_bytes(m, bb, t, sp);
+    const LayerSavedBytes layer = layer_saved_bytes(m, bb, t, sp, selective, mode);
     double extra = (first ? memory::embedding_activation_bytes(m, bb, t, sp) : 0) +
                    (last ? memory::head_activation_bytes(m, bb, t, sp) : 0);
-    sc.act_bytes = sb * (n * per_layer + extra);
-    sc.ckpt_bytes = sb * (n * ckpts_per_layer * memory::layer_checkpoint_bytes(m, bb, t, sp) + extra);
+    sc.act_bytes = sb * (n * layer.act_bytes + extra);
+    sc.ckpt_bytes = sb * (n * layer.ckpt_bytes + extra);
     if (prof && !selective && !sp) {
       const auto& [layer_m, head_m, embed_m] = measured_at(bb);
       double head_x = last ? head_m.activation_bytes : 0, embed_x = first ? embed_m.activation_bytes : 0;
       sc.act_bytes = sb * (n * layer_m.activation_bytes + head_x + embed_x);
-      sc.ckpt_bytes = sb * (n * ckpts_per_layer * layer_m.checkpoint_bytes + head_x + embed_x);
+      sc.ckpt_bytes = sb * (n * checkpoints_per_layer(mode, t) * layer_m.checkpoint_bytes + head_x + embed_x);
     }
     sc.offload_s = sc.act_bytes / c.host_link_bandwidth_Bps;
     sc.reload_s = sc.offload_s;
@@ -337,10 +348,9 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
   for (int r = 0; r < s.num_ranks; ++r) {
     double params = table.params[static_cast<size_t>(r)];
     table.static_bytes[static_cast<size_t>(r)] = params * memory::static_bytes_per_param(m, p.zero, p.dp);
-    table.optimizer_s[static_cast<size_t>(r)] =
-        (prof && prof->optimizer_s_per_param > 0
-             ? params * prof->optimizer_s_per_param
-             : params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps) / shard;
+    table.optimizer_s[static_cast<size_t>(r)] = prof && prof->optimizer_s_per_param > 0
+                                                     ? params * prof->optimizer_s_per_param / shard
+                                                     : optimizer_step_s(m, c, params, p.zero, p.dp);
     if (p.zero >= 1) {
       const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights
       table.param_gather_s[static_cast<size_t>(r)] =

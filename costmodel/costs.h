@@ -87,6 +87,22 @@ double kept_activation_bytes(const StageCost& sc, double f);
 double recompute_activation_bytes(const StageCost& sc, double f, bool fused);
 double backward_freed_bytes(const StageCost& sc, double f, bool fused);
 
+// What one transformer layer keeps per sub-batch of `b` samples at tensor-parallel degree `t`
+// (Korthikanti et al., MLSys 2023, memory.h): act_bytes without recomputation (the selective
+// formula when `selective`), ckpt_bytes under full recomputation: the layer's input, and with
+// Oases' fine-grained recomputation (t > 1) each block's input too, the output of the
+// collective before it (Oases Sec. 4). The one rule for the cost table and the planner.
+struct LayerSavedBytes {
+  double act_bytes = 0;   // (b, s, h) activations the layer's backward reads
+  double ckpt_bytes = 0;  // (b, s, h) inputs kept per layer under full recomputation
+};
+int checkpoints_per_layer(schedules::TpOverlap mode, int t);
+LayerSavedBytes layer_saved_bytes(const ModelSpec& m, int b, int t, bool sp, bool selective, schedules::TpOverlap mode);
+
+// Seconds of one optimizer step over `params` parameters of one GPU, analytic: its memory
+// traffic (memory.h) at the GPU's bandwidth, 1/dp of it with a distributed optimizer (zero >= 1).
+double optimizer_step_s(const ModelSpec& m, const ClusterSpec& c, double params, int zero, int dp);
+
 // Analytic costs: FLOPs (flops.h) over achieved throughput (peak x efficiency), tensor-parallel
 // all-reduces folded into F, B, I and R (two per layer each way, Megatron-LM) on the tp
 // group's link, p2p on the link between the two pipeline ranks, ring all-reduce of gradients

@@ -7,6 +7,7 @@
 #include "costmodel/profile.h"
 #include "schedules/buckets.h"
 #include "schedules/error.h"
+#include "schedules/json_read.h"
 
 namespace stagecraft::costmodel {
 
@@ -26,9 +27,7 @@ schedules::GeneratorOptions generator_options(const ParallelPlan& p) {
     }
   }
   if (p.schedule_params.contains("chunks")) {
-    if (!p.schedule_params["chunks"].is_number_integer())
-      throw InputError("plan.schedule_params.chunks = " + p.schedule_params["chunks"].dump() + " is invalid (expected an integer)");
-    o.chunks = p.schedule_params["chunks"].get<int>();
+    o.chunks = schedules::json_int(p.schedule_params["chunks"], "plan.schedule_params.chunks");
   }
   o.extra = p.schedule_params;
   return o;

@@ -1,28 +1,10 @@
 #include "costmodel/presets.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "schedules/error.h"
+#include "schedules/json_read.h"
 
 namespace stagecraft::costmodel {
 namespace {
-
-nlohmann::json parse_or_throw(const std::string& text, const std::string& what) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {  // syntax, or a number out of range
-    throw InputError(what + " is not valid JSON: " + e.what());
-  }
-}
-
-std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream f(path);
-  if (!f) throw InputError(what + " '" + path + "' cannot be read");
-  std::stringstream b;
-  b << f.rdbuf();
-  return b.str();
-}
 
 bool ends_with_json(const std::string& s) { return s.size() > 5 && s.substr(s.size() - 5) == ".json"; }
 
@@ -55,23 +37,23 @@ std::vector<std::string> cluster_preset_names() {
 }
 
 ModelSpec load_model(const std::string& name) {
-  if (const PresetEntry* e = find("model", name)) return model_from_json(parse_or_throw(e->json, "model preset " + name));
-  if (ends_with_json(name)) return model_from_json(parse_or_throw(read_file(name, "model file"), "model file '" + name + "'"));
+  if (const PresetEntry* e = find("model", name)) return model_from_json(schedules::parse_json(e->json, "model preset " + name));
+  if (ends_with_json(name)) return model_from_json(schedules::read_json_file(name, "model file"));
   throw InputError("model '" + name + "' is not a preset (presets: " + names_of(model_preset_names()) +
                    ") nor a .json file");
 }
 
 ClusterSpec load_cluster(const std::string& name) {
   if (const PresetEntry* e = find("cluster", name))
-    return cluster_from_json(parse_or_throw(e->json, "cluster preset " + name));
+    return cluster_from_json(schedules::parse_json(e->json, "cluster preset " + name));
   if (ends_with_json(name))
-    return cluster_from_json(parse_or_throw(read_file(name, "cluster file"), "cluster file '" + name + "'"));
+    return cluster_from_json(schedules::read_json_file(name, "cluster file"));
   throw InputError("cluster '" + name + "' is not a preset (presets: " + names_of(cluster_preset_names()) +
                    ") nor a .json file");
 }
 
 ParallelPlan load_plan_file(const std::string& path) {
-  return plan_from_json(parse_or_throw(read_file(path, "plan file"), "plan file '" + path + "'"));
+  return plan_from_json(schedules::read_json_file(path, "plan file"));
 }
 
 }  // namespace stagecraft::costmodel

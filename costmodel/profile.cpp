@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include "costmodel/flops.h"
@@ -197,15 +196,7 @@ Profile profile_fields(const nlohmann::json& j) {
 }  // namespace
 
 Profile load_profile(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw InputError("profile file '" + path + "' cannot be read");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {  // syntax, or a number out of range
-    throw InputError("profile file '" + path + "' is not valid JSON: " + e.what());
-  }
-  Profile p = profile_from_json(j);
+  Profile p = profile_from_json(schedules::read_json_file(path, "profile file"));
   p.source = path;
   return p;
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "schedules/error.h"
+#include "schedules/json_read.h"
 
 namespace stagecraft::costmodel {
 namespace {
@@ -54,7 +55,7 @@ class Reader {
   T get(const char* field) {
     const auto& v = j_.at(field);
     if constexpr (std::is_same_v<T, int>) {
-      if (!v.is_number_integer()) throw InputError(what_ + "." + field + " = " + v.dump() + " is invalid (expected an integer)");
+      return schedules::json_int(v, what_ + "." + field);
     } else if constexpr (std::is_same_v<T, double>) {
       if (!v.is_number()) throw InputError(what_ + "." + field + " = " + v.dump() + " is invalid (expected a number)");
     } else if constexpr (std::is_same_v<T, std::string>) {

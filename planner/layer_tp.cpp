@@ -61,20 +61,18 @@ DegreeCosts degree_costs(const ModelSpec& m, const ClusterSpec& c, const Paralle
   if (q.dp > 1)
     o.grad_reduce_s = q.zero >= 1 ? costmodel::reduce_scatter_s(grad_bytes, path) + costmodel::all_gather_s(grad_bytes, path)
                                   : costmodel::allreduce_s(grad_bytes, path);
-  o.optimizer_s = params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps / (q.zero >= 1 ? q.dp : 1);
+  o.optimizer_s = costmodel::optimizer_step_s(m, c, params, q.zero, q.dp);
   o.static_bytes = params * memory::static_bytes_per_param(m, q.zero, q.dp);
-  // Kept per microbatch (pp = 1: one in flight), as costs.cpp keeps it: the block inputs with
-  // Oases' fine-grained recomputation, the layer input with full, else the activations.
+  // Kept per microbatch (pp = 1: one in flight) by costs.h's rule: the checkpoints with full
+  // recomputation (one layer rebuilt at a time in B), else the (selective) activations.
   const int bb = o.samples / o.sub_batches;
-  const bool sp = q.sequence_parallel;
+  const costmodel::LayerSavedBytes saved =
+      costmodel::layer_saved_bytes(m, bb, d, q.sequence_parallel, p.recompute == RecomputePolicy::Selective, q.tp_overlap);
   if (full) {
-    const double ckpts = schedules::tp_overlap_fine_grained(q.tp_overlap) && d > 1 ? 2 : 1;
-    o.saved_bytes = o.sub_batches * ckpts * memory::layer_checkpoint_bytes(m, bb, d, sp);
-    o.temp_bytes = o.sub_batches * memory::layer_activation_bytes(m, bb, d, sp);  // one layer rebuilt in B
-  } else if (p.recompute == RecomputePolicy::Selective) {
-    o.saved_bytes = o.sub_batches * memory::layer_activation_selective_bytes(m, bb, d, sp);
+    o.saved_bytes = o.sub_batches * saved.ckpt_bytes;
+    o.temp_bytes = o.sub_batches * saved.act_bytes;  // one layer rebuilt in B
   } else {
-    o.saved_bytes = o.sub_batches * memory::layer_activation_bytes(m, bb, d, sp);
+    o.saved_bytes = o.sub_batches * saved.act_bytes;
   }
   return o;
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "schedules/error.h"
+#include "schedules/registry.h"
 
 namespace stagecraft::planner {
 
@@ -21,11 +22,13 @@ std::vector<int> divisors(int n) {
   return out;
 }
 
-// What the schedule's generator and Megatron-LM accept: interleaving needs pp > 1, microbatches a
-// multiple of pp and at least one layer per stage; one stage runs 1F1B only (the others equal it).
+// Whether `v` is among `values` (empty: every value is).
 bool allowed(const std::vector<int>& values, int v) {
   return values.empty() || std::find(values.begin(), values.end(), v) != values.end();
 }
+
+// What the schedule's generator and Megatron-LM accept: interleaving needs pp > 1, microbatches a
+// multiple of pp and at least one layer per stage; one stage runs 1F1B only (the others equal it).
 
 bool schedule_fits(const ScheduleChoice& s, int pp, long microbatches, int layers) {
   if (s.chunks > 0) return pp > 1 && microbatches % pp == 0 && layers >= pp * s.chunks;
@@ -92,8 +95,13 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
         const long mb = space.global_batch / dp / b;
         for (const ScheduleChoice& s : space.schedules) {
           if (!schedule_fits(s, pp, mb, m.num_layers)) continue;
+          const bool owns_recompute = schedules::find_generator(s.name).owns_recompute;
           for (RecomputePolicy r : space.recompute)
             for (bool sp : space.sequence_parallel) {
+              // A schedule that places its own recomputation is the same point under none and full.
+              if (r == RecomputePolicy::Full && owns_recompute &&
+                  std::find(space.recompute.begin(), space.recompute.end(), RecomputePolicy::None) != space.recompute.end())
+                continue;
               if (sp && tp == 1) continue;
               for (schedules::TpOverlap o : space.tp_overlap)
               for (int z : space.zero)

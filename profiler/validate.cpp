@@ -11,6 +11,7 @@
 #include "costmodel/presets.h"
 #include "costmodel/stats.h"
 #include "schedules/error.h"
+#include "schedules/json_read.h"
 
 namespace stagecraft::profiler {
 namespace {
@@ -97,14 +98,7 @@ double predict(const char* command, const Sweep& s, const SweepConfig& c, const 
 }  // namespace
 
 Sweep load_sweep(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw InputError("sweep file '" + path + "' cannot be read");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {  // syntax, or a number out of range
-    throw InputError("sweep file '" + path + "' is not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = schedules::read_json_file(path, "sweep file");
   if (j.value("format", std::string()) != "stagecraft-sweep")
     throw InputError("sweep file '" + path + "': field 'format' must be \"stagecraft-sweep\"");
   Sweep s;

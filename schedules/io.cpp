@@ -256,15 +256,7 @@ Schedule load_schedule_file(const std::string& path) {
   std::string ext = path.size() >= 5 ? path.substr(path.size() - 5) : "";
   std::string base = path.substr(path.find_last_of('/') + 1);
   base = base.substr(0, base.find_last_of('.'));
-  if (ext == ".json") {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(buf.str());
-    } catch (const nlohmann::json::exception& e) {  // syntax, or a number out of range
-      throw InputError("schedule file '" + path + "' is not valid JSON: " + e.what());
-    }
-    return from_json(j);
-  }
+  if (ext == ".json") return from_json(parse_json(buf.str(), "schedule file '" + path + "'"));
   if (path.size() >= 4 && path.substr(path.size() - 4) == ".csv") return from_csv(buf.str(), base);
   throw InputError("schedule file '" + path + "': unknown extension (allowed: .csv, .json)");
 }

@@ -1,6 +1,8 @@
-// Range-checked reads of JSON integers for the loaders (schedule JSON, profiles): nlohmann's
-// get<int>() of a number outside int's range, a float above all, is undefined behaviour (found
-// by the long fuzz run, docs/testing.md); these refuse it with an InputError naming the field.
+// The one way the loaders (model, cluster and plan specs, schedule JSON, profiles, sweeps, plan
+// parameters) read JSON: the text or file parsed with syntax errors as an InputError naming the
+// input, and integers range-checked: nlohmann's get<int>() of a number outside int's range, a
+// float above all, is undefined behaviour (found by the long fuzz run, docs/testing.md); these
+// refuse it with an InputError naming the field.
 #pragma once
 
 #include <cmath>
@@ -13,6 +15,13 @@
 #include "schedules/error.h"
 
 namespace stagecraft::schedules {
+
+// `text` parsed; a syntax error (or a number out of range) is an InputError "<what> is not valid JSON: ...".
+nlohmann::json parse_json(const std::string& text, const std::string& what);
+
+// The JSON in file `path`: an InputError "<what> '<path>' cannot be read" when it cannot be opened,
+// "<what> '<path>' is not valid JSON: ..." when it does not parse.
+nlohmann::json read_json_file(const std::string& path, const std::string& what);
 
 // `v` as an int: an integer, or an integral float, within int's range; `what` names the field.
 inline int json_int(const nlohmann::json& v, const std::string& what) {

@@ -27,6 +27,8 @@ struct GeneratorInfo {
   std::string source;                // where it comes from
   std::vector<std::string> params;   // GeneratorOptions fields and extra keys it reads
   std::string constraints;           // what it requires, in words
+  bool owns_recompute = false;       // places its own recomputation (Merak, FOLD3D): a plan's full
+                                     // recomputation adds nothing to it, the same schedule as none
   std::function<void(const GeneratorOptions&)> check;      // throws InputError on a violation
   std::function<Schedule(const GeneratorOptions&)> build;  // compute-only schedule; after check
 };

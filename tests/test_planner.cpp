@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 
@@ -299,6 +300,38 @@ TEST(PlannerSpace, FixedDegreesAndRankOrders) {
   const planner::SearchResult r = planner::search(m, h100_nodes(2), s);
   ASSERT_FALSE(r.best.empty());
   EXPECT_NE(r.best.front().plan.rank_order, "dp-tp-pp");
+}
+
+// Merak and FOLD3D place their own recomputation: under the plan's none and full they are the
+// same schedule at the same price, so the space holds them once (under none), while 1F1B keeps both.
+TEST(PlannerSpace, OwnRecomputationIsOnePoint) {
+  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  PlanSpace s = small_space(32);
+  s.gpus = 16;
+  s.schedules = {{"1f1b", 0}, {"merak", 0}, {"fold3d-aiao", 0}};
+  s.recompute = {costmodel::RecomputePolicy::None, costmodel::RecomputePolicy::Full};
+  std::map<std::string, std::set<costmodel::RecomputePolicy>> seen;
+  for (const ParallelPlan& p : planner::enumerate(s, m, h100_nodes(2))) seen[p.schedule].insert(p.recompute);
+  EXPECT_EQ(seen["1f1b"].size(), 2u);
+  EXPECT_EQ(seen["merak"], std::set<costmodel::RecomputePolicy>{costmodel::RecomputePolicy::None});
+  EXPECT_EQ(seen["fold3d-aiao"], std::set<costmodel::RecomputePolicy>{costmodel::RecomputePolicy::None});
+  // What was dropped was a duplicate: each merak point under full prices exactly as under none.
+  const costmodel::ClusterSpec c = planner::plan_cluster(h100_nodes(2), s);
+  int checked = 0;
+  for (ParallelPlan p : planner::enumerate(s, m, h100_nodes(2))) {
+    if (p.schedule != "merak" || p.num_microbatches < 4 || checked >= 3) continue;  // merak needs 4 (Merak Sec. 5.1)
+    const costmodel::Estimate none = costmodel::estimate(m, c, p);
+    p.recompute = costmodel::RecomputePolicy::Full;
+    EXPECT_DOUBLE_EQ(costmodel::estimate(m, c, p).eval.iteration_time_s, none.eval.iteration_time_s);
+    EXPECT_DOUBLE_EQ(costmodel::estimate(m, c, p).max_memory_bytes, none.max_memory_bytes);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
+  // With full alone in the space, merak stays (under full).
+  s.recompute = {costmodel::RecomputePolicy::Full};
+  bool merak = false;
+  for (const ParallelPlan& q : planner::enumerate(s, m, h100_nodes(2))) merak = merak || q.schedule == "merak";
+  EXPECT_TRUE(merak);
 }
 
 // Parameters the cost model chooses are settled as estimate settles them: merak's alpha1 "auto"

@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "schedules/error.h"
+#include "schedules/json_read.h"
 #include "schedules/registry.h"
 
 namespace stagecraft::schedules {
@@ -25,8 +26,7 @@ int int_param(const GeneratorOptions& o, const char* key, int def) {
   if (v.is_string() && v.get<std::string>() == "auto")
     throw InputError(std::string("schedule fold3d-aiao: ") + key +
                      " = \"auto\" needs a model and a cluster (use estimate or compare); give a number here");
-  if (!v.is_number_integer()) throw InputError(std::string("schedule fold3d-aiao: ") + key + " = " + v.dump() + " is invalid (expected an integer)");
-  return v.get<int>();
+  return json_int(v, std::string("schedule fold3d-aiao: ") + key);
 }
 
 bool bool_param(const GeneratorOptions& o, const char* key, bool def) {
@@ -65,6 +65,7 @@ GeneratorInfo fold3d_generator() {
   g.summary = "FOLD3D all-in-all-out: segment by segment, DP reduction split across iterations, offload";
   g.source = "Li et al., FOLD3D, TPDS 2023, Sec. III-B, IV (Algorithms 1 and 2)";
   g.params = {"ranks", "microbatches", "segments", "offload", "recompute", "fwd_bwd_ratio"};
+  g.owns_recompute = true;
   g.constraints = "segments >= 1 (default 2; \"auto\" in estimate/compare), microbatches >= 1, no chunks";
   g.check = [](const GeneratorOptions& o) {
     constraint::positive("fold3d-aiao", "ranks", o.ranks);

@@ -81,6 +81,7 @@ GeneratorInfo merak_early_recompute_generator() {
   g.summary = "1F1B with recomputation before the gradient arrives (R before RECV_B)";
   g.source = "Lai et al., Merak, TPDS 2023, Sec. 5.1, Fig. 3b";
   g.params = {"ranks", "microbatches", "alpha1"};
+  g.owns_recompute = true;
   g.constraints = "microbatches >= 1, no chunks; alpha1 in [0, 1] (absent: every stage fully recomputed)";
   g.check = [](const GeneratorOptions& o) {
     check_common("merak-early-recompute", o);
@@ -107,6 +108,7 @@ GeneratorInfo merak_generator() {
   g.summary = "Merak's shifted critical path: no recompute on the last stage, one forward ahead elsewhere";
   g.source = "Lai et al., Merak, TPDS 2023, Sec. 5.1 (Fig. 3c) and 5.2";
   g.params = {"ranks", "microbatches", "alpha1"};
+  g.owns_recompute = true;
   g.constraints = "ranks >= 2, microbatches >= 4 (Merak Sec. 5.1), no chunks; alpha1 in [0, 1] (default 0: full recompute but the last stage)";
   g.check = [](const GeneratorOptions& o) {
     check_common("merak", o);

@@ -8,6 +8,7 @@
 // folded onto one zig-zag pipeline without the weight copy.
 #include "schedules/greedy.h"
 #include "schedules/error.h"
+#include "schedules/json_read.h"
 #include "schedules/registry.h"
 
 namespace stagecraft::schedules {
@@ -15,9 +16,7 @@ namespace {
 
 int waves_of(const GeneratorOptions& o) {
   if (!o.extra.contains("waves")) return 2;
-  if (!o.extra["waves"].is_number_integer())
-    throw InputError("schedule hanayo: waves = " + o.extra["waves"].dump() + " is invalid (expected an integer >= 1)");
-  return o.extra["waves"].get<int>();
+  return json_int(o.extra["waves"], "schedule hanayo: waves");
 }
 
 Schedule wave_schedule(const std::string& name, const GeneratorOptions& o, int waves) {
