@@ -123,7 +123,12 @@ void run_validate(const ValidateOpts& o) {
     if (sum.contains(e))
       t.push_back({e, fmt_num(sum[e]["spearman"].get<double>(), 3), fmt_num(sum[e]["kendall_tau_b"].get<double>(), 3),
                    fmt_num(100 * sum[e]["mape"].get<double>(), 1) + "%"});
-  std::cout << "\n" << format_table({"engine", "Spearman", "Kendall tau-b", "MAPE"}, t) << "rows in " << o.out << "\n";
+  std::cout << "\n" << format_table({"engine", "Spearman", "Kendall tau-b", "MAPE"}, t);
+  if (sum.contains("memory"))
+    std::cout << "peak memory (largest rank), evaluator against measured: MAPE "
+              << fmt_num(100 * sum["memory"]["mape"].get<double>(), 1) << "%, largest error "
+              << fmt_num(100 * sum["memory"]["largest_error"].get<double>(), 1) << "%\n";
+  std::cout << "rows in " << o.out << "\n";
 }
 
 }  // namespace

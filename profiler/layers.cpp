@@ -10,10 +10,10 @@
 #include <unordered_map>
 
 #include "runtime/device.h"
+#include "runtime/memory_counter.h"
 #include "runtime/model.h"
 #include "runtime/optim.h"
 #include "runtime/torch_pch.h"
-#include <c10/core/CPUAllocator.h>
 #include "schedules/error.h"
 
 namespace stagecraft::profiler {
@@ -21,87 +21,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Counts the bytes the CPU allocator holds, so the activations a forward keeps can be read off
-// as the growth across it. Delegates to the default allocator; installed only while memory is
-// measured (CountingScope), since its lock and map would slow the timed runs.
-class CountingAllocator final : public c10::Allocator {
- public:
-  explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
-  c10::DataPtr allocate(size_t n) override { return wrap(n); }
-  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
-#else
-  c10::DataPtr allocate(size_t n) const override { return instance()->wrap(n); }
-#endif
-  c10::DeleterFnPtr raw_deleter() const override { return &release; }
-  size_t live_bytes() const { return live_.load(); }
-  c10::Allocator* base() const { return base_; }
-  static CountingAllocator*& instance() {
-    static CountingAllocator* me = nullptr;
-    return me;
-  }
-
- private:
-  c10::Allocator* base_;
-  std::atomic<size_t> live_{0};
-  std::mutex mu_;
-  std::unordered_map<void*, std::pair<c10::DataPtr, size_t>> blocks_;  // data -> (the base allocation, bytes)
-
-  // The data pointer is its own context, as raw allocations require; the base allocation is
-  // kept until the data is released.
-  c10::DataPtr wrap(size_t n) {
-    c10::DataPtr inner = base_->allocate(n);
-    void* data = inner.get();
-    if (data) {
-      std::lock_guard<std::mutex> lock(mu_);
-      blocks_.emplace(data, std::make_pair(std::move(inner), n));
-      live_ += n;
-    }
-    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
-  }
-  static void release(void* data) {
-    CountingAllocator* me = instance();
-    std::lock_guard<std::mutex> lock(me->mu_);
-    auto it = me->blocks_.find(data);
-    if (it == me->blocks_.end()) return;
-    me->live_ -= it->second.second;
-    me->blocks_.erase(it);  // frees the base allocation
-  }
-};
-
-CountingAllocator& counter() {
-  static CountingAllocator* c = [] {
-    auto* a = new CountingAllocator(c10::GetDefaultCPUAllocator());
-    CountingAllocator::instance() = a;
-    return a;
-  }();
-  return *c;
-}
-
-// While alive, CPU tensors are allocated through the counter (blocks it handed out are still
-// released through it afterwards). c10 lets an equal priority replace an allocator.
-struct CountingScope {
-  static constexpr uint8_t kPriority = 100;
-  CountingScope() { c10::SetCPUAllocator(&counter(), kPriority); }
-  ~CountingScope() { c10::SetCPUAllocator(counter().base(), kPriority); }
-  CountingScope(const CountingScope&) = delete;
-  CountingScope& operator=(const CountingScope&) = delete;
-};
-
 // Bytes that stay allocated from calling `f` until its result is dropped: the caching
 // allocator's statistics on a GPU, the counting allocator on the CPU.
 double kept_bytes(const torch::Device& d, const std::function<torch::Tensor()>& f) {
-  if (d.is_cuda()) {
-    runtime::synchronize(d);
-    const std::int64_t before = runtime::device_allocated_bytes(d);
-    torch::Tensor y = f();
-    runtime::synchronize(d);
-    return static_cast<double>(runtime::device_allocated_bytes(d) - before);
-  }
-  CountingScope scope;
-  size_t before = counter().live_bytes();
+  if (!d.is_cuda()) runtime::install_cpu_memory_counter();
+  runtime::synchronize(d);
+  const std::int64_t before = runtime::device_allocated_bytes(d);
   torch::Tensor y = f();
-  return static_cast<double>(counter().live_bytes() - before);
+  runtime::synchronize(d);
+  return static_cast<double>(runtime::device_allocated_bytes(d) - before);
 }
 
 template <class F>

@@ -1,6 +1,7 @@
 #include "profiler/validate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -52,9 +53,15 @@ std::string tail_of(const std::string& path) {
   return s.size() > 600 ? s.substr(s.size() - 600) : s;
 }
 
-// One training run of the configuration: the iteration times of its steps after the warm-up.
-std::vector<double> measure(const Sweep& s, const SweepConfig& c, const ValidateOptions& o, const std::string& model_path,
-                            const std::string& base) {
+// One training run of the configuration: the iteration times of its steps after the warm-up,
+// and the peak memory of its largest rank.
+struct Measured {
+  std::vector<double> steps_s;  // iteration times after the warm-up
+  double peak_memory_bytes = 0;  // the largest rank's peak
+};
+
+Measured measure(const Sweep& s, const SweepConfig& c, const ValidateOptions& o, const std::string& model_path,
+                 const std::string& base) {
   std::string json = base + ".train.json", log = base + ".train.out";
   int world = c.plan.dp * c.plan.tp * c.plan.pp;
   std::string cmd = o.program + " train --nproc " + std::to_string(world) + plan_flags(c, model_path) + " --steps " +
@@ -63,12 +70,13 @@ std::vector<double> measure(const Sweep& s, const SweepConfig& c, const Validate
   if (rc != 0)
     throw Error("validate: training '" + c.name + "' failed (exit " + std::to_string(rc) + "): " + tail_of(log + ".err"));
   nlohmann::json j = read_json(json, "validate: training '" + c.name + "'");
-  std::vector<double> t;
+  Measured m;
   for (const auto& step : j.at("steps"))
-    if (step.at("step").get<int>() >= s.warmup) t.push_back(step.at("iteration_time_s").get<double>());
-  if (t.empty()) throw InputError("sweep: steps = " + std::to_string(s.steps) + " leaves nothing after warmup = " + std::to_string(s.warmup));
+    if (step.at("step").get<int>() >= s.warmup) m.steps_s.push_back(step.at("iteration_time_s").get<double>());
+  if (m.steps_s.empty()) throw InputError("sweep: steps = " + std::to_string(s.steps) + " leaves nothing after warmup = " + std::to_string(s.warmup));
+  for (const auto& r : j.at("ranks")) m.peak_memory_bytes = std::max(m.peak_memory_bytes, r.at("peak_memory_bytes").get<double>());
   for (const std::string& f : {json, log, log + ".err"}) std::remove(f.c_str());
-  return t;
+  return m;
 }
 
 // The model as the children are told it: its file or preset name, or a file written for an
@@ -80,19 +88,25 @@ std::string model_arg(const SweepConfig& c, const std::string& base) {
   return path;
 }
 
-// An engine's predicted iteration time: `stagecraft estimate` (the evaluator) or `stagecraft
-// simulate`, with the sweep's cluster and the profile if any.
-double predict(const char* command, const Sweep& s, const SweepConfig& c, const ValidateOptions& o,
-               const std::string& model_path, const std::string& base) {
+// An engine's report (iteration_time_s, peak_memory_bytes per rank, ...): `stagecraft estimate`
+// (the evaluator) or `stagecraft simulate`, with the sweep's cluster and the profile if any.
+nlohmann::json predict(const char* command, const Sweep& s, const SweepConfig& c, const ValidateOptions& o,
+                       const std::string& model_path, const std::string& base) {
   std::string json = base + "." + command + ".json";
   std::string cmd = o.program + " " + command + " --cluster " + s.cluster + plan_flags(c, model_path) + " --json" +
                     (o.profile.empty() ? "" : " --profile " + o.profile);
   std::string what = std::string("validate: ") + command + " of '" + c.name + "'";
   int rc = run(cmd, json);
   if (rc != 0) throw Error(what + " failed (exit " + std::to_string(rc) + "): " + tail_of(json + ".err"));
-  double t = read_json(json, what).at("iteration_time_s").get<double>();
+  nlohmann::json report = read_json(json, what);
   for (const std::string& f : {json, json + ".err"}) std::remove(f.c_str());
-  return t;
+  return report;
+}
+
+double largest(const nlohmann::json& per_rank) {
+  double x = 0;
+  for (const auto& v : per_rank) x = std::max(x, v.get<double>());
+  return x;
 }
 
 }  // namespace
@@ -151,8 +165,10 @@ std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions&
     rows[i].config = c;
     // The evaluator's prediction comes from `simulate`'s report too, but ask `estimate` so the
     // evaluator is judged on its own.
-    rows[i].evaluator_s = predict("estimate", s, c, o, model, base(i));
-    if (o.simulate) rows[i].simulator_s = predict("simulate", s, c, o, model, base(i));
+    const nlohmann::json est = predict("estimate", s, c, o, model, base(i));
+    rows[i].evaluator_s = est.at("iteration_time_s").get<double>();
+    rows[i].evaluator_memory_bytes = largest(est.at("peak_memory_bytes"));
+    if (o.simulate) rows[i].simulator_s = predict("simulate", s, c, o, model, base(i)).at("iteration_time_s").get<double>();
   }
   // Measurements round-robin over the sweep, so that a slow or fast spell of a shared machine
   // spreads over every configuration instead of landing on one; the steps of all rounds pooled.
@@ -160,14 +176,17 @@ std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions&
   for (int round = 0; round < s.rounds; ++round)
     for (size_t i = 0; i < n; ++i) {
       const SweepConfig& c = s.configs[i];
-      std::vector<double> t = measure(s, c, o, model_arg(c, base(i)), base(i));
-      steps[i].insert(steps[i].end(), t.begin(), t.end());
+      const Measured got = measure(s, c, o, model_arg(c, base(i)), base(i));
+      steps[i].insert(steps[i].end(), got.steps_s.begin(), got.steps_s.end());
+      rows[i].measured_memory_bytes = got.peak_memory_bytes;  // deterministic: the same every round
       log << "  round " << (round + 1) << "/" << s.rounds << " [" << (i + 1) << "/" << n << "] " << c.name << ": median "
-          << costmodel::stats::median(t) << " s";
+          << costmodel::stats::median(got.steps_s) << " s";
       if (round + 1 == s.rounds) {
         rows[i].measured_s = costmodel::stats::median(steps[i]);
+        const double mib = 1024.0 * 1024.0;
         log << "; over " << steps[i].size() << " steps " << rows[i].measured_s << " s, evaluator " << rows[i].evaluator_s
-            << " s" << (o.simulate ? ", simulator " + std::to_string(rows[i].simulator_s) + " s" : "");
+            << " s" << (o.simulate ? ", simulator " + std::to_string(rows[i].simulator_s) + " s" : "") << "; peak memory "
+            << rows[i].measured_memory_bytes / mib << " MiB, evaluator " << rows[i].evaluator_memory_bytes / mib << " MiB";
       }
       if (o.eta) log << " (" << o.eta(static_cast<long>(round * n + i + 1), static_cast<long>(s.rounds * n)) << ")";
       log << "\n";
@@ -179,26 +198,34 @@ std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions&
 std::string validation_csv(const std::vector<ValidationRow>& rows) {
   std::ostringstream o;
   o << "name,schedule,dp,tp,pp,microbatch_size,num_microbatches,recompute,model,predicted_evaluator_s,predicted_simulator_s,"
-       "measured_s,error_evaluator,error_simulator\n";
+       "measured_s,error_evaluator,error_simulator,predicted_memory_bytes,measured_memory_bytes,error_memory\n";
   for (const auto& r : rows) {
     const auto& p = r.config.plan;
     auto err = [&](double pred) { return pred > 0 ? (pred - r.measured_s) / r.measured_s : 0.0; };
-    char buf[512];
-    std::snprintf(buf, sizeof buf, "%s,%s,%d,%d,%d,%d,%d,%s,%s,%.6g,%.6g,%.6g,%.4f,%.4f\n", r.config.name.c_str(),
+    const double mem_err = r.measured_memory_bytes > 0 ? (r.evaluator_memory_bytes - r.measured_memory_bytes) / r.measured_memory_bytes : 0.0;
+    char buf[640];
+    std::snprintf(buf, sizeof buf, "%s,%s,%d,%d,%d,%d,%d,%s,%s,%.6g,%.6g,%.6g,%.4f,%.4f,%.0f,%.0f,%.4f\n", r.config.name.c_str(),
                   p.schedule.c_str(), p.dp, p.tp, p.pp, p.microbatch_size, p.num_microbatches,
                   std::string(costmodel::recompute_name(p.recompute)).c_str(), r.config.model.name.c_str(), r.evaluator_s,
-                  r.simulator_s, r.measured_s, err(r.evaluator_s), err(r.simulator_s));
+                  r.simulator_s, r.measured_s, err(r.evaluator_s), err(r.simulator_s), r.evaluator_memory_bytes,
+                  r.measured_memory_bytes, mem_err);
     o << buf;
   }
   return o.str();
 }
 
 nlohmann::json validation_summary(const std::vector<ValidationRow>& rows, bool simulated) {
-  std::vector<double> measured, ev, sim;
+  std::vector<double> measured, ev, sim, mem_measured, mem_ev;
+  double worst_mem = 0;  // the largest memory error, signed
   for (const auto& r : rows) {
     measured.push_back(r.measured_s);
     ev.push_back(r.evaluator_s);
     sim.push_back(r.simulator_s);
+    if (r.measured_memory_bytes <= 0) continue;
+    mem_measured.push_back(r.measured_memory_bytes);
+    mem_ev.push_back(r.evaluator_memory_bytes);
+    const double e = (r.evaluator_memory_bytes - r.measured_memory_bytes) / r.measured_memory_bytes;
+    if (std::abs(e) > std::abs(worst_mem)) worst_mem = e;
   }
   auto engine = [&](const std::vector<double>& pred) {
     return nlohmann::json{{"spearman", costmodel::stats::spearman(pred, measured)},
@@ -206,6 +233,8 @@ nlohmann::json validation_summary(const std::vector<ValidationRow>& rows, bool s
                           {"mape", costmodel::stats::mape(pred, measured)}};
   };
   nlohmann::json j = {{"configurations", rows.size()}, {"evaluator", engine(ev)}};
+  if (!mem_measured.empty())
+    j["memory"] = {{"mape", costmodel::stats::mape(mem_ev, mem_measured)}, {"largest_error", worst_mem}};
   if (simulated) j["simulator"] = engine(sim);
   return j;
 }

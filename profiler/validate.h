@@ -52,11 +52,15 @@ struct ValidationRow {
   double evaluator_s = 0;  // predicted by the evaluator
   double simulator_s = 0;  // predicted by the simulator (0 when not run)
   double measured_s = 0;   // median measured iteration time
+  double evaluator_memory_bytes = 0;  // the evaluator's peak memory of the largest rank
+  double measured_memory_bytes = 0;   // the runtime's peak of its largest rank: live tensor bytes
+                                      // (counting allocator on the CPU, caching allocator on a GPU)
 };
 
 std::vector<ValidationRow> run_validation(const Sweep& sweep, const ValidateOptions& opt, std::ostream& log);
 std::string validation_csv(const std::vector<ValidationRow>& rows);
-// Spearman, Kendall tau-b and MAPE of each engine against the measurements.
+// Spearman, Kendall tau-b and MAPE of each engine against the measurements, and the MAPE and
+// largest error of the evaluator's peak memory.
 nlohmann::json validation_summary(const std::vector<ValidationRow>& rows, bool simulated);
 
 }  // namespace stagecraft::profiler

@@ -1,4 +1,5 @@
 #include "runtime/device.h"
+#include "runtime/memory_counter.h"
 
 #include <ATen/autocast_mode.h>
 
@@ -90,7 +91,7 @@ torch::Tensor host_buffer_like(const torch::Tensor& t, const torch::Device& d) {
 namespace {
 // Bytes in tensors held by GPU `d`'s caching allocator: the peak since the last reset, or now.
 std::int64_t allocated_bytes(const torch::Device& d, bool peak) {
-  if (!d.is_cuda()) return -1;
+  if (!d.is_cuda()) return peak ? cpu_peak_bytes() : cpu_live_bytes();
 #if defined(STAGECRAFT_WITH_CUDA)
   // Index 0 is StatType::AGGREGATE (declared in c10::CachingDeviceAllocator since 2.5, in
   // c10::cuda::CUDACachingAllocator before; the first enumerator in both).
@@ -127,7 +128,7 @@ torch::Device parse_device(const std::string& name, const std::string& what) {
 }
 
 void reset_device_peak(const torch::Device& d) {
-  if (!d.is_cuda()) return;
+  if (!d.is_cuda()) return reset_cpu_peak();
 #if defined(STAGECRAFT_WITH_CUDA)
   // The caching allocator initialises lazily, at the first allocation; resetting its statistics
   // before that fails with "Invalid device argument" (seen with LibTorch 2.11 on an H200).

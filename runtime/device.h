@@ -43,10 +43,11 @@ void synchronize(const torch::Device& d);
 // An uninitialised host tensor shaped like `t` to copy it out to: pinned when `d` is a GPU,
 // so that the copy can run asynchronously.
 torch::Tensor host_buffer_like(const torch::Tensor& t, const torch::Device& d);
-// Peak bytes held by the caching allocator of GPU `d` since the last reset, or -1 on the CPU.
+// Peak bytes in tensors on `d` since the last reset: the caching allocator's statistics on a
+// GPU, the counting allocator (memory_counter.h) on the CPU, -1 there when it is not installed.
 std::int64_t device_peak_bytes(const torch::Device& d);
 void reset_device_peak(const torch::Device& d);
-// Bytes the caching allocator of GPU `d` holds in tensors now, or -1 on the CPU.
+// Bytes in tensors on `d` now, from the same sources (-1 on the CPU without the counter).
 std::int64_t device_allocated_bytes(const torch::Device& d);
 // "cpu" -> the CPU, "cuda" -> GPU 0, "cuda:N" -> GPU N; InputError naming `what` when the name
 // is not a device or this build or machine has no such GPU.

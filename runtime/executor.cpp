@@ -770,7 +770,9 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
   m.end_marks.assign(n, {});
   m.piece_marks.clear();
   const long collectives_before = tp.collectives;
+  reset_device_peak(m.cfg.device);
   std::vector<double> host_wait(n, 0), tp_comm(n, 0);  // per action, host-measured
+  std::vector<std::int64_t> live(n, -1);               // per action, bytes in tensors after it
   for (size_t i = 0; i < n; ++i) {
     const Action& a = (*m.list)[i];
     m.wait_in_action = 0;
@@ -783,9 +785,11 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
     m.end_marks[i].insert(m.end_marks[i].begin(), tl.mark());  // first: the action's own end
     host_wait[i] = m.wait_in_action;
     tp_comm[i] = tp.comm_s - tp_before;
+    live[i] = device_allocated_bytes(m.cfg.device);
   }
   tl.resolve();  // on a GPU: waits for the iteration's kernels, then reads the events
   m.rec.time_s = tl.resolved_at_s() - tl.seconds(step_mark);
+  m.rec.peak_bytes = device_peak_bytes(m.cfg.device);
   m.rec.tp_collectives = tp.collectives - collectives_before;
   for (PieceMarks& pm : m.piece_marks) {
     if (pm.end_mark < 0) throw Error("runtime: a tp piece of action " + std::to_string(pm.span.position) + " never ended");
@@ -805,6 +809,7 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
     const double own_end = tl.seconds(m.end_marks[i].front());
     sp.end_s = own_end;  // receives and reductions are closed again when waited
     for (int k : m.end_marks[i]) sp.end_s = std::max(sp.end_s, tl.seconds(k));
+    sp.live_bytes = live[i];
     m.rec.spans.push_back(sp);
     const double dur = own_end - sp.start_s;
     m.rec.wait_s += host_wait[i];

@@ -25,6 +25,8 @@ struct ActionSpan {
   int stream = 0;       // trace track: 0 compute, 1 p2p, 2 collective, 3 copy
   double start_s = 0;   // seconds since the run started (host clock; device events on a GPU)
   double end_s = 0;
+  std::int64_t live_bytes = -1;  // bytes in tensors on the device just after the action was issued
+                                 // (device_allocated_bytes; -1 where nothing counts them)
 };
 
 struct StepRecord {
@@ -42,6 +44,8 @@ struct StepRecord {
                                   // (compat::begin_p2p / end_p2p): one per run of them in the list
   long buckets_in_backward = 0;   // gradient buckets whose all-reduce started inside the backward
                                   // (overlap_grad_reduce)
+  std::int64_t peak_bytes = -1;   // peak bytes in tensors on the device during the step
+                                  // (device_peak_bytes after a reset at its start; -1: not counted)
   double grad_sq = 0;             // sum of squared gradients of this rank's parameters at OPTIMIZER
                                   // (a diagnostic for comparing runs of one plan)
 };

@@ -58,6 +58,14 @@ size_t AdamW::index_of(const torch::Tensor& p) const {
   return it->second;
 }
 
+std::int64_t AdamW::state_bytes() const {
+  std::int64_t bytes = 0;
+  for (const auto* moments : {&m_, &v_})
+    for (const torch::Tensor& t : *moments)
+      if (t.defined()) bytes += static_cast<std::int64_t>(t.nbytes());
+  return bytes;
+}
+
 void AdamW::step(const std::vector<torch::Tensor>& later) {
   torch::NoGradGuard no_grad;
   ++step_;

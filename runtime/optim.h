@@ -29,6 +29,8 @@ class AdamW {
   // Applies the last step() to `params`, which it skipped, from their .grad now.
   void update_late(const std::vector<torch::Tensor>& params);
   long steps_done() const { return step_; }
+  // Bytes of the optimizer's own state: the two moments of every (owned) element.
+  std::int64_t state_bytes() const;
   // ZeRO (Rajbhandari et al. SC20; Megatron's distributed optimizer): this data-parallel member
   // updates only elements [offset, offset + length) of each listed parameter's flattened view
   // (unlisted: none) and keeps moments for those alone. Call before the first step and before

@@ -78,6 +78,9 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
                         {"idle_s", std::max(0.0, T - C - M)}, {"device", r.value("device", "cpu")},
                         {"peak_memory_bytes", r["peak_memory_bytes"]},
                         {"peak_memory_kind", r.value("peak_memory_kind", "process resident set")},
+                        {"param_bytes", r.value("param_bytes", std::int64_t{0})},
+                        {"optimizer_state_bytes", r.value("optimizer_state_bytes", std::int64_t{0})},
+                        {"peak_rss_bytes", r.value("peak_rss_bytes", std::int64_t{0})},
                         {"p2p_groups_per_step", r["steps"].empty() ? 0L : r["steps"][0].value("p2p_groups", 0L)}});
   }
   // Throughput with the model FLOPs of costmodel/flops.h (Narayanan et al., SC'21: the work of
@@ -96,7 +99,7 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
           {"notes", gpu ? "times from CUDA events; compute spans include stream-ordered waits; peak memory is the "
                           "caching allocator's peak"
                         : "times from the host clock; compute excludes waits and tp all-reduces; peak memory is the "
-                          "process's peak resident set (CPU)"}};
+                          "largest step peak of live tensor bytes (counting allocator, CPU)"}};
 }
 
 json trace_json(const schedules::Schedule& s, const std::vector<json>& ranks, int, int, int,
@@ -130,6 +133,10 @@ json trace_json(const schedules::Schedule& s, const std::vector<json>& ranks, in
         double t0 = sp[2], t1 = sp[3];
         events.push_back({{"name", name}, {"cat", std::string(schedules::op_name(a.op))}, {"ph", "X"}, {"pid", g},
                           {"tid", sp[1]}, {"ts", t0 * 1e6}, {"dur", (t1 - t0) * 1e6}, {"args", args}});
+        // The memory counter track: bytes in tensors just after the action was issued.
+        if (sp.size() > 4 && sp[4].get<std::int64_t>() >= 0)
+          events.push_back({{"name", "memory"}, {"ph", "C"}, {"pid", g}, {"ts", t1 * 1e6},
+                            {"args", {{"live tensors (MiB)", sp[4].get<double>() / (1024.0 * 1024.0)}}}});
       }
       if (st.contains("tp_pieces")) add_piece_events(events, list, st, g);
     }

@@ -11,6 +11,7 @@
 
 #include "runtime/device.h"
 #include "runtime/executor.h"
+#include "runtime/memory_counter.h"
 #include "runtime/plan.h"
 #include "runtime/rank.h"
 #include "schedules/error.h"
@@ -209,8 +210,8 @@ double global_loss(Run& r, const StepRecord& rec) {
 }
 
 json spans_json(const StepRecord& rec) {
-  json a = json::array();
-  for (const ActionSpan& s : rec.spans) a.push_back({s.position, s.stream, s.start_s, s.end_s});
+  json a = json::array();  // [position, stream, start, end, live bytes after it] per action
+  for (const ActionSpan& s : rec.spans) a.push_back({s.position, s.stream, s.start_s, s.end_s, s.live_bytes});
   return a;
 }
 
@@ -236,7 +237,7 @@ void train_loop(Run& r) {
     double loss = global_loss(r, rec);
     json s = {{"step", step}, {"time_s", rec.time_s}, {"compute_s", rec.compute_s}, {"comm_s", rec.comm_s}, {"wait_s", rec.wait_s},
               {"tp_collectives", rec.tp_collectives}, {"p2p_groups", rec.p2p_groups}, {"grad_sq", rec.grad_sq},
-              {"buckets_in_backward", rec.buckets_in_backward}};
+              {"buckets_in_backward", rec.buckets_in_backward}, {"peak_memory_bytes", rec.peak_bytes}};
     if (r.has_loss) s["loss"] = loss;
     if (!r.opt.trace_path.empty()) s["spans"] = spans_json(rec);
     if (!r.opt.trace_path.empty() && !rec.pieces.empty()) s["tp_pieces"] = pieces_json(rec);
@@ -254,12 +255,26 @@ long peak_rss_bytes() {
   return static_cast<long>(u.ru_maxrss) * 1024;
 }
 
-// On a GPU the caching allocator's peak (tensors), on the CPU the process's resident set.
+// Bytes in the rank's parameters and in its optimizer's state, at the end of the run.
+std::int64_t param_bytes(const Run& r) {
+  std::int64_t bytes = 0;
+  for (const auto& part : r.parts)
+    for (const auto& np : part->named_parameters()) bytes += static_cast<std::int64_t>(np.second.nbytes());
+  return bytes;
+}
+
+// Peak memory: the largest step peak of bytes in tensors (the caching allocator's statistics on
+// a GPU, the counting allocator on the CPU), with the parameters and optimizer state that the
+// peak includes, and the process's peak resident set for reference.
 json rank_result(const Run& r) {
-  const std::int64_t dev = device_peak_bytes(r.device);
+  std::int64_t peak = -1;
+  for (const json& st : r.steps) peak = std::max(peak, st.value("peak_memory_bytes", std::int64_t{-1}));
+  const bool counted = peak >= 0;
   return {{"rank", r.env.rank}, {"tp", r.me[0]}, {"dp", r.me[1]}, {"pp", r.me[2]},
-          {"device", describe(r.device)}, {"peak_memory_bytes", dev >= 0 ? dev : peak_rss_bytes()},
-          {"peak_memory_kind", dev >= 0 ? "device allocator" : "process resident set"}, {"steps", r.steps}};
+          {"device", describe(r.device)}, {"peak_memory_bytes", counted ? peak : peak_rss_bytes()},
+          {"peak_memory_kind", !counted ? "process resident set" : r.device.is_cuda() ? "device allocator" : "live tensors (counting allocator)"},
+          {"param_bytes", param_bytes(r)}, {"optimizer_state_bytes", r.optim ? r.optim->state_bytes() : 0},
+          {"peak_rss_bytes", peak_rss_bytes()}, {"steps", r.steps}};
 }
 
 std::vector<json> gather(Run& r) {
@@ -302,7 +317,7 @@ void finish(Run& r) {
 
 void run(Run& r) {
   torch::set_num_threads(r.opt.threads);
-  reset_device_peak(r.device);
+  if (!r.device.is_cuda()) install_cpu_memory_counter();  // before the model: every tensor counted
   rendezvous(r);
   make_groups(r);
   build_model(r);

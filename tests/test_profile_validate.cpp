@@ -59,7 +59,7 @@ TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
   int rows = 0;
   while (std::getline(csv, line)) {
     ++rows;
-    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 13) << line;
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 16) << line;
   }
   EXPECT_EQ(rows, 3);
   auto s = nlohmann::json::parse(read_text(dir + "/v.json"));
@@ -73,6 +73,11 @@ TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
     }
   }
   EXPECT_NE(s["cost_model"].get<std::string>().find("profiled"), std::string::npos);
+  // The memory column: the largest rank's measured peak (live tensors) against the evaluator's.
+  EXPECT_NE(r.out.find("peak memory"), std::string::npos) << r.out;
+  ASSERT_TRUE(s.contains("memory")) << s.dump();
+  EXPECT_GT(s["memory"]["mape"].get<double>(), 0);  // measured and predicted are both there and not identical
+  EXPECT_LT(s["memory"]["mape"].get<double>(), 1);
   EXPECT_FALSE(std::filesystem::exists(dir + "/scratch/cfg0.train.json"));  // children's files cleaned up
 }
 
