@@ -160,22 +160,26 @@ std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions&
   std::vector<ValidationRow> rows(n);
   auto base = [&](size_t i) { return o.work_dir + "/cfg" + std::to_string(i); };
   for (size_t i = 0; i < n; ++i) {
-    const SweepConfig& c = s.configs[i];
-    const std::string model = model_arg(c, base(i));
-    rows[i].config = c;
+    const std::string model = model_arg(s.configs[i], base(i));
+    rows[i].config = s.configs[i];
     // The evaluator's prediction comes from `simulate`'s report too, but ask `estimate` so the
     // evaluator is judged on its own.
-    const nlohmann::json est = predict("estimate", s, c, o, model, base(i));
+    const nlohmann::json est = predict("estimate", s, rows[i].config, o, model, base(i));
     rows[i].evaluator_s = est.at("iteration_time_s").get<double>();
     rows[i].evaluator_memory_bytes = largest(est.at("peak_memory_bytes"));
-    if (o.simulate) rows[i].simulator_s = predict("simulate", s, c, o, model, base(i)).at("iteration_time_s").get<double>();
+    // What the estimate settled (merak's alpha1, FOLD3D's segments and forward/backward ratio
+    // when "auto" or absent) is what the simulator and the runtime are given: every engine and
+    // the measurement see the same schedule (train alone would take the generators' defaults).
+    rows[i].config.plan.schedule_params = est.at("plan").at("schedule_params");
+    if (o.simulate)
+      rows[i].simulator_s = predict("simulate", s, rows[i].config, o, model, base(i)).at("iteration_time_s").get<double>();
   }
   // Measurements round-robin over the sweep, so that a slow or fast spell of a shared machine
   // spreads over every configuration instead of landing on one; the steps of all rounds pooled.
   std::vector<std::vector<double>> steps(n);
   for (int round = 0; round < s.rounds; ++round)
     for (size_t i = 0; i < n; ++i) {
-      const SweepConfig& c = s.configs[i];
+      const SweepConfig& c = rows[i].config;  // with the schedule parameters the estimate settled
       const Measured got = measure(s, c, o, model_arg(c, base(i)), base(i));
       steps[i].insert(steps[i].end(), got.steps_s.begin(), got.steps_s.end());
       rows[i].measured_memory_bytes = got.peak_memory_bytes;  // deterministic: the same every round
