@@ -448,6 +448,7 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
   res.peak_activation_bytes.assign(static_cast<size_t>(R), 0.0);
   res.peak_host_bytes.assign(static_cast<size_t>(R), 0.0);
   res.peak_memory_bytes.assign(static_cast<size_t>(R), 0.0);
+  if (opt_.memory && opt_.record) res.memory_timeline.assign(static_cast<size_t>(R), {});
   if (opt_.memory) {
     for (int r = 0; r < R; ++r) {
       const auto& a = mem_compute_[static_cast<size_t>(r)];
@@ -478,7 +479,9 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
           double ta = time_of(a[i]), tb = time_of(b[j]);
           take_a = ta < tb || (ta == tb && (frees(a[i]) || !frees(b[j])));
         }
-        delta(take_a ? a[i++] : b[j++], gpu, host);
+        const MemOp& op = take_a ? a[i++] : b[j++];
+        delta(op, gpu, host);
+        if (opt_.record) res.memory_timeline[static_cast<size_t>(r)].push_back({time_of(op), c.static_bytes[static_cast<size_t>(r)] + gpu});
         peak_gpu = std::max(peak_gpu, gpu);
         peak_host = std::max(peak_host, host);
       }

@@ -50,6 +50,9 @@ struct EvalResult {
   std::vector<double> peak_activation_bytes;  // (ranks) on the GPU, from the timeline
   std::vector<double> peak_memory_bytes;      // (ranks) static + peak activations
   std::vector<double> peak_host_bytes;        // (ranks) offloaded activations at the peak
+  std::vector<std::vector<std::pair<double, double>>> memory_timeline;  // (ranks) (time_s, bytes): the
+                                              // rank's static bytes plus its activations after each change
+                                              // in the last iteration; only with EvalOptions::record
   std::vector<double> dp_comm_s;    // (ranks) busy time of the communication stream
   std::vector<double> exposed_dp_comm_s;  // (ranks) communication-stream time not under compute
   std::vector<Span> spans;          // every node when EvalOptions::record

@@ -49,6 +49,12 @@ nlohmann::json chrome_trace(const schedules::Schedule& s, const EvalResult& r, c
                       {"dur", (sp.end_s - sp.start_s) * 1e6},
                       {"args", args}});
   }
+  // The memory counter track of each rank, as the runtime's trace has it (predicted here: static
+  // bytes plus activations, the last iteration).
+  for (size_t rank = 0; rank < r.memory_timeline.size(); ++rank)
+    for (const auto& [t_s, bytes] : r.memory_timeline[rank])
+      events.push_back({{"name", "memory"}, {"ph", "C"}, {"pid", static_cast<int>(rank)}, {"ts", t_s * 1e6},
+                        {"args", {{"predicted (MiB)", bytes / (1024.0 * 1024.0)}}}});
   nlohmann::json meta = {{"schedule", s.name}, {"title", opt.title}, {"iteration_time_s", r.iteration_time_s},
                          {"time_unit", "microseconds (unit costs: 1 unit = 1 s)"}};
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"metadata", meta}};

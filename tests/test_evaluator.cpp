@@ -2,7 +2,11 @@
 // gradient reductions on their own stream, iterations, memory timeline, offload, deadlocks.
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "costmodel/estimate.h"
 #include "costmodel/evaluator.h"
+#include "costmodel/presets.h"
 #include "costmodel/trace.h"
 #include "schedules/error.h"
 #include "schedules/lower.h"
@@ -177,4 +181,33 @@ TEST(Evaluator, ChromeTrace) {
   EXPECT_EQ(p2p, 4);                // two activations, two gradients
   EXPECT_EQ(coll, 2);
   EXPECT_DOUBLE_EQ(j["metadata"]["iteration_time_s"].get<double>(), r.iteration_time_s);
+}
+
+// The predicted memory track, as the runtime's trace has one: per rank, static bytes plus the
+// activations after each change; its largest value is the rank's predicted peak, and it rises
+// from the static bytes with the first forward.
+TEST(Evaluator, ChromeTraceMemoryTrack) {
+  costmodel::EstimateOptions eo;
+  eo.eval.record = true;
+  const costmodel::Estimate e = costmodel::estimate(costmodel::load_model("tiny"), costmodel::load_cluster("local-cpu-2"),
+                                                    [] {
+                                                      costmodel::ParallelPlan p;
+                                                      p.pp = 2;
+                                                      p.num_microbatches = 4;
+                                                      return p;
+                                                    }(),
+                                                    eo);
+  ASSERT_EQ(e.eval.memory_timeline.size(), 2u);
+  std::map<int, double> top;
+  const nlohmann::json trace = chrome_trace(e.schedule, e.eval);
+  for (const auto& ev : trace["traceEvents"])
+    if (ev["ph"] == "C" && ev["name"] == "memory")
+      top[ev["pid"].get<int>()] = std::max(top[ev["pid"].get<int>()], ev["args"]["predicted (MiB)"].get<double>());
+  for (int r = 0; r < 2; ++r) {
+    const auto& tl = e.eval.memory_timeline[static_cast<size_t>(r)];
+    ASSERT_FALSE(tl.empty());
+    EXPECT_GT(tl.front().second, e.costs.static_bytes[static_cast<size_t>(r)]);
+    EXPECT_NEAR(top[r] * 1024 * 1024, e.eval.peak_memory_bytes[static_cast<size_t>(r)], 1e-3) << r;
+    for (size_t k = 1; k < tl.size(); ++k) EXPECT_GE(tl[k].first, tl[k - 1].first) << r;
+  }
 }
