@@ -1,13 +1,10 @@
 #include "profiler/layers.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <thread>
 #include <functional>
-#include <mutex>
-#include <unordered_map>
 
 #include "runtime/device.h"
 #include "runtime/memory_counter.h"

@@ -103,6 +103,11 @@ nlohmann::json predict(const char* command, const Sweep& s, const SweepConfig& c
   return report;
 }
 
+// (predicted - measured) / measured; 0 when either is missing (not positive).
+double relative_error(double predicted, double measured) {
+  return predicted > 0 && measured > 0 ? (predicted - measured) / measured : 0.0;
+}
+
 double largest(const nlohmann::json& per_rank) {
   double x = 0;
   for (const auto& v : per_rank) x = std::max(x, v.get<double>());
@@ -205,8 +210,8 @@ std::string validation_csv(const std::vector<ValidationRow>& rows) {
        "measured_s,error_evaluator,error_simulator,predicted_memory_bytes,measured_memory_bytes,error_memory\n";
   for (const auto& r : rows) {
     const auto& p = r.config.plan;
-    auto err = [&](double pred) { return pred > 0 ? (pred - r.measured_s) / r.measured_s : 0.0; };
-    const double mem_err = r.measured_memory_bytes > 0 ? (r.evaluator_memory_bytes - r.measured_memory_bytes) / r.measured_memory_bytes : 0.0;
+    auto err = [&](double pred) { return relative_error(pred, r.measured_s); };
+    const double mem_err = relative_error(r.evaluator_memory_bytes, r.measured_memory_bytes);
     char buf[640];
     std::snprintf(buf, sizeof buf, "%s,%s,%d,%d,%d,%d,%d,%s,%s,%.6g,%.6g,%.6g,%.4f,%.4f,%.0f,%.0f,%.4f\n", r.config.name.c_str(),
                   p.schedule.c_str(), p.dp, p.tp, p.pp, p.microbatch_size, p.num_microbatches,
@@ -228,7 +233,7 @@ nlohmann::json validation_summary(const std::vector<ValidationRow>& rows, bool s
     if (r.measured_memory_bytes <= 0) continue;
     mem_measured.push_back(r.measured_memory_bytes);
     mem_ev.push_back(r.evaluator_memory_bytes);
-    const double e = (r.evaluator_memory_bytes - r.measured_memory_bytes) / r.measured_memory_bytes;
+    const double e = relative_error(r.evaluator_memory_bytes, r.measured_memory_bytes);
     if (std::abs(e) > std::abs(worst_mem)) worst_mem = e;
   }
   auto engine = [&](const std::vector<double>& pred) {

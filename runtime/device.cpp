@@ -89,7 +89,8 @@ torch::Tensor host_buffer_like(const torch::Tensor& t, const torch::Device& d) {
 }
 
 namespace {
-// Bytes in tensors held by GPU `d`'s caching allocator: the peak since the last reset, or now.
+// Bytes in tensors on `d`: GPU `d`'s caching allocator, or the CPU's counting allocator (-1
+// when it is not installed); the peak since the last reset, or now.
 std::int64_t allocated_bytes(const torch::Device& d, bool peak) {
   if (!d.is_cuda()) return peak ? cpu_peak_bytes() : cpu_live_bytes();
 #if defined(STAGECRAFT_WITH_CUDA)
