@@ -69,7 +69,9 @@ void print_estimate(const costmodel::Estimate& e) {
       {"bubble fraction", fmt_num(e.eval.bubble_fraction, 4)},
       {"mean idle fraction", fmt_num(e.eval.mean_idle_fraction, 4)},
       {"peak memory (largest rank)", fmt_bytes(e.max_memory_bytes)},
-      {"GPU memory", fmt_bytes(e.cluster.gpu_memory_bytes) + (e.fits ? " (fits)" : " (DOES NOT FIT)")},
+      {"usable GPU memory", fmt_bytes(e.usable_memory_bytes) + " (" + fmt_bytes(e.cluster.gpu_memory_bytes) + " less a margin of " +
+                                fmt_percent(e.cluster.memory_margin) + ")"},
+      {"headroom (fullest rank)", fmt_signed_bytes(e.usable_memory_bytes - e.max_memory_bytes) + (e.fits ? " (fits)" : " (DOES NOT FIT)")},
   };
   std::cout << format_table({"metric", "value"}, rows) << "\n";
   std::vector<std::vector<std::string>> ranks;
@@ -79,10 +81,10 @@ void print_estimate(const costmodel::Estimate& e) {
     for (int st : e.schedule.stages_of(r)) layers += e.costs.stages[static_cast<size_t>(st)].layers;
     ranks.push_back({std::to_string(r), std::to_string(layers), fmt_seconds(e.eval.compute_s[i]), fmt_seconds(e.eval.idle_s[i]),
                      fmt_seconds(e.eval.exposed_dp_comm_s[i]), fmt_num(e.eval.peak_activations[i], 2),
-                     fmt_bytes(e.costs.static_bytes[i]), fmt_bytes(e.eval.peak_memory_bytes[i])});
+                     fmt_bytes(e.costs.static_bytes[i]), fmt_bytes(e.eval.peak_memory_bytes[i]), fmt_signed_bytes(e.headroom_bytes[i])});
   }
   std::cout << format_table({"pipeline rank", "layers", "compute", "idle", "exposed dp comm", "microbatches held",
-                             "static memory", "peak memory"},
+                             "static memory", "peak memory", "headroom"},
                             ranks);
 }
 
@@ -169,7 +171,8 @@ void run_compare(const CompareOpts& o) {
       double host = *std::max_element(e.eval.peak_host_bytes.begin(), e.eval.peak_host_bytes.end());
       rows.push_back({name, mode_name, std::to_string(e.schedule.num_stages), fmt_seconds(e.eval.iteration_time_s),
                       fmt_num(e.tokens_per_s, 0), fmt_num(e.tflops_per_gpu, 1), fmt_num(e.eval.bubble_over_compute, 4),
-                      fmt_num(e.eval.bubble_fraction, 4), fmt_bytes(e.max_memory_bytes), host > 0 ? fmt_bytes(host) : "-",
+                      fmt_num(e.eval.bubble_fraction, 4), fmt_bytes(e.max_memory_bytes), fmt_signed_bytes(e.usable_memory_bytes - e.max_memory_bytes),
+                      host > 0 ? fmt_bytes(host) : "-",
                       e.fits ? "yes" : "NO (marked)"});
       if (!o.svg.empty()) kept.push_back(std::move(e));
     } catch (const InputError& err) {
@@ -189,7 +192,7 @@ void run_compare(const CompareOpts& o) {
               << (p.zero ? ", zero " + std::to_string(p.zero) : "") << "\n"
               << "costs: " << (in.profile ? "measured, profile " + o.plan.profile : std::string("analytic")) << "\n\n";
     std::cout << format_table({"schedule", "tp overlap", "stages", "iteration", "tokens/s", "TFLOP/s/GPU", "bubble/compute",
-                               "bubble frac", "peak GPU mem", "host mem", "fits"},
+                               "bubble frac", "peak GPU mem", "headroom", "host mem", "fits"},
                               rows);
     if (!o.trace_dir.empty())
       std::cout << "\ntraces written to " << o.trace_dir << (o.tp_overlaps.empty() ? "/<schedule>" : "/<schedule>.<tp overlap>")

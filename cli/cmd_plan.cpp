@@ -47,6 +47,7 @@ struct PlanCmdFlags {
   std::string verify;                 // "sim": re-run the top plans on the simulator
   bool layer_tp = false;              // Oases' per-layer tp degrees (ILP) for the top plans with pp = 1
   bool quiet = false;                 // no progress lines on standard error
+  std::optional<double> memory_margin;  // overrides the cluster's memory_margin
 };
 
 int parse_int(const std::string& flag, const std::string& v) {
@@ -144,14 +145,14 @@ void print_table(const planner::SearchResult& r, const std::vector<double>& simu
     rows.push_back({std::to_string(++rank), fmt_seconds(c.iteration_time_s)});
     if (!simulated.empty()) rows.back().push_back(fmt_seconds(simulated[i]));
     rows.back().insert(rows.back().end(), {fmt_num(c.tokens_per_s, 0),
-                    fmt_num(100 * c.mfu, 1) + "%", fmt_bytes(c.max_memory_bytes), fmt_num(c.bubble_fraction, 3),
+                    fmt_num(100 * c.mfu, 1) + "%", fmt_bytes(c.max_memory_bytes), fmt_signed_bytes(c.headroom_bytes), fmt_num(c.bubble_fraction, 3),
                     dims_label(p), std::to_string(p.microbatch_size) + " x " + std::to_string(p.num_microbatches), schedule_label(p),
                     std::string(costmodel::recompute_name(p.recompute)), p.sequence_parallel ? "on" : "off",
                     std::to_string(p.zero), layers_label(p)});
   }
   std::vector<std::string> header = {"#", "iteration"};
   if (!simulated.empty()) header.push_back("simulated");
-  header.insert(header.end(), {"tokens/s", "MFU", "memory", "bubble", "dp/tp/pp", "b x m", "schedule", "recompute", "sp", "zero", "stage layers"});
+  header.insert(header.end(), {"tokens/s", "MFU", "memory", "headroom", "bubble", "dp/tp/pp", "b x m", "schedule", "recompute", "sp", "zero", "stage layers"});
   std::cout << format_table(header, rows);
 }
 
@@ -164,6 +165,7 @@ nlohmann::json result_json(const planner::SearchResult& r, const std::vector<dou
                     {"mfu", c.mfu},
                     {"hfu", c.hfu},
                     {"max_memory_bytes", c.max_memory_bytes},
+                    {"headroom_bytes", c.headroom_bytes},
                     {"bubble_fraction", c.bubble_fraction}});
     if (!simulated.empty()) best.back()["simulated_iteration_time_s"] = simulated[best.size() - 1];
   }
@@ -347,7 +349,8 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
 
 void run(const PlanCmdFlags& f) {
   const costmodel::ModelSpec m = costmodel::load_model(f.model);
-  const costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
+  costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
+  apply_memory_margin(c, f.memory_margin);
   if (f.tokens < 0) throw InputError("--tokens = " + fmt_num(f.tokens) + " is invalid (must be positive)");
   if (!f.verify.empty() && f.verify != "sim") throw InputError("--verify = '" + f.verify + "' is invalid (allowed: sim)");
   const std::vector<int> counts = gpu_counts(f.gpus, c);
@@ -375,7 +378,8 @@ void run(const PlanCmdFlags& f) {
     return;
   }
   std::cout << "model " << m.name << " on " << r.cluster.num_gpus() << " GPUs of cluster " << c.name << ", global batch "
-            << f.global_batch << " sequences\n\n";
+            << f.global_batch << " sequences; a plan fits in " << fmt_bytes(c.usable_memory_bytes()) << " per GPU ("
+            << fmt_bytes(c.gpu_memory_bytes) << " less a margin of " << fmt_percent(c.memory_margin) << ")\n\n";
   print_table(r, simulated);
   const auto& s = r.stats;
   std::cout << "\nsearched " << s.considered << " plans: " << s.pruned << " pruned by the memory bound, " << s.rejected
@@ -405,6 +409,7 @@ void add_plan_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("plan", "search dp, tp, pp, microbatching, schedule, recomputation, sp and ZeRO for the fastest plans that fit");
   c->add_option("--model", f->model, "model preset name or JSON file")->required();
   c->add_option("--cluster", f->cluster, "cluster preset name or JSON file")->required();
+  add_memory_margin_flag(c, f->memory_margin);
   c->add_option("--gpus", f->gpus, "GPUs the plans use, the cluster's first ones (default: all); several (64,128,256), a doubling range (64-512) or auto (the cluster and its halvings): the best plan of each");
   c->add_option("--tokens", f->tokens, "tokens to train: prints the time to train and GPU-hours of the best plan");
   c->add_option("--global-batch", f->global_batch, "sequences per iteration")->required();

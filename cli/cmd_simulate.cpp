@@ -42,7 +42,9 @@ void print_simulation(const costmodel::Estimate& ev, const costmodel::Estimate& 
       {"exposed data-parallel comm (worst rank)", fmt_seconds(max_of(r.eval.exposed_dp_comm_s))},
       {"exposed tensor-parallel comm (worst rank)", fmt_seconds(max_of(r.exposed_tp_comm_s))},
       {"busiest link", r.busiest_link.name + " " + fmt_num(100 * r.busiest_link.utilisation, 1) + "%"},
-      {"peak memory (largest rank)", fmt_bytes(e.max_memory_bytes) + (e.fits ? " (fits)" : " (DOES NOT FIT)")},
+      {"peak memory (largest rank)", fmt_bytes(e.max_memory_bytes)},
+      {"headroom (fullest rank)", fmt_signed_bytes(e.usable_memory_bytes - e.max_memory_bytes) + " of " +
+                                      fmt_bytes(e.usable_memory_bytes) + " usable" + (e.fits ? " (fits)" : " (DOES NOT FIT)")},
       {"simulated events", std::to_string(r.activities) + " in " + fmt_seconds(r.sim_wall_s) + " (" +
                                fmt_num(r.events_per_s, 0) + "/s)"},
   };

@@ -35,6 +35,7 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   app->add_option("--zero", f.zero,
                   "distributed optimizer over the dp group: 0 none, 1 optimizer states sharded (Megatron's), 2 and "
                   "gradients (default 0)");
+  if (with_cluster) add_memory_margin_flag(app, f.memory_margin);
   if (with_cluster)
     app->add_option("--profile", f.profile, "profile JSON from `stagecraft profile`: measured costs instead of the analytic model");
   add_schedule_param_flags(app, f.params);
@@ -90,10 +91,24 @@ std::vector<std::string> split_list(const std::string& s, char sep) {
   return out;
 }
 
+void add_memory_margin_flag(CLI::App* app, std::optional<double>& margin) {
+  app->add_option("--memory-margin", margin,
+                  "fraction of GPU memory a plan must leave free for allocator fragmentation and workspaces, in [0, 1) "
+                  "(default: the cluster's, else 0.15; docs/memory.md)");
+}
+
+void apply_memory_margin(costmodel::ClusterSpec& c, const std::optional<double>& margin) {
+  if (!margin) return;
+  if (!(*margin >= 0 && *margin < 1))
+    throw InputError("--memory-margin = " + fmt_num(*margin) + " is invalid (must be in [0, 1): the fraction of GPU memory left free)");
+  c.memory_margin = *margin;
+}
+
 Inputs resolve(const PlanFlags& f) {
   Inputs in;
   in.model = costmodel::load_model(f.model);
   in.cluster = costmodel::load_cluster(f.cluster);
+  apply_memory_margin(in.cluster, f.memory_margin);
   in.plan = resolve_plan(f, in.cluster.num_gpus(), "GPUs of cluster '" + in.cluster.name + "'");
   costmodel::check_fit(in.model, in.cluster, in.plan);
   if (!f.profile.empty()) in.profile = costmodel::load_profile(f.profile);
@@ -201,6 +216,14 @@ std::string fmt_bytes(double b) {
   if (gib >= 1) std::snprintf(buf, sizeof buf, "%.2f GiB", gib);
   else std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024.0));
   return buf;
+}
+
+std::string fmt_signed_bytes(double b) { return b < 0 ? "-" + fmt_bytes(-b) : fmt_bytes(b); }
+
+std::string fmt_percent(double fraction) {
+  std::string s = fmt_num(100 * fraction, 1);
+  if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
+  return s + "%";
 }
 
 std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {

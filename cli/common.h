@@ -45,10 +45,16 @@ struct PlanFlags {
   std::optional<double> grad_bucket_mb;   // bucket size in MiB (default: the plan's, else 25)
   ScheduleParamFlags params;      // --waves, --segments, --alpha1, --param
   std::string profile;            // measured costs (stagecraft profile) instead of the analytic model
+  std::optional<double> memory_margin;  // overrides the cluster's memory_margin
 };
 
 // with_cluster = false leaves out --cluster (train: the plan does not depend on a cluster).
 void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster = true);
+
+// --memory-margin: the fraction of GPU memory a plan leaves free (ClusterSpec::memory_margin).
+void add_memory_margin_flag(CLI::App* app, std::optional<double>& margin);
+// Sets the cluster's margin when given; InputError naming the flag when outside [0, 1).
+void apply_memory_margin(costmodel::ClusterSpec& c, const std::optional<double>& margin);
 
 struct Inputs {
   costmodel::ModelSpec model;
@@ -72,6 +78,8 @@ std::vector<std::string> split_list(const std::string& s, char sep = ',');
 std::optional<int> to_int(const std::string& text);
 std::string fmt_seconds(double s);  // "1.234 s", "12.3 ms", "45.6 us"
 std::string fmt_bytes(double b);    // "12.3 GiB"
+std::string fmt_signed_bytes(double b);
+std::string fmt_percent(double fraction);  // 0.15 -> "15%", 0.125 -> "12.5%"  // fmt_bytes, with "-" ahead when negative (memory over a limit)
 std::string fmt_num(double v, int precision = 3);
 
 // Plain text table with a header row; columns right-aligned except the first.

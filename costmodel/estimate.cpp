@@ -74,6 +74,15 @@ void set_rates(Estimate& e) {
   e.hfu = T > 0 ? e.hardware_flops / T / gpus / peak : 0;
 }
 
+void set_fit(Estimate& e) {
+  const auto& peaks = e.eval.peak_memory_bytes;
+  e.max_memory_bytes = peaks.empty() ? 0 : *std::max_element(peaks.begin(), peaks.end());
+  e.usable_memory_bytes = e.cluster.usable_memory_bytes();
+  e.headroom_bytes.clear();
+  for (double b : peaks) e.headroom_bytes.push_back(e.usable_memory_bytes - b);
+  e.fits = e.max_memory_bytes <= e.usable_memory_bytes;
+}
+
 namespace {
 
 Estimate estimate_as_given(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const EstimateOptions& opt) {
@@ -92,8 +101,7 @@ Estimate estimate_as_given(const ModelSpec& m, const ClusterSpec& c, const Paral
   e.model_flops = flops::model_flops_per_iteration(m, p.global_batch());
   e.hardware_flops = hardware_flops(e.schedule, m, p);
   set_rates(e);
-  e.max_memory_bytes = *std::max_element(e.eval.peak_memory_bytes.begin(), e.eval.peak_memory_bytes.end());
-  e.fits = e.max_memory_bytes <= c.gpu_memory_bytes;
+  set_fit(e);
   return e;
 }
 
@@ -204,6 +212,9 @@ nlohmann::json to_json(const Estimate& e) {
           {"peak_host_bytes", e.eval.peak_host_bytes},
           {"static_memory_bytes", e.costs.static_bytes},
           {"gpu_memory_bytes", e.cluster.gpu_memory_bytes},
+          {"memory_margin", e.cluster.memory_margin},
+          {"usable_memory_bytes", e.usable_memory_bytes},
+          {"headroom_bytes", e.headroom_bytes},
           {"fits", e.fits},
           {"cost_model", e.profile_source.empty() ? std::string("analytic") : "profiled: " + e.profile_source},
           {"cost_notes", e.costs.notes}};

@@ -42,7 +42,9 @@ struct Estimate {
   double hardware_flops = 0;        // per iteration, recomputation counted (flops.h)
   double hfu = 0;                   // hardware FLOPs per second per GPU over the GPU's peak
   double max_memory_bytes = 0;      // largest per-rank peak
-  bool fits = false;                // every rank's peak within gpu_memory_bytes
+  double usable_memory_bytes = 0;   // per GPU: gpu_memory_bytes less the cluster's memory_margin
+  std::vector<double> headroom_bytes;  // (ranks) usable_memory_bytes - the rank's peak; < 0: over
+  bool fits = false;                // every rank's peak within usable_memory_bytes
   std::string profile_source;       // the profile the costs came from; empty: analytic
 };
 
@@ -57,6 +59,8 @@ double recomputed_layer_samples(const schedules::Schedule& s, const ModelSpec& m
 double hardware_flops(const schedules::Schedule& s, const ModelSpec& m, const ParallelPlan& p);
 // Fills tokens_per_s, tflops_per_gpu, mfu and hfu from the iteration time and the FLOP counts.
 void set_rates(Estimate& e);
+// Fills max_memory_bytes, usable_memory_bytes, headroom_bytes and fits from the per-rank peaks.
+void set_fit(Estimate& e);
 
 // Resolves the schedule parameters the cost model chooses, writing the choice into the plan:
 //   merak: alpha1 absent or "auto" -> the largest alpha_1 whose peak memory fits every GPU

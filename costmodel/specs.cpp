@@ -159,6 +159,7 @@ nlohmann::json to_json(const ClusterSpec& c) {
           {"fast_group_bus_efficiency", c.fast_group_bus_efficiency},
           {"inter_node_bus_efficiency", c.inter_node_bus_efficiency},
           {"bus_efficiency_source", c.bus_efficiency_source},
+          {"memory_margin", c.memory_margin},
           {"source", c.source}};
 }
 
@@ -244,6 +245,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   c.fast_group_bus_efficiency = r.opt<double>("fast_group_bus_efficiency", 1.0);
   c.inter_node_bus_efficiency = r.opt<double>("inter_node_bus_efficiency", 1.0);
   c.bus_efficiency_source = r.opt<std::string>("bus_efficiency_source", "");
+  c.memory_margin = r.opt<double>("memory_margin", c.memory_margin);
   c.source = r.opt<std::string>("source", "");
   r.done();
   check(c);
@@ -328,6 +330,8 @@ void check(const ClusterSpec& c) {
                           {"fast_group_bus_efficiency", c.fast_group_bus_efficiency},
                           {"inter_node_bus_efficiency", c.inter_node_bus_efficiency}})
     if (!(v > 0 && v <= 1)) bad(w, field, num(v), "must be in (0, 1]");
+  if (!(c.memory_margin >= 0 && c.memory_margin < 1))
+    bad(w, "memory_margin", num(c.memory_margin), "must be in [0, 1): the fraction of GPU memory a plan leaves free");
 }
 
 void check(const ParallelPlan& p) {

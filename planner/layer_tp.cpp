@@ -136,7 +136,7 @@ LayerTpProblem layer_tp_problem(const ModelSpec& m, const ClusterSpec& c, const 
   pr.tp = p.tp;
   pr.overlapped = p.tp_overlap != schedules::TpOverlap::Blocking;
   pr.overlap_grad_reduce = p.overlap_grad_reduce;
-  pr.memory_bytes = c.gpu_memory_bytes;
+  pr.memory_bytes = c.usable_memory_bytes();
   for (int d = 1; d <= p.tp; d *= 2) {
     if (p.tp % d != 0 || m.num_heads % d != 0 || m.ffn_hidden_size % d != 0) continue;
     if (p.microbatch_size % (p.tp / d) != 0) continue;  // each replica runs whole samples

@@ -60,7 +60,7 @@ struct LayerTpProblem {
   std::vector<DegreeCosts> options;      // (p) the candidate degrees, ascending
   std::vector<std::vector<double>> allgather_s;  // (p, p) T_AG of a reshard between options i, j
   double fixed_bytes = 0;                // memory that no degree changes
-  double memory_bytes = 0;               // m of eq. (6): the GPU's
+  double memory_bytes = 0;               // m of eq. (6): the GPU's usable memory (memory_margin off)
 };
 
 // The problem for plan `p` (pp = 1, tp > 1) of model `m` on cluster `c`: every power-of-two
@@ -76,7 +76,7 @@ struct LayerTpBreakdown {
   double tp_comm_s = 0;       // every collective of the layers over the iteration (hidden or not)
   double grad_exposed_s = 0;  // gradient reduction not hidden behind the backward
   double memory_bytes = 0;    // left side of (6)
-  bool fits = false;          // memory_bytes <= the GPU's
+  bool fits = false;          // memory_bytes <= the GPU's usable memory
 };
 LayerTpBreakdown evaluate_layer_tp(const LayerTpProblem& pr, const std::vector<int>& choice);
 

@@ -78,7 +78,8 @@ Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan&
   out.hfu = e.hfu;
   out.max_memory_bytes = *std::max_element(e.eval.peak_memory_bytes.begin(), e.eval.peak_memory_bytes.end());
   out.bubble_fraction = e.eval.bubble_fraction;
-  fits = out.max_memory_bytes <= c.gpu_memory_bytes;
+  out.headroom_bytes = c.usable_memory_bytes() - out.max_memory_bytes;
+  fits = out.headroom_bytes >= 0;
   return out;
 }
 
@@ -124,7 +125,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   for (const ParallelPlan& p : points) {
     if (opt.progress && res.stats.considered % 64 == 0) opt.progress(res.stats.considered, static_cast<long>(points.size()));
     ++res.stats.considered;
-    if (opt.prune && memory_lower_bound_bytes(m, p) > res.cluster.gpu_memory_bytes) {
+    if (opt.prune && memory_lower_bound_bytes(m, p) > res.cluster.usable_memory_bytes()) {
       ++res.stats.pruned;
       continue;
     }

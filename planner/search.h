@@ -21,6 +21,7 @@ struct Candidate {
   double mfu = 0;                // model FLOPs utilisation (costmodel/flops.h)
   double hfu = 0;                // hardware FLOPs utilisation, recomputation counted
   double max_memory_bytes = 0;   // largest per-GPU peak
+  double headroom_bytes = 0;     // the cluster's usable memory (memory_margin off) less max_memory_bytes
   double bubble_fraction = 0;    // idle share of the pipeline (EvalResult::bubble_fraction)
 };
 
@@ -30,7 +31,7 @@ struct SearchStats {
   long rejected = 0;            // refused by a plan check or a schedule generator
   long evaluated = 0;           // run through the evaluator (balanced variants included)
   long balanced = 0;            // variants with balanced stage layers (planner/balance.h) added
-  long infeasible = 0;          // evaluated, and their peak memory exceeds the GPU's
+  long infeasible = 0;          // evaluated, and their peak memory exceeds the GPU's usable memory
   long schedules_compiled = 0;  // evaluators compiled (the rest reused one)
   double seconds = 0;           // wall time of the search
 };

@@ -9,9 +9,7 @@ costmodel::Estimate simulated_estimate(const costmodel::Estimate& e, const SimOp
   costmodel::Estimate s = e;
   s.eval = r.eval;
   costmodel::set_rates(s);
-  s.max_memory_bytes = r.eval.peak_memory_bytes.empty()
-                           ? 0 : *std::max_element(r.eval.peak_memory_bytes.begin(), r.eval.peak_memory_bytes.end());
-  s.fits = s.max_memory_bytes <= e.cluster.gpu_memory_bytes;
+  costmodel::set_fit(s);
   if (out) *out = std::move(r);
   return s;
 }

@@ -1,0 +1,126 @@
+// Fit with a margin (issue 17): a plan fits when every rank's peak leaves the cluster's
+// memory_margin of GPU memory free; estimate reports the headroom per rank, the planner refuses
+// plans inside the margin, and the CLI takes --memory-margin.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "costmodel/estimate.h"
+#include "costmodel/presets.h"
+#include "helpers.h"
+#include "planner/search.h"
+#include "schedules/error.h"
+
+namespace stagecraft {
+namespace {
+
+using costmodel::ClusterSpec;
+using costmodel::ModelSpec;
+using costmodel::ParallelPlan;
+
+ParallelPlan gpt_plan() {
+  ParallelPlan p;
+  p.dp = 4;
+  p.tp = 2;
+  p.pp = 2;
+  p.num_microbatches = 8;
+  p.schedule = "1f1b";
+  return p;
+}
+
+TEST(MemoryMargin, DefaultCitedAndRangeChecked) {
+  ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  EXPECT_DOUBLE_EQ(c.memory_margin, 0.15);
+  EXPECT_DOUBLE_EQ(c.usable_memory_bytes(), 0.85 * c.gpu_memory_bytes);
+  nlohmann::json j = costmodel::to_json(c);
+  EXPECT_DOUBLE_EQ(costmodel::cluster_from_json(j).memory_margin, 0.15);
+  j["memory_margin"] = 0.3;
+  EXPECT_DOUBLE_EQ(costmodel::cluster_from_json(j).memory_margin, 0.3);
+  for (double bad : {1.0, -0.1}) {
+    j["memory_margin"] = bad;
+    try {
+      costmodel::cluster_from_json(j);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("memory_margin"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("[0, 1)"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(MemoryMargin, HeadroomPerRankIsUsableLessPeak) {
+  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  const costmodel::Estimate e = costmodel::estimate(m, c, gpt_plan());
+  ASSERT_EQ(e.headroom_bytes.size(), e.eval.peak_memory_bytes.size());
+  EXPECT_DOUBLE_EQ(e.usable_memory_bytes, 0.85 * c.gpu_memory_bytes);
+  for (size_t r = 0; r < e.headroom_bytes.size(); ++r)
+    EXPECT_DOUBLE_EQ(e.headroom_bytes[r], e.usable_memory_bytes - e.eval.peak_memory_bytes[r]);
+  EXPECT_EQ(e.fits, *std::min_element(e.headroom_bytes.begin(), e.headroom_bytes.end()) >= 0);
+  const nlohmann::json j = costmodel::to_json(e);
+  EXPECT_EQ(j["headroom_bytes"].size(), e.headroom_bytes.size());
+  EXPECT_DOUBLE_EQ(j["memory_margin"].get<double>(), 0.15);
+}
+
+// A GPU of 1.1 peaks: the plan fits with a 5% margin and not with 15%, the peaks unchanged.
+TEST(MemoryMargin, TheMarginDecidesTheFit) {
+  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  const double peak = costmodel::estimate(m, c, gpt_plan()).max_memory_bytes;
+  c.gpu_memory_bytes = 1.1 * peak;
+  c.memory_margin = 0.05;
+  const costmodel::Estimate loose = costmodel::estimate(m, c, gpt_plan());
+  EXPECT_TRUE(loose.fits);
+  c.memory_margin = 0.15;
+  const costmodel::Estimate tight = costmodel::estimate(m, c, gpt_plan());
+  EXPECT_FALSE(tight.fits);
+  EXPECT_DOUBLE_EQ(tight.max_memory_bytes, loose.max_memory_bytes);
+  EXPECT_LT(*std::min_element(tight.headroom_bytes.begin(), tight.headroom_bytes.end()), 0);
+}
+
+// The planner's best plan without a margin uses more than a tight margin allows; with that
+// margin the planner refuses it, and every plan it keeps leaves the margin free.
+TEST(MemoryMargin, PlannerRefusesPlansInsideTheMargin) {
+  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  c.nodes = 1;
+  planner::PlanSpace s;
+  s.global_batch = 16;
+  s.microbatch_sizes = {1, 2};
+  s.schedules = {{"1f1b", 0}, {"gpipe", 0}};
+  c.memory_margin = 0;
+  const planner::SearchResult free_run = planner::search(m, c, s);
+  ASSERT_FALSE(free_run.best.empty());
+  const double first = free_run.best.front().max_memory_bytes;
+  c.memory_margin = 1 - 0.99 * first / c.gpu_memory_bytes;  // the unconstrained best no longer fits
+  const planner::SearchResult tight = planner::search(m, c, s);
+  ASSERT_FALSE(tight.best.empty());
+  EXPECT_GT(tight.stats.pruned + tight.stats.infeasible, free_run.stats.pruned + free_run.stats.infeasible);
+  for (const planner::Candidate& k : tight.best) {
+    EXPECT_LE(k.max_memory_bytes, c.usable_memory_bytes());
+    EXPECT_DOUBLE_EQ(k.headroom_bytes, c.usable_memory_bytes() - k.max_memory_bytes);
+    EXPECT_GE(k.iteration_time_s, free_run.best.front().iteration_time_s);
+  }
+  EXPECT_NE(costmodel::to_json(tight.best.front().plan), costmodel::to_json(free_run.best.front().plan));
+}
+
+TEST(MemoryMargin, CliFlagAndHeadroomLines) {
+  const std::string cfg = "--model gpt3-7.5b --cluster h100-nvl-ib-64 --tp 2 --pp 2 --microbatches 8";
+  auto r = test::run_cli("estimate " + cfg + " --memory-margin 0.2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("less a margin of 20%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("headroom"), std::string::npos) << r.out;
+  r = test::run_cli("estimate " + cfg + " --memory-margin 0.2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["memory_margin"].get<double>(), 0.2);
+  r = test::run_cli("estimate " + cfg + " --memory-margin 1.5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--memory-margin = 1.5"), std::string::npos) << r.err;
+  r = test::run_cli("compare " + cfg + " --schedules 1f1b,gpipe");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("headroom"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace stagecraft
