@@ -332,11 +332,17 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
                    (last ? memory::head_activation_bytes(m, bb, t, sp) : 0);
     sc.act_bytes = sb * (n * layer.act_bytes + extra);
     sc.ckpt_bytes = sb * (n * layer.ckpt_bytes + extra);
+    // A backward's working set comes on top of everything held: the head's first on the last
+    // stage, then one layer's at a time (the layers behind it already freed), so the larger.
+    sc.work_bytes = sb * std::max(n > 0 ? memory::layer_backward_working_bytes(m, bb, t, sp) : 0.0,
+                                  last ? memory::head_backward_working_bytes(m, bb, t, sp) : 0.0);
     if (prof && !selective && !sp) {
       const auto& [layer_m, head_m, embed_m] = measured_at(bb);
       double head_x = last ? head_m.activation_bytes : 0, embed_x = first ? embed_m.activation_bytes : 0;
       sc.act_bytes = sb * (n * layer_m.activation_bytes + head_x + embed_x);
       sc.ckpt_bytes = sb * (n * checkpoints_per_layer(mode, t) * layer_m.checkpoint_bytes + head_x + embed_x);
+      if (layer_m.backward_working_bytes > 0 && (!last || head_m.backward_working_bytes > 0))
+        sc.work_bytes = sb * std::max(n > 0 ? layer_m.backward_working_bytes : 0.0, last ? head_m.backward_working_bytes : 0.0);
     }
     sc.offload_s = sc.act_bytes / c.host_link_bandwidth_Bps;
     sc.reload_s = sc.offload_s;

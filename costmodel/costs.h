@@ -30,6 +30,9 @@ struct StageCost {        // one stage, one microbatch
   double reload_s = 0;    // and back
   double act_bytes = 0;   // activations F keeps for the backward, no recomputation
   double ckpt_bytes = 0;  // what F keeps when the stage is fully recomputed (layer inputs)
+  double work_bytes = 0;  // transient working memory of one B (or I) of the stage, above what
+                          // the forwards keep: its layers' backward working set, the head's on
+                          // the last stage (memory::layer_backward_working_bytes, or profiled)
   // Tensor-parallel all-reduces folded into the durations above (Megatron: two per layer in F
   // and R, two in I and B); engines that simulate them explicitly subtract these.
   int tp_allreduces_f = 0;        // all-reduces inside one F (and one full R)

@@ -18,7 +18,8 @@ using schedules::Schedule;
 namespace {
 
 // kAllocRLayer / kFreeFused: an R fused with its backward (costmodel::recompute_fused_with_backward).
-enum MemWhat : std::uint8_t { kAllocF, kAllocR, kAllocRLayer, kFree, kFreeFused, kOffloadEnd, kReloadStart, kReloadEnd };
+// kWorkStart / kWorkEnd: a backward's (B or I) working set, held while it runs (StageCost::work_bytes).
+enum MemWhat : std::uint8_t { kAllocF, kAllocR, kAllocRLayer, kFree, kFreeFused, kOffloadEnd, kReloadStart, kReloadEnd, kWorkStart, kWorkEnd };
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
@@ -313,7 +314,13 @@ void Evaluator::compile() {
           hd.emplace_back(a.stage, +1);
           break;
         case Op::R: mc.push_back({me, false, a.stage, fused[key(a.stage, a.microbatch)] ? kAllocRLayer : kAllocR, a.fraction}); break;
+        case Op::I:
+          mc.push_back({me, false, a.stage, kWorkStart, 0});
+          mc.push_back({me, true, a.stage, kWorkEnd, 0});
+          break;
         case Op::B: case Op::W:
+          if (a.op == Op::B) mc.push_back({me, false, a.stage, kWorkStart, 0});
+          if (a.op == Op::B) mc.push_back({me, true, a.stage, kWorkEnd, 0});
           if (a.op == Op::B && fused[key(a.stage, a.microbatch)])
             mc.push_back({me, true, a.stage, kFreeFused, fr(a.stage, a.microbatch)});
           else
@@ -323,6 +330,8 @@ void Evaluator::compile() {
         case Op::OVERLAP_F_B:
           mc.push_back({me, false, a.stage, kAllocF, fr(a.stage, a.microbatch)});
           hd.emplace_back(a.stage, +1);
+          mc.push_back({me, false, a.b_stage, kWorkStart, 0});
+          mc.push_back({me, true, a.b_stage, kWorkEnd, 0});
           if (a.b_op == Op::B) {
             if (fused[key(a.b_stage, a.b_microbatch)])
               mc.push_back({me, true, a.b_stage, kFreeFused, fr(a.b_stage, a.b_microbatch)});
@@ -466,9 +475,13 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
           case kOffloadEnd: gpu -= stored; host += stored; break;
           case kReloadStart: gpu += stored; break;
           case kReloadEnd: host -= stored; break;
+          case kWorkStart: gpu += sc.work_bytes; break;
+          case kWorkEnd: gpu -= sc.work_bytes; break;
         }
       };
-      auto frees = [](const MemOp& op) { return op.what == kFree || op.what == kFreeFused || op.what == kOffloadEnd || op.what == kReloadEnd; };
+      auto frees = [](const MemOp& op) {
+        return op.what == kFree || op.what == kFreeFused || op.what == kOffloadEnd || op.what == kReloadEnd || op.what == kWorkEnd;
+      };
       double gpu = 0, host = 0, peak_gpu = 0, peak_host = 0;
       size_t i = 0, j = 0;
       while (i < a.size() || j < b.size()) {

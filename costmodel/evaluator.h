@@ -47,7 +47,8 @@ struct EvalResult {
   double mean_idle_fraction = 0;    // mean over ranks of idle_s / T
   std::vector<double> peak_activations;       // (ranks) microbatches held at the peak, weighted by
                                               // stage size: 1 = one microbatch through L/p layers
-  std::vector<double> peak_activation_bytes;  // (ranks) on the GPU, from the timeline
+  std::vector<double> peak_activation_bytes;  // (ranks) on the GPU, from the timeline: activations
+                                              // plus the working set of a backward in progress
   std::vector<double> peak_memory_bytes;      // (ranks) static + peak activations
   std::vector<double> peak_host_bytes;        // (ranks) offloaded activations at the peak
   std::vector<std::vector<std::pair<double, double>>> memory_timeline;  // (ranks) (time_s, bytes): the

@@ -1,5 +1,7 @@
 #include "costmodel/memory.h"
 
+#include <algorithm>
+
 #include "costmodel/flops.h"
 
 namespace stagecraft::costmodel::memory {
@@ -25,6 +27,17 @@ double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp) {
 
 double layer_checkpoint_bytes(const ModelSpec& m, int b, int t, bool sp) {
   return 2.0 * sbh(m, b) * scale(m) / (sp ? t : 1);
+}
+
+double layer_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp) {
+  const double softmax_pair = 2.0 * D(m.num_heads) * D(m.seq_length) * D(m.seq_length) * D(b) / t;
+  const double gelu_pair = 2.0 * D(m.ffn_hidden_size) * D(m.seq_length) * D(b) / t;
+  const double output_grad = D(m.seq_length) * D(b) * D(m.hidden_size) / (sp ? t : 1);
+  return (std::max(softmax_pair, gelu_pair) + output_grad) * D(m.bytes_per_activation);
+}
+
+double head_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp) {
+  return 4.0 * D(m.seq_length) * D(b) * D(m.vocab_size) / t + sbh(m, b) * scale(m) * 2.0 / (sp ? t : 1);
 }
 
 double embedding_activation_bytes(const ModelSpec& m, int b, int t, bool sp) { return sbh(m, b) / (sp ? t : 1); }

@@ -27,6 +27,18 @@ double embedding_activation_bytes(const ModelSpec& m, int b, int t = 1, bool sp 
 // cross-entropy, 4sbV/t (Korthikanti Sec. 4.3).
 double head_activation_bytes(const ModelSpec& m, int b, int t, bool sp = false);
 
+// Working memory of one layer's backward (transient, on top of what the forwards keep): the
+// largest pair of same-shaped gradients alive together, the softmax's output and input
+// gradients (2as^2b/t elements) or the GELU's (2fsb/t), plus the gradient of the layer's output
+// (sbh, /t with sp). An estimate from the backward's data flow (no paper gives this term; with
+// flash attention the softmax pair is never materialised, so the GELU pair rules); `stagecraft
+// profile` measures it (docs/memory.md).
+double layer_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp = false);
+
+// Working memory of the head's backward: the logits' gradient in 32-bit (4sbV/t) and the final
+// norm's input gradient (sbh, /t with sp). Same estimate as above.
+double head_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp = false);
+
 // Bytes of one point-to-point activation or gradient message between stages: sbh elements,
 // a 1/t slice of them with sequence parallelism (each tp rank sends its part).
 double boundary_message_bytes(const ModelSpec& m, int b, int t = 1, bool sp = false);

@@ -71,6 +71,7 @@ LayerCost from_entry(const LayerProfile& l) {
   c.r_s = l.recompute.median_s;
   c.activation_bytes = l.activation_bytes;
   c.checkpoint_bytes = l.checkpoint_bytes;
+  c.backward_working_bytes = l.backward_working_bytes;
   return c;
 }
 
@@ -113,7 +114,7 @@ nlohmann::json to_json(const Profile& p) {
                       {"forward", meas_json(l.forward)}, {"backward", meas_json(l.backward)},
                       {"backward_input", meas_json(l.backward_input)}, {"backward_weight", meas_json(l.backward_weight)},
                       {"recompute", meas_json(l.recompute)}, {"activation_bytes", l.activation_bytes},
-                      {"checkpoint_bytes", l.checkpoint_bytes}});
+                      {"checkpoint_bytes", l.checkpoint_bytes}, {"backward_working_bytes", l.backward_working_bytes}});
   for (const auto& c : p.collectives)
     colls.push_back({{"op", c.op}, {"ranks", c.ranks}, {"bytes", c.bytes}, {"time", meas_json(c.time)},
                      {"algbw_Bps", c.algbw_Bps}, {"busbw_Bps", c.busbw_Bps}});
@@ -161,6 +162,7 @@ Profile profile_fields(const nlohmann::json& j) {
       l.tp = schedules::json_int_or(e, "tp", 1, lw);
       l.activation_bytes = e.value("activation_bytes", 0.0);
       l.checkpoint_bytes = e.value("checkpoint_bytes", 0.0);
+      l.backward_working_bytes = e.value("backward_working_bytes", 0.0);
     } catch (const nlohmann::json::exception& ex) {
       throw InputError("profile: " + w + ": " + ex.what());
     }
@@ -226,6 +228,12 @@ LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelS
                                           : ratio;
     c.activation_bytes = l->activation_bytes * ratio;
     c.checkpoint_bytes = l->checkpoint_bytes * cratio;
+    const double wratio = kind == "transformer" ? memory::layer_backward_working_bytes(m, b, tp) /
+                                                      memory::layer_backward_working_bytes(e, l->microbatch_size, l->tp)
+                          : kind == "head" ? memory::head_backward_working_bytes(m, b, tp) /
+                                                 memory::head_backward_working_bytes(e, l->microbatch_size, l->tp)
+                                           : ratio;
+    c.backward_working_bytes = l->backward_working_bytes * wratio;
   };
   for (const auto* l : cand)
     if (std::fabs(w_of(l) - q) <= 1e-9 * q && l->hidden_size == m.hidden_size && l->seq_length == m.seq_length &&
@@ -233,6 +241,7 @@ LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelS
       LayerCost c = from_entry(*l);
       c.activation_bytes = l->activation_bytes;
       c.checkpoint_bytes = l->checkpoint_bytes;
+      c.backward_working_bytes = l->backward_working_bytes;
       c.note = "measured " + shape(*l);
       return c;
     }

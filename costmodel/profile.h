@@ -41,6 +41,9 @@ struct LayerProfile {
   Measurement recompute;             // forward again from the saved input
   double activation_bytes = 0;       // saved for the backward, one microbatch, no recomputation
   double checkpoint_bytes = 0;       // saved with full recomputation
+  double backward_working_bytes = 0; // peak of one backward above what it started with, its output
+                                     // gradient included (head: of the head and one layer under
+                                     // it, as a last stage runs them); 0: not measured
 };
 
 struct CollectiveProfile {
@@ -68,6 +71,7 @@ Profile load_profile(const std::string& path);
 struct LayerCost {
   double f_s = 0, b_s = 0, i_s = 0, w_s = 0, r_s = 0;
   double activation_bytes = 0, checkpoint_bytes = 0;
+  double backward_working_bytes = 0;  // 0: not measured (the analytic estimate applies)
   bool extrapolated = false;   // outside the measured grid
   std::string note;            // what was interpolated or extrapolated from
 };

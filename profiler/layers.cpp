@@ -29,6 +29,25 @@ double kept_bytes(const torch::Device& d, const std::function<torch::Tensor()>& 
   return static_cast<double>(runtime::device_allocated_bytes(d) - before);
 }
 
+// Peak bytes of backpropagating `f`'s result from an output gradient (drawn, not zeros), above
+// what was allocated before the gradient: the backward's working set, net of the saved tensors
+// it frees on the way. As in a training step after the first: the part's gradients exist (the
+// runtime keeps them, as Megatron-LM's gradient buffer), the input's gradient is new.
+double backward_working_bytes(const torch::Device& d, const runtime::GptPart& part, torch::Tensor& input,
+                              const std::function<torch::Tensor()>& f) {
+  if (!d.is_cuda()) runtime::install_cpu_memory_counter();
+  for (const auto& np : part.named_parameters()) np.second.mutable_grad() = torch::zeros_like(np.second);
+  input.mutable_grad().reset();
+  torch::Tensor y = f();
+  runtime::synchronize(d);
+  const std::int64_t before = runtime::device_allocated_bytes(d);
+  runtime::reset_device_peak(d);
+  if (y.dim() == 0) y.backward();
+  else y.backward(torch::randn_like(y));
+  runtime::synchronize(d);
+  return static_cast<double>(runtime::device_peak_bytes(d) - before);
+}
+
 template <class F>
 costmodel::Measurement time_it(const LayerGridOptions& o, const torch::Device& d, F&& f) {
   for (int i = 0; i < o.warmup; ++i) f();
@@ -134,6 +153,7 @@ void profile_shape(const LayerGridOptions& o, const torch::Device& d, int h, int
   fill_times(o, d, [&] { return layer.layers(x, 0, 1).sum(); }, lp);
   lp.activation_bytes = kept_bytes(d, [&] { return layer.layers(x, 0, 1); });
   lp.checkpoint_bytes = static_cast<double>(x.numel() * x.element_size());  // the layer input
+  lp.backward_working_bytes = backward_working_bytes(d, layer, x, [&] { return layer.layers(x, 0, 1); });
   out.push_back(lp);
   // Embedding (a lookup) and head (final norm, logits, loss).
   runtime::GptPart emb(m, {0, 0, true, false}, 0, t, 7, d);
@@ -145,6 +165,9 @@ void profile_shape(const LayerGridOptions& o, const torch::Device& d, int h, int
   costmodel::LayerProfile lh = base("head", o, h, a, s, b, t);
   fill_times(o, d, [&] { return head.loss(x, tokens); }, lh);
   lh.activation_bytes = lh.checkpoint_bytes = kept_bytes(d, [&] { return head.loss(x, tokens); });
+  // A last stage backpropagates the head, then its layers: measured on the head over one layer.
+  runtime::GptPart tail(m, {0, 1, false, true}, 0, t, 7, d);
+  lh.backward_working_bytes = backward_working_bytes(d, tail, x, [&] { return tail.loss(tail.layers(x, 0, 1), tokens); });
   out.push_back(lh);
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "costmodel/costs.h"
 #include "schedules/error.h"
 
 namespace stagecraft::runtime {
@@ -33,6 +34,9 @@ struct MbState {
   torch::Tensor output;    // (b, s, h) stage output with its graph; () loss on the last stage
   torch::Tensor host_ckpt; // (b, s, h) checkpoint offloaded to host memory
   int recompute_layers = 0;  // k: layers run without a graph in F and again in R
+  bool per_layer = false;    // R runs inside the B, layer by layer (Megatron's per-layer checkpoints)
+  std::vector<torch::Tensor> layer_in;       // (k - 1) x (b, s, h) inputs of layers 1..k-1 (layer 0's: ckpt)
+  std::vector<torch::Tensor> host_layer_in;  // the same, offloaded
   std::shared_ptr<TpMicrobatch> tp;  // sub-batches of a stage run with tp overlap (null: blocking)
 };
 
@@ -59,6 +63,8 @@ struct Executor::Impl {
   AdamW* opt = nullptr;
   const std::vector<Action>* list = nullptr;
   std::map<Key, double> recompute_fraction;   // from this rank's R actions
+  std::set<Key> per_layer_recompute;          // R directly before its B: recomputed layer by layer in
+                                              // the B (costmodel::recompute_fused_with_backward)
   // Per-iteration state.
   std::map<Key, MbState> states;
   std::map<Key, torch::Tensor> recv_f;        // (b, s, h) received activations
@@ -162,6 +168,7 @@ struct Executor::Impl {
     if (it != recv_f.end()) {
       torch::Tensor t = it->second;
       recv_f.erase(it);
+      tag_tensor(t, MemCategory::Activations);  // the stage's input, kept for its backward
       return t;
     }
     int prev = cfg.schedule->prev_stage(stage);
@@ -178,6 +185,7 @@ struct Executor::Impl {
       if (it == from->end()) continue;
       torch::Tensor t = it->second;
       from->erase(it);
+      tag_tensor(t, MemCategory::Backward);
       return t;
     }
     throw Error("runtime: backward of stage " + std::to_string(stage) + " mb " + std::to_string(mb) +
@@ -205,7 +213,16 @@ struct Executor::Impl {
       torch::Tensor h;
       {
         torch::NoGradGuard ng;
-        h = P.layers(st.ckpt, 0, st.recompute_layers);
+        st.per_layer = per_layer_recompute.count({stage, mb}) > 0;
+        if (st.per_layer) {  // keep every recomputed layer's input, as Megatron's per-layer checkpoints
+          h = st.ckpt;
+          for (int j = 0; j < st.recompute_layers; ++j) {
+            if (j > 0) st.layer_in.push_back(h);
+            h = P.layers(h, j, j + 1);
+          }
+        } else {
+          h = P.layers(st.ckpt, 0, st.recompute_layers);
+        }
       }
       st.mid_leaf = h.detach().requires_grad_(true);
       x = st.mid_leaf;
@@ -271,9 +288,23 @@ struct Executor::Impl {
     AutocastScope autocast(cfg.device, cfg.precision);
     // Overlapped stages recompute inside their backward, layer by layer as it reaches them
     // (merak with pass barriers, cross-pass and oases jointly: schedules/tp_overlap.h).
-    if (st.tp) return;
+    if (st.tp || st.per_layer) return;  // per layer: inside the B (backward_per_layer)
     if (!st.ckpt.defined()) throw Error("runtime: R of stage " + std::to_string(stage) + " before its checkpoint was reloaded");
     st.mid = part(stage).layers(st.ckpt, 0, st.recompute_layers);
+  }
+
+  // The recomputed layers' backward, last first: each layer rebuilt from its kept input just
+  // before its own backward, so one layer's activations live at a time; ends with ckpt.grad().
+  void backward_per_layer(int stage, MbState& st, torch::Tensor g) {
+    if (!st.ckpt.defined()) throw Error("runtime: B of stage " + std::to_string(stage) + " before its checkpoint was reloaded");
+    AutocastScope autocast(cfg.device, cfg.precision);
+    GptPart& P = part(stage);
+    for (int j = st.recompute_layers - 1; j >= 0; --j) {
+      torch::Tensor x = j == 0 ? st.ckpt : st.layer_in[static_cast<size_t>(j - 1)].detach().requires_grad_(true);
+      P.layers(x, j, j + 1).backward(g);
+      g = x.grad();
+      if (j > 0) st.layer_in[static_cast<size_t>(j - 1)] = torch::Tensor();
+    }
   }
 
   void backward(int stage, int mb, bool split) {
@@ -292,7 +323,9 @@ struct Executor::Impl {
     } else {
       st.output.backward(take_output_grad(stage, mb));
     }
-    if (st.recompute_layers > 0) {
+    if (st.recompute_layers > 0 && st.per_layer) {
+      backward_per_layer(stage, st, st.mid_leaf.grad());
+    } else if (st.recompute_layers > 0) {
       if (!st.mid.defined()) throw Error("runtime: backward of recomputed stage " + std::to_string(stage) + " before its R");
       st.mid.backward(st.mid_leaf.grad());
     }
@@ -576,9 +609,13 @@ struct Executor::Impl {
   void start_bucket(const std::vector<torch::Tensor>& params, size_t span, int stage, std::vector<Bucket>& into) {
     compat::Group& g = grad_group(stage);
     if (g.size() == 1) return;
+    MemoryScope scope(MemCategory::Communication);
     std::vector<torch::Tensor> flat;
     for (const auto& p : params) {
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      if (!p.grad().defined()) {
+        p.mutable_grad() = torch::zeros_like(p);
+        tag_tensor(p.grad(), MemCategory::Gradients);
+      }
       flat.push_back(p.grad().reshape({-1}));
     }
     Bucket b;
@@ -593,6 +630,7 @@ struct Executor::Impl {
   // Sums over dp (and over the copies of a part in several chains), then divides by dp: the
   // copies' gradients are partial sums over their chain's microbatches.
   void finish_reductions(std::vector<Bucket>& list) {
+    MemoryScope scope(MemCategory::Communication);
     const double inv = 1.0 / cfg.dp->size();
     for (Bucket& b : list) {
       if (cfg.zero > 0) {
@@ -676,14 +714,22 @@ struct Executor::Impl {
     MbState& st = states.at({stage, mb});
     st.host_ckpt = host_buffer_like(st.ckpt, cfg.device);  // pinned on a GPU: the copy is asynchronous
     st.host_ckpt.copy_(st.ckpt.detach(), /*non_blocking=*/cfg.device.is_cuda());
+    for (const torch::Tensor& t : st.layer_in) {
+      st.host_layer_in.push_back(host_buffer_like(t, cfg.device));
+      st.host_layer_in.back().copy_(t, /*non_blocking=*/cfg.device.is_cuda());
+    }
     // Without recomputed layers the checkpoint is also the graph's input: keep it linked.
-    if (st.recompute_layers > 0) st.ckpt = torch::Tensor();
+    if (st.recompute_layers > 0) st.ckpt = torch::Tensor(), st.layer_in.clear();
   }
 
   void reload(int stage, int mb) {
     MbState& st = states.at({stage, mb});
-    if (!st.ckpt.defined()) st.ckpt = st.host_ckpt.to(cfg.device, /*non_blocking=*/cfg.device.is_cuda()).requires_grad_(true);
+    if (!st.ckpt.defined()) {
+      st.ckpt = st.host_ckpt.to(cfg.device, /*non_blocking=*/cfg.device.is_cuda()).requires_grad_(true);
+      for (const torch::Tensor& t : st.host_layer_in) st.layer_in.push_back(t.to(cfg.device, /*non_blocking=*/cfg.device.is_cuda()));
+    }
     st.host_ckpt = torch::Tensor();  // the copy is stream-ordered: the pinned buffer may go
+    st.host_layer_in.clear();
   }
 
   void compute(const Action& a) {
@@ -693,19 +739,46 @@ struct Executor::Impl {
       case Op::I: wait_inputs(a.stage, a.microbatch, true); backward(a.stage, a.microbatch, true); break;
       case Op::W: weight(a.stage, a.microbatch); break;
       case Op::R: wait_inputs(a.stage, a.microbatch, true); recompute(a.stage, a.microbatch); break;
-      case Op::OVERLAP_F_B:
+      case Op::OVERLAP_F_B: {
         wait_inputs(a.stage, a.microbatch, false);
         forward(a.stage, a.microbatch);
+        MemoryScope scope(MemCategory::Backward);
         wait_inputs(a.b_stage, a.b_microbatch, true);
         backward(a.b_stage, a.b_microbatch, a.b_op == Op::I);
         break;
+      }
       case Op::OPTIMIZER: optimizer(); break;
       default: break;
     }
   }
 
+  // What an action's allocations are, until retagged (memory_counter.h).
+  static MemCategory category_of(Op op) {
+    switch (op) {
+      case Op::RECV_F: case Op::RECV_B: return MemCategory::Received;
+      case Op::SEND_F: case Op::SEND_B: case Op::REDUCE_GRAD: return MemCategory::Communication;
+      case Op::OFFLOAD: return MemCategory::OffloadHost;
+      case Op::B: case Op::I: case Op::W: return MemCategory::Backward;
+      case Op::OPTIMIZER: return MemCategory::OptimizerStates;
+      default: return MemCategory::Activations;  // F, R, RELOAD, OVERLAP_F_B's forward
+    }
+  }
+
+  // Gradients a backward produced leave its working memory for their own category.
+  void tag_gradients() {
+    if (!cpu_memory_counter_installed()) return;
+    for (const auto& [stage, P] : parts)
+      for (const auto& np : P->named_parameters()) tag_tensor(np.second.grad(), MemCategory::Gradients);
+  }
+
   void execute(const Action& a, size_t span) {
     position = span;
+    MemoryScope scope(category_of(a.op));
+    struct TagAfter {  // also when the action throws
+      Impl* m;
+      bool on;
+      ~TagAfter() { if (on) m->tag_gradients(); }
+    } tag_after{this, a.op == Op::B || a.op == Op::I || a.op == Op::W || a.op == Op::OVERLAP_F_B};
     switch (a.op) {
       case Op::SEND_F: case Op::SEND_B: post_send(a); break;
       case Op::RECV_F: case Op::RECV_B: post_recv(a, span); break;
@@ -737,6 +810,8 @@ Executor::Executor(ExecConfig cfg, std::map<int, GptPart*> parts, AdamW* optimiz
   for (size_t i = 0; i < impl_->list->size(); ++i) {
     const Action& a = (*impl_->list)[i];
     if (a.op == Op::R) impl_->recompute_fraction[{a.stage, a.microbatch}] = a.fraction;
+    if (a.op == Op::R && costmodel::recompute_fused_with_backward(*impl_->list, i))
+      impl_->per_layer_recompute.insert({a.stage, a.microbatch});
     if (a.op == Op::REDUCE_GRAD && !computed.count(a.stage)) impl_->deferred_reduce.insert(i);
     if (schedules::is_compute(a.op) && a.op != Op::OPTIMIZER) computed.insert(a.stage);
     if (a.op == Op::OVERLAP_F_B) computed.insert(a.b_stage);
@@ -790,6 +865,7 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
   tl.resolve();  // on a GPU: waits for the iteration's kernels, then reads the events
   m.rec.time_s = tl.resolved_at_s() - tl.seconds(step_mark);
   m.rec.peak_bytes = device_peak_bytes(m.cfg.device);
+  if (!m.cfg.device.is_cuda() && cpu_memory_counter_installed()) m.rec.peak_breakdown = cpu_peak_breakdown();
   m.rec.tp_collectives = tp.collectives - collectives_before;
   for (PieceMarks& pm : m.piece_marks) {
     if (pm.end_mark < 0) throw Error("runtime: a tp piece of action " + std::to_string(pm.span.position) + " never ended");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/memory_counter.h"
 #include "runtime/model.h"
 #include "runtime/optim.h"
 #include "runtime/tp_pieces.h"
@@ -46,6 +47,8 @@ struct StepRecord {
                                   // (overlap_grad_reduce)
   std::int64_t peak_bytes = -1;   // peak bytes in tensors on the device during the step
                                   // (device_peak_bytes after a reset at its start; -1: not counted)
+  MemBreakdown peak_breakdown{};  // bytes per category at that peak (CPU counting allocator,
+                                  // memory_counter.h; all zero where nothing tags allocations)
   double grad_sq = 0;             // sum of squared gradients of this rank's parameters at OPTIMIZER
                                   // (a diagnostic for comparing runs of one plan)
 };

@@ -34,12 +34,17 @@ void AdamW::shard(const std::vector<Owned>& owned) {
 void AdamW::update(size_t i) {
   const double bc1 = 1 - std::pow(opt_.beta1, static_cast<double>(step_));
   const double bc2_sqrt = std::sqrt(1 - std::pow(opt_.beta2, static_cast<double>(step_)));
-  torch::Tensor p = params_[i].second;
+  torch::Tensor param = params_[i].second, p = param;
   torch::Tensor g = p.grad();
   if (!g.defined()) throw Error("runtime: parameter " + params_[i].first + " has no gradient at the optimizer step");
+  // The gradient stays allocated, zeroed for the next step's accumulation, as Megatron-LM's
+  // gradient buffer does (and as the cost model counts it: resident all the time).
+  struct ZeroAfter {
+    torch::Tensor& grad;
+    ~ZeroAfter() { grad.zero_(); }
+  } zero_after{param.mutable_grad()};
   if (sharded_) {  // the owned elements only, as flat views of the parameter and its gradient
     const auto [off, len] = own_[i];
-    p.mutable_grad().reset();
     if (len == 0) return;
     p = p.view({-1}).narrow(0, off, len);
     g = g.reshape({-1}).narrow(0, off, len);
@@ -49,7 +54,6 @@ void AdamW::update(size_t i) {
   v_[i].mul_(opt_.beta2).addcmul_(g, g, 1 - opt_.beta2);
   torch::Tensor denom = (v_[i].sqrt() / bc2_sqrt).add_(opt_.eps);
   p.addcdiv_(m_[i], denom, -opt_.lr / bc1);
-  if (!sharded_) p.mutable_grad().reset();
 }
 
 size_t AdamW::index_of(const torch::Tensor& p) const {

@@ -22,7 +22,8 @@ struct AdamWOptions {
 class AdamW {
  public:
   AdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions opt);
-  // One update from the parameters' .grad, then the gradients are dropped. Parameters in
+  // One update from the parameters' .grad, then the gradients are zeroed (kept allocated, as
+  // Megatron-LM's gradient buffer). Parameters in
   // `later` are left alone, gradients included: update_late() applies their share of this
   // step afterwards (FOLD3D's deferred reduction).
   void step(const std::vector<torch::Tensor>& later = {});

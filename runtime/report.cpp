@@ -82,6 +82,7 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
                         {"optimizer_state_bytes", r.value("optimizer_state_bytes", std::int64_t{0})},
                         {"peak_rss_bytes", r.value("peak_rss_bytes", std::int64_t{0})},
                         {"p2p_groups_per_step", r["steps"].empty() ? 0L : r["steps"][0].value("p2p_groups", 0L)}});
+    if (r.contains("peak_breakdown_bytes")) per_rank.back()["peak_breakdown_bytes"] = r["peak_breakdown_bytes"];
   }
   // Throughput with the model FLOPs of costmodel/flops.h (Narayanan et al., SC'21: the work of
   // the model, recomputation not counted; MFU = model_flops_per_s / the device's peak) and the

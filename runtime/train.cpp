@@ -120,6 +120,7 @@ void make_groups(Run& r) {
 }
 
 void build_model(Run& r) {
+  MemoryScope scope(MemCategory::Parameters);  // what the parts allocate is their weights
   const auto& s = r.plan.schedule;
   std::map<int, GptPart*> by_stage;
   std::map<int, compat::Group*> grad_groups;
@@ -139,7 +140,10 @@ void build_model(Run& r) {
   AdamWOptions ao;
   ao.lr = r.opt.lr;
   ao.weight_decay = r.opt.weight_decay;
-  r.optim = std::make_unique<AdamW>(params, ao);
+  {
+    MemoryScope states(MemCategory::OptimizerStates);  // AdamW allocates its moments up front
+    r.optim = std::make_unique<AdamW>(params, ao);
+  }
   ExecConfig c;
   c.schedule = &r.plan.schedule;
   c.pp_rank = r.me[2];
@@ -223,6 +227,13 @@ json pieces_json(const StepRecord& rec) {
   return a;
 }
 
+// Bytes per category, named as memory_counter.h names them.
+json breakdown_json(const MemBreakdown& b) {
+  json j = json::object();
+  for (int c = 0; c < kMemCategories; ++c) j[mem_category_name(static_cast<MemCategory>(c))] = b[static_cast<size_t>(c)];
+  return j;
+}
+
 void train_loop(Run& r) {
   const auto t0 = Clock::now();
   const auto& p = r.opt.plan;
@@ -239,6 +250,7 @@ void train_loop(Run& r) {
               {"tp_collectives", rec.tp_collectives}, {"p2p_groups", rec.p2p_groups}, {"grad_sq", rec.grad_sq},
               {"buckets_in_backward", rec.buckets_in_backward}, {"peak_memory_bytes", rec.peak_bytes}};
     if (r.has_loss) s["loss"] = loss;
+    if (cpu_memory_counter_installed()) s["peak_breakdown_bytes"] = breakdown_json(rec.peak_breakdown);
     if (!r.opt.trace_path.empty()) s["spans"] = spans_json(rec);
     if (!r.opt.trace_path.empty() && !rec.pieces.empty()) s["tp_pieces"] = pieces_json(rec);
     r.steps.push_back(s);
@@ -268,13 +280,20 @@ std::int64_t param_bytes(const Run& r) {
 // peak includes, and the process's peak resident set for reference.
 json rank_result(const Run& r) {
   std::int64_t peak = -1;
-  for (const json& st : r.steps) peak = std::max(peak, st.value("peak_memory_bytes", std::int64_t{-1}));
+  json breakdown;  // of the step with the largest peak
+  for (const json& st : r.steps) {
+    const std::int64_t p = st.value("peak_memory_bytes", std::int64_t{-1});
+    if (p > peak && st.contains("peak_breakdown_bytes")) breakdown = st["peak_breakdown_bytes"];
+    peak = std::max(peak, p);
+  }
   const bool counted = peak >= 0;
-  return {{"rank", r.env.rank}, {"tp", r.me[0]}, {"dp", r.me[1]}, {"pp", r.me[2]},
+  json out = {{"rank", r.env.rank}, {"tp", r.me[0]}, {"dp", r.me[1]}, {"pp", r.me[2]},
           {"device", describe(r.device)}, {"peak_memory_bytes", counted ? peak : peak_rss_bytes()},
           {"peak_memory_kind", !counted ? "process resident set" : r.device.is_cuda() ? "device allocator" : "live tensors (counting allocator)"},
           {"param_bytes", param_bytes(r)}, {"optimizer_state_bytes", r.optim ? r.optim->state_bytes() : 0},
           {"peak_rss_bytes", peak_rss_bytes()}, {"steps", r.steps}};
+  if (!breakdown.is_null()) out["peak_breakdown_bytes"] = breakdown;
+  return out;
 }
 
 std::vector<json> gather(Run& r) {

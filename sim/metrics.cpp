@@ -121,12 +121,21 @@ std::pair<double, double> peak_memory(const schedules::Schedule& s, const costmo
       case Op::R:
         ev.push_back({r->start_s, false, costmodel::recompute_activation_bytes(sc, a.fraction, fused.count({a.stage, a.microbatch}) > 0), 0});
         break;
-      case Op::B: ev.push_back({r->end_s, true, -freed(a.stage, a.microbatch), 0}); break;
-      case Op::W: ev.push_back({r->end_s, true, -sc.act_bytes, 0}); break;
-      case Op::OVERLAP_F_B:
-        ev.push_back({r->start_s, false, stored(a.stage, a.microbatch), 0});
-        if (a.b_op == Op::B) ev.push_back({r->end_s, true, -freed(a.b_stage, a.b_microbatch), 0});
+      case Op::B:  // the backward's working set while it runs (StageCost::work_bytes), then the frees
+        ev.push_back({r->start_s, false, sc.work_bytes, 0});
+        ev.push_back({r->end_s, true, -sc.work_bytes - freed(a.stage, a.microbatch), 0});
         break;
+      case Op::I:
+        ev.push_back({r->start_s, false, sc.work_bytes, 0});
+        ev.push_back({r->end_s, true, -sc.work_bytes, 0});
+        break;
+      case Op::W: ev.push_back({r->end_s, true, -sc.act_bytes, 0}); break;
+      case Op::OVERLAP_F_B: {
+        const double work = c.stages[static_cast<size_t>(a.b_stage)].work_bytes;
+        ev.push_back({r->start_s, false, stored(a.stage, a.microbatch) + work, 0});
+        ev.push_back({r->end_s, true, -work - (a.b_op == Op::B ? freed(a.b_stage, a.b_microbatch) : 0.0), 0});
+        break;
+      }
       default: break;
     }
   }
