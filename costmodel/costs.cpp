@@ -99,9 +99,17 @@ bool recompute_fused_with_backward(const std::vector<schedules::Action>& list, s
   return b.op == schedules::Op::OVERLAP_F_B && b.b_op == schedules::Op::B && b.b_stage == r.stage && b.b_microbatch == r.microbatch;
 }
 
-double kept_activation_bytes(const StageCost& sc, double f) { return (1 - f) * sc.act_bytes + f * sc.ckpt_bytes; }
+double recomputed_layer_share(const StageCost& sc, double f) {
+  return sc.layers > 0 ? std::round(f * sc.layers) / sc.layers : f;
+}
+
+double kept_activation_bytes(const StageCost& sc, double f) {
+  f = recomputed_layer_share(sc, f);
+  return (1 - f) * sc.act_bytes + f * sc.ckpt_bytes;
+}
 
 double recompute_activation_bytes(const StageCost& sc, double f, bool fused) {
+  f = recomputed_layer_share(sc, f);
   const double all = f * (sc.act_bytes - sc.ckpt_bytes);
   if (!fused || sc.layers <= 0) return all;  // unit costs (no layers): the whole share
   return std::min(all, (sc.act_bytes - sc.ckpt_bytes) / sc.layers);
@@ -339,7 +347,11 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     if (prof && !selective && !sp) {
       const auto& [layer_m, head_m, embed_m] = measured_at(bb);
       double head_x = last ? head_m.activation_bytes : 0, embed_x = first ? embed_m.activation_bytes : 0;
-      sc.act_bytes = sb * (n * layer_m.activation_bytes + head_x + embed_x);
+      // A layer's measured bytes hold its output, not its input (the profiler's input existed
+      // before): a stage's first layer reads the embedding's output, or else the received
+      // input, one checkpoint's bytes, kept as well.
+      const double input_x = first ? 0 : layer_m.checkpoint_bytes;
+      sc.act_bytes = sb * (n * layer_m.activation_bytes + head_x + embed_x + input_x);
       sc.ckpt_bytes = sb * (n * checkpoints_per_layer(mode, t) * layer_m.checkpoint_bytes + head_x + embed_x);
       if (layer_m.backward_working_bytes > 0 && (!last || head_m.backward_working_bytes > 0))
         sc.work_bytes = sb * std::max(n > 0 ? layer_m.backward_working_bytes : 0.0, last ? head_m.backward_working_bytes : 0.0);

@@ -84,7 +84,9 @@ Link chain_reduce_link(const schedules::Schedule& s, int stage, const Topology& 
 // activations back); one layer's worth where it is fused with its B (the next action on the
 // rank, sends aside, is that B: Megatron-LM recomputes inside the backward one layer at a
 // time, holding the checkpoints and one layer's activations; Korthikanti et al. MLSys 2023
-// Sec. 5). B (or W) frees what the pair held.
+// Sec. 5). B (or W) frees what the pair held. Recomputation is by whole layers (Megatron-LM's
+// --recompute-num-layers, the runtime's): f counts as round(f x layers) / layers of the stage.
+double recomputed_layer_share(const StageCost& sc, double f);
 bool recompute_fused_with_backward(const std::vector<schedules::Action>& list, size_t r_index);
 double kept_activation_bytes(const StageCost& sc, double f);
 double recompute_activation_bytes(const StageCost& sc, double f, bool fused);

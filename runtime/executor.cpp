@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -307,6 +308,13 @@ struct Executor::Impl {
     }
   }
 
+  // Ends a (stage, microbatch) after its backward. Its output, if sent, is then held only by the
+  // send (memory_counter.h: SendHeld).
+  void release_state(std::map<Key, MbState>::iterator it) {
+    if (!cfg.schedule->is_last(it->first.first)) tag_tensor(it->second.output, MemCategory::SendHeld);
+    states.erase(it);
+  }
+
   void backward(int stage, int mb, bool split) {
     auto it = states.find({stage, mb});
     if (it == states.end()) throw Error("runtime: backward of stage " + std::to_string(stage) + " mb " + std::to_string(mb) + " without its forward");
@@ -315,7 +323,7 @@ struct Executor::Impl {
     DeferWeightGrads guard(split ? &deferred[{stage, mb}] : nullptr);
     if (st.tp) {
       backward_overlapped(stage, mb, st, split);
-      states.erase(it);
+      release_state(it);
       return;
     }
     if (P.shape().head) {
@@ -331,7 +339,7 @@ struct Executor::Impl {
     }
     if (P.shape().embedding) st.embed_out.backward(st.ckpt.grad());
     else grad_in[{stage, mb}] = st.ckpt.grad();
-    states.erase(it);
+    release_state(it);
   }
 
   void weight(int stage, int mb) {
@@ -360,6 +368,7 @@ struct Executor::Impl {
       if (g == grad_in.end()) throw Error("runtime: SEND_B of stage " + std::to_string(a.stage) + " before its backward");
       t = g->second.contiguous();
       grad_in.erase(g);
+      tag_tensor(t, MemCategory::SendHeld);  // only the send needs it now
     }
     int peer = global_of_stage(peer_stage);
     sends.emplace_back(compat::send(*cfg.world, t, peer, tag(fwd, fwd ? peer_stage : peer_stage, a.microbatch)), peer);

@@ -34,9 +34,11 @@ MemBreakdown live_breakdown() {
   return b;
 }
 
-// Live bytes a GPU would hold: all but the host copies of offloaded checkpoints.
+// Live bytes a GPU would hold: all but the host copies of offloaded checkpoints and the tensors
+// only a Gloo send holds (memory_counter.h).
 std::int64_t device_live() {
-  return g_live.load(std::memory_order_relaxed) - g_cat[static_cast<int>(MemCategory::OffloadHost)].load(std::memory_order_relaxed);
+  auto cat = [](MemCategory c) { return g_cat[static_cast<int>(c)].load(std::memory_order_relaxed); };
+  return g_live.load(std::memory_order_relaxed) - cat(MemCategory::OffloadHost) - cat(MemCategory::SendHeld);
 }
 
 // An allocation brought the device bytes to `live`: a new peak takes a snapshot of the categories.
@@ -98,6 +100,7 @@ const char* mem_category_name(MemCategory c) {
     case MemCategory::Received: return "received";
     case MemCategory::OffloadHost: return "offload_host";
     case MemCategory::Communication: return "communication";
+    case MemCategory::SendHeld: return "send_held";
     case MemCategory::Count: break;
   }
   return "?";

@@ -31,6 +31,10 @@ enum class MemCategory : std::uint8_t {
   Received,         // activations and gradients received from other stages, not yet consumed
   OffloadHost,      // host copies of offloaded checkpoints
   Communication,    // gradient buckets, reduction and collective buffers
+  SendHeld,         // sent tensors nothing but their send holds: a stage's output after its
+                    // backward, an input gradient once posted. On a GPU they go when the transfer
+                    // completes; c10d's Gloo sends complete only when waited (the runtime waits
+                    // them at OPTIMIZER), so on the CPU they stay till the step's end
   Count
 };
 constexpr int kMemCategories = static_cast<int>(MemCategory::Count);
@@ -45,7 +49,8 @@ bool cpu_memory_counter_installed();
 std::int64_t cpu_live_bytes();
 // The largest device-equivalent bytes since the last reset_cpu_peak() (or the installation), or
 // -1: live bytes less the host copies of offloaded checkpoints (MemCategory::OffloadHost), which
-// on a GPU would not be in device memory; on the CPU they share one memory.
+// on a GPU would not be in device memory (on the CPU they share one memory), and less the
+// tensors only an unfinished Gloo send holds (MemCategory::SendHeld).
 std::int64_t cpu_peak_bytes();
 // Starts a new peak from the device-equivalent bytes live now.
 void reset_cpu_peak();

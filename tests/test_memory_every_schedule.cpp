@@ -1,0 +1,107 @@
+// Will it fit (issue 17): for every registered schedule, the runtime's measured per-rank peak
+// (counting allocator, CPU) against the evaluator's prediction with the profile of this
+// model, over the sweep of experiments/memory/cpu-memory-sweep.json (recomputation none, full
+// and stage-aware, offload on and off, dp 1 and 2).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "helpers.h"
+#include "runtime_helpers.h"
+#include "schedules/registry.h"
+
+namespace stagecraft {
+namespace {
+
+using nlohmann::json;
+
+const std::string kRoot = std::string(STAGECRAFT_TEST_DATA) + "/../..";
+const std::string kSweep = kRoot + "/experiments/memory/cpu-memory-sweep.json";
+const std::string kCluster = kRoot + "/experiments/memory/local-cpu-4.json";
+const std::string kProfile = kRoot + "/experiments/memory/profile-tiny-cpu.json";
+
+// The flags a sweep row stands for, for `train` and `estimate` alike.
+std::string flags_of(const json& c) {
+  std::string f = "--model " + c["model"].get<std::string>() + " --schedule " + c["schedule"].get<std::string>();
+  for (const char* k : {"dp", "tp", "pp"}) f += std::string(" --") + k + " " + std::to_string(c[k].get<int>());
+  f += " --microbatch-size " + std::to_string(c["microbatch_size"].get<int>()) + " --microbatches " +
+       std::to_string(c["num_microbatches"].get<int>()) + " --recompute " + c["recompute"].get<std::string>();
+  const json params = c.value("schedule_params", json::object());
+  for (const auto& [k, v] : params.items()) f += " --param " + k + "=" + v.dump();
+  return f;
+}
+
+// The rows the test holds to 5%: tp 1. With tp 2 the runtime replicates the embedding and the
+// LM head on every tp rank, where Megatron-LM (and the model) splits them by vocabulary, so
+// those rows measure more than the model counts (docs/memory.md); they are checked to be above.
+bool held_to_tolerance(const json& c) { return c["tp"].get<int>() == 1; }
+
+// Rows the model does not yet meet at 5%, each with the error it must stay within, its sign and
+// why (docs/memory.md "Open gaps"); the rest of each row is held to 5% as any other.
+struct KnownGap {
+  int rank;          // pipeline rank
+  double low, high;  // allowed (predicted - measured) / measured
+  const char* why;
+};
+const std::map<std::string, KnownGap> kKnownGaps = {
+    {"zb-h2-pp2-m4", {1, 0.0, 0.12, "the model frees a split backward's activations at its W; the runtime's I already "
+                                     "frees what only the input gradient read"}},
+    {"zb-h2-greedy-pp2-m4", {1, 0.0, 0.12, "as zb-h2"}},
+    {"fold3d-pp2-m4", {0, -0.10, 0.0, "reloaded checkpoints with per-layer recomputation, not yet explained"}},
+};
+
+TEST(MemoryEverySchedule, SweepCoversEveryRegisteredSchedule) {
+  const json sweep = json::parse(test::read_text(kSweep));
+  std::set<std::string> in_sweep;
+  for (const json& c : sweep["configs"])
+    if (held_to_tolerance(c)) in_sweep.insert(c["schedule"].get<std::string>());
+  for (const auto& g : schedules::generators()) EXPECT_TRUE(in_sweep.count(g.name)) << g.name << " is not in " << kSweep;
+}
+
+// Per rank: measured within 5% of predicted; ranks whose predictions differ by more than 5%
+// are ordered alike by the measurement.
+TEST(MemoryEverySchedule, MeasuredPeakPerRankWithinFivePercent) {
+  const json sweep = json::parse(test::read_text(kSweep));
+  for (const json& c : sweep["configs"]) {
+    const std::string name = c["name"].get<std::string>(), f = flags_of(c);
+    const int world = c["dp"].get<int>() * c["tp"].get<int>() * c["pp"].get<int>();
+    test::TrainRun run = test::train(f + " --nproc " + std::to_string(world) + " --steps 2 --threads 1");
+    ASSERT_EQ(run.cli.exit_code, 0) << name << ": " << run.cli.err;
+    test::RunResult est = test::run_cli("estimate " + f + " --cluster " + kCluster + " --profile " + kProfile + " --json");
+    ASSERT_EQ(est.exit_code, 0) << name << ": " << est.err;
+    const json e = json::parse(est.out);
+    const std::vector<double> predicted = e["peak_memory_bytes"].get<std::vector<double>>();  // (pp)
+    std::map<int, double> measured;                                                            // pp -> largest over dp, tp
+    for (const json& r : run.summary["ranks"]) {
+      ASSERT_EQ(r["peak_memory_kind"], "live tensors (counting allocator)") << name;
+      double& m = measured[r["pp"].get<int>()];
+      m = std::max(m, r["peak_memory_bytes"].get<double>());
+    }
+    ASSERT_EQ(measured.size(), predicted.size()) << name;
+    const auto gap = kKnownGaps.find(name);
+    for (const auto& [pp, m] : measured) {
+      const double p = predicted[static_cast<size_t>(pp)], err = (p - m) / m;
+      const std::string what = name + " rank " + std::to_string(pp) + ": measured " + std::to_string(m) + ", predicted " + std::to_string(p);
+      if (gap != kKnownGaps.end() && gap->second.rank == pp) {
+        EXPECT_GE(err, gap->second.low) << what << " (known gap: " << gap->second.why << ")";
+        EXPECT_LE(err, gap->second.high) << what << " (known gap: " << gap->second.why << ")";
+      } else if (held_to_tolerance(c)) {
+        EXPECT_LE(std::fabs(err), 0.05) << what;
+      } else {
+        EXPECT_GT(m, p) << what;
+      }
+    }
+    if (gap != kKnownGaps.end()) continue;  // a rank off by its gap may swap places with another
+    for (const auto& [i, mi] : measured)
+      for (const auto& [j, mj] : measured) {
+        const double pi = predicted[static_cast<size_t>(i)], pj = predicted[static_cast<size_t>(j)];
+        if (pi > 1.05 * pj) EXPECT_GT(mi, mj) << name << ": ranks " << i << " and " << j << " ordered otherwise than predicted";
+      }
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft
