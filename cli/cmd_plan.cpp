@@ -171,7 +171,7 @@ nlohmann::json result_json(const planner::SearchResult& r, const std::vector<dou
   }
   const auto& s = r.stats;
   return {{"cluster", r.cluster.name},
-          {"gpus", r.cluster.num_gpus()},
+          {"gpus", r.best.empty() ? r.cluster.num_gpus() : r.best.front().plan.num_gpus()},
           {"best", best},
           {"stats",
            {{"considered", s.considered},
@@ -377,7 +377,7 @@ void run(const PlanCmdFlags& f) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << "model " << m.name << " on " << r.cluster.num_gpus() << " GPUs of cluster " << c.name << ", global batch "
+  std::cout << "model " << m.name << " on " << r.best.front().plan.num_gpus() << " GPUs of cluster " << c.name << ", global batch "
             << f.global_batch << " sequences; a plan fits in " << fmt_bytes(c.usable_memory_bytes()) << " per GPU ("
             << fmt_bytes(c.gpu_memory_bytes) << " less a margin of " << fmt_percent(c.memory_margin) << ")\n\n";
   print_table(r, simulated);
