@@ -308,19 +308,19 @@ void Evaluator::compile() {
       if (tmp[mk[i].main].is_compute) compute_last_[static_cast<size_t>(r)].push_back(me);
       if (a.op == Op::REDUCE_GRAD || a.op == Op::OPTIMIZER) coll_last_[static_cast<size_t>(r)].push_back(new_id[mk[i].extra]);
       auto fr = [&](int st, int mb) { return frac[key(st, mb)]; };
+      auto working_set = [&](int st) {  // held from the backward's start to its end
+        mc.push_back({me, false, st, kWorkStart, 0});
+        mc.push_back({me, true, st, kWorkEnd, 0});
+      };
       switch (a.op) {
         case Op::F:
           mc.push_back({me, false, a.stage, kAllocF, fr(a.stage, a.microbatch)});
           hd.emplace_back(a.stage, +1);
           break;
         case Op::R: mc.push_back({me, false, a.stage, fused[key(a.stage, a.microbatch)] ? kAllocRLayer : kAllocR, a.fraction}); break;
-        case Op::I:
-          mc.push_back({me, false, a.stage, kWorkStart, 0});
-          mc.push_back({me, true, a.stage, kWorkEnd, 0});
-          break;
+        case Op::I: working_set(a.stage); break;
         case Op::B: case Op::W:
-          if (a.op == Op::B) mc.push_back({me, false, a.stage, kWorkStart, 0});
-          if (a.op == Op::B) mc.push_back({me, true, a.stage, kWorkEnd, 0});
+          if (a.op == Op::B) working_set(a.stage);
           if (a.op == Op::B && fused[key(a.stage, a.microbatch)])
             mc.push_back({me, true, a.stage, kFreeFused, fr(a.stage, a.microbatch)});
           else
@@ -330,8 +330,7 @@ void Evaluator::compile() {
         case Op::OVERLAP_F_B:
           mc.push_back({me, false, a.stage, kAllocF, fr(a.stage, a.microbatch)});
           hd.emplace_back(a.stage, +1);
-          mc.push_back({me, false, a.b_stage, kWorkStart, 0});
-          mc.push_back({me, true, a.b_stage, kWorkEnd, 0});
+          working_set(a.b_stage);
           if (a.b_op == Op::B) {
             if (fused[key(a.b_stage, a.b_microbatch)])
               mc.push_back({me, true, a.b_stage, kFreeFused, fr(a.b_stage, a.b_microbatch)});

@@ -215,14 +215,10 @@ struct Executor::Impl {
       {
         torch::NoGradGuard ng;
         st.per_layer = per_layer_recompute.count({stage, mb}) > 0;
-        if (st.per_layer) {  // keep every recomputed layer's input, as Megatron's per-layer checkpoints
-          h = st.ckpt;
-          for (int j = 0; j < st.recompute_layers; ++j) {
-            if (j > 0) st.layer_in.push_back(h);
-            h = P.layers(h, j, j + 1);
-          }
-        } else {
-          h = P.layers(st.ckpt, 0, st.recompute_layers);
+        h = st.ckpt;
+        for (int j = 0; j < st.recompute_layers; ++j) {
+          if (j > 0 && st.per_layer) st.layer_in.push_back(h);  // Megatron's per-layer checkpoints
+          h = P.layers(h, j, j + 1);
         }
       }
       st.mid_leaf = h.detach().requires_grad_(true);
