@@ -198,6 +198,24 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     notes.insert(notes.end(), sp_notes.begin(), sp_notes.end());
     return ag + rs;
   };
+  // The vocabulary-parallel ends' collectives (Megatron-LM's VocabParallelEmbedding and
+  // vocab-parallel cross-entropy; runtime/model.cpp), blocking inside the end pieces as both run
+  // them: the embedding's all-reduce of (bb, s, h) in its forward (with sequence parallelism a
+  // reduce-scatter, half of comm_s); the head input's gradient all-reduce in its backward (with
+  // sequence parallelism an all-gather forward and a reduce-scatter backward); the loss's two
+  // all-reduces of its row maxima, (bb s) fp32, and exponent sums with target logits, (bb s, 2).
+  // Not in tp_comm_f_s / tp_allreduces_f, which count the blocks' collectives of one size.
+  auto add_vocab_parallel_ends = [&](InnerCosts& ic, int bb) {
+    const double rows_bytes = 4.0 * bb * m.seq_length;  // (bb s) fp32
+    const double loss_s = comm_s(prof, "all_reduce", t, rows_bytes, tp_link, ring_allreduce_s(rows_bytes, t, tp_link), notes) +
+                          comm_s(prof, "all_reduce", t, 2 * rows_bytes, tp_link, ring_allreduce_s(2 * rows_bytes, t, tp_link), notes);
+    const double part = sp ? ic.comm_s / 2 : ic.comm_s;
+    if (ic.embedding) ic.embed_f_s += part;
+    if (ic.head) {
+      ic.head_f_s += loss_s + (sp ? part : 0);
+      ic.head_i_s += part;
+    }
+  };
   const double msg_bytes = memory::boundary_message_bytes(m, b, t, sp);
   const bool selective = p.recompute == RecomputePolicy::Selective;
 
@@ -283,6 +301,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     }
     ic.comm_bytes = t > 1 ? memory::tp_allreduce_bytes(m, 1) * bb : 0;
     ic.comm_s = t > 1 ? tp_collective_s(bb) : 0;
+    if (t > 1) add_vocab_parallel_ends(ic, bb);
     if (sc.layers > 0) {
       InnerDurations d = inner_durations(ic);
       sc.f_s = d.f_s;

@@ -34,7 +34,9 @@ struct StageCost {        // one stage, one microbatch
                           // the forwards keep: its layers' backward working set, the head's on
                           // the last stage (memory::layer_backward_working_bytes, or profiled)
   // Tensor-parallel all-reduces folded into the durations above (Megatron: two per layer in F
-  // and R, two in I and B); engines that simulate them explicitly subtract these.
+  // and R, two in I and B); engines that simulate them explicitly subtract these. The
+  // vocabulary-parallel ends' collectives (embedding, loss) are priced inside the end pieces'
+  // compute instead (costs.cpp), not counted here.
   int tp_allreduces_f = 0;        // all-reduces inside one F (and one full R)
   int tp_allreduces_i = 0;        // all-reduces inside one I (and one B)
   double tp_allreduce_bytes = 0;  // size of each: sbh activations, (b, s, h)

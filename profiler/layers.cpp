@@ -141,7 +141,7 @@ struct SoloTpGroup {
 };
 
 // The transformer layer, the embedding and the head of one (h, a, s, b) shape at tp degree t,
-// as one tp rank of the runtime holds them (the layer sharded, embedding and head replicated).
+// as one tp rank of the runtime holds them (the layer sharded, embedding and head split by vocabulary).
 void profile_shape(const LayerGridOptions& o, const torch::Device& d, int h, int a, int s, int b, int t,
                    std::vector<costmodel::LayerProfile>& out) {
   costmodel::ModelSpec m = spec(o, h, a, s);

@@ -139,6 +139,16 @@ void all_reduce_sum_blocking(Group& g, torch::Tensor& t, std::chrono::millisecon
   t.copy_(wide);
 }
 
+void all_reduce_max_blocking(Group& g, torch::Tensor& t, std::chrono::milliseconds timeout) {
+  if (!g.pg) return;
+  if (t.scalar_type() != torch::kFloat32)
+    throw Error("all_reduce_max: the tensor is " + std::string(c10::toString(t.scalar_type())) + ", not float32");
+  std::vector<torch::Tensor> v{t};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp::MAX;
+  wait(g.pg->allreduce(v, opts), timeout);
+}
+
 void wait(const WorkPtr& w, std::chrono::milliseconds timeout) {
   if (w) w->wait(timeout);
 }

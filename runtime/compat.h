@@ -56,6 +56,9 @@ void all_reduce_sum_blocking(Group& g, torch::Tensor& t, std::chrono::millisecon
 // Whether all_reduce_sum_blocking would sum `t` as an fp32 copy (Gloo and a bf16 or fp16 `t`);
 // an asynchronous caller then sums such a copy itself and rounds back after its wait.
 bool all_reduce_widens(const Group& g, const torch::Tensor& t);
+// Blocking all-reduce (max) in place of an fp32 tensor (vocabulary-parallel cross-entropy's
+// row maxima).
+void all_reduce_max_blocking(Group& g, torch::Tensor& t, std::chrono::milliseconds timeout);
 // All-gather of every member's `in` (k elements) into `out` (n*k, member i's at i*k); blocking.
 void all_gather(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout);
 // Reduce-scatter (sum) of `in` (n*k elements) into `out` (k, this member's block); blocking.

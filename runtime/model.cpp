@@ -95,6 +95,51 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
 
 torch::Tensor dlinear(const torch::Tensor& x, const torch::Tensor& w) { return DeferrableLinear::apply(x, w); }
 
+void tp_all_reduce_max(torch::Tensor& t) {
+  TpContext& tp = tp_context();
+  auto t0 = std::chrono::steady_clock::now();
+  compat::all_reduce_max_blocking(*tp.group, t, tp.timeout);
+  tp.collectives += 1;
+  tp.comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Cross-entropy over logits split by vocabulary across the tp group (Megatron-LM's
+// vocab_parallel_cross_entropy; Shoeybi et al. 2019, sec. 3): each rank holds the logits of its
+// vocabulary slice; the row maxima are all-reduced (max), then the exponent sums and the
+// target's logit (held by one rank) in one all-reduce (sum). Saves the local softmax, (N, V/t)
+// fp32, the only activation of the size of the vocabulary, as the fused cross-entropy does.
+struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
+  // logits: (N, V/t) this rank's slice; targets: (N) global ids; start: the slice's first id.
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits, const torch::Tensor& targets,
+                               int64_t start) {
+    const int64_t n = logits.size(0), v = logits.size(1);
+    torch::Tensor z = logits.to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);  // (N, V/t)
+    torch::Tensor row_max = std::get<0>(z.max(1)).contiguous();                         // (N)
+    tp_all_reduce_max(row_max);
+    z.sub_(row_max.unsqueeze(1));
+    torch::Tensor outside = (targets < start).logical_or(targets >= start + v);  // (N) target held elsewhere
+    torch::Tensor local = (targets - start).masked_fill(outside, 0);             // (N) index into the slice
+    torch::Tensor target_logit = z.gather(1, local.unsqueeze(1)).squeeze(1).masked_fill(outside, 0.0);  // (N)
+    z.exp_();
+    torch::Tensor sums = torch::stack({z.sum(1), target_logit}, 1);  // (N, 2) exponent sum, target logit
+    tp_all_reduce(sums);
+    torch::Tensor exp_sum = sums.select(1, 0);
+    z.div_(exp_sum.unsqueeze(1));  // softmax of the slice
+    ctx->save_for_backward({z, local, outside});
+    ctx->saved_data["dtype"] = static_cast<int64_t>(logits.scalar_type());
+    return (exp_sum.log() - sums.select(1, 1)).sum() / static_cast<double>(n);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    torch::Tensor g = saved[0], local = saved[1], outside = saved[2];  // g: the softmax, reused in place
+    const int64_t n = g.size(0);
+    g.scatter_add_(1, local.unsqueeze(1), outside.logical_not().to(g.scalar_type()).neg().unsqueeze(1));
+    g.mul_(grads[0].to(torch::kFloat32) / static_cast<double>(n));
+    const auto dtype = static_cast<c10::ScalarType>(ctx->saved_data["dtype"].toInt());
+    return {g.to(dtype), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 torch::Tensor shard_rows(const torch::Tensor& full, int rank, int size) {
   int64_t n = full.size(0) / size;
   return full.narrow(0, rank * n, n).clone();
@@ -106,6 +151,13 @@ torch::Tensor shard_cols(const torch::Tensor& full, int rank, int size) {
 }
 
 }  // namespace
+
+void check_vocab_parallel(const costmodel::ModelSpec& m, int tp) {
+  if (m.vocab_size % tp != 0)
+    throw InputError("model.vocab_size = " + std::to_string(m.vocab_size) + " is not divisible by tp = " +
+                     std::to_string(tp) + " (the runtime splits the embedding and the LM head by vocabulary, as "
+                     "Megatron-LM; pad the vocabulary to a multiple of tp)");
+}
 
 TpContext& tp_context() {
   static TpContext ctx;
@@ -123,12 +175,13 @@ GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_r
     : m_(m), shape_(shape), tp_rank_(tp_rank), tp_size_(tp_size), device_(device) {
   if (m.num_heads % tp_size != 0 || m.ffn_hidden_size % tp_size != 0)
     throw InputError("runtime: tp = " + std::to_string(tp_size) + " must divide num_heads and ffn_hidden_size");
+  check_vocab_parallel(m, tp_size);
   if (shape.embedding) init_ends(seed);
   for (int l = 0; l < shape.num_layers; ++l) init_layer(shape.first_layer + l, seed);
   if (shape.head) {
     lnf_w_ = add("final.ln_w", torch::ones({m.hidden_size}));
     lnf_b_ = add("final.ln_b", torch::zeros({m.hidden_size}));
-    head_w_ = add("head.w", draw(seed, 1u << 20, 3, {m.vocab_size, m.hidden_size}));
+    head_w_ = add("head.w", shard_rows(draw(seed, 1u << 20, 3, {m.vocab_size, m.hidden_size}), tp_rank, tp_size));
   }
 }
 
@@ -139,7 +192,7 @@ torch::Tensor GptPart::add(const std::string& name, torch::Tensor t) {
 }
 
 void GptPart::init_ends(std::uint64_t seed) {
-  tok_emb_ = add("embed.tok", draw(seed, 1u << 20, 1, {m_.vocab_size, m_.hidden_size}));
+  tok_emb_ = add("embed.tok", shard_rows(draw(seed, 1u << 20, 1, {m_.vocab_size, m_.hidden_size}), tp_rank_, tp_size_));
   pos_emb_ = add("embed.pos", draw(seed, 1u << 20, 2, {m_.seq_length, m_.hidden_size}));
 }
 
@@ -166,8 +219,17 @@ void GptPart::init_layer(int l, std::uint64_t seed) {
   layers_.push_back(p);
 }
 
+int64_t GptPart::vocab_start() const { return static_cast<int64_t>(tp_rank_) * (m_.vocab_size / tp_size_); }
+
 torch::Tensor GptPart::embed(const torch::Tensor& tokens) const {
-  return torch::embedding(tok_emb_, tokens) + pos_emb_.narrow(0, 0, tokens.size(1)).unsqueeze(0);
+  torch::Tensor pos = pos_emb_.narrow(0, 0, tokens.size(1)).unsqueeze(0);  // (1, s, h)
+  if (tp_size_ == 1) return torch::embedding(tok_emb_, tokens) + pos;
+  // Vocabulary-parallel (Megatron-LM's VocabParallelEmbedding): rows of other ranks' ids are
+  // zero here; the all-reduce (g: identity backward) assembles the full lookup.
+  const int64_t start = vocab_start(), end = start + tok_emb_.size(0);
+  torch::Tensor outside = (tokens < start).logical_or(tokens >= end);                          // (b, s)
+  torch::Tensor e = torch::embedding(tok_emb_, (tokens - start).masked_fill(outside, 0));      // (b, s, h)
+  return ReduceFromTp::apply(e.masked_fill(outside.unsqueeze(-1), 0.0)) + pos;
 }
 
 torch::Tensor GptPart::layers(const torch::Tensor& x, int from, int to) const {
@@ -234,6 +296,10 @@ const torch::Tensor& GptPart::block_bias(int block) const {
 
 torch::Tensor GptPart::loss(const torch::Tensor& x, const torch::Tensor& targets) const {
   torch::Tensor y = torch::layer_norm(x, {m_.hidden_size}, lnf_w_, lnf_b_);
+  if (tp_size_ > 1) {  // column-parallel over the vocabulary: f before, the loss's own all-reduces after
+    torch::Tensor logits = dlinear(CopyToTp::apply(y), head_w_);  // (b, s, V/t)
+    return VocabParallelCrossEntropy::apply(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}), vocab_start());
+  }
   torch::Tensor logits = dlinear(y, head_w_);  // (b, s, V)
   return torch::nn::functional::cross_entropy(logits.reshape({-1, m_.vocab_size}), targets.reshape({-1}));
 }

@@ -2,7 +2,9 @@
 // tensor-parallel group: column-parallel QKV and first MLP matrix, row-parallel output
 // projection and second MLP matrix, an all-reduce after each row-parallel product in the
 // forward and after each column-parallel input in the backward (autograd functions).
-// Embedding, norms and head are replicated across the tp group.
+// The token embedding and the LM head are split by vocabulary (Megatron-LM's
+// VocabParallelEmbedding and vocab-parallel cross-entropy); position embedding and norms are
+// replicated across the tp group.
 //
 // Weights: every tensor of global layer l is drawn from a generator seeded by (seed, l,
 // tensor), full size, then sliced to this tp rank's shard; so every (dp, tp, pp) partition
@@ -29,6 +31,9 @@ struct TpContext {
   long collectives = 0;                      // tp collectives issued so far
 };
 TpContext& tp_context();
+
+// Refuses a vocabulary the tp group cannot split evenly (InputError naming both).
+void check_vocab_parallel(const costmodel::ModelSpec& m, int tp);
 
 // Weight-gradient work deferred from I to W (zero-bubble): one closure per linear layer.
 using DeferredGrads = std::vector<std::function<void()>>;
@@ -113,6 +118,7 @@ class GptPart {
   torch::Tensor attention_core(const torch::Tensor& in, const LayerParams& p) const;  // (b, s, h) -> (b, s, h) partial
   torch::Tensor mlp_core(const torch::Tensor& in, const LayerParams& p) const;        // (b, s, h) -> (b, s, h) partial
   const LayerParams& block_layer(int block) const;
+  int64_t vocab_start() const;  // first token id of this rank's vocabulary slice
   void init_layer(int global_layer, std::uint64_t seed);
   void init_ends(std::uint64_t seed);
   torch::Tensor add(const std::string& name, torch::Tensor t);
@@ -122,10 +128,10 @@ class GptPart {
   int tp_rank_ = 0, tp_size_ = 1;
   torch::Device device_;
   std::vector<LayerParams> layers_;
-  torch::Tensor tok_emb_;   // (V, h)
+  torch::Tensor tok_emb_;   // (V/t, h) this rank's vocabulary slice
   torch::Tensor pos_emb_;   // (s, h)
   torch::Tensor lnf_w_, lnf_b_;  // (h), (h)
-  torch::Tensor head_w_;    // (V, h)
+  torch::Tensor head_w_;    // (V/t, h) this rank's vocabulary slice
   std::vector<std::pair<std::string, torch::Tensor>> params_;
 };
 

@@ -1,5 +1,7 @@
 #include "runtime/plan.h"
 
+#include "runtime/model.h"
+
 #include <map>
 #include <set>
 #include <utility>
@@ -166,6 +168,7 @@ void preflight(const TrainOptions& opt, int world) {
   costmodel::check(opt.plan);
   const auto& p = opt.plan;
   check_sub_batches(p);  // before the cost model's fit checks: the runtime's own reason
+  check_vocab_parallel(opt.model, p.tp);  // GptPart's own check, before any rank starts
   if (p.num_gpus() != world)
     throw InputError("plan: dp*tp*pp = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
                      " = " + std::to_string(p.num_gpus()) + " ranks, but the world has " + std::to_string(world) +

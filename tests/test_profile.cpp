@@ -166,9 +166,18 @@ TEST(Profile, TensorParallelCommunicationFromTheCollectives) {
   const StageCost& st = e.costs.stages[0];
   EXPECT_NEAR(st.tp_comm_f_s, 4 * 2 * ar, 1e-15);
   // The shard (tp = 2 not measured: half the tp = 1 layer by FLOPs) plus its all-reduces, the
-  // embedding and the head.
+  // embedding and the head, with the vocabulary-parallel ends' collectives: the embedding's
+  // all-reduce of (b, s, h) and the loss's of its row maxima, (b s) fp32, and of its exponent
+  // sums with the target logits, (b s, 2).
   LayerCost head = profiled_layer(p, "head", m, 1, 2), embed = profiled_layer(p, "embedding", m, 1, 2);
-  EXPECT_NEAR(st.f_s, 4 * 0.5e-3 + 4 * 2 * ar + head.f_s + embed.f_s, 1e-12);
+  const double rows = 4.0 * m.seq_length;
+  const double loss_ar = profiled_collective_s(p, "all_reduce", 2, rows, nullptr) +
+                         profiled_collective_s(p, "all_reduce", 2, 2 * rows, nullptr);
+  EXPECT_NEAR(st.f_s, 4 * 0.5e-3 + 4 * 2 * ar + head.f_s + embed.f_s + ar + loss_ar, 1e-12);
+  // The head input's gradient all-reduce in the backward.
+  const LayerCost layer = profiled_layer(p, "transformer", m, 1, 2);
+  EXPECT_NEAR(st.b_s - st.tp_comm_i_s, 4 * (layer.i_s + layer.w_s) + head.i_s + head.w_s + embed.b_s + ar, 1e-12)
+      << "the backward: the layers' shards, the ends and the head's all-reduce";
 
   for (const char* op : {"all_gather", "reduce_scatter"})
     for (double b : {1024.0, 1048576.0})
