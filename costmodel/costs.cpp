@@ -363,17 +363,21 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     // stage, then one layer's at a time (the layers behind it already freed), so the larger.
     sc.work_bytes = sb * std::max(n > 0 ? memory::layer_backward_working_bytes(m, bb, t, sp) : 0.0,
                                   last ? memory::head_backward_working_bytes(m, bb, t, sp) : 0.0);
-    if (prof && !selective && !sp) {
+    const bool measured_bytes = prof && !sp && (!selective || measured_at(bb)[0].selective_activation_bytes > 0);
+    if (measured_bytes) {
       const auto& [layer_m, head_m, embed_m] = measured_at(bb);
+      // Selective recomputation: the layer's bytes with its attention core recomputed.
+      const double layer_x = selective ? layer_m.selective_activation_bytes : layer_m.activation_bytes;
+      const double layer_work = selective ? layer_m.selective_backward_working_bytes : layer_m.backward_working_bytes;
       double head_x = last ? head_m.activation_bytes : 0, embed_x = first ? embed_m.activation_bytes : 0;
       // A layer's measured bytes hold its output, not its input (the profiler's input existed
       // before): a stage's first layer reads the embedding's output, or else the received
       // input, one checkpoint's bytes, kept as well.
       const double input_x = first ? 0 : layer_m.checkpoint_bytes;
-      sc.act_bytes = sb * (n * layer_m.activation_bytes + head_x + embed_x + input_x);
+      sc.act_bytes = sb * (n * layer_x + head_x + embed_x + input_x);
       sc.ckpt_bytes = sb * (n * checkpoints_per_layer(mode, t) * layer_m.checkpoint_bytes + head_x + embed_x);
-      if (layer_m.backward_working_bytes > 0 && (!last || head_m.backward_working_bytes > 0))
-        sc.work_bytes = sb * std::max(n > 0 ? layer_m.backward_working_bytes : 0.0, last ? head_m.backward_working_bytes : 0.0);
+      if (layer_work > 0 && (!last || head_m.backward_working_bytes > 0))
+        sc.work_bytes = sb * std::max(n > 0 ? layer_work : 0.0, last ? head_m.backward_working_bytes : 0.0);
     }
     sc.offload_s = sc.act_bytes / c.host_link_bandwidth_Bps;
     sc.reload_s = sc.offload_s;

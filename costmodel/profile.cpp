@@ -72,6 +72,8 @@ LayerCost from_entry(const LayerProfile& l) {
   c.activation_bytes = l.activation_bytes;
   c.checkpoint_bytes = l.checkpoint_bytes;
   c.backward_working_bytes = l.backward_working_bytes;
+  c.selective_activation_bytes = l.selective_activation_bytes;
+  c.selective_backward_working_bytes = l.selective_backward_working_bytes;
   return c;
 }
 
@@ -115,6 +117,11 @@ nlohmann::json to_json(const Profile& p) {
                       {"backward_input", meas_json(l.backward_input)}, {"backward_weight", meas_json(l.backward_weight)},
                       {"recompute", meas_json(l.recompute)}, {"activation_bytes", l.activation_bytes},
                       {"checkpoint_bytes", l.checkpoint_bytes}, {"backward_working_bytes", l.backward_working_bytes}});
+  for (size_t i = 0; i < p.layers.size(); ++i)
+    if (p.layers[i].selective_activation_bytes > 0) {
+      layers[i]["selective_activation_bytes"] = p.layers[i].selective_activation_bytes;
+      layers[i]["selective_backward_working_bytes"] = p.layers[i].selective_backward_working_bytes;
+    }
   for (const auto& c : p.collectives)
     colls.push_back({{"op", c.op}, {"ranks", c.ranks}, {"bytes", c.bytes}, {"time", meas_json(c.time)},
                      {"algbw_Bps", c.algbw_Bps}, {"busbw_Bps", c.busbw_Bps}});
@@ -163,6 +170,8 @@ Profile profile_fields(const nlohmann::json& j) {
       l.activation_bytes = e.value("activation_bytes", 0.0);
       l.checkpoint_bytes = e.value("checkpoint_bytes", 0.0);
       l.backward_working_bytes = e.value("backward_working_bytes", 0.0);
+      l.selective_activation_bytes = e.value("selective_activation_bytes", 0.0);
+      l.selective_backward_working_bytes = e.value("selective_backward_working_bytes", 0.0);
     } catch (const nlohmann::json::exception& ex) {
       throw InputError("profile: " + w + ": " + ex.what());
     }
@@ -234,6 +243,11 @@ LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelS
                                                  memory::head_backward_working_bytes(e, l->microbatch_size, l->tp)
                                            : ratio;
     c.backward_working_bytes = l->backward_working_bytes * wratio;
+    if (kind == "transformer") {  // selective: the same scaling by its own formula, the core's share at the measured ratio
+      c.selective_activation_bytes = l->selective_activation_bytes * memory::layer_activation_selective_bytes(m, b, tp) /
+                                     memory::layer_activation_selective_bytes(e, l->microbatch_size, l->tp);
+      c.selective_backward_working_bytes = l->selective_backward_working_bytes * wratio;
+    }
   };
   for (const auto* l : cand)
     if (std::fabs(w_of(l) - q) <= 1e-9 * q && l->hidden_size == m.hidden_size && l->seq_length == m.seq_length &&
@@ -242,6 +256,8 @@ LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelS
       c.activation_bytes = l->activation_bytes;
       c.checkpoint_bytes = l->checkpoint_bytes;
       c.backward_working_bytes = l->backward_working_bytes;
+      c.selective_activation_bytes = l->selective_activation_bytes;
+      c.selective_backward_working_bytes = l->selective_backward_working_bytes;
       c.note = "measured " + shape(*l);
       return c;
     }

@@ -44,6 +44,11 @@ struct LayerProfile {
   double backward_working_bytes = 0; // peak of one backward above what it started with, its output
                                      // gradient included (head: of the head and one layer under
                                      // it, as a last stage runs them); 0: not measured
+  // With selective recomputation (transformer layers): what the layer saves when its attention
+  // core keeps only q, k and v, and the backward's working set with the core recomputed in it;
+  // 0: not measured (Korthikanti's selective formula applies).
+  double selective_activation_bytes = 0;
+  double selective_backward_working_bytes = 0;
 };
 
 struct CollectiveProfile {
@@ -72,6 +77,7 @@ struct LayerCost {
   double f_s = 0, b_s = 0, i_s = 0, w_s = 0, r_s = 0;
   double activation_bytes = 0, checkpoint_bytes = 0;
   double backward_working_bytes = 0;  // 0: not measured (the analytic estimate applies)
+  double selective_activation_bytes = 0, selective_backward_working_bytes = 0;  // 0: not measured
   bool extrapolated = false;   // outside the measured grid
   std::string note;            // what was interpolated or extrapolated from
 };

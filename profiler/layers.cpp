@@ -154,6 +154,11 @@ void profile_shape(const LayerGridOptions& o, const torch::Device& d, int h, int
   lp.activation_bytes = kept_bytes(d, [&] { return layer.layers(x, 0, 1); });
   lp.checkpoint_bytes = static_cast<double>(x.numel() * x.element_size());  // the layer input
   lp.backward_working_bytes = backward_working_bytes(d, layer, x, [&] { return layer.layers(x, 0, 1); });
+  // The same layer with selective recomputation (the attention core recomputed in its backward).
+  layer.set_recompute_attention_core(true);
+  lp.selective_activation_bytes = kept_bytes(d, [&] { return layer.layers(x, 0, 1); });
+  lp.selective_backward_working_bytes = backward_working_bytes(d, layer, x, [&] { return layer.layers(x, 0, 1); });
+  layer.set_recompute_attention_core(false);
   out.push_back(lp);
   // Embedding (a lookup) and head (final norm, logits, loss).
   runtime::GptPart emb(m, {0, 0, true, false}, 0, t, 7, d);

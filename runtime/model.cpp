@@ -95,6 +95,26 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
 
 torch::Tensor dlinear(const torch::Tensor& x, const torch::Tensor& w) { return DeferrableLinear::apply(x, w); }
 
+// Selective activation recomputation (Korthikanti et al., MLSys 2023, sec. 4.2; Megatron-LM's
+// checkpointed core attention): the attention core (scores, softmax, weighted values) keeps
+// only its inputs q, k, v and runs again inside its backward; the (b, a/t, s, s) tensors it
+// would keep, the 5as/h share of eq. 2, are never saved.
+struct RecomputedCore : torch::autograd::Function<RecomputedCore> {
+  // q, k, v: (b, a/t, s, d) -> (b, a/t, s, d)
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+    ctx->save_for_backward({q, k, v});
+    return compat::causal_attention(q, k, v);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    torch::AutoGradMode enable(true);
+    variable_list in;
+    for (const torch::Tensor& t : saved) in.push_back(t.detach().requires_grad_(true));
+    torch::Tensor out = compat::causal_attention(in[0], in[1], in[2]);
+    return torch::autograd::grad({out}, in, {grads[0]});
+  }
+};
+
 void tp_all_reduce_max(torch::Tensor& t) {
   TpContext& tp = tp_context();
   auto t0 = std::chrono::steady_clock::now();
@@ -256,7 +276,8 @@ torch::Tensor GptPart::attention_core(const torch::Tensor& in, const LayerParams
   torch::Tensor qkv = dlinear(in, p.qkv_w) + p.qkv_b;  // (b, s, 3h/t)
   auto split = qkv.chunk(3, -1);
   auto heads_of = [&](const torch::Tensor& t) { return t.reshape({b, s, heads, d}).transpose(1, 2); };  // (b, a/t, s, d)
-  torch::Tensor ctx = compat::causal_attention(heads_of(split[0]), heads_of(split[1]), heads_of(split[2]));
+  torch::Tensor ctx = recompute_core_ ? RecomputedCore::apply(heads_of(split[0]), heads_of(split[1]), heads_of(split[2]))
+                                      : compat::causal_attention(heads_of(split[0]), heads_of(split[1]), heads_of(split[2]));
   ctx = ctx.transpose(1, 2).reshape({b, s, heads * d});  // (b, s, h/t)
   return dlinear(ctx, p.proj_w);                         // (b, s, h) partial sum over tp ranks
 }

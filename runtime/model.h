@@ -106,6 +106,10 @@ class GptPart {
   torch::Tensor block_core(const torch::Tensor& q, int block) const;
   const torch::Tensor& block_bias(int block) const;  // (h) added after the all-reduce
 
+  // Selective recomputation (plan.recompute = selective): every layer's attention core keeps
+  // only q, k and v and is recomputed in its backward.
+  void set_recompute_attention_core(bool on) { recompute_core_ = on; }
+
   const PartShape& shape() const { return shape_; }
   const torch::Device& device() const { return device_; }
   // Every parameter with a stable name ("L3.qkv_w", "embed.tok", ...), in a fixed order.
@@ -126,6 +130,7 @@ class GptPart {
   costmodel::ModelSpec m_;
   PartShape shape_;
   int tp_rank_ = 0, tp_size_ = 1;
+  bool recompute_core_ = false;  // selective recomputation of the attention core
   torch::Device device_;
   std::vector<LayerParams> layers_;
   torch::Tensor tok_emb_;   // (V/t, h) this rank's vocabulary slice

@@ -144,8 +144,6 @@ void check_executable(const Schedule& s) {
 RunPlan make_run_plan(const costmodel::ModelSpec& m, const costmodel::ParallelPlan& p) {
   RunPlan rp;
   rp.schedule = costmodel::plan_schedule(p);
-  if (p.recompute == costmodel::RecomputePolicy::Selective)
-    throw InputError("runtime: --recompute selective (attention-core recomputation) is not implemented; use none or full");
   check_executable(rp.schedule);
   rp.part_layers = costmodel::partition_layers(m, p, rp.schedule.stages_per_chain());
   check_overlapped_parts(p, rp.part_layers);

@@ -131,6 +131,7 @@ void build_model(Run& r) {
     PartShape shape{r.plan.part_first_layer[static_cast<size_t>(part)], r.plan.part_layers[static_cast<size_t>(part)],
                     s.is_first(stage), s.is_last(stage)};
     r.parts.push_back(std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed, r.device));
+    r.parts.back()->set_recompute_attention_core(r.opt.plan.recompute == costmodel::RecomputePolicy::Selective);
     by_stage[stage] = r.parts.back().get();
     if (s.num_chains > 1) grad_groups[stage] = &r.part_groups.at(part);
     if (r.opt.plan.tp > 1) tp_overlap[stage] = r.opt.plan.overlap_of(part);

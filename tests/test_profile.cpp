@@ -153,6 +153,30 @@ TEST(Profile, CostModelUsesMeasurements) {
   EXPECT_NE(a.eval.iteration_time_s, e.eval.iteration_time_s);
 }
 
+// Selective recomputation takes the layer's bytes measured with its attention core recomputed;
+// a profile without them leaves the analytic selective formula in place. The selective fields
+// survive a round trip and stay out of profiles that lack them.
+TEST(Profile, SelectiveRecomputationUsesItsMeasuredBytes) {
+  Profile p = fixture();
+  ModelSpec m = load_model("tiny");  // 4 layers
+  ParallelPlan plan;
+  plan.pp = 2;
+  plan.num_microbatches = 4;
+  plan.recompute = RecomputePolicy::Selective;
+  EstimateOptions opt;
+  opt.profile = &p;
+  const double analytic = estimate(m, two_gpu_node(), plan, opt).costs.stages[0].act_bytes;
+  EXPECT_NEAR(analytic, 2 * memory::layer_activation_selective_bytes(m, 1, 1, false) + memory::embedding_activation_bytes(m, 1, 1, false), 1e-6);
+  EXPECT_FALSE(to_json(p)["layers"][0].contains("selective_activation_bytes"));
+  for (auto& l : p.layers)
+    if (l.kind == "transformer") l.selective_activation_bytes = 70000, l.selective_backward_working_bytes = 50000;
+  EXPECT_EQ(to_json(profile_from_json(to_json(p))), to_json(p));
+  const Estimate e = estimate(m, two_gpu_node(), plan, opt);
+  EXPECT_NEAR(e.costs.stages[0].act_bytes, 2 * 70000.0 + 4096, 1e-6);  // two layers and the embedding, as measured
+  plan.recompute = RecomputePolicy::None;
+  EXPECT_NEAR(estimate(m, two_gpu_node(), plan, opt).costs.stages[0].act_bytes, 2 * 100000.0 + 4096, 1e-6);
+}
+
 // A profiled layer at tp > 1 is one shard's compute; its all-reduces come from the measured
 // all-reduce over tp ranks (two per layer and direction), and with sequence parallelism from
 // the measured all-gather plus reduce-scatter of the same buffer.

@@ -91,12 +91,14 @@ INSTANTIATE_TEST_SUITE_P(Grids, RuntimeParity,
                            return "dp" + std::to_string(g.dp) + "_tp" + std::to_string(g.tp) + "_pp" + std::to_string(g.pp);
                          });
 
-// Interleaved stages with recomputation, and an explicit uneven layer split.
+// Interleaved stages with recomputation, an explicit uneven layer split, and selective
+// recomputation (the attention core recomputed in its backward) with tp 2.
 TEST(RuntimeParity, RecomputeAndStageLayersMatch) {
   const std::vector<double> ref = reference(1);
-  for (const std::string extra : {"--schedule interleaved-1f1b --chunks 2 --recompute full",
-                                  "--schedule 1f1b --stage-layers 3,5"}) {
-    TrainRun r = train(common_flags() + " --nproc 2 --pp 2 --microbatches 8 " + extra);
+  for (const std::string extra : {"--nproc 2 --schedule interleaved-1f1b --chunks 2 --recompute full",
+                                  "--nproc 2 --schedule 1f1b --stage-layers 3,5",
+                                  "--nproc 4 --tp 2 --schedule 1f1b --recompute selective"}) {
+    TrainRun r = train(common_flags() + " --pp 2 --microbatches 8 " + extra);
     ASSERT_EQ(r.cli.exit_code, 0) << extra << "\n" << r.cli.err;
     std::vector<double> got = losses(r.summary);
     ASSERT_EQ(got.size(), ref.size());
