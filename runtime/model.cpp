@@ -65,13 +65,18 @@ struct DeferrableLinear : torch::autograd::Function<DeferrableLinear> {
   }
 };
 
-void tp_all_reduce(torch::Tensor& t) {
+// One blocking tp collective, counted and timed in the TpContext.
+template <class Collective>
+void timed_tp_collective(torch::Tensor& t, Collective&& c) {
   TpContext& tp = tp_context();
   auto t0 = std::chrono::steady_clock::now();
-  compat::all_reduce_sum_blocking(*tp.group, t, tp.timeout);
+  c(*tp.group, t, tp.timeout);
   tp.collectives += 1;
   tp.comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+void tp_all_reduce(torch::Tensor& t) { timed_tp_collective(t, compat::all_reduce_sum_blocking); }
+void tp_all_reduce_max(torch::Tensor& t) { timed_tp_collective(t, compat::all_reduce_max_blocking); }
 
 // Megatron's f: identity forward, all-reduce of the gradient backward.
 struct CopyToTp : torch::autograd::Function<CopyToTp> {
@@ -114,14 +119,6 @@ struct RecomputedCore : torch::autograd::Function<RecomputedCore> {
     return torch::autograd::grad({out}, in, {grads[0]});
   }
 };
-
-void tp_all_reduce_max(torch::Tensor& t) {
-  TpContext& tp = tp_context();
-  auto t0 = std::chrono::steady_clock::now();
-  compat::all_reduce_max_blocking(*tp.group, t, tp.timeout);
-  tp.collectives += 1;
-  tp.comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Cross-entropy over logits split by vocabulary across the tp group (Megatron-LM's
 // vocab_parallel_cross_entropy; Shoeybi et al. 2019, sec. 3): each rank holds the logits of its
