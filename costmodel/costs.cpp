@@ -119,6 +119,10 @@ double backward_freed_bytes(const StageCost& sc, double f, bool fused) {
   return fused ? kept_activation_bytes(sc, f) + recompute_activation_bytes(sc, f, true) : sc.act_bytes;
 }
 
+double split_input_freed_bytes(const StageCost& sc) { return sc.w_kept_bytes < 0 ? 0.0 : sc.act_bytes - sc.w_kept_bytes; }
+
+double split_weight_freed_bytes(const StageCost& sc) { return sc.w_kept_bytes < 0 ? sc.act_bytes : sc.w_kept_bytes; }
+
 Link chain_reduce_link(const Schedule& s, int stage, const Topology& topo, const Link& dp_link) {
   Link link = dp_link;
   for (int c = 0; c < s.num_chains; ++c) {
@@ -363,6 +367,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     // stage, then one layer's at a time (the layers behind it already freed), so the larger.
     sc.work_bytes = sb * std::max(n > 0 ? memory::layer_backward_working_bytes(m, bb, t, sp) : 0.0,
                                   last ? memory::head_backward_working_bytes(m, bb, t, sp) : 0.0);
+    sc.w_kept_bytes = sb * (n * memory::layer_weight_kept_bytes(m, bb, t, sp) + (last ? memory::head_weight_kept_bytes(m, bb, t, sp) : 0));
     const bool measured_bytes = prof && !sp && (!selective || measured_at(bb)[0].selective_activation_bytes > 0);
     if (measured_bytes) {
       const auto& [layer_m, head_m, embed_m] = measured_at(bb);
@@ -378,6 +383,8 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
       sc.ckpt_bytes = sb * (n * checkpoints_per_layer(mode, t) * layer_m.checkpoint_bytes + head_x + embed_x);
       if (layer_work > 0 && (!last || head_m.backward_working_bytes > 0))
         sc.work_bytes = sb * std::max(n > 0 ? layer_work : 0.0, last ? head_m.backward_working_bytes : 0.0);
+      if (layer_m.weight_kept_bytes > 0 && (!last || head_m.weight_kept_bytes > 0))
+        sc.w_kept_bytes = sb * (n * layer_m.weight_kept_bytes + (last ? head_m.weight_kept_bytes : 0));
     }
     sc.offload_s = sc.act_bytes / c.host_link_bandwidth_Bps;
     sc.reload_s = sc.offload_s;

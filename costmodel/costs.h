@@ -33,6 +33,9 @@ struct StageCost {        // one stage, one microbatch
   double work_bytes = 0;  // transient working memory of one B (or I) of the stage, above what
                           // the forwards keep: its layers' backward working set, the head's on
                           // the last stage (memory::layer_backward_working_bytes, or profiled)
+  double w_kept_bytes = -1;  // what a split backward's I leaves for its W (the linears' inputs
+                             // and output gradients; memory::layer_weight_kept_bytes, or
+                             // profiled); < 0: not modelled, W frees everything
   // Tensor-parallel all-reduces folded into the durations above (Megatron: two per layer in F
   // and R, two in I and B); engines that simulate them explicitly subtract these. The
   // vocabulary-parallel ends' collectives (embedding, loss) are priced inside the end pieces'
@@ -93,6 +96,11 @@ bool recompute_fused_with_backward(const std::vector<schedules::Action>& list, s
 double kept_activation_bytes(const StageCost& sc, double f);
 double recompute_activation_bytes(const StageCost& sc, double f, bool fused);
 double backward_freed_bytes(const StageCost& sc, double f, bool fused);
+// A split backward: I frees what only the input gradient read (act_bytes - w_kept_bytes; below
+// zero where the output gradients it keeps outweigh that), W the rest (w_kept_bytes). Where
+// w_kept_bytes is not modelled, I frees nothing and W everything.
+double split_input_freed_bytes(const StageCost& sc);
+double split_weight_freed_bytes(const StageCost& sc);
 
 // What one transformer layer keeps per sub-batch of `b` samples at tensor-parallel degree `t`
 // (Korthikanti et al., MLSys 2023, memory.h): act_bytes without recomputation (the selective

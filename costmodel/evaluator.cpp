@@ -19,7 +19,10 @@ namespace {
 
 // kAllocRLayer / kFreeFused: an R fused with its backward (costmodel::recompute_fused_with_backward).
 // kWorkStart / kWorkEnd: a backward's (B or I) working set, held while it runs (StageCost::work_bytes).
-enum MemWhat : std::uint8_t { kAllocF, kAllocR, kAllocRLayer, kFree, kFreeFused, kOffloadEnd, kReloadStart, kReloadEnd, kWorkStart, kWorkEnd };
+// kFreeI / kFreeW: a split backward's frees, at the end of its I and of its W.
+enum MemWhat : std::uint8_t {
+  kAllocF, kAllocR, kAllocRLayer, kFree, kFreeFused, kFreeI, kFreeW, kOffloadEnd, kReloadStart, kReloadEnd, kWorkStart, kWorkEnd
+};
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
@@ -318,10 +321,17 @@ void Evaluator::compile() {
           hd.emplace_back(a.stage, +1);
           break;
         case Op::R: mc.push_back({me, false, a.stage, fused[key(a.stage, a.microbatch)] ? kAllocRLayer : kAllocR, a.fraction}); break;
-        case Op::I: working_set(a.stage); break;
-        case Op::B: case Op::W:
-          if (a.op == Op::B) working_set(a.stage);
-          if (a.op == Op::B && fused[key(a.stage, a.microbatch)])
+        case Op::I:
+          working_set(a.stage);
+          mc.push_back({me, true, a.stage, kFreeI, 0});
+          break;
+        case Op::W:
+          mc.push_back({me, true, a.stage, kFreeW, 0});
+          hd.emplace_back(a.stage, -1);
+          break;
+        case Op::B:
+          working_set(a.stage);
+          if (fused[key(a.stage, a.microbatch)])
             mc.push_back({me, true, a.stage, kFreeFused, fr(a.stage, a.microbatch)});
           else
             mc.push_back({me, true, a.stage, kFree, 0});
@@ -331,6 +341,7 @@ void Evaluator::compile() {
           mc.push_back({me, false, a.stage, kAllocF, fr(a.stage, a.microbatch)});
           hd.emplace_back(a.stage, +1);
           working_set(a.b_stage);
+          if (a.b_op == Op::I) mc.push_back({me, true, a.b_stage, kFreeI, 0});
           if (a.b_op == Op::B) {
             if (fused[key(a.b_stage, a.b_microbatch)])
               mc.push_back({me, true, a.b_stage, kFreeFused, fr(a.b_stage, a.b_microbatch)});
@@ -471,6 +482,8 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
           case kAllocRLayer: gpu += recompute_activation_bytes(sc, op.fraction, true); break;
           case kFree: gpu -= backward_freed_bytes(sc, op.fraction, false); break;
           case kFreeFused: gpu -= backward_freed_bytes(sc, op.fraction, true); break;
+          case kFreeI: gpu -= split_input_freed_bytes(sc); break;
+          case kFreeW: gpu -= split_weight_freed_bytes(sc); break;
           case kOffloadEnd: gpu -= stored; host += stored; break;
           case kReloadStart: gpu += stored; break;
           case kReloadEnd: host -= stored; break;
@@ -479,7 +492,8 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
         }
       };
       auto frees = [](const MemOp& op) {
-        return op.what == kFree || op.what == kFreeFused || op.what == kOffloadEnd || op.what == kReloadEnd || op.what == kWorkEnd;
+        return op.what == kFree || op.what == kFreeFused || op.what == kFreeI || op.what == kFreeW || op.what == kOffloadEnd ||
+               op.what == kReloadEnd || op.what == kWorkEnd;
       };
       double gpu = 0, host = 0, peak_gpu = 0, peak_host = 0;
       size_t i = 0, j = 0;

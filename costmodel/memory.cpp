@@ -40,6 +40,15 @@ double head_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp) {
   return 4.0 * D(m.seq_length) * D(b) * D(m.vocab_size) / t + sbh(m, b) * scale(m) * 2.0 / (sp ? t : 1);
 }
 
+double layer_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp) {
+  const double full = sp ? 4.0 / t : 4.0;  // column inputs and row-parallel output gradients
+  return sbh(m, b) * (full + 12.0 / t) * D(m.bytes_per_activation);
+}
+
+double head_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp) {
+  return sbh(m, b) * D(m.bytes_per_activation) / (sp ? t : 1) + 4.0 * D(m.seq_length) * D(b) * D(m.vocab_size) / t;
+}
+
 double embedding_activation_bytes(const ModelSpec& m, int b, int t, bool sp) { return sbh(m, b) / (sp ? t : 1); }
 
 double head_activation_bytes(const ModelSpec& m, int b, int t, bool sp) {

@@ -39,6 +39,17 @@ double layer_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp = 
 // norm's input gradient (sbh, /t with sp). Same estimate as above.
 double head_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp = false);
 
+// What a split backward's I leaves for its W (zero bubble; Qi et al., ICLR 2024): each linear
+// layer's weight gradient reads its input and its output's gradient. Per layer: the inputs of
+// QKV and of the first MLP matrix (sbh each, /t with sp: the all-gather is redone), of the
+// projection and of the second MLP matrix (sbh/t, 4sbh/t), and the output gradients of QKV and
+// of the first MLP matrix (3sbh/t, 4sbh/t) and of the two row-parallel products (sbh each, /t
+// with sp): (4 + 12/t) sbh elements, 16 sbh/t with sp. From the data flow, as the working set.
+double layer_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp = false);
+// The head's: its input (sbh, /t with sp) and the logits' gradient (sbV/t, 32-bit as the loss
+// computes it).
+double head_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp = false);
+
 // Bytes of one point-to-point activation or gradient message between stages: sbh elements,
 // a 1/t slice of them with sequence parallelism (each tp rank sends its part).
 double boundary_message_bytes(const ModelSpec& m, int b, int t = 1, bool sp = false);

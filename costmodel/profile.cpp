@@ -74,6 +74,7 @@ LayerCost from_entry(const LayerProfile& l) {
   c.backward_working_bytes = l.backward_working_bytes;
   c.selective_activation_bytes = l.selective_activation_bytes;
   c.selective_backward_working_bytes = l.selective_backward_working_bytes;
+  c.weight_kept_bytes = l.weight_kept_bytes;
   return c;
 }
 
@@ -122,6 +123,8 @@ nlohmann::json to_json(const Profile& p) {
       layers[i]["selective_activation_bytes"] = p.layers[i].selective_activation_bytes;
       layers[i]["selective_backward_working_bytes"] = p.layers[i].selective_backward_working_bytes;
     }
+  for (size_t i = 0; i < p.layers.size(); ++i)
+    if (p.layers[i].weight_kept_bytes > 0) layers[i]["weight_kept_bytes"] = p.layers[i].weight_kept_bytes;
   for (const auto& c : p.collectives)
     colls.push_back({{"op", c.op}, {"ranks", c.ranks}, {"bytes", c.bytes}, {"time", meas_json(c.time)},
                      {"algbw_Bps", c.algbw_Bps}, {"busbw_Bps", c.busbw_Bps}});
@@ -172,6 +175,7 @@ Profile profile_fields(const nlohmann::json& j) {
       l.backward_working_bytes = e.value("backward_working_bytes", 0.0);
       l.selective_activation_bytes = e.value("selective_activation_bytes", 0.0);
       l.selective_backward_working_bytes = e.value("selective_backward_working_bytes", 0.0);
+      l.weight_kept_bytes = e.value("weight_kept_bytes", 0.0);
     } catch (const nlohmann::json::exception& ex) {
       throw InputError("profile: " + w + ": " + ex.what());
     }
@@ -243,6 +247,12 @@ LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelS
                                                  memory::head_backward_working_bytes(e, l->microbatch_size, l->tp)
                                            : ratio;
     c.backward_working_bytes = l->backward_working_bytes * wratio;
+    const double kratio = kind == "transformer" ? memory::layer_weight_kept_bytes(m, b, tp) /
+                                                      memory::layer_weight_kept_bytes(e, l->microbatch_size, l->tp)
+                          : kind == "head" ? memory::head_weight_kept_bytes(m, b, tp) /
+                                                 memory::head_weight_kept_bytes(e, l->microbatch_size, l->tp)
+                                           : ratio;
+    c.weight_kept_bytes = l->weight_kept_bytes * kratio;
     if (kind == "transformer") {  // selective: the same scaling by its own formula, the core's share at the measured ratio
       c.selective_activation_bytes = l->selective_activation_bytes * memory::layer_activation_selective_bytes(m, b, tp) /
                                      memory::layer_activation_selective_bytes(e, l->microbatch_size, l->tp);
@@ -258,6 +268,7 @@ LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelS
       c.backward_working_bytes = l->backward_working_bytes;
       c.selective_activation_bytes = l->selective_activation_bytes;
       c.selective_backward_working_bytes = l->selective_backward_working_bytes;
+      c.weight_kept_bytes = l->weight_kept_bytes;
       c.note = "measured " + shape(*l);
       return c;
     }

@@ -49,6 +49,9 @@ struct LayerProfile {
   // 0: not measured (Korthikanti's selective formula applies).
   double selective_activation_bytes = 0;
   double selective_backward_working_bytes = 0;
+  // What a split backward's I leaves for its W (transformer and head): the deferred weight
+  // gradients' inputs and output gradients; 0: not measured.
+  double weight_kept_bytes = 0;
 };
 
 struct CollectiveProfile {
@@ -78,6 +81,7 @@ struct LayerCost {
   double activation_bytes = 0, checkpoint_bytes = 0;
   double backward_working_bytes = 0;  // 0: not measured (the analytic estimate applies)
   double selective_activation_bytes = 0, selective_backward_working_bytes = 0;  // 0: not measured
+  double weight_kept_bytes = 0;  // 0: not measured
   bool extrapolated = false;   // outside the measured grid
   std::string note;            // what was interpolated or extrapolated from
 };

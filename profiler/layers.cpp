@@ -48,6 +48,31 @@ double backward_working_bytes(const torch::Device& d, const runtime::GptPart& pa
   return static_cast<double>(runtime::device_peak_bytes(d) - before);
 }
 
+// Bytes a split backward's I leaves for its W: the forward, then the backward with the weight
+// gradients deferred (the runtime's I); once the output and the input's gradient are dropped,
+// what stays above the start is what the deferred jobs hold (the linears' inputs and output
+// gradients). The part's gradients exist beforehand, as in any step after the first.
+double weight_kept_bytes(const torch::Device& d, const runtime::GptPart& part, torch::Tensor& input,
+                         const std::function<torch::Tensor()>& f) {
+  if (!d.is_cuda()) runtime::install_cpu_memory_counter();
+  for (const auto& np : part.named_parameters()) np.second.mutable_grad() = torch::zeros_like(np.second);
+  input.mutable_grad().reset();
+  runtime::synchronize(d);
+  const std::int64_t before = runtime::device_allocated_bytes(d);
+  runtime::DeferredGrads w;
+  {
+    torch::Tensor y = f();
+    runtime::DeferWeightGrads defer(&w);
+    if (y.dim() == 0) y.backward();
+    else y.backward(torch::randn_like(y));
+  }
+  input.mutable_grad().reset();
+  runtime::synchronize(d);
+  const double kept = static_cast<double>(runtime::device_allocated_bytes(d) - before);
+  w.clear();
+  return kept;
+}
+
 template <class F>
 costmodel::Measurement time_it(const LayerGridOptions& o, const torch::Device& d, F&& f) {
   for (int i = 0; i < o.warmup; ++i) f();
@@ -154,6 +179,7 @@ void profile_shape(const LayerGridOptions& o, const torch::Device& d, int h, int
   lp.activation_bytes = kept_bytes(d, [&] { return layer.layers(x, 0, 1); });
   lp.checkpoint_bytes = static_cast<double>(x.numel() * x.element_size());  // the layer input
   lp.backward_working_bytes = backward_working_bytes(d, layer, x, [&] { return layer.layers(x, 0, 1); });
+  lp.weight_kept_bytes = weight_kept_bytes(d, layer, x, [&] { return layer.layers(x, 0, 1); });
   // The same layer with selective recomputation (the attention core recomputed in its backward).
   layer.set_recompute_attention_core(true);
   lp.selective_activation_bytes = kept_bytes(d, [&] { return layer.layers(x, 0, 1); });
@@ -170,6 +196,7 @@ void profile_shape(const LayerGridOptions& o, const torch::Device& d, int h, int
   costmodel::LayerProfile lh = base("head", o, h, a, s, b, t);
   fill_times(o, d, [&] { return head.loss(x, tokens); }, lh);
   lh.activation_bytes = lh.checkpoint_bytes = kept_bytes(d, [&] { return head.loss(x, tokens); });
+  lh.weight_kept_bytes = weight_kept_bytes(d, head, x, [&] { return head.loss(x, tokens); });
   // A last stage backpropagates the head, then its layers: measured on the head over one layer.
   runtime::GptPart tail(m, {0, 1, false, true}, 0, t, 7, d);
   lh.backward_working_bytes = backward_working_bytes(d, tail, x, [&] { return tail.loss(tail.layers(x, 0, 1), tokens); });

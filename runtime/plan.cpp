@@ -166,7 +166,6 @@ void preflight(const TrainOptions& opt, int world) {
   costmodel::check(opt.plan);
   const auto& p = opt.plan;
   check_sub_batches(p);  // before the cost model's fit checks: the runtime's own reason
-  check_vocab_parallel(opt.model, p.tp);  // GptPart's own check, before any rank starts
   if (p.num_gpus() != world)
     throw InputError("plan: dp*tp*pp = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
                      " = " + std::to_string(p.num_gpus()) + " ranks, but the world has " + std::to_string(world) +
@@ -176,6 +175,7 @@ void preflight(const TrainOptions& opt, int world) {
   local.nodes = 1;
   local.gpus_per_node = world;
   costmodel::check_fit(opt.model, local, p);  // tp divides the heads and the MLP width
+  check_vocab_parallel(opt.model, p.tp);       // and the vocabulary (GptPart's own check)
   if (opt.model.kind != costmodel::ModelKind::Gpt)
     throw InputError("runtime: model '" + opt.model.name + "' is of kind " + std::string(costmodel::kind_name(opt.model.kind)) +
                      "; the runtime builds GPT decoders only");

@@ -125,15 +125,16 @@ std::pair<double, double> peak_memory(const schedules::Schedule& s, const costmo
         ev.push_back({r->start_s, false, sc.work_bytes, 0});
         ev.push_back({r->end_s, true, -sc.work_bytes - freed(a.stage, a.microbatch), 0});
         break;
-      case Op::I:
+      case Op::I:  // a split backward: I frees what only the input gradient read, W the rest
         ev.push_back({r->start_s, false, sc.work_bytes, 0});
-        ev.push_back({r->end_s, true, -sc.work_bytes, 0});
+        ev.push_back({r->end_s, true, -sc.work_bytes - costmodel::split_input_freed_bytes(sc), 0});
         break;
-      case Op::W: ev.push_back({r->end_s, true, -sc.act_bytes, 0}); break;
+      case Op::W: ev.push_back({r->end_s, true, -costmodel::split_weight_freed_bytes(sc), 0}); break;
       case Op::OVERLAP_F_B: {
         const double work = c.stages[static_cast<size_t>(a.b_stage)].work_bytes;
         ev.push_back({r->start_s, false, stored(a.stage, a.microbatch) + work, 0});
-        ev.push_back({r->end_s, true, -work - (a.b_op == Op::B ? freed(a.b_stage, a.b_microbatch) : 0.0), 0});
+        const auto& bc = c.stages[static_cast<size_t>(a.b_stage)];
+        ev.push_back({r->end_s, true, -work - (a.b_op == Op::B ? freed(a.b_stage, a.b_microbatch) : costmodel::split_input_freed_bytes(bc)), 0});
         break;
       }
       default: break;

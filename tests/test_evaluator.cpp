@@ -146,6 +146,22 @@ TEST(Evaluator, OffloadMovesActivationsToHost) {
   EXPECT_DOUBLE_EQ(r.iteration_time_s, 6.0);  // the reload hides under B1
 }
 
+// A split backward: I frees what only the input gradient read, W what the weight gradients
+// read (w_kept_bytes); not modelled (< 0), W frees everything. One stage: F0 I0 F1 I1 W0 W1.
+TEST(Evaluator, SplitBackwardFreesAtIWhatOnlyTheInputGradientRead) {
+  Schedule s = make_schedule("split", 1, 1, 2, PlacementKind::Loop);
+  s.actions[0] = {Action::make(0, Op::F, 0), Action::make(0, Op::I, 0), Action::make(0, Op::F, 1),
+                  Action::make(0, Op::I, 1), Action::make(0, Op::W, 0), Action::make(0, Op::W, 1)};
+  s = lower(s);
+  CostTable t = table(s);
+  t.stages[0].act_bytes = 10;
+  EXPECT_DOUBLE_EQ(Evaluator(s, one_iteration()).evaluate(t).peak_activation_bytes[0], 20);  // both held to their W
+  t.stages[0].w_kept_bytes = 4;
+  EXPECT_DOUBLE_EQ(Evaluator(s, one_iteration()).evaluate(t).peak_activation_bytes[0], 14);  // F1 on top of I0's 4
+  t.stages[0].w_kept_bytes = 12;  // the output gradients I keeps outweigh what it frees
+  EXPECT_DOUBLE_EQ(Evaluator(s, one_iteration()).evaluate(t).peak_activation_bytes[0], 24);
+}
+
 // A schedule that cannot run is refused at construction with the marked grid.
 TEST(Evaluator, RefusesDeadlocksAndUnloweredSchedules) {
   Schedule s = make_schedule("cross", 2, 2, 2, PlacementKind::Loop);

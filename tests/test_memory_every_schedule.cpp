@@ -42,9 +42,6 @@ struct KnownGap {
   const char* why;
 };
 const std::map<std::string, KnownGap> kKnownGaps = {
-    {"zb-h2-pp2-m4", {1, 0.0, 0.12, "the model frees a split backward's activations at its W; the runtime's I already "
-                                     "frees what only the input gradient read"}},
-    {"zb-h2-greedy-pp2-m4", {1, 0.0, 0.12, "as zb-h2"}},
     {"fold3d-pp2-m4", {0, -0.10, 0.0, "reloaded checkpoints with per-layer recomputation, not yet explained"}},
 };
 
