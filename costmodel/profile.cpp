@@ -241,18 +241,17 @@ LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelS
                                           : ratio;
     c.activation_bytes = l->activation_bytes * ratio;
     c.checkpoint_bytes = l->checkpoint_bytes * cratio;
-    const double wratio = kind == "transformer" ? memory::layer_backward_working_bytes(m, b, tp) /
-                                                      memory::layer_backward_working_bytes(e, l->microbatch_size, l->tp)
-                          : kind == "head" ? memory::head_backward_working_bytes(m, b, tp) /
-                                                 memory::head_backward_working_bytes(e, l->microbatch_size, l->tp)
-                                           : ratio;
+    // The ratio of the layer's (or the head's) analytic formula between the asked shape and the
+    // measured one; the embedding's by FLOPs.
+    using Formula = double (*)(const ModelSpec&, int, int, bool);
+    auto formula_ratio = [&](Formula layer_f, Formula head_f) {
+      if (kind == "transformer") return layer_f(m, b, tp, false) / layer_f(e, l->microbatch_size, l->tp, false);
+      if (kind == "head") return head_f(m, b, tp, false) / head_f(e, l->microbatch_size, l->tp, false);
+      return ratio;
+    };
+    const double wratio = formula_ratio(memory::layer_backward_working_bytes, memory::head_backward_working_bytes);
     c.backward_working_bytes = l->backward_working_bytes * wratio;
-    const double kratio = kind == "transformer" ? memory::layer_weight_kept_bytes(m, b, tp) /
-                                                      memory::layer_weight_kept_bytes(e, l->microbatch_size, l->tp)
-                          : kind == "head" ? memory::head_weight_kept_bytes(m, b, tp) /
-                                                 memory::head_weight_kept_bytes(e, l->microbatch_size, l->tp)
-                                           : ratio;
-    c.weight_kept_bytes = l->weight_kept_bytes * kratio;
+    c.weight_kept_bytes = l->weight_kept_bytes * formula_ratio(memory::layer_weight_kept_bytes, memory::head_weight_kept_bytes);
     if (kind == "transformer") {  // selective: the same scaling by its own formula, the core's share at the measured ratio
       c.selective_activation_bytes = l->selective_activation_bytes * memory::layer_activation_selective_bytes(m, b, tp) /
                                      memory::layer_activation_selective_bytes(e, l->microbatch_size, l->tp);
