@@ -48,6 +48,7 @@ struct PlanCmdFlags {
   bool layer_tp = false;              // Oases' per-layer tp degrees (ILP) for the top plans with pp = 1
   bool quiet = false;                 // no progress lines on standard error
   std::optional<double> memory_margin;  // overrides the cluster's memory_margin
+  std::optional<int> nodes;           // overrides the cluster's node count
 };
 
 int parse_int(const std::string& flag, const std::string& v) {
@@ -351,6 +352,7 @@ void run(const PlanCmdFlags& f) {
   const costmodel::ModelSpec m = costmodel::load_model(f.model);
   costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   apply_memory_margin(c, f.memory_margin);
+  apply_nodes(c, f.nodes);
   if (f.tokens < 0) throw InputError("--tokens = " + fmt_num(f.tokens) + " is invalid (must be positive)");
   if (!f.verify.empty() && f.verify != "sim") throw InputError("--verify = '" + f.verify + "' is invalid (allowed: sim)");
   const std::vector<int> counts = gpu_counts(f.gpus, c);
@@ -410,6 +412,7 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--model", f->model, "model preset name or JSON file")->required();
   c->add_option("--cluster", f->cluster, "cluster preset name or JSON file")->required();
   add_memory_margin_flag(c, f->memory_margin);
+  add_nodes_flag(c, f->nodes);
   c->add_option("--gpus", f->gpus, "GPUs the plans use, the cluster's first ones (default: all); several (64,128,256), a doubling range (64-512) or auto (the cluster and its halvings): the best plan of each");
   c->add_option("--tokens", f->tokens, "tokens to train: prints the time to train and GPU-hours of the best plan");
   c->add_option("--global-batch", f->global_batch, "sequences per iteration")->required();

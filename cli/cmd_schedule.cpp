@@ -1,8 +1,10 @@
 // `stagecraft schedule`: generate or import a schedule, validate it, print it as a grid, CSV,
 // JSON or Chrome trace; with --unit-costs, evaluate it with those durations and no
 // communication and print the metrics as JSON.
+#include <algorithm>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -32,6 +34,7 @@ struct ScheduleOpts {
   std::string svg;
   bool lowered = false;
   bool list = false;
+  bool verbose = false;
   ScheduleParamFlags params;
 };
 
@@ -40,14 +43,42 @@ void emit(const ScheduleOpts& o, const std::string& text) {
   else write_file_atomic(o.out, text);
 }
 
-void list_schedules() {
-  std::vector<std::vector<std::string>> rows;
+// Words of `text` in lines of at most `width` columns (a longer word stands alone).
+std::vector<std::string> wrap(const std::string& text, size_t width) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string word, line;
+  while (in >> word) {
+    if (!line.empty() && line.size() + 1 + word.size() > width) lines.push_back(line), line.clear();
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+// One line per schedule, name and summary, wrapped to kListColumns; with --verbose each
+// schedule's constraints and source follow, wrapped the same way.
+constexpr size_t kListColumns = 100;
+
+void list_schedules(bool verbose) {
+  size_t name_w = 8;
+  for (const auto& g : schedules::generators()) name_w = std::max(name_w, g.name.size());
+  const std::string pad(name_w + 2, ' ');
+  auto block = [&](const std::string& first, const std::string& text) {
+    std::vector<std::string> lines = wrap(text, kListColumns - pad.size());
+    for (size_t i = 0; i < lines.size(); ++i)
+      std::cout << (i == 0 ? first + std::string(pad.size() - first.size(), ' ') : pad) << lines[i] << "\n";
+  };
+  block("schedule", verbose ? "what it is; its constraints and source" : "what it is (--list --verbose: constraints, source)");
   for (const auto& g : schedules::generators()) {
+    block(g.name, g.summary);
+    if (!verbose) continue;
     std::string aliases;
     for (const auto& a : g.aliases) aliases += (aliases.empty() ? "" : ", ") + a;
-    rows.push_back({g.name, g.summary, g.constraints, g.source});
+    if (!aliases.empty()) block("", "also: " + aliases);
+    block("", "constraints: " + g.constraints);
+    block("", "source: " + g.source);
   }
-  std::cout << format_table({"schedule", "what", "constraints", "source"}, rows);
 }
 
 nlohmann::json unit_metrics(const schedules::Schedule& s, const costmodel::EvalResult& r) {
@@ -67,7 +98,7 @@ nlohmann::json unit_metrics(const schedules::Schedule& s, const costmodel::EvalR
 
 void run(const ScheduleOpts& o) {
   if (o.list) {
-    list_schedules();
+    list_schedules(o.verbose);
     return;
   }
   static const std::vector<std::string> formats = {"grid", "csv", "json", "trace"};
@@ -147,7 +178,8 @@ void add_schedule_command(CLI::App& app) {
   add_schedule_param_flags(c, o->params);
   c->add_option("--svg", o->svg, "draw the evaluated schedule (unit costs) as an SVG timeline into this file");
   c->add_flag("--lowered", o->lowered, "show the lowered schedule (sends, receives, reductions, optimizer)");
-  c->add_flag("--list", o->list, "list the registered schedules with their constraints");
+  c->add_flag("--list", o->list, "list the registered schedules, one line each");
+  c->add_flag("--verbose", o->verbose, "with --list: each schedule's constraints and source as well");
   c->callback([o] { run(*o); });
 }
 

@@ -36,6 +36,7 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
                   "distributed optimizer over the dp group: 0 none, 1 optimizer states sharded (Megatron's), 2 and "
                   "gradients (default 0)");
   if (with_cluster) add_memory_margin_flag(app, f.memory_margin);
+  if (with_cluster) add_nodes_flag(app, f.nodes);
   if (with_cluster)
     app->add_option("--profile", f.profile, "profile JSON from `stagecraft profile`: measured costs instead of the analytic model");
   add_schedule_param_flags(app, f.params);
@@ -104,11 +105,26 @@ void apply_memory_margin(costmodel::ClusterSpec& c, const std::optional<double>&
   c.memory_margin = *margin;
 }
 
+void add_nodes_flag(CLI::App* app, std::optional<int>& nodes) {
+  app->add_option("--nodes", nodes,
+                  "nodes of the cluster, overriding its preset or file (e.g. 32 nodes of h100-nvl-ib-64: 256 GPUs); "
+                  "each node and the network keep their figures");
+}
+
+void apply_nodes(costmodel::ClusterSpec& c, const std::optional<int>& nodes) {
+  if (!nodes) return;
+  if (*nodes < 1) throw InputError("--nodes = " + std::to_string(*nodes) + " is invalid (must be at least 1)");
+  if (*nodes == c.nodes) return;
+  c.name += " (" + std::to_string(*nodes) + " nodes)";
+  c.nodes = *nodes;
+}
+
 Inputs resolve(const PlanFlags& f) {
   Inputs in;
   in.model = costmodel::load_model(f.model);
   in.cluster = costmodel::load_cluster(f.cluster);
   apply_memory_margin(in.cluster, f.memory_margin);
+  apply_nodes(in.cluster, f.nodes);
   in.plan = resolve_plan(f, in.cluster.num_gpus(), "GPUs of cluster '" + in.cluster.name + "'");
   costmodel::check_fit(in.model, in.cluster, in.plan);
   if (!f.profile.empty()) in.profile = costmodel::load_profile(f.profile);
@@ -116,6 +132,10 @@ Inputs resolve(const PlanFlags& f) {
 }
 
 costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::string& gpus_from) {
+  for (const auto& [name, v] : {std::pair{"dp", f.dp}, {"tp", f.tp}, {"pp", f.pp}, {"microbatch-size", f.microbatch_size},
+                                {"microbatches", f.microbatches}, {"chunks", f.chunks}})
+    if (v && *v < 1)
+      throw InputError(std::string("--") + name + " = " + std::to_string(*v) + " is invalid (" + name + " must be at least 1)");
   costmodel::ParallelPlan p;
   p.num_microbatches = 0;
   if (!f.plan_file.empty()) p = costmodel::load_plan_file(f.plan_file);

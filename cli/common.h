@@ -46,6 +46,7 @@ struct PlanFlags {
   ScheduleParamFlags params;      // --waves, --segments, --alpha1, --param
   std::string profile;            // measured costs (stagecraft profile) instead of the analytic model
   std::optional<double> memory_margin;  // overrides the cluster's memory_margin
+  std::optional<int> nodes;             // overrides the cluster's node count
 };
 
 // with_cluster = false leaves out --cluster (train: the plan does not depend on a cluster).
@@ -55,6 +56,10 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
 void add_memory_margin_flag(CLI::App* app, std::optional<double>& margin);
 // Sets the cluster's margin when given; InputError naming the flag when outside [0, 1).
 void apply_memory_margin(costmodel::ClusterSpec& c, const std::optional<double>& margin);
+// --nodes N: the same cluster with N nodes (a preset scaled out or in, node and network figures
+// unchanged; the name says so). InputError naming the flag when N < 1.
+void add_nodes_flag(CLI::App* app, std::optional<int>& nodes);
+void apply_nodes(costmodel::ClusterSpec& c, const std::optional<int>& nodes);
 
 struct Inputs {
   costmodel::ModelSpec model;

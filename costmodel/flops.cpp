@@ -7,8 +7,8 @@ int mlp_matrices(const ModelSpec& m) { return m.kind == ModelKind::Llama ? 3 : 2
 }  // namespace
 
 double attention_block_matmul_flops(const ModelSpec& m, int b) {
-  double bs = D(b) * D(m.seq_length), h = D(m.hidden_size);
-  return 2 * bs * h * (3 * h) + 2 * bs * h * h;
+  double bs = D(b) * D(m.seq_length), h = D(m.hidden_size), hkv = kv_hidden_size(m);
+  return 2 * bs * h * (h + 2 * hkv) + 2 * bs * h * h;  // QKV (6bsh^2 when g = a), output projection
 }
 
 double mlp_block_forward_flops(const ModelSpec& m, int b) {
@@ -52,9 +52,9 @@ double hardware_flops_per_iteration(const ModelSpec& m, long global_batch, doubl
 }
 
 double layer_params(const ModelSpec& m) {
-  double h = D(m.hidden_size), f = D(m.ffn_hidden_size);
-  bool llama = m.kind == ModelKind::Llama;            // no biases, RMSNorm with one vector
-  double attention = 4 * h * h + (llama ? 0 : 4 * h);  // QKV and output projections
+  double h = D(m.hidden_size), f = D(m.ffn_hidden_size), qkv = h + 2 * kv_hidden_size(m);
+  bool llama = m.kind == ModelKind::Llama;                         // no biases, RMSNorm with one vector
+  double attention = h * qkv + h * h + (llama ? 0 : qkv + h);  // QKV and output projections: 4h^2 + 4h when g = a
   double mlp = llama ? 3 * h * f : 2 * h * f + f + h;
   double norms = llama ? 2 * h : 4 * h;
   return attention + mlp + norms;  // 12h^2 + 13h for GPT with f = 4h (facts.md)

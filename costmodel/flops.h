@@ -7,8 +7,10 @@
 namespace stagecraft::costmodel::flops {
 
 // Forward FLOPs of the weight matrix products of one transformer layer for one microbatch:
-// QKV 6bsh^2, attention output 2bsh^2, MLP 4bshf (GELU, two matrices) or 6bshf (SwiGLU,
-// three). With f = 4h this is Megatron-LM's 24bsh^2 (Narayanan et al., SC 2021, Sec. 5.1).
+// QKV 2bsh(h + 2h_kv) (6bsh^2 with multi-head attention; h_kv = g h/a, grouped-query attention
+// shares g key/value heads among the a query heads: Ainslie et al., EMNLP 2023), attention
+// output 2bsh^2, MLP 4bshf (GELU, two matrices) or 6bshf (SwiGLU, three). With f = 4h and g = a
+// this is Megatron-LM's 24bsh^2 (Narayanan et al., SC 2021, Sec. 5.1).
 double layer_matmul_forward_flops(const ModelSpec& m, int b);
 // Forward FLOPs of the attention core (QK^T and attention x V): 4bs^2h (same source).
 double layer_attention_forward_flops(const ModelSpec& m, int b);
@@ -43,7 +45,7 @@ double model_flops_per_iteration(const ModelSpec& m, long global_batch);
 double hardware_flops_per_iteration(const ModelSpec& m, long global_batch, double recomputed_layer_samples,
                                     bool selective);
 // Parameters of one transformer layer: 12h^2 + 13h for GPT/BERT with f = 4h (facts.md);
-// LLaMA: 4h^2 + 3hf + 2h (no biases, RMSNorm).
+// LLaMA: 2h^2 + 2h h_kv + 3hf + 2h (no biases, RMSNorm; 4h^2 for the attention when g = a).
 double layer_params(const ModelSpec& m);
 // Token embedding V*h, plus learned positions s*h for GPT and BERT.
 double embedding_params(const ModelSpec& m);

@@ -17,7 +17,9 @@ double mlp_sharded(const ModelSpec& m) {
 
 double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp) {
   double replicated = sp ? 10.0 / t : 10.0;
-  return sbh(m, b) * (replicated + (8.0 + mlp_sharded(m)) / t) * scale(m);
+  // Q 2sbh, K and V 2sbh g/a each, the projection's input 2sbh: Korthikanti's 8sbh when g = a.
+  double attention_sharded = 4.0 + 4.0 * kv_hidden_size(m) / D(m.hidden_size);
+  return sbh(m, b) * (replicated + (attention_sharded + mlp_sharded(m)) / t) * scale(m);
 }
 
 double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp) {
@@ -42,7 +44,11 @@ double head_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp) {
 
 double layer_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp) {
   const double full = sp ? 4.0 / t : 4.0;  // column inputs and row-parallel output gradients
-  return sbh(m, b) * (full + 12.0 / t) * D(m.bytes_per_activation);
+  // Sharded, per h: the projection's and the down matrix's inputs (h, f), the gradients of the
+  // QKV and up outputs (h + 2h_kv, f per up matrix): 12 for GPT with f = 4h and g = a.
+  const double h = D(m.hidden_size), f = D(m.ffn_hidden_size), up = m.kind == ModelKind::Llama ? 2.0 : 1.0;
+  const double sharded = (h + (h + 2 * kv_hidden_size(m)) + f + up * f) / h;
+  return sbh(m, b) * (full + sharded / t) * D(m.bytes_per_activation);
 }
 
 double head_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp) {

@@ -10,8 +10,9 @@ namespace stagecraft::costmodel::memory {
 // Activations one transformer layer keeps for its backward, one microbatch of b samples,
 // tensor parallel t, no sequence parallelism: sbh(10 + 24/t + 5as/(ht)) for f = 4h
 // (Korthikanti Sec. 4.2, eq. 2). The 24 splits into 8 (attention: Q, K, V, output-projection
-// input) and 4f/h (MLP: GELU input and output); a gated MLP (LLaMA) keeps 6f/h (assumption:
-// gate, up and activation outputs).
+// input; 4 + 4g/a with g key/value heads, grouped-query attention keeping K and V g/a as wide)
+// and 4f/h (MLP: GELU input and output); a gated MLP (LLaMA) keeps 6f/h (assumption: gate, up
+// and activation outputs).
 // With sequence parallelism (sp) every term is split t ways: sbh/t (34 + 5as/h) (Korthikanti
 // Sec. 4.2.2, eq. 4).
 double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp = false);
@@ -42,9 +43,10 @@ double head_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp = f
 // What a split backward's I leaves for its W (zero bubble; Qi et al., ICLR 2024): each linear
 // layer's weight gradient reads its input and its output's gradient. Per layer: the inputs of
 // QKV and of the first MLP matrix (sbh each, /t with sp: the all-gather is redone), of the
-// projection and of the second MLP matrix (sbh/t, 4sbh/t), and the output gradients of QKV and
-// of the first MLP matrix (3sbh/t, 4sbh/t) and of the two row-parallel products (sbh each, /t
-// with sp): (4 + 12/t) sbh elements, 16 sbh/t with sp. From the data flow, as the working set.
+// projection and of the second MLP matrix (sbh/t, fsb/t), and the output gradients of QKV and
+// of the first MLP matrices ((h + 2h_kv)sb/t, fsb/t per matrix: two with SwiGLU) and of the two
+// row-parallel products (sbh each, /t with sp): (4 + 12/t) sbh elements for GPT (f = 4h, g = a),
+// 16 sbh/t with sp. From the data flow, as the working set.
 double layer_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp = false);
 // The head's: its input (sbh, /t with sp) and the logits' gradient (sbV/t, 32-bit as the loss
 // computes it).

@@ -39,7 +39,7 @@ double gemm_efficiency(const ClusterSpec& c, double m, double n, double k, doubl
 // Shapes, for bb samples of s tokens (T = bb s), hidden h, a heads of d = h/a, FFN f, vocab V,
 // on one of t tensor-parallel ranks (Megatron-LM: QKV and the MLP's first matrices split by
 // columns, the projections by rows; a/t heads per rank). 16-bit elements (e bytes).
-// Forward products (m x k) x (k x n): QKV (T x h) x (h x 3h/t); scores a/t bb products
+// Forward products (m x k) x (k x n): QKV (T x h) x (h x (h + 2h_kv)/t); scores a/t bb products
 // (s x d) x (d x s); context a/t bb (s x s) x (s x d); projection (T x h/t) x (h/t x h); MLP up
 // (T x h) x (h x f/t), twice for SwiGLU's gate; down (T x f/t) x (f/t x h). The input gradient
 // repeats each product with its output and inner sizes swapped ((T x n) x (n x k)); the core's
@@ -50,6 +50,7 @@ double gemm_efficiency(const ClusterSpec& c, double m, double n, double k, doubl
 LayerTimes layer_times(const ModelSpec& m, const ClusterSpec& c, int bb, int t, bool selective) {
   const double s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, V = m.vocab_size, e = m.bytes_per_activation;
   const double T = bb * s, heads = static_cast<double>(m.num_heads) / t, d = h / m.num_heads;
+  const double qkv = h + 2 * kv_hidden_size(m);  // 3h with multi-head attention
   const bool swiglu = m.kind == ModelKind::Llama;
   auto fwd = [&](double mm, double nn, double kk, double batch = 1) { return gemm_s(c, mm, nn, kk, batch, e); };
   auto in_grad = [&](double mm, double nn, double kk, double batch = 1) { return gemm_s(c, mm, kk, nn, batch, e); };
@@ -57,16 +58,16 @@ LayerTimes layer_times(const ModelSpec& m, const ClusterSpec& c, int bb, int t, 
   auto mem = [&](double elements, double per_element) { return memory_s(c, elements * per_element * e); };
   const double Th = T * h, scores = bb * heads * s * s;
   // Attention block.
-  const double attn_mm_f = fwd(T, 3 * h / t, h) + fwd(T, h, h / t);
+  const double attn_mm_f = fwd(T, qkv / t, h) + fwd(T, h, h / t);
   const double core_f = fwd(s, s, d, bb * heads) + fwd(s, d, s, bb * heads);
   const double core_mem_f = mem(scores, 2) + mem(scores, 2.5);  // softmax; dropout with its mask
   const double attn_mem_f = mem(Th, 2) + mem(Th, 3.5);          // layer norm; bias + dropout + residual
   LayerTimes out;
   out.attn_f_s = attn_mm_f + core_f + core_mem_f + attn_mem_f;
   const double core_i = 2 * (in_grad(s, s, d, bb * heads) + in_grad(s, d, s, bb * heads)) + 2 * core_mem_f;
-  out.attn_i_s = in_grad(T, 3 * h / t, h) + in_grad(T, h, h / t) + core_i + 2 * attn_mem_f +
+  out.attn_i_s = in_grad(T, qkv / t, h) + in_grad(T, h, h / t) + core_i + 2 * attn_mem_f +
                  (selective ? core_f + core_mem_f : 0);
-  out.attn_w_s = w_grad(T, 3 * h / t, h) + w_grad(T, h, h / t);
+  out.attn_w_s = w_grad(T, qkv / t, h) + w_grad(T, h, h / t);
   // MLP block.
   const double up = swiglu ? 2 : 1;
   const double act_mem = mem(T * f / t, swiglu ? 3 : 2);

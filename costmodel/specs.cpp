@@ -75,6 +75,9 @@ class Reader {
 void positive(const std::string& what, const char* field, double v) {
   if (!(v > 0) || !std::isfinite(v)) bad(what, field, num(v), "must be greater than 0");
 }
+void at_least_one(const std::string& what, const char* field, int v) {
+  if (v < 1) bad(what, field, std::to_string(v), std::string(field) + " must be at least 1");
+}
 void non_negative(const std::string& what, const char* field, double v) {
   if (!(v >= 0) || !std::isfinite(v)) bad(what, field, num(v), "must be 0 or more");
 }
@@ -113,8 +116,18 @@ RecomputePolicy parse_recompute(const std::string& s) {
   bad("plan", "recompute", "\"" + s + "\"", "allowed: none, full, selective");
 }
 
+int kv_heads(const ModelSpec& m) { return m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads; }
+
+double kv_hidden_size(const ModelSpec& m) {
+  return static_cast<double>(kv_heads(m)) * m.hidden_size / m.num_heads;
+}
+
+bool tp_divides(const ModelSpec& m, int t) {
+  return t >= 1 && m.num_heads % t == 0 && kv_heads(m) % t == 0 && m.ffn_hidden_size % t == 0;
+}
+
 nlohmann::json to_json(const ModelSpec& m) {
-  return {{"name", m.name},
+  nlohmann::json j = {{"name", m.name},
           {"kind", std::string(kind_name(m.kind))},
           {"num_layers", m.num_layers},
           {"hidden_size", m.hidden_size},
@@ -125,6 +138,8 @@ nlohmann::json to_json(const ModelSpec& m) {
           {"bytes_per_param", m.bytes_per_param},
           {"bytes_per_activation", m.bytes_per_activation},
           {"source", m.source}};
+  if (m.num_kv_heads != 0) j["num_kv_heads"] = m.num_kv_heads;
+  return j;
 }
 
 nlohmann::json to_json(const ClusterSpec& c) {
@@ -200,6 +215,7 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.num_layers = r.req<int>("num_layers");
   m.hidden_size = r.req<int>("hidden_size");
   m.num_heads = r.req<int>("num_heads");
+  m.num_kv_heads = r.opt<int>("num_kv_heads", 0);
   m.ffn_hidden_size = r.opt<int>("ffn_hidden_size", 4 * m.hidden_size);
   m.seq_length = r.req<int>("seq_length");
   m.vocab_size = r.req<int>("vocab_size");
@@ -289,6 +305,9 @@ void check(const ModelSpec& m) {
   positive(w, "vocab_size", m.vocab_size);
   if (m.hidden_size % m.num_heads != 0)
     bad(w, "hidden_size", std::to_string(m.hidden_size), "must be a multiple of num_heads = " + std::to_string(m.num_heads));
+  if (m.num_kv_heads < 0 || (m.num_kv_heads > 0 && m.num_heads % m.num_kv_heads != 0))
+    bad(w, "num_kv_heads", std::to_string(m.num_kv_heads),
+        "must divide num_heads = " + std::to_string(m.num_heads) + " (each key/value head serves a group of query heads), or be 0 for multi-head attention");
   for (auto [field, v] : {std::pair{"bytes_per_param", m.bytes_per_param}, {"bytes_per_activation", m.bytes_per_activation}})
     if (v != 1 && v != 2 && v != 4) bad(w, field, std::to_string(v), "allowed: 1, 2, 4");
 }
@@ -336,11 +355,11 @@ void check(const ClusterSpec& c) {
 
 void check(const ParallelPlan& p) {
   const std::string w = "plan";
-  positive(w, "dp", p.dp);
-  positive(w, "tp", p.tp);
-  positive(w, "pp", p.pp);
-  positive(w, "microbatch_size", p.microbatch_size);
-  positive(w, "num_microbatches", p.num_microbatches);
+  at_least_one(w, "dp", p.dp);
+  at_least_one(w, "tp", p.tp);
+  at_least_one(w, "pp", p.pp);
+  at_least_one(w, "microbatch_size", p.microbatch_size);
+  at_least_one(w, "num_microbatches", p.num_microbatches);
   if (!p.schedule_params.is_object()) bad(w, "schedule_params", p.schedule_params.dump(), "must be a JSON object");
   std::vector<std::string> parts;
   std::string cur;
@@ -384,6 +403,9 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
                      std::to_string(c.gpus_per_node) + "); a plan uses at most the cluster's GPUs");
   if (m.num_heads % p.tp != 0)
     bad("plan", "tp", std::to_string(p.tp), "must divide the model's num_heads = " + std::to_string(m.num_heads));
+  if (kv_heads(m) % p.tp != 0)
+    bad("plan", "tp", std::to_string(p.tp),
+        "must divide the model's num_kv_heads = " + std::to_string(kv_heads(m)) + " (each rank holds whole key/value heads, as Megatron-LM's query groups)");
   if (m.ffn_hidden_size % p.tp != 0)
     bad("plan", "tp", std::to_string(p.tp), "must divide the model's ffn_hidden_size = " + std::to_string(m.ffn_hidden_size));
   if (!p.layer_tp.empty() && static_cast<int>(p.layer_tp.size()) != m.num_layers)

@@ -22,7 +22,9 @@ struct ModelSpec {
   ModelKind kind = ModelKind::Gpt;
   int num_layers = 0;             // transformer layers l
   int hidden_size = 0;            // h
-  int num_heads = 0;              // a
+  int num_heads = 0;              // a, query heads
+  int num_kv_heads = 0;           // g, key/value heads (grouped-query attention, Ainslie et al.,
+                                  // EMNLP 2023); 0 means g = a (multi-head attention)
   int ffn_hidden_size = 0;        // f (4h for GPT and BERT)
   int seq_length = 0;             // s, tokens per sample
   int vocab_size = 0;             // V
@@ -133,6 +135,14 @@ struct ParallelPlan {
   int num_gpus() const { return dp * tp * pp; }
   long global_batch() const { return static_cast<long>(dp) * microbatch_size * num_microbatches; }
 };
+
+// Key/value heads g (a when num_kv_heads is 0) and the width of the key and of the value
+// projection, g * h/a elements per token.
+int kv_heads(const ModelSpec& m);
+double kv_hidden_size(const ModelSpec& m);
+// Whether t tensor-parallel ranks split the model evenly: t divides the query heads, the
+// key/value heads (Megatron-LM's query groups) and the FFN width.
+bool tp_divides(const ModelSpec& m, int t);
 
 std::string_view kind_name(ModelKind k);
 ModelKind parse_kind(const std::string& s);  // throws InputError

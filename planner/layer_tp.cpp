@@ -138,7 +138,7 @@ LayerTpProblem layer_tp_problem(const ModelSpec& m, const ClusterSpec& c, const 
   pr.overlap_grad_reduce = p.overlap_grad_reduce;
   pr.memory_bytes = c.usable_memory_bytes();
   for (int d = 1; d <= p.tp; d *= 2) {
-    if (p.tp % d != 0 || m.num_heads % d != 0 || m.ffn_hidden_size % d != 0) continue;
+    if (p.tp % d != 0 || !costmodel::tp_divides(m, d)) continue;
     if (p.microbatch_size % (p.tp / d) != 0) continue;  // each replica runs whole samples
     pr.options.push_back(degree_costs(m, c, p, d, pr.overlapped, prof));
   }

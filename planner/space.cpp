@@ -85,7 +85,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
   const int max_tp = space.max_tp > 0 ? space.max_tp : c.gpus_per_node;
   std::vector<ParallelPlan> out;
   for (int tp : divisors(gpus)) {
-    if (tp > max_tp || m.num_heads % tp != 0 || !allowed(space.tp_degrees, tp)) continue;
+    if (tp > max_tp || !costmodel::tp_divides(m, tp) || !allowed(space.tp_degrees, tp)) continue;
     for (int pp : divisors(gpus / tp)) {
       if (pp > m.num_layers || !allowed(space.pp_degrees, pp)) continue;
       const int dp = gpus / (tp * pp);

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
@@ -130,6 +132,37 @@ TEST(Cli, CompareAllRanksEverySchedule) {
   EXPECT_LT(fits, 14);  // GPipe and looped BFS do not fit 40 GB: marked, not dropped
 }
 
+// `schedule --list` fits a 100-column terminal and names every schedule; --verbose adds the
+// constraints and sources, wrapped the same way.
+TEST(Cli, ScheduleListFitsHundredColumns) {
+  for (const char* args : {"schedule --list", "schedule --list --verbose"}) {
+    auto r = run_cli(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream in(r.out);
+    std::set<std::string> first_words;
+    for (std::string line; std::getline(in, line);) {
+      EXPECT_LE(line.size(), 100u) << args << ": " << line;
+      if (!line.empty() && line[0] != ' ') first_words.insert(line.substr(0, line.find(' ')));
+    }
+    for (const auto& g : stagecraft::schedules::generators()) EXPECT_TRUE(first_words.count(g.name)) << args << ": " << g.name;
+    EXPECT_EQ(r.out.find("constraints:") != std::string::npos, std::string(args).find("--verbose") != std::string::npos) << args;
+  }
+}
+
+// --nodes scales a preset: 32 nodes of h100-nvl-ib-64 are 256 GPUs, and a 70B-class Llama
+// question needs no hand-written JSON.
+TEST(Cli, NodesScalesAClusterPreset) {
+  auto r = run_cli("estimate --model llama3-70b --cluster h100-nvl-ib-64 --nodes 32 --tp 8 --pp 4 --microbatches 16 "
+                   "--recompute selective --sequence-parallel --zero 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["plan"]["dp"], 8);  // 256 GPUs / (tp 8 * pp 4)
+  EXPECT_TRUE(j["fits"].get<bool>()) << r.out;
+  r = run_cli("estimate --model llama3-70b --cluster h100-nvl-ib-64 --tp 8 --pp 4 --microbatches 16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("dp 2"), std::string::npos) << r.out;  // the preset's own 8 nodes
+}
+
 TEST(Cli, BadInputExitsTwoWithMessage) {
   struct Case {
     std::string args, needle;
@@ -144,7 +177,10 @@ TEST(Cli, BadInputExitsTwoWithMessage) {
       {"estimate --model tiny --cluster merak-3090-64 --pp 8", "fewer than the 8 stages"},
       {"estimate --model gpt-8.3b --cluster merak-3090-64 --pp 4 --microbatches 6 --schedule interleaved-1f1b",
        "must be a multiple of 4"},
-      {"estimate --model gpt-8.3b --cluster merak-3090-64 --pp 4 --microbatch-size 0", "plan.microbatch_size = 0"},
+      {"estimate --model gpt-8.3b --cluster merak-3090-64 --pp 4 --microbatch-size 0", "--microbatch-size = 0 is invalid"},
+      {"estimate --model gpt-8.3b --cluster merak-3090-64 --tp 0", "tp must be at least 1"},
+      {"estimate --model gpt-8.3b --cluster merak-3090-64 --pp 4 --nodes 0", "--nodes = 0 is invalid (must be at least 1)"},
+      {"estimate --model llama3-70b --cluster h100-nvl-ib-64 --nodes 4 --tp 16 --pp 2", "must divide the model's num_kv_heads = 8"},
       {"estimate --model " + bad_json + " --cluster merak-3090-64", "is not valid JSON"},
       {"estimate --cluster merak-3090-64", "--model is required"},
       {"estimate --model gpt-8.3b --cluster merak-3090-64 --recompute sometimes", "allowed: none, full, selective"},
