@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "costmodel/estimate.h"
+#include "costmodel/fold3d_model.h"
 #include "costmodel/svg.h"
 #include "costmodel/trace.h"
 #include "schedules/error.h"
@@ -88,6 +89,18 @@ void print_estimate(const costmodel::Estimate& e) {
                             ranks);
 }
 
+// FOLD3D's closed forms (Sec. III-C) beside the evaluated iteration, and its segment rule.
+void print_fold3d_model(const costmodel::fold3d::Model& f, int paper_ns, double evaluated_s) {
+  const double closed = f.iteration_s + f.optimizer_s;
+  std::cout << "\nFOLD3D performance model (Sec. III-C), pipeline rank " << f.rank << ": T_comp " << fmt_seconds(f.comp_s)
+            << ", T_tp " << fmt_seconds(f.tp_comm_s) << ", T_dp " << fmt_seconds(f.dp_comm_s) << " (" << fmt_bytes(f.host_grad_bytes)
+            << " per host over " << f.d_inter << " hosts), T_pp " << fmt_seconds(f.pp_comm_s) << " (" << f.transfers << " transfers)\n"
+            << "  eq. (2), AIAO: " << fmt_seconds(f.iteration_s) << " + optimizer step " << fmt_seconds(f.optimizer_s) << " = "
+            << fmt_seconds(closed) << ", evaluated " << fmt_seconds(evaluated_s) << " (" << fmt_num(100 * (evaluated_s / closed - 1), 1)
+            << "%); eq. (1), the same plan as 1F1B: " << fmt_seconds(f.megatron_iteration_s + f.optimizer_s) << "\n"
+            << "  segments: " << f.ns << "; the paper's rule (Sec. IV) would pick " << paper_ns << "\n";
+}
+
 void run_estimate(const EstimateOpts& o) {
   Inputs in = resolve(o.plan);
   costmodel::EstimateOptions eo;
@@ -99,8 +112,17 @@ void run_estimate(const EstimateOpts& o) {
     to.title = e.model.name + " on " + e.cluster.name + ", " + e.schedule.name;
     write_file_atomic(o.trace, costmodel::chrome_trace(e.schedule, e.eval, to).dump() + "\n");
   }
-  if (o.json) std::cout << costmodel::to_json(e).dump(2) << "\n";
-  else print_estimate(e);
+  const bool aiao = e.schedule.name == "fold3d-aiao";
+  const costmodel::fold3d::Model f = aiao ? costmodel::fold3d::model_of(e) : costmodel::fold3d::Model{};
+  const int paper_ns = aiao ? costmodel::fold3d::paper_segments(f, costmodel::fold3d_max_segments(e.model, e.plan)) : 0;
+  if (o.json) {
+    nlohmann::json j = costmodel::to_json(e);
+    if (aiao) j["fold3d_model"] = costmodel::fold3d::to_json(f, paper_ns);
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  print_estimate(e);
+  if (aiao) print_fold3d_model(f, paper_ns, e.eval.iteration_time_s);
 }
 
 std::vector<std::string> schedule_list(const std::string& spec) {

@@ -145,6 +145,8 @@ double fwd_bwd_ratio(const ModelSpec& m, const ClusterSpec& c, ParallelPlan p, c
 
 }  // namespace
 
+int fold3d_max_segments(const ModelSpec& m, const ParallelPlan& p) { return std::min(16, std::max(1, m.num_layers / p.pp)); }
+
 ParallelPlan resolve_schedule_params(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& in, const EstimateOptions& opt) {
   ParallelPlan p = in;
   const std::string name = schedules::find_generator(p.schedule).name;
@@ -161,8 +163,7 @@ ParallelPlan resolve_schedule_params(const ModelSpec& m, const ClusterSpec& c, c
     if (auto_segments) {
       ParallelPlan best;
       double best_s = 0;
-      int max_ns = std::max(1, m.num_layers / p.pp);
-      for (int ns = 1; ns <= std::min(max_ns, 16); ++ns) {
+      for (int ns = 1; ns <= fold3d_max_segments(m, p); ++ns) {
         ParallelPlan q = p;
         q.schedule_params["segments"] = ns;
         q = settle(q);

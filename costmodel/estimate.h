@@ -68,7 +68,9 @@ void set_fit(Estimate& e);
 //   merak-early-recompute: alpha1 "auto" likewise (absent stays full recomputation);
 //   fold3d-aiao: fwd_bwd_ratio absent -> forward over backward time from the cost table;
 //          segments absent or "auto" -> increase ns from 1 while the iteration gets faster
-//          (FOLD3D Sec. IV's heuristic, judged by this cost model), at most num_layers / pp.
+//          (FOLD3D Sec. IV's heuristic, judged by this cost model), at most fold3d_max_segments.
+// The segment numbers fold3d-aiao's search tries: 1 to num_layers / pp, at most 16.
+int fold3d_max_segments(const ModelSpec& m, const ParallelPlan& p);
 ParallelPlan resolve_schedule_params(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p,
                                      const EstimateOptions& opt = {});
 

@@ -9,6 +9,7 @@
 #include "costmodel/costs.h"
 #include "costmodel/estimate.h"
 #include "costmodel/evaluator.h"
+#include "costmodel/fold3d_model.h"
 #include "costmodel/presets.h"
 #include "helpers.h"
 #include "schedules/error.h"
@@ -170,12 +171,12 @@ TEST(SeedSchedules, Fold3dClosedForms) {
       for (int m = p; m <= 2 * p; ++m) {
         EvalResult e = unit_eval(gen("fold3d", p, m, {{"segments", ns}, {"offload", false}}), 1, 2, 1);
         double C = e.compute_s[0];
-        ASSERT_NEAR(e.iteration_time_s - C, (p - 1) * C / (ns * m), 1e-9) << "p=" << p << " ns=" << ns << " m=" << m;
-        ASSERT_NEAR(e.peak_activations[0] * ns, m * ns, 1e-9);
+        ASSERT_NEAR(e.iteration_time_s - C, costmodel::fold3d::bubble_s(C, p, ns, m), 1e-9) << "p=" << p << " ns=" << ns << " m=" << m;
+        ASSERT_NEAR(e.peak_activations[0] * ns, costmodel::fold3d::aiao_checkpoints(m, ns), 1e-9);
         Schedule il = gen("interleaved-1f1b", p, 4 * p, {}, ns + (ns == 1));
         int v = ns + (ns == 1);
         EvalResult i = unit_eval(il, 1, 2);
-        ASSERT_NEAR(i.peak_activations[0] * v, p * (v + 1) - 1, 1e-9) << "interleaved p=" << p << " v=" << v;
+        ASSERT_NEAR(i.peak_activations[0] * v, costmodel::fold3d::megatron_checkpoints(p, v), 1e-9) << "interleaved p=" << p << " v=" << v;
       }
 }
 
