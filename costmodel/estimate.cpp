@@ -143,6 +143,21 @@ double fwd_bwd_ratio(const ModelSpec& m, const ClusterSpec& c, ParallelPlan p, c
   return b > 0 ? f / b : 0.5;
 }
 
+// fold3d-aiao's offload "auto": the fewest segments (from the first) whose checkpoints go to host
+// memory for the plan to fit; all of them when none fits. Offloading costs host-link time and
+// pays only in memory, so a plan that fits keeps its checkpoints on the GPU.
+ParallelPlan fit_offload(const ModelSpec& m, const ClusterSpec& c, ParallelPlan p, const EstimateOptions& opt) {
+  const auto& segments = p.schedule_params["segments"];
+  if (!segments.is_number_integer()) return p;  // the generator names the bad value
+  const int ns = segments.get<int>();
+  for (int k = 0; k <= ns; ++k) {
+    p.schedule_params["offload"] = k > 0;
+    p.schedule_params["offload_segments"] = k;
+    if (k == ns || estimate_as_given(m, c, p, quick(opt)).fits) break;
+  }
+  return p;
+}
+
 }  // namespace
 
 int fold3d_max_segments(const ModelSpec& m, const ParallelPlan& p) { return std::min(16, std::max(1, m.num_layers / p.pp)); }
@@ -156,8 +171,11 @@ ParallelPlan resolve_schedule_params(const ModelSpec& m, const ClusterSpec& c, c
   if (name == "fold3d-aiao") {
     bool auto_segments = is_auto(sp, "segments");
     bool auto_ratio = !sp.contains("fwd_bwd_ratio");
+    bool auto_offload = is_auto(sp, "offload") && !sp.contains("offload_segments");
     auto settle = [&](ParallelPlan q) {
+      if (auto_offload) q.schedule_params.erase("offload");
       if (auto_ratio) q.schedule_params["fwd_bwd_ratio"] = fwd_bwd_ratio(m, c, q, opt);
+      if (auto_offload) q = fit_offload(m, c, q, opt);
       return q;
     };
     if (auto_segments) {

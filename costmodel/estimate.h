@@ -62,15 +62,19 @@ void set_rates(Estimate& e);
 // Fills max_memory_bytes, usable_memory_bytes, headroom_bytes and fits from the per-rank peaks.
 void set_fit(Estimate& e);
 
+// The segment numbers fold3d-aiao's search tries: 1 to num_layers / pp, at most 16.
+int fold3d_max_segments(const ModelSpec& m, const ParallelPlan& p);
+
 // Resolves the schedule parameters the cost model chooses, writing the choice into the plan:
 //   merak: alpha1 absent or "auto" -> the largest alpha_1 whose peak memory fits every GPU
 //          (Merak Sec. 5.2: "tune alpha_1 by increasing it until an OOM error"), by bisection;
 //   merak-early-recompute: alpha1 "auto" likewise (absent stays full recomputation);
 //   fold3d-aiao: fwd_bwd_ratio absent -> forward over backward time from the cost table;
 //          segments absent or "auto" -> increase ns from 1 while the iteration gets faster
-//          (FOLD3D Sec. IV's heuristic, judged by this cost model), at most fold3d_max_segments.
-// The segment numbers fold3d-aiao's search tries: 1 to num_layers / pp, at most 16.
-int fold3d_max_segments(const ModelSpec& m, const ParallelPlan& p);
+//          (FOLD3D Sec. IV's heuristic, judged by this cost model), at most fold3d_max_segments;
+//          offload absent or "auto" (and no offload_segments) -> the fewest segments, from the
+//          first, that offload their checkpoints for the plan to fit (all when none fits), for
+//          each segment count tried.
 ParallelPlan resolve_schedule_params(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p,
                                      const EstimateOptions& opt = {});
 

@@ -92,13 +92,43 @@ TEST(Fold3dModel, AgreesWithTheEvaluatorOnTableII) {
     const Estimate one = estimate(m, c, q);
     EXPECT_NEAR(one.eval.iteration_time_s / (f.megatron_iteration_s + f.optimizer_s), 1.0, 0.05);
     EXPECT_LT(f.iteration_s, f.megatron_iteration_s);
-    ParallelPlan a = plan_of(s, "fold3d-aiao");  // offload on, segments searched
+    ParallelPlan a = plan_of(s, "fold3d-aiao");  // every checkpoint offloaded as FOLD3D runs, segments searched
+    a.schedule_params["offload"] = true;
     const Estimate searched = estimate(m, c, a);
     EXPECT_LT(searched.eval.iteration_time_s, one.eval.iteration_time_s);
     const int ns = searched.plan.schedule_params["segments"].get<int>();
     EXPECT_GE(ns, 2);
     EXPECT_LE(ns, 4);
+    // Offload decided by memory: these plans fit without it, so nothing moves and nothing is lost.
+    const Estimate decided = estimate(m, c, plan_of(s, "fold3d-aiao"));
+    EXPECT_EQ(decided.plan.schedule_params["offload_segments"], 0);
+    EXPECT_TRUE(decided.fits);
+    EXPECT_LE(decided.eval.iteration_time_s, searched.eval.iteration_time_s);
   }
+}
+
+// Where memory is short, the fewest segments offload, from the first: GPT-3 39B on the V100s
+// with a 20% margin (25.6 GiB usable) fits with two of four segments offloaded, not with one.
+TEST(Fold3dModel, OffloadsOnlyTheSegmentsMemoryNeeds) {
+  const PaperSetting& s = kTableII[3];
+  const ModelSpec m = load_model(s.model);
+  ClusterSpec c = load_cluster(s.cluster);
+  c.memory_margin = 0.2;
+  ParallelPlan p = plan_of(s, "fold3d-aiao");
+  p.schedule_params["segments"] = 4;
+  const Estimate e = estimate(m, c, p);
+  const int k = e.plan.schedule_params["offload_segments"].get<int>();
+  EXPECT_GT(k, 0);
+  EXPECT_LT(k, 4);
+  EXPECT_TRUE(e.fits);
+  ParallelPlan fewer = e.plan;
+  fewer.schedule_params["offload_segments"] = k - 1;
+  fewer.schedule_params["offload"] = k - 1 > 0;
+  EXPECT_FALSE(estimate(m, c, fewer).fits);
+  ParallelPlan all = e.plan;
+  all.schedule_params["offload_segments"] = 4;
+  EXPECT_LE(e.eval.iteration_time_s, estimate(m, c, all).eval.iteration_time_s);
+  EXPECT_GT(e.eval.peak_host_bytes[0], 0);
 }
 
 // Sec. IV's rule: ns grows while the overlappable communication X (eq. (4)) stays within T^comp.

@@ -202,6 +202,22 @@ TEST(SeedSchedules, Fold3dOffloadAndSplitReduction) {
   EXPECT_LE(e.peak_activation_bytes[0], 4 * 1 + 9 + 1e-9);  // a few checkpoints plus one recomputed microbatch
   EXPECT_GE(e.peak_host_bytes[0], 6.0 - 1e-9);              // 7 of 8 checkpoints offloaded, one reloaded early
   EXPECT_THROW(gen("fold3d", 2, 4, {{"segments", 0}}), InputError);
+  // Offload per segment: the first offload_segments segments move their checkpoints, the rest stay.
+  Schedule part = gen("fold3d", 2, 4, {{"segments", 3}, {"offload_segments", 1}});
+  for (const auto& list : part.actions)
+    for (const Action& a : list) {
+      if (a.op == Op::OFFLOAD || a.op == Op::RELOAD) {
+        EXPECT_EQ(a.segment, 0) << op_name(a.op) << " stage " << a.stage;
+      }
+    }
+  int offloads = 0;
+  for (const Action& a : part.actions[0]) offloads += a.op == Op::OFFLOAD;
+  EXPECT_EQ(offloads, 4);  // segment 0, every microbatch
+  EXPECT_EQ(part.params["offload_segments"], 1);
+  EXPECT_EQ(gen("fold3d", 2, 4, {{"segments", 3}, {"offload", false}}).params["offload_segments"], 0);
+  EXPECT_THROW(gen("fold3d", 2, 4, {{"segments", 3}, {"offload_segments", 4}}), InputError);
+  EXPECT_THROW(gen("fold3d", 2, 4, {{"segments", 3}, {"offload", false}, {"offload_segments", 1}}), InputError);
+  EXPECT_THROW(gen("fold3d", 2, 4, {{"offload", "auto"}}), InputError);  // needs a model and a cluster
 }
 
 // Memory against the papers: Chimera holds between D/2+1 and D microbatches per device

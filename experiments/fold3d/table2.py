@@ -30,22 +30,27 @@ def estimate(cluster, model, dp, pp, tp, mb, *extra):
 
 
 def main():
-    print("| cluster | model | (dp, pp, tp) | eq. (2) + step | AIAO ns=4 no offload | eq. (1) + step | 1F1B | "
-          "AIAO searched | speedup predicted / measured | GPU mem AIAO / paper | host mem per node / paper |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| cluster | model | (dp, pp, tp) | eq. (2) + step | AIAO ns=4, no offload | eq. (1) + step | 1F1B | "
+          "AIAO, all offloaded | AIAO, offload decided | speedup predicted / measured | "
+          "GPU mem decided / all offloaded / paper | host mem per node / paper |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for cluster, model, dp, pp, tp, mb, thr_f, thr_m, gmem, cmem in SETTINGS:
         a4 = estimate(cluster, model, dp, pp, tp, mb, "--schedule", "fold3d", "--segments", "4", "--param", "offload=false")
         f = a4["fold3d_model"]
         one = estimate(cluster, model, dp, pp, tp, mb, "--schedule", "1f1b", "--recompute", "full")
-        best = estimate(cluster, model, dp, pp, tp, mb, "--schedule", "fold3d")
-        ns = best["plan"]["schedule_params"]["segments"]
+        full = estimate(cluster, model, dp, pp, tp, mb, "--schedule", "fold3d", "--param", "offload=true")
+        auto = estimate(cluster, model, dp, pp, tp, mb, "--schedule", "fold3d")
+        ns_full = full["plan"]["schedule_params"]["segments"]
+        sp = auto["plan"]["schedule_params"]
         gpus_per_node = 8
-        host = max(best["peak_host_bytes"]) * gpus_per_node / GIB
+        host = max(full["peak_host_bytes"]) * gpus_per_node / GIB
         print(f"| {cluster} | {model} | ({dp}, {pp}, {tp}) | {f['iteration_s'] + f['optimizer_s']:.3f} s | "
               f"{a4['iteration_time_s']:.3f} s | {f['megatron_iteration_s'] + f['optimizer_s']:.3f} s | "
-              f"{one['iteration_time_s']:.3f} s | {best['iteration_time_s']:.3f} s (ns={ns}) | "
-              f"{one['iteration_time_s'] / best['iteration_time_s']:.2f}x / {thr_f / thr_m:.2f}x | "
-              f"{max(best['peak_memory_bytes']) / GIB:.1f} GiB / {gmem} GB | {host:.1f} GiB / {cmem} GB |")
+              f"{one['iteration_time_s']:.3f} s | {full['iteration_time_s']:.3f} s (ns={ns_full}) | "
+              f"{auto['iteration_time_s']:.3f} s (ns={sp['segments']}, {sp['offload_segments']} offloaded) | "
+              f"{one['iteration_time_s'] / auto['iteration_time_s']:.2f}x / {thr_f / thr_m:.2f}x | "
+              f"{max(auto['peak_memory_bytes']) / GIB:.1f} / {max(full['peak_memory_bytes']) / GIB:.1f} GiB / {gmem} GB | "
+              f"{host:.1f} GiB / {cmem} GB |")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 // of segment 0 for every microbatch, then segment 1, ...; then the backwards in reverse
 // segment order (Algorithm 1). Activation checkpointing is on (R before each B), and each
 // checkpoint is offloaded to host memory after its forward and reloaded one backward before
-// it is needed (Sec. IV, intra-segment offloading).
+// it is needed (Sec. IV, intra-segment offloading): every segment's, or the first
+// offload_segments ones' (estimate's "auto": the fewest that make the plan fit, since moving a
+// checkpoint over the host link pays only when its memory is needed).
 //
 // Each segment's data-parallel reduction is split (Algorithm 2): the share 1 - rho starts
 // right after the segment's last backward and overlaps the remaining segments' backwards; the
@@ -32,8 +34,25 @@ int int_param(const GeneratorOptions& o, const char* key, int def) {
 bool bool_param(const GeneratorOptions& o, const char* key, bool def) {
   if (!o.extra.contains(key)) return def;
   const auto& v = o.extra[key];
+  if (v.is_string() && v.get<std::string>() == "auto")
+    throw InputError(std::string("schedule fold3d-aiao: ") + key +
+                     " = \"auto\" needs a model and a cluster (use estimate or compare); give true or false here");
   if (!v.is_boolean()) throw InputError(std::string("schedule fold3d-aiao: ") + key + " = " + v.dump() + " is invalid (expected true or false)");
   return v.get<bool>();
+}
+
+// Segments whose checkpoints go to host memory, from the first (whose checkpoints live
+// longest): offload_segments if given, else all with offload and none without.
+int offloaded_segments(const GeneratorOptions& o, int ns) {
+  const bool offload = bool_param(o, "offload", true);
+  if (!o.extra.contains("offload_segments")) return offload ? ns : 0;
+  const int k = int_param(o, "offload_segments", 0);
+  if (k < 0 || k > ns)
+    throw InputError("schedule fold3d-aiao: offload_segments = " + std::to_string(k) + " is invalid (allowed: 0 to segments = " +
+                     std::to_string(ns) + ")");
+  if (!offload && k > 0)
+    throw InputError("schedule fold3d-aiao: offload_segments = " + std::to_string(k) + " contradicts offload = false");
+  return k;
 }
 
 double ratio_param(const GeneratorOptions& o) {
@@ -64,7 +83,7 @@ GeneratorInfo fold3d_generator() {
   g.aliases = {"fold3d", "aiao"};
   g.summary = "FOLD3D all-in-all-out: segment by segment, DP reduction split across iterations, offload";
   g.source = "Li et al., FOLD3D, TPDS 2023, Sec. III-B, IV (Algorithms 1 and 2)";
-  g.params = {"ranks", "microbatches", "segments", "offload", "recompute", "fwd_bwd_ratio"};
+  g.params = {"ranks", "microbatches", "segments", "offload", "offload_segments", "recompute", "fwd_bwd_ratio"};
   g.owns_recompute = true;
   g.constraints = "segments >= 1 (default 2; \"auto\" in estimate/compare), microbatches >= 1, no chunks";
   g.check = [](const GeneratorOptions& o) {
@@ -72,13 +91,14 @@ GeneratorInfo fold3d_generator() {
     constraint::positive("fold3d-aiao", "microbatches", o.microbatches);
     constraint::no_chunks("fold3d-aiao", o);
     constraint::at_least("fold3d-aiao", "segments", int_param(o, "segments", 2), 1);
-    bool_param(o, "offload", true);
+    offloaded_segments(o, int_param(o, "segments", 2));
     bool_param(o, "recompute", true);
     ratio_param(o);
   };
   g.build = [](const GeneratorOptions& o) {
     const int p = o.ranks, m = o.microbatches, ns = int_param(o, "segments", 2);
-    const bool offload = bool_param(o, "offload", true), recompute = bool_param(o, "recompute", true);
+    const int offload_k = offloaded_segments(o, ns);
+    const bool recompute = bool_param(o, "recompute", true);
     const double r = ratio_param(o), c = recompute ? 2.0 : 1.0;
     const double rho = r / (c * r + 1);  // deferred share of each segment's reduction
     Schedule s = make_schedule("fold3d-aiao", p, p * ns, m, PlacementKind::Loop);
@@ -88,7 +108,7 @@ GeneratorInfo fold3d_generator() {
       std::vector<std::pair<int, int>> bwd;  // (stage, mb)
       for (int k = ns - 1; k >= 0; --k)
         for (int mb = 0; mb < m; ++mb) bwd.emplace_back(k * p + rank, mb);
-      auto offloaded = [&](int st, int mb) { return offload && !(st / p == ns - 1 && mb == m - 1); };
+      auto offloaded = [&](int st, int mb) { return st / p < offload_k && !(st / p == ns - 1 && mb == m - 1); };
       auto reload = [&](int st, int mb) { list.push_back(with_segment(Action::make(st, Op::RELOAD, mb), st / p)); };
       for (int k = 0; k < ns; ++k) {
         int st = k * p + rank;
@@ -111,7 +131,8 @@ GeneratorInfo fold3d_generator() {
       }
     }
     s.params["segments"] = ns;
-    s.params["offload"] = offload;
+    s.params["offload"] = offload_k > 0;
+    s.params["offload_segments"] = offload_k;
     s.params["recompute"] = recompute;
     s.params["fwd_bwd_ratio"] = r;
     s.params["deferred_reduce_share"] = rho;
