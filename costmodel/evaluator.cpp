@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <limits>
+#include <map>
 
 #include "schedules/buckets.h"
 #include "schedules/error.h"
@@ -130,9 +131,17 @@ void Evaluator::compile() {
   enum Wait { kInput = 0, kGrad = 1 };
   for (int r = 0; r < R; ++r) {
     const auto& list = s.actions[static_cast<size_t>(r)];
+    const std::vector<bool> deferred = schedules::deferred_reductions(list);
     std::uint32_t prev_compute = kNone, prev_coll = kNone, prev_copy = kNone;
     for (int k = 0; k < K; ++k) {
       std::vector<std::vector<std::uint32_t>> pending(2 * keys);
+      std::map<int, std::uint32_t> deferred_wait;  // stage -> its deferred share's collective node
+      auto after_deferred = [&](int st, std::uint32_t node) {
+        auto it = deferred_wait.find(st);
+        if (it == deferred_wait.end()) return;
+        edge(it->second, node);
+        deferred_wait.erase(it);
+      };
       const auto& mk = made[static_cast<size_t>(k)][static_cast<size_t>(r)];
       auto consume = [&](int st, int mb, Wait w, std::uint32_t node) {
         auto& p = pending[2 * key(st, mb) + w];
@@ -151,6 +160,10 @@ void Evaluator::compile() {
         } else {
           edge(prev_compute, me);
           prev_compute = me;
+        }
+        if (tmp[me].is_compute && !tmp[me].optimizer) {
+          after_deferred(a.stage, me);
+          if (a.op == Op::OVERLAP_F_B) after_deferred(a.b_stage, me);
         }
         switch (a.op) {
           case Op::F: consume(a.stage, a.microbatch, kInput, me); break;
@@ -180,6 +193,7 @@ void Evaluator::compile() {
             prev_coll = ex;
             reduce_issue[static_cast<size_t>(k)][static_cast<size_t>(a.stage)].push_back(me);
             reduce_node[static_cast<size_t>(k)][static_cast<size_t>(a.stage)].push_back(ex);
+            if (deferred[i]) deferred_wait[a.stage] = ex;  // the stage's next compute waits for it
             break;
           case Op::OFFLOAD:
             edge(me, ex);

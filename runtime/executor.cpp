@@ -6,6 +6,7 @@
 #include <set>
 
 #include "costmodel/costs.h"
+#include "schedules/buckets.h"
 #include "schedules/error.h"
 
 namespace stagecraft::runtime {
@@ -103,6 +104,11 @@ struct Executor::Impl {
   std::vector<std::pair<int, Share>> held;    // (stage, share) this iteration's OPTIMIZER skips
   std::vector<std::pair<int, Share>> late;    // what the last OPTIMIZER skipped, in list order
   std::set<int> late_stages;                  // stages whose skipped share is not yet applied
+  struct LateShare {                          // a skipped share whose reduction is in flight
+    std::vector<Bucket> buckets;              // its all-reduces (none with one dp member)
+    std::vector<torch::Tensor> params;        // the parameters the update waits for
+  };
+  std::map<int, LateShare> awaiting;          // stage -> launched, applied at its next compute
   const BatchFn* batch = nullptr;
   StepRecord rec;
   double wait_in_action = 0;
@@ -509,13 +515,29 @@ struct Executor::Impl {
     hb.totals.assign(hb.params.size(), torch::Tensor());
   }
 
-  // FOLD3D's deferred share: placed before the stage's first forward, it reduces the
-  // previous iteration's gradients of these parameters, which that iteration's OPTIMIZER
-  // skipped. They are all-reduced and updated here, before the forward reads them, so the
-  // training equals synchronous data parallelism; this share of this iteration waits in turn.
+  // FOLD3D's deferred share (schedules/buckets.h, deferred_reductions): placed before the
+  // stage's first compute, it reduces the previous iteration's gradients of these parameters,
+  // which that iteration's OPTIMIZER skipped. The all-reduce starts here and runs beside the
+  // compute that follows; the stage's first compute waits for it and applies the update
+  // (finish_late) before reading the parameters, so the training equals synchronous data
+  // parallelism. This share of this iteration waits in turn.
   void reduce_deferred(int stage, const std::vector<std::vector<torch::Tensor>>& share, size_t span) {
-    if (late_stages.erase(stage)) apply_late(stage, share, span);
+    if (late_stages.erase(stage)) {
+      LateShare& l = awaiting[stage];
+      for (const auto& b : share) {
+        start_bucket(b, span, stage, l.buckets);
+        l.params.insert(l.params.end(), b.begin(), b.end());
+      }
+    }
     held.emplace_back(stage, share);
+  }
+
+  void finish_late(int stage) {
+    auto it = awaiting.find(stage);
+    if (it == awaiting.end()) return;
+    finish_reductions(it->second.buckets);
+    opt->update_late(it->second.params);
+    awaiting.erase(it);
   }
 
   void apply_late(int stage, const std::vector<std::vector<torch::Tensor>>& share, size_t span) {
@@ -669,6 +691,7 @@ struct Executor::Impl {
   }
 
   void optimizer() {
+    while (!awaiting.empty()) finish_late(awaiting.begin()->first);  // a deferred share no compute waited for
     finish_reductions(buckets);
     for (auto& [work, peer] : sends) {
       auto a = Clock::now();
@@ -798,6 +821,8 @@ struct Executor::Impl {
         auto li = last_input_backward.find(st);
         const bool last = (lb != last_backward.end() && lb->second == span) || (li != last_input_backward.end() && li->second == span);
         armed_stage = last ? st : -1;
+        if (a.op != Op::OPTIMIZER) finish_late(a.stage);
+        if (a.op == Op::OVERLAP_F_B) finish_late(a.b_stage);
         compute(a);
         armed_stage = -1;
         break;
@@ -811,15 +836,13 @@ Executor::Executor(ExecConfig cfg, std::map<int, GptPart*> parts, AdamW* optimiz
   impl_->parts = std::move(parts);
   impl_->opt = optimizer;
   impl_->list = &impl_->cfg.schedule->actions.at(static_cast<size_t>(impl_->cfg.pp_rank));
-  std::set<int> computed;  // stages with a compute action so far
+  const std::vector<bool> deferred = schedules::deferred_reductions(*impl_->list);
   for (size_t i = 0; i < impl_->list->size(); ++i) {
     const Action& a = (*impl_->list)[i];
     if (a.op == Op::R) impl_->recompute_fraction[{a.stage, a.microbatch}] = a.fraction;
     if (a.op == Op::R && costmodel::recompute_fused_with_backward(*impl_->list, i))
       impl_->per_layer_recompute.insert({a.stage, a.microbatch});
-    if (a.op == Op::REDUCE_GRAD && !computed.count(a.stage)) impl_->deferred_reduce.insert(i);
-    if (schedules::is_compute(a.op) && a.op != Op::OPTIMIZER) computed.insert(a.stage);
-    if (a.op == Op::OVERLAP_F_B) computed.insert(a.b_stage);
+    if (deferred[i]) impl_->deferred_reduce.insert(i);
   }
   if (impl_->cfg.zero > 0 && impl_->cfg.dp->size() > 1) impl_->shard_optimizer();
   if (impl_->cfg.overlap_grad_reduce) impl_->install_grad_hooks();

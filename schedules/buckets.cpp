@@ -1,5 +1,6 @@
 #include "schedules/buckets.h"
 
+#include <algorithm>
 #include <string>
 
 #include "schedules/error.h"
@@ -18,6 +19,32 @@ int backward_before(const std::vector<Action>& list, int pos) {
 }
 
 bool reduces_after_backward(const std::vector<Action>& list, int pos) { return backward_before(list, pos) >= 0; }
+
+namespace {
+bool computes(const Action& a, int stage) {
+  if (a.op == Op::OVERLAP_F_B) return a.stage == stage || a.b_stage == stage;
+  return is_compute(a.op) && a.op != Op::OPTIMIZER && a.stage == stage;
+}
+}  // namespace
+
+std::vector<bool> deferred_reductions(const std::vector<Action>& list) {
+  std::vector<bool> out(list.size(), false);
+  std::vector<int> computed;  // stages with a compute action so far
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Action& a = list[i];
+    if (a.op == Op::REDUCE_GRAD) out[i] = std::find(computed.begin(), computed.end(), a.stage) == computed.end();
+    if (is_compute(a.op) && a.op != Op::OPTIMIZER) computed.push_back(a.stage);
+    if (a.op == Op::OVERLAP_F_B) computed.push_back(a.b_stage);
+  }
+  return out;
+}
+
+int deferred_waiter(const std::vector<Action>& list, int pos) {
+  const int stage = list[static_cast<size_t>(pos)].stage;
+  for (size_t i = static_cast<size_t>(pos) + 1; i < list.size(); ++i)
+    if (computes(list[i], stage)) return static_cast<int>(i);
+  return -1;
+}
 
 Schedule bucket_reductions(const Schedule& s, const std::vector<int>& buckets) {
   if (static_cast<int>(buckets.size()) != s.num_stages)

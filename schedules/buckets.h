@@ -15,6 +15,16 @@ namespace stagecraft::schedules {
 int backward_before(const std::vector<Action>& list, int pos);
 bool reduces_after_backward(const std::vector<Action>& list, int pos);
 
+// FOLD3D's deferred shares (Algorithm 2, line 13): a REDUCE_GRAD before its stage's first compute
+// action reduces the previous iteration's gradients of that share, which the previous OPTIMIZER
+// left for it. It is launched where it stands and runs beside the compute that follows; the
+// stage's first compute action (`deferred_waiter`) waits for it and for the update of those
+// parameters (Algorithm 1, line 4: a segment's gradients are applied before its next iteration
+// begins). One rule for the evaluator, the simulator and the runtime. True per list position.
+std::vector<bool> deferred_reductions(const std::vector<Action>& list);
+// The position of the first compute action of `stage` after `pos`; -1 if none.
+int deferred_waiter(const std::vector<Action>& list, int pos);
+
 // Splits every REDUCE_GRAD that follows its stage's backward (backward_before >= 0) into
 // buckets[stage] REDUCE_GRADs of fraction / buckets each. The backward produces gradients from
 // its last layer to its first at an even rate, so bucket j (0-based, in launch order) is ready

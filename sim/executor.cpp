@@ -6,6 +6,7 @@
 #include <string>
 
 #include "costmodel/comm.h"
+#include "schedules/buckets.h"
 #include "schedules/error.h"
 #include "sim/runner.h"
 
@@ -400,10 +401,23 @@ void Runner::build_edges() {
         for (const Done& x : it->second) add_edges(x, e);
         pending.erase(it);
       };
+      // FOLD3D's deferred shares: the stage's next compute waits for the reduction (buckets.h).
+      const std::vector<bool> deferred = schedules::deferred_reductions(list);
+      std::map<int, Done> deferred_wait;
+      auto after_deferred = [&](int st, Act e) {
+        auto it = deferred_wait.find(st);
+        if (it == deferred_wait.end()) return;
+        add_edges(it->second, e);
+        deferred_wait.erase(it);
+      };
       for (size_t i = 0; i < list.size(); ++i) {
         const Action& a = list[i];
         const Act e = compute_[static_cast<size_t>(k)][static_cast<size_t>(u)][i];
         const int pos = static_cast<int>(i);
+        if (schedules::is_compute(a.op) && a.op != Op::OPTIMIZER && e != kNone) {
+          after_deferred(a.stage, e);
+          if (a.op == Op::OVERLAP_F_B) after_deferred(a.b_stage, e);
+        }
         switch (a.op) {
           case Op::RECV_F: pending[{a.stage, a.microbatch, 0}].push_back(transfer(k, true, a.stage, a.microbatch, d)); break;
           case Op::RECV_B: pending[{a.stage, a.microbatch, 1}].push_back(transfer(k, false, a.stage, a.microbatch, d)); break;
@@ -413,7 +427,10 @@ void Runner::build_edges() {
             consume(a.stage, a.microbatch, 0, e);
             consume(a.b_stage, a.b_microbatch, 1, e);
             break;
-          case Op::REDUCE_GRAD: prev_coll[static_cast<size_t>(u)] = ring(k, r, pos)[static_cast<size_t>(d)]; break;
+          case Op::REDUCE_GRAD:
+            prev_coll[static_cast<size_t>(u)] = ring(k, r, pos)[static_cast<size_t>(d)];
+            if (deferred[i]) deferred_wait[a.stage] = prev_coll[static_cast<size_t>(u)];
+            break;
           case Op::OFFLOAD: prev_copy[static_cast<size_t>(u)] = copy(u, k, pos, true, prev_copy[static_cast<size_t>(u)]); break;
           case Op::RELOAD:
             prev_copy[static_cast<size_t>(u)] = copy(u, k, pos, false, prev_copy[static_cast<size_t>(u)]);

@@ -1,17 +1,20 @@
 // The trace of a run: one complete event per executed action, per rank in the order of the
 // rank's lowered action list, iteration after iteration, on the evaluator's tracks.
 #include "costmodel/estimate.h"
+#include "schedules/buckets.h"
 #include "tests/runtime_helpers.h"
 
 namespace stagecraft::test {
 namespace {
 
-void check_trace(const std::string& flags, const costmodel::ParallelPlan& plan, int world, int steps) {
+// Runs `flags` with a trace and checks it; the parsed trace goes to *out when given.
+void check_trace(const std::string& flags, const costmodel::ParallelPlan& plan, int world, int steps, nlohmann::json* out = nullptr) {
   std::string trace_path = temp_path("trace.json");
   TrainRun r = train(flags + " --trace " + trace_path);
   ASSERT_EQ(r.cli.exit_code, 0) << r.cli.err;
   nlohmann::json trace = nlohmann::json::parse(read_text(trace_path));
   std::remove(trace_path.c_str());
+  if (out) *out = trace;
   schedules::Schedule s = costmodel::plan_schedule(plan);
   std::map<int, std::vector<nlohmann::json>> by_rank;
   for (const auto& e : trace["traceEvents"])
@@ -74,6 +77,52 @@ TEST(RuntimeTrace, OneEventPerActionInListOrderChimera) {
   p.num_microbatches = 4;
   p.schedule = "chimera";
   check_trace("--model tiny --nproc 2 --pp 2 --microbatches 4 --schedule chimera --steps 2", p, 2, 2);
+}
+
+// FOLD3D: the deferred shares open each iteration (launched together) and the span of segment
+// 1's runs beside segment 0's forwards, closing inside segment 1's first forward, which waits for
+// it (schedules/buckets.h): on every rank, in every iteration after the first. The losses of this
+// schedule equal synchronous data parallelism's (test_runtime_parity.cpp, dp 2).
+TEST(RuntimeTrace, Fold3dDeferredReductionOverlapsForwards) {
+  costmodel::ParallelPlan p;
+  p.pp = 2;
+  p.dp = 2;
+  p.num_microbatches = 4;
+  p.schedule = "fold3d-aiao";
+  p.schedule_params["segments"] = 2;
+  const std::string flags = "--model tiny --nproc 4 --pp 2 --dp 2 --microbatches 4 --schedule fold3d-aiao --segments 2 --steps 3";
+  nlohmann::json trace;
+  check_trace(flags, p, 4, 3, &trace);
+  ASSERT_TRUE(trace.contains("traceEvents"));
+  schedules::Schedule s = costmodel::plan_schedule(p);
+  std::map<std::tuple<int, size_t, size_t>, nlohmann::json> at;  // (rank, iteration, step)
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X") at[{e["pid"].get<int>(), e["args"]["iteration"].get<size_t>(), e["args"]["step"].get<size_t>()}] = e;
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto& list = s.actions[static_cast<size_t>(rank / 2)];  // tp-dp-pp: pp = rank / dp
+    const std::vector<bool> deferred = schedules::deferred_reductions(list);
+    ASSERT_TRUE(deferred[0] && deferred[1]) << "the two shares open the list";
+    for (size_t k = 1; k < 3; ++k) {
+      const auto& red = at.at({rank, k, size_t{1}});  // segment 1's share
+      const double a = red["ts"].get<double>(), b = a + red["dur"].get<double>();
+      const size_t w = static_cast<size_t>(schedules::deferred_waiter(list, 1));
+      int overlapped = 0;
+      for (size_t q = 2; q < w; ++q) {
+        const auto& c = at.at({rank, k, q});
+        if (list[q].op != schedules::Op::F) continue;
+        const double cs = c["ts"].get<double>(), ce = cs + c["dur"].get<double>();
+        overlapped += cs < b && ce > a;
+      }
+      EXPECT_GT(overlapped, 0) << "rank " << rank << " iteration " << k << ": segment 1's share [" << a << ", " << b
+                               << "] beside no forward of segment 0";
+      // The first forward of segment 1 waits for it: the share closes inside that forward's span,
+      // where the runtime waits for the all-reduce and applies the update before computing.
+      const auto& waiter = at.at({rank, k, w});
+      const double ws = waiter["ts"].get<double>(), we = ws + waiter["dur"].get<double>();
+      EXPECT_GE(b, ws - 1e-3) << "rank " << rank << " iteration " << k;
+      EXPECT_LE(b, we + 1e-3) << "rank " << rank << " iteration " << k;
+    }
+  }
 }
 
 }  // namespace

@@ -11,8 +11,10 @@
 // right after the segment's last backward and overlaps the remaining segments' backwards; the
 // share rho is deferred to the next iteration and overlaps that segment's forwards, with
 // rho = r / (c*r + 1), r the forward/backward time ratio and c = 2 with checkpointing
-// (FOLD3D's public prototype; facts.md). In the list the deferred share sits before the
-// segment's first forward, so it reduces the previous iteration's gradients.
+// (FOLD3D's public prototype; facts.md). In the list the deferred shares of every segment open
+// the iteration, before any forward, so they reduce the previous iteration's gradients; each
+// segment's first forward waits for its own (and its parameters' update), so segment k's
+// share overlaps the forwards of segments 0..k-1, and segment 0's is exposed.
 #include <algorithm>
 
 #include "schedules/error.h"
@@ -110,9 +112,12 @@ GeneratorInfo fold3d_generator() {
         for (int mb = 0; mb < m; ++mb) bwd.emplace_back(k * p + rank, mb);
       auto offloaded = [&](int st, int mb) { return st / p < offload_k && !(st / p == ns - 1 && mb == m - 1); };
       auto reload = [&](int st, int mb) { list.push_back(with_segment(Action::make(st, Op::RELOAD, mb), st / p)); };
+      // The previous iteration's deferred shares, launched together in segment order
+      // (Algorithm 2, lines 11-13): segment k's runs beside the forwards of segments before k,
+      // and segment k's first forward waits for it (schedules/buckets.h, deferred_reductions).
+      for (int k = 0; k < ns; ++k) list.push_back(reduce(k * p + rank, k, rho));
       for (int k = 0; k < ns; ++k) {
         int st = k * p + rank;
-        list.push_back(reduce(st, k, rho));  // previous iteration's deferred share
         for (int mb = 0; mb < m; ++mb) {
           list.push_back(with_segment(Action::make(st, Op::F, mb), k));
           // The last forward's checkpoint is needed first: it stays on the GPU.
