@@ -6,6 +6,7 @@
 #include <set>
 
 #include "costmodel/costs.h"
+#include "runtime/output_release.h"
 #include "schedules/buckets.h"
 #include "schedules/error.h"
 
@@ -30,7 +31,7 @@ int stream_of(Op op) {
 // Saved state of one (stage, microbatch) between its forward and its backward.
 struct MbState {
   torch::Tensor ckpt;      // (b, s, h) leaf the stage's layers start from (received input or embedding output)
-  torch::Tensor embed_out; // (b, s, h) embedding output with its graph (first stage only)
+  torch::Tensor embed_out; // (1) embedding output's graph, values released (first stage only; output_release.h)
   torch::Tensor mid_leaf;  // (b, s, h) leaf after the first k layers (recomputed stages)
   torch::Tensor mid;       // (b, s, h) the first k layers recomputed with a graph (after R)
   torch::Tensor output;    // (b, s, h) stage output with its graph; () loss on the last stage
@@ -212,6 +213,7 @@ struct Executor::Impl {
     if (P.shape().embedding) {
       st.embed_out = P.embed(tokens);
       st.ckpt = st.embed_out.detach().requires_grad_(true);
+      release_output_values(st.embed_out);  // its values live on in ckpt alone (offloaded with it)
     } else {
       st.ckpt = take_input(stage, mb).requires_grad_(true);
     }
@@ -339,7 +341,7 @@ struct Executor::Impl {
       if (!st.mid.defined()) throw Error("runtime: backward of recomputed stage " + std::to_string(stage) + " before its R");
       st.mid.backward(st.mid_leaf.grad());
     }
-    if (P.shape().embedding) st.embed_out.backward(st.ckpt.grad());
+    if (P.shape().embedding) backward_through(st.embed_out, st.ckpt.grad());
     else grad_in[{stage, mb}] = st.ckpt.grad();
     release_state(it);
   }
