@@ -37,11 +37,12 @@ void run(const PresetsOpts& o) {
   for (const auto& n : model_preset_names()) {
     ModelSpec m = load_model(n);
     models.push_back({n, std::string(kind_name(m.kind)), std::to_string(m.num_layers), std::to_string(m.hidden_size),
-                      std::to_string(m.num_heads), std::to_string(m.seq_length), std::to_string(m.vocab_size),
+                      std::to_string(m.num_heads) + (kv_heads(m) != m.num_heads ? "/" + std::to_string(kv_heads(m)) : ""),
+                      std::to_string(m.seq_length), std::to_string(m.vocab_size),
                       fmt_num(flops::model_params(m) / 1e9, 2) + "B", m.source.substr(0, 70) + (m.source.size() > 70 ? "..." : "")});
   }
   std::cout << "Models\n"
-            << format_table({"name", "kind", "layers", "hidden", "heads", "seq", "vocab", "params", "source"}, models);
+            << format_table({"name", "kind", "layers", "hidden", "heads (/kv)", "seq", "vocab", "params", "source"}, models);
   std::vector<std::vector<std::string>> clusters;
   for (const auto& n : cluster_preset_names()) {
     ClusterSpec c = load_cluster(n);
