@@ -104,18 +104,30 @@ torch::Tensor dlinear(const torch::Tensor& x, const torch::Tensor& w) { return D
 // checkpointed core attention): the attention core (scores, softmax, weighted values) keeps
 // only its inputs q, k, v and runs again inside its backward; the (b, a/t, s, s) tensors it
 // would keep, the 5as/h share of eq. 2, are never saved.
+// Causal attention of a/t query heads over g/t key/value heads (grouped-query attention,
+// Ainslie et al. 2023): query head i reads key/value head i / (a/g), as Megatron-LM groups them.
+// q: (b, a/t, s, d); k, v: (b, g/t, s, d) -> (b, a/t, s, d).
+torch::Tensor grouped_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v) {
+  const int64_t group = q.size(1) / k.size(1);
+  if (group > 1) {
+    k = k.repeat_interleave(group, 1);
+    v = v.repeat_interleave(group, 1);
+  }
+  return compat::causal_attention(q, k, v);
+}
+
 struct RecomputedCore : torch::autograd::Function<RecomputedCore> {
-  // q, k, v: (b, a/t, s, d) -> (b, a/t, s, d)
+  // q: (b, a/t, s, d); k, v: (b, g/t, s, d) -> (b, a/t, s, d)
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
     ctx->save_for_backward({q, k, v});
-    return compat::causal_attention(q, k, v);
+    return grouped_attention(q, k, v);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     torch::AutoGradMode enable(true);
     variable_list in;
     for (const torch::Tensor& t : saved) in.push_back(t.detach().requires_grad_(true));
-    torch::Tensor out = compat::causal_attention(in[0], in[1], in[2]);
+    torch::Tensor out = grouped_attention(in[0], in[1], in[2]);
     return torch::autograd::grad({out}, in, {grads[0]});
   }
 };
@@ -190,8 +202,8 @@ HookDeferredGrads::~HookDeferredGrads() { g_weight_hook = prev_; }
 GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed,
                  torch::Device device)
     : m_(m), shape_(shape), tp_rank_(tp_rank), tp_size_(tp_size), device_(device) {
-  if (m.num_heads % tp_size != 0 || m.ffn_hidden_size % tp_size != 0)
-    throw InputError("runtime: tp = " + std::to_string(tp_size) + " must divide num_heads and ffn_hidden_size");
+  if (!costmodel::tp_divides(m, tp_size))
+    throw InputError("runtime: tp = " + std::to_string(tp_size) + " must divide num_heads, num_kv_heads and ffn_hidden_size");
   check_vocab_parallel(m, tp_size);
   if (shape.embedding) init_ends(seed);
   for (int l = 0; l < shape.num_layers; ++l) init_layer(shape.first_layer + l, seed);
@@ -220,11 +232,13 @@ void GptPart::init_layer(int l, std::uint64_t seed) {
   LayerParams p;
   p.ln1_w = add(n + "ln1_w", torch::ones({h}));
   p.ln1_b = add(n + "ln1_b", torch::zeros({h}));
-  torch::Tensor qkv = draw(seed, owner, 1, {3 * h, h});  // rows: q, k, v, each (h, h), heads contiguous
+  const int64_t hkv = static_cast<int64_t>(costmodel::kv_hidden_size(m_));
+  torch::Tensor qkv = draw(seed, owner, 1, {h + 2 * hkv, h});  // rows: q (h), k and v (h_kv each), heads contiguous
   std::vector<torch::Tensor> parts;
-  for (int j = 0; j < 3; ++j) parts.push_back(shard_rows(qkv.narrow(0, j * h, h), tp_rank_, tp_size_));
+  for (auto [from, rows] : {std::pair{int64_t{0}, h}, std::pair{h, hkv}, std::pair{h + hkv, hkv}})
+    parts.push_back(shard_rows(qkv.narrow(0, from, rows), tp_rank_, tp_size_));
   p.qkv_w = add(n + "qkv_w", torch::cat(parts, 0));
-  p.qkv_b = add(n + "qkv_b", torch::zeros({3 * h / tp_size_}));
+  p.qkv_b = add(n + "qkv_b", torch::zeros({(h + 2 * hkv) / tp_size_}));
   p.proj_w = add(n + "proj_w", shard_cols(draw(seed, owner, 2, {h, h}), tp_rank_, tp_size_));
   p.proj_b = add(n + "proj_b", torch::zeros({h}));
   p.ln2_w = add(n + "ln2_w", torch::ones({h}));
@@ -268,13 +282,13 @@ torch::Tensor GptPart::attention(const torch::Tensor& x, const LayerParams& p) c
 }
 
 torch::Tensor GptPart::attention_core(const torch::Tensor& in, const LayerParams& p) const {
-  const int64_t b = in.size(0), s = in.size(1), heads = m_.num_heads / tp_size_;
+  const int64_t b = in.size(0), s = in.size(1), heads = m_.num_heads / tp_size_, kv = costmodel::kv_heads(m_) / tp_size_;
   const int64_t d = m_.hidden_size / m_.num_heads;
-  torch::Tensor qkv = dlinear(in, p.qkv_w) + p.qkv_b;  // (b, s, 3h/t)
-  auto split = qkv.chunk(3, -1);
-  auto heads_of = [&](const torch::Tensor& t) { return t.reshape({b, s, heads, d}).transpose(1, 2); };  // (b, a/t, s, d)
+  torch::Tensor qkv = dlinear(in, p.qkv_w) + p.qkv_b;  // (b, s, (h + 2h_kv)/t)
+  auto split = qkv.split_with_sizes({heads * d, kv * d, kv * d}, -1);
+  auto heads_of = [&](const torch::Tensor& t) { return t.reshape({b, s, t.size(-1) / d, d}).transpose(1, 2); };  // (b, heads, s, d)
   torch::Tensor ctx = recompute_core_ ? RecomputedCore::apply(heads_of(split[0]), heads_of(split[1]), heads_of(split[2]))
-                                      : compat::causal_attention(heads_of(split[0]), heads_of(split[1]), heads_of(split[2]));
+                                      : grouped_attention(heads_of(split[0]), heads_of(split[1]), heads_of(split[2]));
   ctx = ctx.transpose(1, 2).reshape({b, s, heads * d});  // (b, s, h/t)
   return dlinear(ctx, p.proj_w);                         // (b, s, h) partial sum over tp ranks
 }

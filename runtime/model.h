@@ -67,8 +67,8 @@ class HookDeferredGrads {
 
 struct LayerParams {
   torch::Tensor ln1_w, ln1_b;  // (h), (h)
-  torch::Tensor qkv_w;         // (3h/t, h) rows of q, k and v for this rank's heads
-  torch::Tensor qkv_b;         // (3h/t)
+  torch::Tensor qkv_w;         // ((h + 2h_kv)/t, h) rows of q, k and v for this rank's heads
+  torch::Tensor qkv_b;         // ((h + 2h_kv)/t); h_kv = h with multi-head attention
   torch::Tensor proj_w;        // (h, h/t) columns for this rank's heads
   torch::Tensor proj_b;        // (h)
   torch::Tensor ln2_w, ln2_b;  // (h), (h)
