@@ -116,6 +116,19 @@ torch::Tensor grouped_attention(const torch::Tensor& q, torch::Tensor k, torch::
   return compat::causal_attention(q, k, v);
 }
 
+// Rotary position embedding (Su et al., RoFormer, 2021; LLaMA applies it to q and k), rotating
+// the two halves of each head's d channels (GPT-NeoX's layout), base 10,000.
+// x: (b, heads, s, d) -> (b, heads, s, d).
+torch::Tensor rotary(const torch::Tensor& x) {
+  const int64_t s = x.size(2), d = x.size(3), half = d / 2;
+  auto opt = torch::TensorOptions().dtype(torch::kFloat32).device(x.device());
+  torch::Tensor inv = torch::pow(10000.0, -torch::arange(0, half, opt) * 2.0 / static_cast<double>(d));  // (d/2)
+  torch::Tensor angle = torch::outer(torch::arange(0, s, opt), inv);                                       // (s, d/2)
+  torch::Tensor cos = angle.cos().to(x.scalar_type()), sin = angle.sin().to(x.scalar_type());
+  torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return torch::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
+}
+
 struct RecomputedCore : torch::autograd::Function<RecomputedCore> {
   // q: (b, a/t, s, d); k, v: (b, g/t, s, d) -> (b, a/t, s, d)
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
@@ -207,9 +220,12 @@ GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_r
   check_vocab_parallel(m, tp_size);
   if (shape.embedding) init_ends(seed);
   for (int l = 0; l < shape.num_layers; ++l) init_layer(shape.first_layer + l, seed);
+  if (m.kind == costmodel::ModelKind::Llama && (m.hidden_size / m.num_heads) % 2 != 0)
+    throw InputError("runtime: rotary positions need an even head size; hidden_size / num_heads = " +
+                     std::to_string(m.hidden_size / m.num_heads));
   if (shape.head) {
     lnf_w_ = add("final.ln_w", torch::ones({m.hidden_size}));
-    lnf_b_ = add("final.ln_b", torch::zeros({m.hidden_size}));
+    if (!llama()) lnf_b_ = add("final.ln_b", torch::zeros({m.hidden_size}));
     head_w_ = add("head.w", shard_rows(draw(seed, 1u << 20, 3, {m.vocab_size, m.hidden_size}), tp_rank, tp_size));
   }
 }
@@ -222,7 +238,7 @@ torch::Tensor GptPart::add(const std::string& name, torch::Tensor t) {
 
 void GptPart::init_ends(std::uint64_t seed) {
   tok_emb_ = add("embed.tok", shard_rows(draw(seed, 1u << 20, 1, {m_.vocab_size, m_.hidden_size}), tp_rank_, tp_size_));
-  pos_emb_ = add("embed.pos", draw(seed, 1u << 20, 2, {m_.seq_length, m_.hidden_size}));
+  if (!llama()) pos_emb_ = add("embed.pos", draw(seed, 1u << 20, 2, {m_.seq_length, m_.hidden_size}));
 }
 
 void GptPart::init_layer(int l, std::uint64_t seed) {
@@ -230,37 +246,48 @@ void GptPart::init_layer(int l, std::uint64_t seed) {
   const std::string n = "L" + std::to_string(l) + ".";
   const auto owner = static_cast<std::uint64_t>(l) + 1;
   LayerParams p;
+  const bool biases = !llama();
+  auto zeros = [&](int64_t size) { return torch::zeros({size}, torch::TensorOptions().device(device_)); };  // a constant
   p.ln1_w = add(n + "ln1_w", torch::ones({h}));
-  p.ln1_b = add(n + "ln1_b", torch::zeros({h}));
+  if (biases) p.ln1_b = add(n + "ln1_b", torch::zeros({h}));
   const int64_t hkv = static_cast<int64_t>(costmodel::kv_hidden_size(m_));
   torch::Tensor qkv = draw(seed, owner, 1, {h + 2 * hkv, h});  // rows: q (h), k and v (h_kv each), heads contiguous
   std::vector<torch::Tensor> parts;
   for (auto [from, rows] : {std::pair{int64_t{0}, h}, std::pair{h, hkv}, std::pair{h + hkv, hkv}})
     parts.push_back(shard_rows(qkv.narrow(0, from, rows), tp_rank_, tp_size_));
   p.qkv_w = add(n + "qkv_w", torch::cat(parts, 0));
-  p.qkv_b = add(n + "qkv_b", torch::zeros({(h + 2 * hkv) / tp_size_}));
+  if (biases) p.qkv_b = add(n + "qkv_b", torch::zeros({(h + 2 * hkv) / tp_size_}));
   p.proj_w = add(n + "proj_w", shard_cols(draw(seed, owner, 2, {h, h}), tp_rank_, tp_size_));
-  p.proj_b = add(n + "proj_b", torch::zeros({h}));
+  p.proj_b = biases ? add(n + "proj_b", torch::zeros({h})) : zeros(h);
   p.ln2_w = add(n + "ln2_w", torch::ones({h}));
-  p.ln2_b = add(n + "ln2_b", torch::zeros({h}));
+  if (biases) p.ln2_b = add(n + "ln2_b", torch::zeros({h}));
   p.fc1_w = add(n + "fc1_w", shard_rows(draw(seed, owner, 3, {f, h}), tp_rank_, tp_size_));
-  p.fc1_b = add(n + "fc1_b", torch::zeros({f / tp_size_}));
+  if (biases) p.fc1_b = add(n + "fc1_b", torch::zeros({f / tp_size_}));
+  if (!biases) p.up_w = add(n + "up_w", shard_rows(draw(seed, owner, 5, {f, h}), tp_rank_, tp_size_));
   p.fc2_w = add(n + "fc2_w", shard_cols(draw(seed, owner, 4, {h, f}), tp_rank_, tp_size_));
-  p.fc2_b = add(n + "fc2_b", torch::zeros({h}));
+  p.fc2_b = biases ? add(n + "fc2_b", torch::zeros({h})) : zeros(h);
   layers_.push_back(p);
 }
 
 int64_t GptPart::vocab_start() const { return static_cast<int64_t>(tp_rank_) * (m_.vocab_size / tp_size_); }
 
 torch::Tensor GptPart::embed(const torch::Tensor& tokens) const {
-  torch::Tensor pos = pos_emb_.narrow(0, 0, tokens.size(1)).unsqueeze(0);  // (1, s, h)
-  if (tp_size_ == 1) return torch::embedding(tok_emb_, tokens) + pos;
+  auto with_pos = [&](const torch::Tensor& e) {  // LLaMA: positions enter as rotations of q and k instead
+    return pos_emb_.defined() ? e + pos_emb_.narrow(0, 0, tokens.size(1)).unsqueeze(0) : e;  // (1, s, h)
+  };
+  if (tp_size_ == 1) return with_pos(torch::embedding(tok_emb_, tokens));
   // Vocabulary-parallel (Megatron-LM's VocabParallelEmbedding): rows of other ranks' ids are
   // zero here; the all-reduce (g: identity backward) assembles the full lookup.
   const int64_t start = vocab_start(), end = start + tok_emb_.size(0);
   torch::Tensor outside = (tokens < start).logical_or(tokens >= end);                          // (b, s)
   torch::Tensor e = torch::embedding(tok_emb_, (tokens - start).masked_fill(outside, 0));      // (b, s, h)
-  return ReduceFromTp::apply(e.masked_fill(outside.unsqueeze(-1), 0.0)) + pos;
+  return with_pos(ReduceFromTp::apply(e.masked_fill(outside.unsqueeze(-1), 0.0)));
+}
+
+torch::Tensor GptPart::norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
+  if (!llama()) return torch::layer_norm(x, {m_.hidden_size}, w, b);
+  // RMSNorm (Zhang and Sennrich, 2019; LLaMA): x / rms(x) * w, eps 1e-5.
+  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + 1e-5) * w;
 }
 
 torch::Tensor GptPart::layers(const torch::Tensor& x, int from, int to) const {
@@ -270,9 +297,8 @@ torch::Tensor GptPart::layers(const torch::Tensor& x, int from, int to) const {
 }
 
 torch::Tensor GptPart::layer(const torch::Tensor& x, const LayerParams& p) const {
-  const int64_t h = m_.hidden_size;
-  torch::Tensor a = x + attention(torch::layer_norm(x, {h}, p.ln1_w, p.ln1_b), p);
-  return a + mlp(torch::layer_norm(a, {h}, p.ln2_w, p.ln2_b), p);
+  torch::Tensor a = x + attention(norm(x, p.ln1_w, p.ln1_b), p);
+  return a + mlp(norm(a, p.ln2_w, p.ln2_b), p);
 }
 
 torch::Tensor GptPart::attention(const torch::Tensor& x, const LayerParams& p) const {
@@ -284,11 +310,13 @@ torch::Tensor GptPart::attention(const torch::Tensor& x, const LayerParams& p) c
 torch::Tensor GptPart::attention_core(const torch::Tensor& in, const LayerParams& p) const {
   const int64_t b = in.size(0), s = in.size(1), heads = m_.num_heads / tp_size_, kv = costmodel::kv_heads(m_) / tp_size_;
   const int64_t d = m_.hidden_size / m_.num_heads;
-  torch::Tensor qkv = dlinear(in, p.qkv_w) + p.qkv_b;  // (b, s, (h + 2h_kv)/t)
+  torch::Tensor qkv = dlinear(in, p.qkv_w);  // (b, s, (h + 2h_kv)/t)
+  if (p.qkv_b.defined()) qkv = qkv + p.qkv_b;
   auto split = qkv.split_with_sizes({heads * d, kv * d, kv * d}, -1);
   auto heads_of = [&](const torch::Tensor& t) { return t.reshape({b, s, t.size(-1) / d, d}).transpose(1, 2); };  // (b, heads, s, d)
-  torch::Tensor ctx = recompute_core_ ? RecomputedCore::apply(heads_of(split[0]), heads_of(split[1]), heads_of(split[2]))
-                                      : grouped_attention(heads_of(split[0]), heads_of(split[1]), heads_of(split[2]));
+  torch::Tensor q = heads_of(split[0]), k = heads_of(split[1]), v = heads_of(split[2]);
+  if (llama()) q = rotary(q), k = rotary(k);
+  torch::Tensor ctx = recompute_core_ ? RecomputedCore::apply(q, k, v) : grouped_attention(q, k, v);
   ctx = ctx.transpose(1, 2).reshape({b, s, heads * d});  // (b, s, h/t)
   return dlinear(ctx, p.proj_w);                         // (b, s, h) partial sum over tp ranks
 }
@@ -300,8 +328,9 @@ torch::Tensor GptPart::mlp(const torch::Tensor& x, const LayerParams& p) const {
 }
 
 torch::Tensor GptPart::mlp_core(const torch::Tensor& in, const LayerParams& p) const {
-  torch::Tensor u = torch::gelu(dlinear(in, p.fc1_w) + p.fc1_b);  // (b, s, f/t)
-  return dlinear(u, p.fc2_w);                                   // (b, s, h) partial sum
+  torch::Tensor u = llama() ? torch::silu(dlinear(in, p.fc1_w)) * dlinear(in, p.up_w)  // (b, s, f/t) SwiGLU
+                            : torch::gelu(dlinear(in, p.fc1_w) + p.fc1_b);           // (b, s, f/t)
+  return dlinear(u, p.fc2_w);                                                        // (b, s, h) partial sum
 }
 
 const LayerParams& GptPart::block_layer(int block) const {
@@ -312,8 +341,7 @@ const LayerParams& GptPart::block_layer(int block) const {
 
 torch::Tensor GptPart::block_norm(const torch::Tensor& x, int block) const {
   const LayerParams& p = block_layer(block);
-  return block % 2 == 0 ? torch::layer_norm(x, {m_.hidden_size}, p.ln1_w, p.ln1_b)
-                        : torch::layer_norm(x, {m_.hidden_size}, p.ln2_w, p.ln2_b);
+  return block % 2 == 0 ? norm(x, p.ln1_w, p.ln1_b) : norm(x, p.ln2_w, p.ln2_b);
 }
 
 torch::Tensor GptPart::block_core(const torch::Tensor& q, int block) const {
@@ -327,7 +355,7 @@ const torch::Tensor& GptPart::block_bias(int block) const {
 }
 
 torch::Tensor GptPart::loss(const torch::Tensor& x, const torch::Tensor& targets) const {
-  torch::Tensor y = torch::layer_norm(x, {m_.hidden_size}, lnf_w_, lnf_b_);
+  torch::Tensor y = norm(x, lnf_w_, lnf_b_);
   if (tp_size_ > 1) {  // column-parallel over the vocabulary: f before, the loss's own all-reduces after
     torch::Tensor logits = dlinear(CopyToTp::apply(y), head_w_);  // (b, s, V/t)
     return VocabParallelCrossEntropy::apply(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}), vocab_start());

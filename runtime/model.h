@@ -65,6 +65,9 @@ class HookDeferredGrads {
   const WeightGradHook* prev_;
 };
 
+// One transformer layer's weights on one tp rank. GPT: LayerNorm, biases, GELU MLP. LLaMA
+// (kind llama): RMSNorm (weights only), no biases (ln*_b, qkv_b and fc1_b undefined; proj_b and
+// fc2_b zero constants, not parameters), SwiGLU MLP with fc1 the gate and up_w the up matrix.
 struct LayerParams {
   torch::Tensor ln1_w, ln1_b;  // (h), (h)
   torch::Tensor qkv_w;         // ((h + 2h_kv)/t, h) rows of q, k and v for this rank's heads
@@ -72,8 +75,9 @@ struct LayerParams {
   torch::Tensor proj_w;        // (h, h/t) columns for this rank's heads
   torch::Tensor proj_b;        // (h)
   torch::Tensor ln2_w, ln2_b;  // (h), (h)
-  torch::Tensor fc1_w;         // (f/t, h)
+  torch::Tensor fc1_w;         // (f/t, h) GPT's first matrix; LLaMA's gate
   torch::Tensor fc1_b;         // (f/t)
+  torch::Tensor up_w;          // (f/t, h) LLaMA's up matrix (SwiGLU: silu(gate x) * up x)
   torch::Tensor fc2_w;         // (h, f/t)
   torch::Tensor fc2_b;         // (h)
 };
@@ -120,6 +124,8 @@ class GptPart {
   torch::Tensor attention(const torch::Tensor& x, const LayerParams& p) const;
   torch::Tensor mlp(const torch::Tensor& x, const LayerParams& p) const;
   torch::Tensor attention_core(const torch::Tensor& in, const LayerParams& p) const;  // (b, s, h) -> (b, s, h) partial
+  torch::Tensor norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const;  // LayerNorm or RMSNorm
+  bool llama() const { return m_.kind == costmodel::ModelKind::Llama; }
   torch::Tensor mlp_core(const torch::Tensor& in, const LayerParams& p) const;        // (b, s, h) -> (b, s, h) partial
   const LayerParams& block_layer(int block) const;
   int64_t vocab_start() const;  // first token id of this rank's vocabulary slice
@@ -134,7 +140,7 @@ class GptPart {
   torch::Device device_;
   std::vector<LayerParams> layers_;
   torch::Tensor tok_emb_;   // (V/t, h) this rank's vocabulary slice
-  torch::Tensor pos_emb_;   // (s, h)
+  torch::Tensor pos_emb_;   // (s, h); undefined for LLaMA (rotary positions, no parameters)
   torch::Tensor lnf_w_, lnf_b_;  // (h), (h)
   torch::Tensor head_w_;    // (V/t, h) this rank's vocabulary slice
   std::vector<std::pair<std::string, torch::Tensor>> params_;

@@ -176,9 +176,9 @@ void preflight(const TrainOptions& opt, int world) {
   local.gpus_per_node = world;
   costmodel::check_fit(opt.model, local, p);  // tp divides the heads and the MLP width
   check_vocab_parallel(opt.model, p.tp);       // and the vocabulary (GptPart's own check)
-  if (opt.model.kind != costmodel::ModelKind::Gpt)
+  if (opt.model.kind == costmodel::ModelKind::Bert)
     throw InputError("runtime: model '" + opt.model.name + "' is of kind " + std::string(costmodel::kind_name(opt.model.kind)) +
-                     "; the runtime builds GPT decoders only");
+                     "; the runtime builds decoders only (kinds gpt and llama)");
   if (p.sequence_parallel)
     throw InputError("runtime: sequence parallelism (plan.sequence_parallel) is not implemented by the runtime");
   if (opt.steps < 1) throw InputError("--steps = " + std::to_string(opt.steps) + " must be at least 1");
