@@ -56,6 +56,12 @@ class Reader {
     const auto& v = j_.at(field);
     if constexpr (std::is_same_v<T, int>) {
       return schedules::json_int(v, what_ + "." + field);
+    } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+      if (!v.is_array()) throw InputError(what_ + "." + field + " = " + v.dump() + " is invalid (expected an array of integers)");
+      std::vector<int> out;
+      for (size_t i = 0; i < v.size(); ++i)
+        out.push_back(schedules::json_int(v[i], what_ + "." + field + "[" + std::to_string(i) + "]"));  // range-checked
+      return out;
     } else if constexpr (std::is_same_v<T, double>) {
       if (!v.is_number()) throw InputError(what_ + "." + field + " = " + v.dump() + " is invalid (expected a number)");
     } else if constexpr (std::is_same_v<T, std::string>) {

@@ -96,6 +96,14 @@ TEST(Specs, ErrorsNameFieldValueAndAllowed) {
   EXPECT_NE(error_of([] { plan_from_json({{"num_microbatches", 0}}); }).find("plan.num_microbatches = 0"), std::string::npos);
   EXPECT_NE(error_of([] { plan_from_json({{"num_microbatches", 4}, {"recompute", "some"}}); }).find("none, full, selective"),
             std::string::npos);
+  // Integer lists are range-checked element by element (found by fuzzing: a float past int's
+  // range converted unchecked).
+  EXPECT_NE(error_of([] { plan_from_json({{"num_microbatches", 4}, {"layer_tp", {2.7e58, 4}}}); })
+                .find("plan.layer_tp[0] = 2.7e+58 is invalid (expected an integer within 32 bits)"),
+            std::string::npos)
+      << error_of([] { plan_from_json({{"num_microbatches", 4}, {"layer_tp", {2.7e58, 4}}}); });
+  EXPECT_NE(error_of([] { plan_from_json({{"num_microbatches", 4}, {"stage_layers", 3}}); }).find("expected an array of integers"),
+            std::string::npos);
 }
 
 TEST(Specs, UnknownPresetListsTheNames) {
