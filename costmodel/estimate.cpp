@@ -181,12 +181,16 @@ ParallelPlan resolve_schedule_params(const ModelSpec& m, const ClusterSpec& c, c
     if (auto_segments) {
       ParallelPlan best;
       double best_s = 0;
-      for (int ns = 1; ns <= fold3d_max_segments(m, p); ++ns) {
+      // Given offload_segments = K, the search starts at K segments (fewer cannot hold K).
+      const int first = sp.contains("offload_segments") && sp["offload_segments"].is_number_integer()
+                            ? std::max(1, sp["offload_segments"].get<int>())
+                            : 1;
+      for (int ns = first; ns <= std::max(first, fold3d_max_segments(m, p)); ++ns) {
         ParallelPlan q = p;
         q.schedule_params["segments"] = ns;
         q = settle(q);
         double t = estimate_as_given(m, c, q, quick(opt)).eval.iteration_time_s;
-        if (ns > 1 && t >= best_s) break;
+        if (ns > first && t >= best_s) break;
         best = q;
         best_s = t;
       }

@@ -71,7 +71,8 @@ int fold3d_max_segments(const ModelSpec& m, const ParallelPlan& p);
 //   merak-early-recompute: alpha1 "auto" likewise (absent stays full recomputation);
 //   fold3d-aiao: fwd_bwd_ratio absent -> forward over backward time from the cost table;
 //          segments absent or "auto" -> increase ns from 1 while the iteration gets faster
-//          (FOLD3D Sec. IV's heuristic, judged by this cost model), at most fold3d_max_segments;
+//          (FOLD3D Sec. IV's heuristic, judged by this cost model), at most fold3d_max_segments
+//          (from offload_segments when that is given);
 //          offload absent or "auto" (and no offload_segments) -> the fewest segments, from the
 //          first, that offload their checkpoints for the plan to fit (all when none fits), for
 //          each segment count tried.

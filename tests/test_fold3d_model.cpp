@@ -131,6 +131,12 @@ TEST(Fold3dModel, OffloadsOnlyTheSegmentsMemoryNeeds) {
   all.schedule_params["offload_segments"] = 4;
   EXPECT_LE(e.eval.iteration_time_s, estimate(m, c, all).eval.iteration_time_s);
   EXPECT_GT(e.eval.peak_host_bytes[0], 0);
+  // Segments searched with offload_segments given: the search starts where K segments exist.
+  ParallelPlan given = plan_of(s, "fold3d-aiao");
+  given.schedule_params["offload_segments"] = 3;
+  const Estimate g = estimate(m, c, given);
+  EXPECT_GE(g.plan.schedule_params["segments"].get<int>(), 3);
+  EXPECT_EQ(g.plan.schedule_params["offload_segments"], 3);
 }
 
 // Sec. IV's rule: ns grows while the overlappable communication X (eq. (4)) stays within T^comp.

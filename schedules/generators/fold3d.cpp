@@ -9,7 +9,7 @@
 //
 // Each segment's data-parallel reduction is split (Algorithm 2): the share 1 - rho starts
 // right after the segment's last backward and overlaps the remaining segments' backwards; the
-// share rho is deferred to the next iteration and overlaps that segment's forwards, with
+// share rho is deferred to the next iteration and overlaps the earlier segments' forwards, with
 // rho = r / (c*r + 1), r the forward/backward time ratio and c = 2 with checkpointing
 // (FOLD3D's public prototype; facts.md). In the list the deferred shares of every segment open
 // the iteration, before any forward, so they reduce the previous iteration's gradients; each
