@@ -31,6 +31,10 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
                   "tensor-parallel overlap: blocking, merak (sub-pipelined), cross-pass or oases (docs/tp-overlap.md)");
   app->add_flag("--overlap-grad-reduce", f.overlap_grad_reduce,
                 "reduce gradients in buckets while the backward runs (PyTorch DDP, Megatron-LM --overlap-grad-reduce)");
+  app->add_option("--grad-reduce-at", f.grad_reduce_at,
+                  "without --overlap-grad-reduce, where each stage's gradient reduction starts: rank-end (after the "
+                  "rank's whole backward, Megatron-LM), stage-end (after the stage's own, eager) or auto (the "
+                  "schedule's system: eager for chimera, chimera-wave, hanayo, looped-bfs; default)");
   app->add_option("--grad-bucket-mb", f.grad_bucket_mb, "gradient bucket size in MiB (default 25, as PyTorch DDP): the runtime's buckets, and the estimate's with --overlap-grad-reduce");
   app->add_option("--zero", f.zero,
                   "distributed optimizer over the dp group: 0 none, 1 optimizer states sharded (Megatron's), 2 and "
@@ -99,10 +103,7 @@ void add_memory_margin_flag(CLI::App* app, std::optional<double>& margin) {
 }
 
 void apply_memory_margin(costmodel::ClusterSpec& c, const std::optional<double>& margin) {
-  if (!margin) return;
-  if (!(*margin >= 0 && *margin < 1))
-    throw InputError("--memory-margin = " + fmt_num(*margin) + " is invalid (must be in [0, 1): the fraction of GPU memory left free)");
-  c.memory_margin = *margin;
+  if (margin) costmodel::set_memory_margin(c, *margin, "--memory-margin");
 }
 
 void add_nodes_flag(CLI::App* app, std::optional<int>& nodes) {
@@ -112,11 +113,7 @@ void add_nodes_flag(CLI::App* app, std::optional<int>& nodes) {
 }
 
 void apply_nodes(costmodel::ClusterSpec& c, const std::optional<int>& nodes) {
-  if (!nodes) return;
-  if (*nodes < 1) throw InputError("--nodes = " + std::to_string(*nodes) + " is invalid (must be at least 1)");
-  if (*nodes == c.nodes) return;
-  c.name += " (" + std::to_string(*nodes) + " nodes)";
-  c.nodes = *nodes;
+  if (nodes) costmodel::set_nodes(c, *nodes, "--nodes");
 }
 
 Inputs resolve(const PlanFlags& f) {
@@ -162,6 +159,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (!f.tp_overlap.empty()) p.tp_overlap = schedules::parse_tp_overlap(f.tp_overlap, "--tp-overlap");
   if (f.zero) p.zero = *f.zero;
   if (f.overlap_grad_reduce) p.overlap_grad_reduce = true;
+  if (!f.grad_reduce_at.empty()) p.grad_reduce_at = schedules::parse_grad_reduce_at(f.grad_reduce_at, "--grad-reduce-at");
   if (f.grad_bucket_mb) {
     if (!(*f.grad_bucket_mb > 0))
       throw InputError("--grad-bucket-mb = " + std::to_string(*f.grad_bucket_mb) + " is invalid (must be greater than 0)");

@@ -35,7 +35,11 @@ schedules::GeneratorOptions generator_options(const ParallelPlan& p) {
 
 schedules::Schedule plan_schedule(const ParallelPlan& p, const schedules::LowerOptions& lower) {
   schedules::Schedule s = schedules::generate(p.schedule, generator_options(p));
-  s = schedules::lower(s, lower);
+  schedules::LowerOptions lo = lower;
+  // Bucketed overlap spreads each stage's reduction over that stage's own backward
+  // (bucket_reductions), so it starts from the stage's end; otherwise the plan says.
+  lo.reduce_at = p.overlap_grad_reduce ? schedules::GradReduceAt::StageEnd : p.grad_reduce_at;
+  s = schedules::lower(s, lo);
   // A generator that places recomputation itself decides it for every stage (Merak's
   // stage-aware shares, recompute_fractions, where a stage with alpha_i = 1 has no R at all;
   // FOLD3D's recompute parameter): full recomputation adds R only to the other schedules.
@@ -217,6 +221,7 @@ nlohmann::json to_json(const Estimate& e) {
           {"schedule", e.schedule.name},
           {"iteration_time_s", e.eval.iteration_time_s},
           {"tokens_per_s", e.tokens_per_s},
+          {"samples_per_s", e.eval.iteration_time_s > 0 ? static_cast<double>(e.plan.global_batch()) / e.eval.iteration_time_s : 0.0},
           {"tflops_per_gpu", e.tflops_per_gpu},
           {"mfu", e.mfu},
           {"hfu", e.hfu},
@@ -233,6 +238,8 @@ nlohmann::json to_json(const Estimate& e) {
           {"peak_activation_bytes", e.eval.peak_activation_bytes},
           {"peak_memory_bytes", e.eval.peak_memory_bytes},
           {"peak_host_bytes", e.eval.peak_host_bytes},
+          {"max_memory_bytes", e.max_memory_bytes},
+          {"max_host_bytes", e.eval.peak_host_bytes.empty() ? 0.0 : *std::max_element(e.eval.peak_host_bytes.begin(), e.eval.peak_host_bytes.end())},
           {"static_memory_bytes", e.costs.static_bytes},
           {"gpu_memory_bytes", e.cluster.gpu_memory_bytes},
           {"memory_margin", e.cluster.memory_margin},

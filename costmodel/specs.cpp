@@ -206,6 +206,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
           {"sequence_parallel", p.sequence_parallel},
           {"tp_overlap", std::string(schedules::tp_overlap_name(p.tp_overlap))},
           {"stage_tp_overlap", overlap_names(p.stage_tp_overlap)},
+          {"grad_reduce_at", std::string(schedules::grad_reduce_at_name(p.grad_reduce_at))},
           {"overlap_grad_reduce", p.overlap_grad_reduce},
           {"grad_bucket_bytes", p.grad_bucket_bytes},
           {"zero", p.zero}};
@@ -293,6 +294,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   for (size_t i = 0; i < per_stage.size(); ++i)
     p.stage_tp_overlap.push_back(schedules::parse_tp_overlap(per_stage[i], "plan.stage_tp_overlap[" + std::to_string(i) + "]"));
   p.overlap_grad_reduce = r.opt<bool>("overlap_grad_reduce", false);
+  p.grad_reduce_at = schedules::parse_grad_reduce_at(r.opt<std::string>("grad_reduce_at", "auto"), "plan.grad_reduce_at");
   p.grad_bucket_bytes = r.opt<double>("grad_bucket_bytes", p.grad_bucket_bytes);
   p.zero = r.opt<int>("zero", 0);
   p.layer_tp = r.opt<std::vector<int>>("layer_tp", {});
@@ -436,6 +438,22 @@ void check_tp_overlap(const ParallelPlan& p) {
         "must be even with " + field + " '" + std::string(schedules::tp_overlap_name(modes[i])) +
             "' (each microbatch splits into two sub-batches; Merak Sec. 5.3); use --tp-overlap blocking or an even size");
   }
+}
+
+void set_nodes(ClusterSpec& c, int nodes, const std::string& field) {
+  if (nodes < 1) throw InputError(field + " = " + std::to_string(nodes) + " is invalid (must be at least 1)");
+  if (nodes == c.nodes) return;
+  c.name += " (" + std::to_string(nodes) + " nodes)";
+  c.nodes = nodes;
+}
+
+void set_memory_margin(ClusterSpec& c, double margin, const std::string& field) {
+  if (!(margin >= 0 && margin < 1)) {
+    std::ostringstream v;
+    v << margin;
+    throw InputError(field + " = " + v.str() + " is invalid (must be in [0, 1): the fraction of GPU memory left free)");
+  }
+  c.memory_margin = margin;
 }
 
 }  // namespace stagecraft::costmodel

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "schedules/lower.h"
 #include "schedules/tp_overlap.h"
 
 namespace stagecraft::costmodel {
@@ -117,7 +118,10 @@ struct ParallelPlan {
                                      // planner's choice); empty = tp_overlap everywhere
   bool overlap_grad_reduce = false;  // reduce gradients in buckets while the backward runs (PyTorch
                                      // DDP; Megatron-LM --overlap-grad-reduce); false: one reduction
-                                     // after each stage's last backward, Megatron-LM's default
+                                     // per stage, where grad_reduce_at says
+  schedules::GradReduceAt grad_reduce_at = schedules::GradReduceAt::Auto;  // without overlap_grad_reduce:
+                                     // rank-end (Megatron-LM), stage-end (eager, per stage) or auto
+                                     // (the schedule's system: eager for chimera, hanayo, looped-bfs)
   double grad_bucket_bytes = 25.0 * 1024 * 1024;  // bucket size when overlapping (DDP's bucket_cap_mb = 25)
   std::vector<int> layer_tp;         // tensor-parallel degree of each transformer layer (Oases Sec. V;
                                      // planner/layer_tp.h); empty = tp for every layer. Only
@@ -166,5 +170,12 @@ void check(const ParallelPlan& p);
 void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p);
 // The tensor-parallel overlap modes: two sub-batches need an even microbatch size (tp > 1).
 void check_tp_overlap(const ParallelPlan& p);
+
+// The same cluster with `nodes` nodes (a preset scaled out or in; each node and the network keep
+// their figures; the name says so). InputError naming `field` when nodes < 1.
+void set_nodes(ClusterSpec& c, int nodes, const std::string& field);
+// The fraction of GPU memory a plan leaves free (ClusterSpec::memory_margin); InputError naming
+// `field` outside [0, 1).
+void set_memory_margin(ClusterSpec& c, double margin, const std::string& field);
 
 }  // namespace stagecraft::costmodel

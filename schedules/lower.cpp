@@ -5,6 +5,22 @@
 #include "schedules/error.h"
 
 namespace stagecraft::schedules {
+
+std::string_view grad_reduce_at_name(GradReduceAt a) {
+  switch (a) {
+    case GradReduceAt::Auto: return "auto";
+    case GradReduceAt::RankEnd: return "rank-end";
+    case GradReduceAt::StageEnd: return "stage-end";
+  }
+  return "?";
+}
+
+GradReduceAt parse_grad_reduce_at(std::string_view s, const std::string& field) {
+  for (GradReduceAt a : {GradReduceAt::Auto, GradReduceAt::RankEnd, GradReduceAt::StageEnd})
+    if (s == grad_reduce_at_name(a)) return a;
+  throw InputError(field + " = '" + std::string(s) + "' is invalid (allowed: auto, rank-end, stage-end)");
+}
+
 namespace {
 
 // The peer is left implied (-1): within a chain it is always the adjacent stage, and the text
@@ -102,24 +118,37 @@ Schedule lower(const Schedule& in, const LowerOptions& opt) {
     for (int r = 0; r < s.num_ranks; ++r)
       s.actions[static_cast<size_t>(r)] = lower_p2p(s, r, in.actions[static_cast<size_t>(r)], lookahead, timing == "late");
 
+  const bool rank_end = opt.reduce_at == GradReduceAt::RankEnd ||
+                        (opt.reduce_at == GradReduceAt::Auto && !in.params.value("eager_grad_reduce", false));
   for (int r = 0; r < s.num_ranks; ++r) {
     auto& list = s.actions[static_cast<size_t>(r)];
     if (opt.insert_reduce_grad) {
-      for (int st : s.stages_of(r)) {
+      // At the rank's end, in model order: ranks holding copies of a stage (Chimera) then issue
+      // the reductions they share in the same order.
+      std::vector<int> stages = s.stages_of(r);
+      if (rank_end)
+        std::stable_sort(stages.begin(), stages.end(), [&](int a, int b) { return s.model_part(a) < s.model_part(b); });
+      for (int st : stages) {
         bool placed = std::any_of(list.begin(), list.end(),
                                   [&](const Action& a) { return a.op == Op::REDUCE_GRAD && a.stage == st; });
         if (placed) continue;
-        // After the last B or W of the stage (and the send that follows it).
-        int last = -1;
+        // After the last B or W of the stage (of any stage of the rank with reduce_at_rank_end)
+        // and the sends that follow it.
+        int last = -1, last_any = -1;
         for (int i = 0; i < static_cast<int>(list.size()); ++i) {
           const Action& a = list[static_cast<size_t>(i)];
-          bool bwd = ((a.op == Op::B || a.op == Op::W) && a.stage == st) ||
-                     (a.op == Op::OVERLAP_F_B && a.b_stage == st);
-          if (bwd) last = i;
+          const bool bwd = a.op == Op::B || a.op == Op::W || a.op == Op::OVERLAP_F_B;
+          if (bwd && (a.op == Op::OVERLAP_F_B ? a.b_stage : a.stage) == st) last = i;
+          if (bwd) last_any = i;
         }
         if (last < 0) continue;  // no backward on this stage: validator will say so
+        if (rank_end) last = last_any;
+        const Action& b = list[static_cast<size_t>(last)];
+        const int sender = b.op == Op::OVERLAP_F_B ? b.b_stage : b.stage;
         size_t at = static_cast<size_t>(last) + 1;
-        while (at < list.size() && list[at].op == Op::SEND_B && list[at].stage == st) ++at;
+        while (at < list.size() && ((list[at].op == Op::SEND_B && list[at].stage == sender) ||
+                                    (rank_end && list[at].op == Op::REDUCE_GRAD)))
+          ++at;
         list.insert(list.begin() + static_cast<std::ptrdiff_t>(at), Action::make(st, Op::REDUCE_GRAD));
       }
     }

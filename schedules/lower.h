@@ -3,15 +3,29 @@
 // gradient reduction after each stage's last backward, the optimizer step, and recomputation.
 #pragma once
 
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "schedules/schedule.h"
 
 namespace stagecraft::schedules {
 
+// Where lowering places each stage's data-parallel gradient reduction (REDUCE_GRAD).
+enum class GradReduceAt {
+  Auto,      // as the schedule's params say: "eager_grad_reduce": true -> StageEnd, else RankEnd
+  RankEnd,   // every stage's after the rank's last backward: Megatron-LM without
+             // --overlap-grad-reduce (finalize_model_grads runs once the whole backward is done)
+  StageEnd,  // each stage's right after its own last backward, overlapping the rank's later
+             // backwards: eager synchronization (Chimera's runtime, looped BFS, PyTorch pipelining)
+};
+std::string_view grad_reduce_at_name(GradReduceAt a);             // auto | rank-end | stage-end
+GradReduceAt parse_grad_reduce_at(std::string_view s, const std::string& field);  // throws InputError
+
 struct LowerOptions {
   bool insert_reduce_grad = true;  // REDUCE_GRAD after each stage's last backward, unless the
                                    // generator placed reductions for that stage itself
+  GradReduceAt reduce_at = GradReduceAt::StageEnd;  // where those REDUCE_GRADs go
   bool insert_optimizer = true;    // OPTIMIZER at the end of each rank's list, unless present
   int recv_lookahead = -1;         // post each receive this many compute actions before the
                                    // action that consumes it (0: right before it; prefetch when

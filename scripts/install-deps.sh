@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package stagecraft needs, now and in the issues to come (simulator:
 # SimGrid; runtime and profiler: LibTorch with Gloo; planner: COIN-OR CBC; fuzz targets: clang
-# and its libFuzzer runtime), so the set-up command never changes.
+# and its libFuzzer runtime; the papers' figures: Debian's Python with matplotlib, pandas and
+# Jupyter's nbconvert and kernel), so the set-up command never changes.
 # Idempotent: when every package is present it does nothing; otherwise it runs `apt-get update`
 # once and installs what is missing. Works as root (as on CI) or through sudo.
 set -euo pipefail
@@ -14,6 +15,7 @@ packages=(
   libtorch-dev libgloo-dev
   coinor-libcbc-dev
   clang libclang-rt-14-dev
+  python3 python3-matplotlib python3-pandas jupyter-nbconvert python3-ipykernel
 )
 
 missing=()

@@ -133,3 +133,31 @@ TEST(Buckets, PlanFieldsAndCli) {
   EXPECT_EQ(WEXITSTATUS(std::system((bin + common + " --grad-bucket-mb 50 > /dev/null").c_str())), 0);
   EXPECT_EQ(WEXITSTATUS(std::system((bin + common + " --grad-bucket-mb 0 > /dev/null 2>&1").c_str())), 2);
 }
+
+// Without bucketed overlap, where each stage's reduction starts: Megatron-LM's rank end (after
+// the whole backward) exposes it all; eager per-stage reduction (stage-end) hides the reductions
+// of the stages that finish early behind the rank's remaining backwards.
+TEST(Buckets, ReductionAtTheRanksEndExposesWhatEagerReductionHides) {
+  costmodel::ParallelPlan p = plan(8, 2, 8, false);
+  p.schedule = "interleaved-1f1b";
+  p.schedule_params["chunks"] = 2;
+  const auto m = costmodel::load_model("gpt3-7.5b");
+  const auto c = nodes_of_one(16);
+  p.grad_reduce_at = GradReduceAt::Auto;  // interleaved-1f1b is Megatron-LM's: the rank's end
+  const auto automatic = costmodel::estimate(m, c, p);
+  p.grad_reduce_at = GradReduceAt::RankEnd;
+  const auto rank_end = costmodel::estimate(m, c, p);
+  p.grad_reduce_at = GradReduceAt::StageEnd;
+  const auto eager = costmodel::estimate(m, c, p);
+  EXPECT_DOUBLE_EQ(automatic.eval.iteration_time_s, rank_end.eval.iteration_time_s);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_NEAR(rank_end.eval.exposed_dp_comm_s[r], rank_end.eval.dp_comm_s[r], 1e-9) << r;
+    EXPECT_LT(eager.eval.exposed_dp_comm_s[r], 0.9 * rank_end.eval.exposed_dp_comm_s[r]) << r;
+  }
+  EXPECT_LT(eager.eval.iteration_time_s, rank_end.eval.iteration_time_s);
+  EXPECT_EQ(costmodel::plan_from_json(costmodel::to_json(p)).grad_reduce_at, GradReduceAt::StageEnd);
+  const std::string bin = STAGECRAFT_BIN;
+  const std::string common = " estimate --model gpt3-7.5b --cluster h100-nvl-ib-64 --tp 8 --pp 2 --microbatches 4";
+  EXPECT_EQ(WEXITSTATUS(std::system((bin + common + " --grad-reduce-at stage-end > /dev/null").c_str())), 0);
+  EXPECT_EQ(WEXITSTATUS(std::system((bin + common + " --grad-reduce-at later > /dev/null 2>&1").c_str())), 2);
+}

@@ -2,6 +2,8 @@
 // receive prefetch and recomputation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "schedules/error.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
@@ -66,6 +68,63 @@ TEST(Lowering, ReductionAfterLastBackwardOfEachStage) {
       }
     }
     EXPECT_EQ(l.back().op, Op::OPTIMIZER);
+  }
+}
+
+// Megatron-LM without --overlap-grad-reduce reduces once the rank's whole backward is done:
+// every stage's REDUCE_GRAD follows the rank's last backward (and its send), in model order.
+TEST(Lowering, ReductionsAtTheRanksEnd) {
+  LowerOptions o;
+  o.reduce_at = GradReduceAt::RankEnd;
+  Schedule s = lower(gen("interleaved-1f1b", 2, 4, 2), o);
+  for (int r = 0; r < 2; ++r) {
+    const auto& l = s.actions[static_cast<size_t>(r)];
+    int last_b = -1;
+    std::vector<int> reduced;
+    for (int i = 0; i < static_cast<int>(l.size()); ++i) {
+      if (l[static_cast<size_t>(i)].op == Op::B) last_b = i;
+      if (l[static_cast<size_t>(i)].op == Op::REDUCE_GRAD) {
+        EXPECT_GT(i, last_b) << "rank " << r;
+        reduced.push_back(l[static_cast<size_t>(i)].stage);
+      }
+    }
+    EXPECT_EQ(reduced, s.stages_of(r));  // loop placement: stage order is model order
+  }
+  validate(s);
+  // Chimera's copies of a stage reduce in one ring: each rank issues them in model order, so
+  // rank 0 (stages 0 and 7) and rank 3 (stages 3 and 4, copies of 4 and 3's parts) agree.
+  Schedule c = lower(gen("chimera", 4, 4), o);
+  for (int r = 0; r < 4; ++r) {
+    std::vector<int> parts;
+    for (const Action& a : c.actions[static_cast<size_t>(r)])
+      if (a.op == Op::REDUCE_GRAD) parts.push_back(c.model_part(a.stage));
+    EXPECT_TRUE(std::is_sorted(parts.begin(), parts.end())) << "rank " << r;
+  }
+}
+
+// Auto: eager (each stage's own end) where the schedule's system reduces eagerly, the rank's
+// end elsewhere.
+TEST(Lowering, AutoReducesEagerlyWhereTheScheduleSaysSo) {
+  LowerOptions o;
+  o.reduce_at = GradReduceAt::Auto;
+  auto first_reduce_before_last_backward = [](const Schedule& s) {
+    const auto& l = s.actions[0];
+    int last_b = -1, first_red = -1;
+    for (int i = 0; i < static_cast<int>(l.size()); ++i) {
+      if (l[static_cast<size_t>(i)].op == Op::B) last_b = i;
+      if (l[static_cast<size_t>(i)].op == Op::REDUCE_GRAD && first_red < 0) first_red = i;
+    }
+    return first_red < last_b;
+  };
+  EXPECT_TRUE(first_reduce_before_last_backward(lower(gen("chimera", 4, 4), o)));
+  EXPECT_TRUE(first_reduce_before_last_backward(lower(gen("looped-bfs", 2, 4, 2), o)));
+  EXPECT_FALSE(first_reduce_before_last_backward(lower(gen("interleaved-1f1b", 2, 4, 2), o)));
+  EXPECT_EQ(parse_grad_reduce_at("rank-end", "f"), GradReduceAt::RankEnd);
+  try {
+    parse_grad_reduce_at("later", "plan.grad_reduce_at");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "plan.grad_reduce_at = 'later' is invalid (allowed: auto, rank-end, stage-end)");
   }
 }
 

@@ -117,6 +117,7 @@ GeneratorInfo chimera_generator() {
         for (const Timed& t : merged) s.actions[static_cast<size_t>(d)].push_back(t.action);
       }
     }
+    s.params["eager_grad_reduce"] = true;  // each stage's allreduce as soon as its gradients are ready
     return s;
   };
   return g;

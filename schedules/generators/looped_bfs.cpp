@@ -22,6 +22,7 @@ GeneratorInfo looped_bfs_generator() {
     const int p = o.ranks, m = o.microbatches, v = o.chunks == 0 ? 2 : o.chunks;
     Schedule s = make_schedule("looped-bfs", p, p * v, m, PlacementKind::Loop);
     s.params["chunks"] = v;
+    s.params["eager_grad_reduce"] = true;  // breadth-first: a looped stage's reduction overlaps the rest
     for (int r = 0; r < p; ++r) {
       auto& list = s.actions[static_cast<size_t>(r)];
       for (int c = 0; c < v; ++c)

@@ -34,6 +34,7 @@ Schedule wave_schedule(const std::string& name, const GeneratorOptions& o, int w
   Schedule s = greedy_schedule(g);
   s.params["waves"] = waves;
   s.params["recv_lookahead"] = 1;
+  s.params["eager_grad_reduce"] = true;  // Chimera's runtime, which Hanayo's compares with
   return s;
 }
 

@@ -1,0 +1,83 @@
+// `stagecraft experiment run`: the seed papers' figures as experiments (docs/experiments.md).
+// Every experiment is priced before any file is written, so a failure leaves nothing behind.
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "experiment/paper.h"
+#include "experiment/report.h"
+#include "experiment/run.h"
+#include "schedules/error.h"
+#ifdef STAGECRAFT_HAVE_SIM
+#include "sim/simulate.h"
+#endif
+
+namespace stagecraft::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ExperimentOpts {
+  std::vector<std::string> paths;  // experiment folders, or folders holding them
+  std::string report;              // the Markdown page to write (docs/figures.md); empty: none
+  std::string out_dir;             // write each experiment's CSVs under OUT/<id>/ instead of beside its spec
+  std::string figures_dir = "figures";  // where the report's images are, relative to the report
+};
+
+// The experiment folders named: a folder with a spec.json, or every one below a folder.
+std::vector<std::string> experiment_dirs(const std::vector<std::string>& paths) {
+  std::vector<std::string> dirs;
+  for (const std::string& p : paths) {
+    if (fs::exists(fs::path(p) / "spec.json")) {
+      dirs.push_back(p);
+      continue;
+    }
+    const auto found = experiment::find_experiments(p);
+    if (found.empty()) throw InputError("'" + p + "' holds no experiment (no spec.json in it or below it)");
+    dirs.insert(dirs.end(), found.begin(), found.end());
+  }
+  return dirs;
+}
+
+void run_experiments(const ExperimentOpts& o) {
+  experiment::RunOptions ro;
+#ifdef STAGECRAFT_HAVE_SIM
+  ro.simulate = [](const costmodel::Estimate& e) { return sim::simulated_estimate(e); };
+#endif
+  std::vector<experiment::Outcome> all;
+  for (const std::string& dir : experiment_dirs(o.paths)) {
+    experiment::Outcome x{experiment::load_spec(dir), {}, {}};
+    const auto paper = experiment::load_paper(x.spec);
+    x.results = experiment::run(x.spec, ro);
+    x.comparisons = experiment::compare(x.spec, x.results, paper);
+    const auto m = experiment::summarize(x.comparisons);
+    std::cout << dir << ": " << x.results.points.size() << " points, " << m.values + m.ratios << " published values";
+    if (m.ratios) std::cout << ", " << m.same_order << "/" << m.ratios << " ratios in the paper's order";
+    std::cout << "\n";
+    all.push_back(std::move(x));
+  }
+  for (const experiment::Outcome& x : all) {
+    const fs::path out = o.out_dir.empty() ? fs::path(x.spec.dir) : fs::path(o.out_dir) / x.spec.id();
+    write_file_atomic((out / "results.csv").string(), experiment::results_csv(x.spec, x.results));
+    write_file_atomic((out / "compare.csv").string(), experiment::compare_csv(x.comparisons));
+  }
+  if (!o.report.empty()) write_file_atomic(o.report, experiment::report_markdown(all, o.figures_dir));
+}
+
+}  // namespace
+
+void add_experiment_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("experiment", "the seed papers' figures: predicted beside published (docs/experiments.md)");
+  cmd->require_subcommand(1);
+  auto o = std::make_shared<ExperimentOpts>();
+  auto* run = cmd->add_subcommand("run", "price every point of each experiment; write results.csv and compare.csv beside its spec");
+  run->add_option("paths", o->paths, "experiment folders (holding spec.json and paper.csv), or folders holding them, e.g. experiments")
+      ->required();
+  run->add_option("--report", o->report, "also write the Markdown page of every experiment run (docs/figures.md)");
+  run->add_option("--out-dir", o->out_dir, "write the CSVs under OUT_DIR/<paper>-<figure>/ instead of beside each spec");
+  run->add_option("--figures-dir", o->figures_dir, "where the report's PNGs are, relative to the report (default: figures)");
+  run->callback([o] { run_experiments(*o); });
+}
+
+}  // namespace stagecraft::cli
