@@ -141,6 +141,8 @@ void add_profile_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--seq", o->grid.seq_lengths, "sequence lengths (default 64)")->delimiter(',');
   c->add_option("--microbatch-size", o->grid.microbatch_sizes, "microbatch sizes (default 1,2,4)")->delimiter(',');
   c->add_option("--tp", o->grid.tp_degrees, "tensor-parallel degrees; the layer is timed as one shard (default 1)")->delimiter(',');
+  c->add_option("--model-kind", o->grid.model_kind, "the runtime decoder measured: gpt (default) or llama");
+  c->add_option("--kv-heads", o->grid.num_kv_heads, "key/value heads of grouped-query attention, dividing every --heads (default: the heads)");
   c->add_option("--vocab", o->grid.vocab_size, "vocabulary of the embedding and head (default 256)");
   c->add_option("--warmup", o->grid.warmup, "untimed runs per measurement (default 2)");
   c->add_option("--runs", o->grid.runs, "timed runs per measurement; the median is kept (default 5)");

@@ -48,6 +48,7 @@ ModelSpec spec_of(const LayerProfile& l) {
   m.num_layers = 1;
   m.hidden_size = l.hidden_size;
   m.num_heads = l.num_heads;
+  m.num_kv_heads = l.num_kv_heads;
   m.ffn_hidden_size = l.ffn_hidden_size;
   m.seq_length = l.seq_length;
   m.vocab_size = std::max(1, l.vocab_size);
@@ -119,6 +120,8 @@ nlohmann::json to_json(const Profile& p) {
                       {"recompute", meas_json(l.recompute)}, {"activation_bytes", l.activation_bytes},
                       {"checkpoint_bytes", l.checkpoint_bytes}, {"backward_working_bytes", l.backward_working_bytes}});
   for (size_t i = 0; i < p.layers.size(); ++i)
+    if (p.layers[i].num_kv_heads > 0) layers[i]["num_kv_heads"] = p.layers[i].num_kv_heads;
+  for (size_t i = 0; i < p.layers.size(); ++i)
     if (p.layers[i].selective_activation_bytes > 0) {
       layers[i]["selective_activation_bytes"] = p.layers[i].selective_activation_bytes;
       layers[i]["selective_backward_working_bytes"] = p.layers[i].selective_backward_working_bytes;
@@ -164,6 +167,10 @@ Profile profile_fields(const nlohmann::json& j) {
       const std::string lw = "profile: layers[" + std::to_string(i) + "]";
       l.hidden_size = schedules::json_int(e.at("hidden_size"), lw + ".hidden_size");
       l.num_heads = schedules::json_int_or(e, "num_heads", 1, lw);
+      l.num_kv_heads = schedules::json_int_or(e, "num_kv_heads", 0, lw);
+      if (l.num_kv_heads < 0 || (l.num_kv_heads > 0 && l.num_heads % l.num_kv_heads != 0))
+        throw InputError(lw + ".num_kv_heads = " + std::to_string(l.num_kv_heads) + " is invalid (must divide num_heads = " +
+                         std::to_string(l.num_heads) + ", or be 0)");
       l.ffn_hidden_size = e.contains("ffn_hidden_size") ? schedules::json_int(e.at("ffn_hidden_size"), lw + ".ffn_hidden_size")
                                                         : 4 * l.hidden_size;
       l.seq_length = schedules::json_int(e.at("seq_length"), lw + ".seq_length");

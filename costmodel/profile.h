@@ -28,6 +28,7 @@ struct LayerProfile {
   std::string model_kind = "gpt";    // ModelKind name the layer was built as
   int hidden_size = 0;
   int num_heads = 0;
+  int num_kv_heads = 0;              // key/value heads (grouped-query attention); 0: num_heads
   int ffn_hidden_size = 0;
   int seq_length = 0;
   int vocab_size = 0;                // embedding and head

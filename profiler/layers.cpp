@@ -96,6 +96,7 @@ costmodel::ModelSpec spec(const LayerGridOptions& o, int h, int a, int s) {
   m.num_layers = 1;
   m.hidden_size = h;
   m.num_heads = a;
+  m.num_kv_heads = o.num_kv_heads;
   m.ffn_hidden_size = 4 * h;
   m.seq_length = s;
   m.vocab_size = o.vocab_size;
@@ -144,6 +145,7 @@ costmodel::LayerProfile base(const std::string& kind, const LayerGridOptions& o,
   lp.model_kind = o.model_kind;
   lp.hidden_size = h;
   lp.num_heads = a;
+  lp.num_kv_heads = o.num_kv_heads;
   lp.ffn_hidden_size = 4 * h;
   lp.seq_length = s;
   lp.vocab_size = o.vocab_size;
@@ -210,14 +212,23 @@ std::vector<costmodel::LayerProfile> profile_layers(const LayerGridOptions& o) {
       o.tp_degrees.empty())
     throw InputError("profile: the grid is empty (give --hidden, --heads, --seq, --microbatch-size and --tp)");
   if (o.runs < 1 || o.warmup < 0) throw InputError("profile: runs must be >= 1 and warmup >= 0");
-  if (o.model_kind != "gpt") throw InputError("profile: model kind \"" + o.model_kind + "\" is not built by the runtime (allowed: gpt)");
+  if (o.model_kind != "gpt" && o.model_kind != "llama")
+    throw InputError("profile: --model-kind = '" + o.model_kind + "' is invalid (allowed: gpt, llama: the decoders the runtime builds)");
+  for (int a : o.num_heads)
+    if (o.num_kv_heads < 0 || (o.num_kv_heads > 0 && a % o.num_kv_heads != 0))
+      throw InputError("profile: --kv-heads = " + std::to_string(o.num_kv_heads) + " is invalid (must divide every --heads, " +
+                       std::to_string(a) + " among them; 0: as many as the heads)");
   for (int t : o.tp_degrees)
     if (t < 1) throw InputError("profile: --tp " + std::to_string(t) + " is invalid (allowed: 1 or more)");
   torch::set_num_threads(o.threads);
   const torch::Device d = runtime::parse_device(o.device, "--device");
   SoloTpGroup solo;
   std::vector<costmodel::LayerProfile> out;
-  auto valid = [](int h, int a, int t) { return a >= 1 && h % a == 0 && a % t == 0; };  // heads split over h and tp
+  // Heads split h and t splits the heads (and the key/value heads); LLaMA's rotary needs an even head size.
+  auto valid = [&](int h, int a, int t) {
+    const int g = o.num_kv_heads > 0 ? o.num_kv_heads : a;
+    return a >= 1 && h % a == 0 && a % t == 0 && g % t == 0 && (o.model_kind != "llama" || (h / a) % 2 == 0);
+  };
   long total = 0, done = 0;
   for (int h : o.hidden_sizes)
     for (int a : o.num_heads)
@@ -233,7 +244,9 @@ std::vector<costmodel::LayerProfile> profile_layers(const LayerGridOptions& o) {
           }
       }
   if (out.empty())
-    throw InputError("profile: no (hidden, heads, tp) of the grid has heads dividing hidden and tp dividing heads");
+    throw InputError("profile: no (hidden, heads, tp) of the grid has heads dividing hidden and tp dividing heads" +
+                     std::string(o.num_kv_heads > 0 ? " and --kv-heads" : "") +
+                     (o.model_kind == "llama" ? " (llama: an even head size)" : ""));
   return out;
 }
 

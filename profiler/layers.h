@@ -1,5 +1,5 @@
 // Layer profiling (`stagecraft profile`): times one transformer layer, the embedding and the
-// head of the runtime's own GPT implementation over a grid of shapes, on the device the runtime
+// head of the runtime's own decoders (GPT, LLaMA) over a grid of shapes, on the device the runtime
 // uses (CPU threads, or a CUDA GPU timed with device events), with warm-up runs, repeated runs, the median kept and the spread
 // recorded; and the activation bytes each saves for its backward. Torch-free interface.
 #pragma once
@@ -19,7 +19,10 @@ struct LayerGridOptions {
   std::vector<int> microbatch_sizes = {1, 2, 4};  // b
   std::vector<int> tp_degrees = {1};         // t: the layer is timed as one rank's shard (t dividing a)
   int vocab_size = 256;                      // V, for the embedding and the head
-  std::string model_kind = "gpt";            // only gpt runs in the runtime today
+  std::string model_kind = "gpt";            // the runtime's decoders: gpt, or llama (RMSNorm, rotary,
+                                             // SwiGLU, no biases; head size h/a even)
+  int num_kv_heads = 0;                      // key/value heads (grouped-query attention), dividing
+                                             // every a of the grid; 0: a
   int warmup = 2;                            // untimed runs first
   int runs = 5;                              // timed runs; the median is kept
   int threads = 1;                           // torch intra-op threads

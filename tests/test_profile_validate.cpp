@@ -103,3 +103,39 @@ TEST(ProfileValidate, BadInput) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("heads dividing hidden"), std::string::npos) << r.err;
 }
+
+// LLaMA's decoder (RMSNorm, rotary, SwiGLU, grouped-query attention) is profiled as the runtime
+// builds it, and a LLaMA estimate reads that profile; a GPT profile has no LLaMA layer for it.
+TEST(ProfileValidate, LlamaLayersWithGroupedQueryAttention) {
+  const std::string dir = stagecraft::test::scratch_path("llama_profile");
+  std::filesystem::create_directories(dir);
+  auto r = run_cli("profile --model-kind llama --kv-heads 2 --hidden 64 --heads 4 --seq 32 --microbatch-size 1 --tp 1,2 "
+                   "--warmup 1 --runs 2 --nproc 0 --quiet --out " + dir + "/llama.json");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto p = nlohmann::json::parse(read_text(dir + "/llama.json"));
+  ASSERT_EQ(p["layers"].size(), 6u);  // transformer, embedding, head at tp 1 and 2
+  std::map<int, double> layer_bytes;
+  for (const auto& l : p["layers"]) {
+    EXPECT_EQ(l["model_kind"], "llama");
+    EXPECT_EQ(l["num_kv_heads"], 2);
+    EXPECT_GT(l["forward"]["median_s"].get<double>(), 0);
+    if (l["kind"] == "transformer") layer_bytes[l["tp"].get<int>()] = l["activation_bytes"];
+  }
+  EXPECT_LT(layer_bytes[2], layer_bytes[1]);
+  const std::string model = stagecraft::test::data_path("models/runtime-tiny8-llama.json");
+  r = run_cli("estimate --model " + model + " --cluster local-cpu-2 --pp 2 --microbatches 4 --profile " + dir + "/llama.json --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(nlohmann::json::parse(r.out)["cost_model"].get<std::string>().find("profiled"), std::string::npos);
+  r = run_cli("profile --hidden 64 --heads 4 --seq 32 --microbatch-size 1 --warmup 1 --runs 1 --nproc 0 --quiet --out " + dir + "/gpt.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli("estimate --model " + model + " --cluster local-cpu-2 --pp 2 --microbatches 4 --profile " + dir + "/gpt.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no transformer layer of a llama model"), std::string::npos) << r.err;
+  r = run_cli("profile --model-kind bert --out " + dir + "/x.json --nproc 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--model-kind = 'bert' is invalid (allowed: gpt, llama"), std::string::npos) << r.err;
+  r = run_cli("profile --model-kind llama --kv-heads 3 --heads 4 --out " + dir + "/x.json --nproc 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--kv-heads = 3 is invalid"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.json"));
+}
