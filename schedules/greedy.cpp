@@ -15,12 +15,14 @@ int priority(Kind k) { return k == kBwd ? 0 : k == kFwd ? 1 : 2; }
 
 struct Candidate {
   double start = kNever;
+  double prio = 0;  // GreedyOptions::priority, 0 when unset
   Kind kind = kFwd;
   int stage = -1;
   int mb = -1;
   int rank = -1;
   bool better_than(const Candidate& o) const {
     if (start != o.start) return start < o.start;
+    if (prio != o.prio) return prio < o.prio;
     if (priority(kind) != priority(o.kind)) return priority(kind) < priority(o.kind);
     if (mb != o.mb) return mb < o.mb;
     if (stage != o.stage) return kind == kFwd ? stage > o.stage : stage < o.stage;
@@ -36,6 +38,10 @@ class Greedy {
     b_end_.assign(n, kNever);
     w_end_.assign(n, kNever);
     free_at_.assign(static_cast<size_t>(o.ranks), 0.0);
+    live_.assign(static_cast<size_t>(o.ranks), 0);
+    f_start_.assign(n, kNever);
+    b_start_.assign(n, kNever);
+    w_start_.assign(n, kNever);
     present_.assign(static_cast<size_t>(o.ranks) * o.num_chains, 0);
     left_on_rank_.assign(static_cast<size_t>(o.ranks) * m_, -1);
     per_chain_ = S_ / o.num_chains;
@@ -46,7 +52,7 @@ class Greedy {
     next_w_.assign(static_cast<size_t>(S_), 0);
   }
 
-  Schedule run() {
+  Schedule run(GreedyTimes* times) {
     Schedule s = make_schedule(o_.name, o_.ranks, S_, m_, o_.placement, o_.stage_to_rank, o_.num_chains);
     size_t total = 0;
     for (int st = 0; st < S_; ++st) total += chain_mbs_[static_cast<size_t>(st / per_chain_)].size() * (o_.split_backward ? 3 : 2);
@@ -60,6 +66,12 @@ class Greedy {
       if (best.start == kNever) stall(s);
       commit(best, s);
     }
+    if (times) {
+      times->f_start = f_start_;
+      times->b_start = b_start_;
+      times->w_start = w_start_;
+      times->makespan = *std::max_element(free_at_.begin(), free_at_.end());
+    }
     return s;
   }
 
@@ -67,7 +79,9 @@ class Greedy {
   const GreedyOptions& o_;
   int S_, m_, per_chain_ = 1;
   std::vector<double> f_end_, b_end_, w_end_;  // (stage * m + mb) end times; kNever = not yet
+  std::vector<double> f_start_, b_start_, w_start_;  // (stage * m + mb) start times; kNever = not yet
   std::vector<double> free_at_;                // (ranks) when each rank's stream is free
+  std::vector<int> live_;                      // (ranks) stage activations held (forward run, not yet freed)
   std::vector<int> present_;                   // (ranks * chains) microbatches present on a rank
   std::vector<int> left_on_rank_;              // (ranks * m) stages of a microbatch still to free there; -1 = not entered
   std::vector<std::vector<int>> chain_mbs_;    // microbatches of each chain, in order
@@ -105,6 +119,7 @@ class Greedy {
       size_t lk = static_cast<size_t>(r) * m_ + mb;
       int lim = o_.max_in_flight.empty() ? 0 : o_.max_in_flight[static_cast<size_t>(r)];
       if (left_on_rank_[lk] < 0 && lim > 0 && present_[static_cast<size_t>(r) * o_.num_chains + chain(mb)] >= lim) return c;
+      if (!o_.max_live_stages.empty() && live_[static_cast<size_t>(r)] >= o_.max_live_stages[static_cast<size_t>(r)]) return c;
     } else if (k == kBwd) {
       double t = f_end_[key(st, mb)];
       if (t == kNever) return c;
@@ -121,6 +136,7 @@ class Greedy {
     }
     c.start = std::max(ready, free_at_[static_cast<size_t>(r)]);
     c.kind = k;
+    if (o_.priority) c.prio = o_.priority(k == kFwd ? Op::F : k == kWgt ? Op::W : o_.split_backward ? Op::I : Op::B, st, mb);
     c.stage = st;
     c.mb = mb;
     c.rank = r;
@@ -137,6 +153,8 @@ class Greedy {
     if (c.kind == kFwd) {
       dur = o_.f_s;
       f_end_[kk] = c.start + dur;
+      f_start_[kk] = c.start;
+      ++live_[static_cast<size_t>(c.rank)];
       ++next_f_[static_cast<size_t>(c.stage)];
       list.push_back(Action::make(c.stage, Op::F, c.mb));
       if (left_on_rank_[lk] < 0) {
@@ -146,17 +164,20 @@ class Greedy {
     } else if (c.kind == kBwd) {
       dur = o_.split_backward ? o_.i_s : o_.b_s;
       b_end_[kk] = c.start + dur;
+      b_start_[kk] = c.start;
       ++next_b_[static_cast<size_t>(c.stage)];
       list.push_back(Action::make(c.stage, o_.split_backward ? Op::I : Op::B, c.mb));
       frees = !o_.split_backward;
     } else {
       dur = o_.w_s;
       w_end_[kk] = c.start + dur;
+      w_start_[kk] = c.start;
       ++next_w_[static_cast<size_t>(c.stage)];
       list.push_back(Action::make(c.stage, Op::W, c.mb));
       frees = true;
     }
     free_at_[static_cast<size_t>(c.rank)] = c.start + dur;
+    if (frees) --live_[static_cast<size_t>(c.rank)];
     if (frees && --left_on_rank_[lk] == 0) --present_[pk];
   }
 
@@ -171,7 +192,12 @@ class Greedy {
 
 }  // namespace
 
-Schedule greedy_schedule(const GreedyOptions& opt) {
+double GreedyTimes::at(Op op, int stage, int mb, int m) const {
+  size_t k = static_cast<size_t>(stage) * m + mb;
+  return op == Op::F ? f_start.at(k) : op == Op::W ? w_start.at(k) : b_start.at(k);
+}
+
+Schedule greedy_schedule(const GreedyOptions& opt, GreedyTimes* times) {
   if (static_cast<int>(opt.stage_to_rank.size()) != opt.num_stages)
     throw InputError("greedy scheduler: stage_to_rank has " + std::to_string(opt.stage_to_rank.size()) + " entries for " +
                      std::to_string(opt.num_stages) + " stages");
@@ -179,7 +205,9 @@ Schedule greedy_schedule(const GreedyOptions& opt) {
     throw InputError("greedy scheduler: chain_of_microbatch needs one entry per microbatch");
   if (!opt.max_in_flight.empty() && static_cast<int>(opt.max_in_flight.size()) != opt.ranks)
     throw InputError("greedy scheduler: max_in_flight needs one entry per rank");
-  return Greedy(opt).run();
+  if (!opt.max_live_stages.empty() && static_cast<int>(opt.max_live_stages.size()) != opt.ranks)
+    throw InputError("greedy scheduler: max_live_stages needs one entry per rank");
+  return Greedy(opt).run(times);
 }
 
 }  // namespace stagecraft::schedules

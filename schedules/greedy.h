@@ -10,6 +10,7 @@
 // Forwards and backwards of one stage run in microbatch order.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,10 +31,22 @@ struct GreedyOptions {
   double f_s = 1, b_s = 2, i_s = 1, w_s = 1;  // durations used to order the work
   double comm_s = 0;                    // transfer time between ranks, used to order
   std::vector<int> max_in_flight;       // (ranks) microbatches per chain present at once; <= 0 = unlimited
+  std::vector<int> max_live_stages;     // (ranks) stage activations held at once (forward run, backward not yet); empty = no limit
+  // Orders actions that could start at the same time, before the rules above (lower first);
+  // unset = the rules alone. Arguments: op (F, B, I or W), stage, microbatch.
+  std::function<double(Op, int, int)> priority;
+};
+
+// Start times of the actions the scheduler placed, in the units of f_s, b_s, i_s and w_s.
+struct GreedyTimes {
+  std::vector<double> f_start, b_start, w_start;  // (stage * m + mb) forward, backward (or I), weight
+  double makespan = 0;                            // end of the last action
+  double at(Op op, int stage, int mb, int m) const;
 };
 
 // Builds and returns the compute-only schedule; throws Error if the simulation stalls (a bug
 // or an impossible limit), naming the ranks and what they wait for.
-Schedule greedy_schedule(const GreedyOptions& opt);
+// With `times`, also returns when each action starts.
+Schedule greedy_schedule(const GreedyOptions& opt, GreedyTimes* times = nullptr);
 
 }  // namespace stagecraft::schedules

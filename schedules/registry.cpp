@@ -26,6 +26,7 @@ const std::vector<GeneratorInfo>& generators() {
       chimera_generator(),
       chimera_wave_generator(),
       hanayo_generator(),
+      hanayo_greedy_generator(),
       merak_early_recompute_generator(),
       merak_generator(),
       fold3d_generator(),

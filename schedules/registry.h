@@ -58,6 +58,7 @@ GeneratorInfo looped_bfs_generator();
 GeneratorInfo chimera_generator();
 GeneratorInfo chimera_wave_generator();
 GeneratorInfo hanayo_generator();
+GeneratorInfo hanayo_greedy_generator();
 GeneratorInfo merak_early_recompute_generator();
 GeneratorInfo merak_generator();
 GeneratorInfo fold3d_generator();
