@@ -35,6 +35,9 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
                   "without --overlap-grad-reduce, where each stage's gradient reduction starts: rank-end (after the "
                   "rank's whole backward, Megatron-LM), stage-end (after the stage's own, eager) or auto (the "
                   "schedule's system: eager for chimera, chimera-wave, hanayo, looped-bfs; default)");
+  app->add_flag("--preemptive-comm", f.preemptive_comm,
+                "pipeline transfers preempt gradient reductions on a node's network (FOLD3D Sec. V-A): the "
+                "simulator suspends the reduction flows, the runtime reduces in chunks that wait for the sends");
   app->add_option("--grad-bucket-mb", f.grad_bucket_mb, "gradient bucket size in MiB (default 25, as PyTorch DDP): the runtime's buckets, and the estimate's with --overlap-grad-reduce");
   app->add_option("--zero", f.zero,
                   "distributed optimizer over the dp group: 0 none, 1 optimizer states sharded (Megatron's), 2 and "
@@ -159,6 +162,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (!f.tp_overlap.empty()) p.tp_overlap = schedules::parse_tp_overlap(f.tp_overlap, "--tp-overlap");
   if (f.zero) p.zero = *f.zero;
   if (f.overlap_grad_reduce) p.overlap_grad_reduce = true;
+  if (f.preemptive_comm) p.preemptive_comm = true;
   if (!f.grad_reduce_at.empty()) p.grad_reduce_at = schedules::parse_grad_reduce_at(f.grad_reduce_at, "--grad-reduce-at");
   if (f.grad_bucket_mb) {
     if (!(*f.grad_bucket_mb > 0))

@@ -43,6 +43,7 @@ struct PlanFlags {
   std::optional<int> zero;        // distributed optimizer stage 0 | 1 | 2 (default: the plan's, else 0)
   bool overlap_grad_reduce = false;       // bucketed gradient reduction during the backward
   std::string grad_reduce_at;             // auto | rank-end | stage-end (default: the plan's, else auto)
+  bool preemptive_comm = false;           // pipeline transfers preempt gradient reductions (FOLD3D)
   std::optional<double> grad_bucket_mb;   // bucket size in MiB (default: the plan's, else 25)
   ScheduleParamFlags params;      // --waves, --segments, --alpha1, --param
   std::string profile;            // measured costs (stagecraft profile) instead of the analytic model

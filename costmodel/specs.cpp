@@ -209,6 +209,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
           {"grad_reduce_at", std::string(schedules::grad_reduce_at_name(p.grad_reduce_at))},
           {"overlap_grad_reduce", p.overlap_grad_reduce},
           {"grad_bucket_bytes", p.grad_bucket_bytes},
+          {"preemptive_comm", p.preemptive_comm},
           {"zero", p.zero}};
   if (!p.layer_tp.empty()) j["layer_tp"] = p.layer_tp;
   return j;
@@ -296,6 +297,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.overlap_grad_reduce = r.opt<bool>("overlap_grad_reduce", false);
   p.grad_reduce_at = schedules::parse_grad_reduce_at(r.opt<std::string>("grad_reduce_at", "auto"), "plan.grad_reduce_at");
   p.grad_bucket_bytes = r.opt<double>("grad_bucket_bytes", p.grad_bucket_bytes);
+  p.preemptive_comm = r.opt<bool>("preemptive_comm", false);
   p.zero = r.opt<int>("zero", 0);
   p.layer_tp = r.opt<std::vector<int>>("layer_tp", {});
   r.done();

@@ -123,6 +123,8 @@ struct ParallelPlan {
                                      // rank-end (Megatron-LM), stage-end (eager, per stage) or auto
                                      // (the schedule's system: eager for chimera, hanayo, looped-bfs)
   double grad_bucket_bytes = 25.0 * 1024 * 1024;  // bucket size when overlapping (DDP's bucket_cap_mb = 25)
+  bool preemptive_comm = false;      // pipeline transfers preempt gradient reductions where they share
+                                     // a node's network (FOLD3D Sec. V-A); docs/costmodel.md
   std::vector<int> layer_tp;         // tensor-parallel degree of each transformer layer (Oases Sec. V;
                                      // planner/layer_tp.h); empty = tp for every layer. Only
                                      // `plan --layer-tp` prices degrees below tp; estimate, simulate

@@ -519,6 +519,51 @@ void Runner::launch(Act id) {
   a->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)));
   live_[static_cast<size_t>(id)] = a;
   a->start();
+  if (preempt_ && r.kind == RecKind::Flow) preempt_on_start(id);
+}
+
+std::pair<int, int> Runner::nodes_of(const Record& r) const {
+  if (r.src_gpu < 0 || r.dst_gpu < 0) return {-1, -1};
+  int a = topo_.node_of(r.src_gpu), b = topo_.node_of(r.dst_gpu);
+  return a == b ? std::pair{-1, -1} : std::pair{a, b};
+}
+
+// FOLD3D Sec. V-A: a pipeline send stops the dp flows sending from its node; a pipeline
+// receive stops the dp flows receiving on its node.
+bool Runner::held(const Record& dp_flow) const {
+  auto [from, to] = nodes_of(dp_flow);
+  return from >= 0 && (pp_sending_[static_cast<size_t>(from)] > 0 || pp_receiving_[static_cast<size_t>(to)] > 0);
+}
+
+void Runner::preempt_on_start(Act id) {
+  const Record& r = ex_.records[static_cast<size_t>(id)];
+  auto [from, to] = nodes_of(r);
+  if (from < 0) return;
+  if (r.comm == CommKind::DataParallel) {
+    dp_live_.push_back(id);
+    if (held(r)) live_[static_cast<size_t>(id)]->suspend(), suspended_[static_cast<size_t>(id)] = 1;
+  } else if (r.comm == CommKind::Pipeline) {
+    ++pp_sending_[static_cast<size_t>(from)];
+    ++pp_receiving_[static_cast<size_t>(to)];
+    for (Act d : dp_live_)
+      if (!suspended_[static_cast<size_t>(d)] && held(ex_.records[static_cast<size_t>(d)]))
+        live_[static_cast<size_t>(d)]->suspend(), suspended_[static_cast<size_t>(d)] = 1;
+  }
+}
+
+void Runner::preempt_on_end(Act id) {
+  const Record& r = ex_.records[static_cast<size_t>(id)];
+  auto [from, to] = nodes_of(r);
+  if (from < 0) return;
+  if (r.comm == CommKind::DataParallel) {
+    dp_live_.erase(std::find(dp_live_.begin(), dp_live_.end(), id));
+  } else if (r.comm == CommKind::Pipeline) {
+    --pp_sending_[static_cast<size_t>(from)];
+    --pp_receiving_[static_cast<size_t>(to)];
+    for (Act d : dp_live_)
+      if (suspended_[static_cast<size_t>(d)] && !held(ex_.records[static_cast<size_t>(d)]))
+        live_[static_cast<size_t>(d)]->resume(), suspended_[static_cast<size_t>(d)] = 0;
+  }
 }
 
 void Runner::on_done(const sg::Activity& a) {
@@ -526,6 +571,7 @@ void Runner::on_done(const sg::Activity& a) {
   Record& r = ex_.records[id];
   r.start_s = a.get_start_time();
   r.end_s = a.get_finish_time();
+  if (preempt_ && r.kind == RecKind::Flow) preempt_on_end(static_cast<Act>(id));
   for (std::int32_t i = succ_begin_[id]; i < succ_begin_[id + 1]; ++i) {
     const Act s = succ_[static_cast<size_t>(i)];
     if (--waiting_[static_cast<size_t>(s)] == 0) launch(s);
@@ -548,6 +594,11 @@ Execution Runner::run() {
   rings_.clear();
   link_graph();
   live_.assign(ex_.records.size(), nullptr);
+  suspended_.assign(ex_.records.size(), 0);
+  const size_t nodes = pf_.gpus.empty() ? 0 : static_cast<size_t>(topo_.node_of(static_cast<int>(pf_.gpus.size()) - 1)) + 1;
+  pp_sending_.assign(nodes, 0);
+  pp_receiving_.assign(nodes, 0);
+  dp_live_.clear();
   sg::Activity::on_completion_cb([this](sg::Activity const& a) { on_done(a); });
   for (size_t i = 0; i < ex_.records.size(); ++i)
     if (waiting_[i] == 0) launch(static_cast<Act>(i));

@@ -51,7 +51,7 @@ class Runner {
   Runner(const schedules::Schedule& s, const costmodel::CostTable& c, const Workload& w, const costmodel::ParallelPlan& p,
          const costmodel::Topology& topo, const Platform& pf, const SimOptions& opt)
       : s_(s), c_(c), w_(w), topo_(topo), pf_(pf), opt_(opt), K_(opt.iterations), dp_(p.dp), tp_(p.tp),
-        U_(s.num_ranks * p.dp) {}
+        U_(s.num_ranks * p.dp), preempt_(p.preemptive_comm) {}
 
   Execution run();
 
@@ -63,7 +63,13 @@ class Runner {
   const Platform& pf_;
   SimOptions opt_;
   int K_, dp_, tp_, U_;
+  bool preempt_ = false;                                 // plan.preemptive_comm
   Execution ex_;
+  // Preemptive communication (FOLD3D Sec. V-A): inter-node pipeline flows in flight per node,
+  // sending and receiving; inter-node data-parallel flows in flight; those suspended.
+  std::vector<int> pp_sending_, pp_receiving_;           // (nodes)
+  std::vector<Act> dp_live_;                             // inter-node dp flows started, not finished
+  std::vector<char> suspended_;                          // (records) a dp flow held by a pipeline flow
   std::vector<std::pair<Act, Act>> edges_;               // (predecessor, successor)
   std::vector<std::int32_t> succ_begin_, succ_;          // successors, CSR over edges_
   std::vector<std::int32_t> waiting_;                    // per node: predecessors not finished
@@ -125,6 +131,12 @@ class Runner {
   void link_graph();
   void launch(Act id);
   void on_done(const sg::Activity& a);
+  // Preemption: which node a flow leaves and enters (-1: host memory or one node); whether a
+  // dp flow must wait for a pipeline flow; suspend or resume dp flows as pipeline flows come and go.
+  std::pair<int, int> nodes_of(const Record& r) const;
+  bool held(const Record& dp_flow) const;
+  void preempt_on_start(Act id);
+  void preempt_on_end(Act id);
 
   // Share of a stage's activations one copy moves: (1 - f) + f * ckpt/act, f its recompute share.
   double kept_share(const schedules::Action& a) const {
