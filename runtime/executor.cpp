@@ -7,6 +7,7 @@
 
 #include "costmodel/costs.h"
 #include "runtime/output_release.h"
+#include "runtime/preempt.h"
 #include "schedules/buckets.h"
 #include "schedules/error.h"
 
@@ -52,6 +53,7 @@ struct Pending {             // a posted receive
 
 struct Bucket {              // one in-flight gradient all-reduce (with zero: a pending reduce-scatter)
   compat::WorkPtr work;
+  std::shared_ptr<PreemptiveReducer::Job> job;  // preemptive_comm: the chunked all-reduce instead of work
   torch::Tensor flat;        // (n) concatenated gradients
   std::vector<torch::Tensor> params;
   compat::Group* group = nullptr;  // dp group, or the group of the part's copies
@@ -82,6 +84,8 @@ struct Executor::Impl {
   std::vector<compat::WorkPtr> group_issued;
   std::vector<std::pair<Key, long>> group_slots;  // key {-1,-1}: sends[index]
   std::vector<Bucket> buckets;
+  std::unique_ptr<PreemptiveReducer> reducer;  // preemptive_comm with dp > 1
+  PreemptStats reducer_seen;                   // its counters at the start of the step
   std::map<int, size_t> reduce_cursor;        // stage -> next parameter to reduce
   std::map<int, double> reduced_share;        // stage -> fraction reduced so far
   std::vector<Bucket> gathers;                // zero: reduced buckets whose parameters the step all-gathers
@@ -377,6 +381,7 @@ struct Executor::Impl {
     int peer = global_of_stage(peer_stage);
     sends.emplace_back(compat::send(*cfg.world, t, peer, tag(fwd, fwd ? peer_stage : peer_stage, a.microbatch)), peer);
     note_in_group(sends.back().first, {-1, -1}, static_cast<long>(sends.size()) - 1);
+    if (reducer) reducer->track_send(sends.back().first);
   }
 
   void note_in_group(const compat::WorkPtr& w, Key key, long index) {
@@ -510,7 +515,7 @@ struct Executor::Impl {
     bk.params = hb.params;
     bk.group = cfg.dp;
     bk.span = hb.span;
-    bk.work = compat::all_reduce_sum(*cfg.dp, bk.flat);
+    launch(*cfg.dp, bk);
     buckets.push_back(std::move(bk));
     ++rec.buckets_in_backward;
     hb.started = true;
@@ -635,6 +640,12 @@ struct Executor::Impl {
     gathers.clear();
   }
 
+  // The bucket's all-reduce: one asynchronous call, or queued chunk by chunk behind the sends.
+  void launch(compat::Group& g, Bucket& b) {
+    if (reducer) b.job = reducer->submit(g, b.flat);
+    else b.work = compat::all_reduce_sum(g, b.flat);
+  }
+
   void start_bucket(const std::vector<torch::Tensor>& params, size_t span, int stage, std::vector<Bucket>& into) {
     compat::Group& g = grad_group(stage);
     if (g.size() == 1) return;
@@ -652,7 +663,7 @@ struct Executor::Impl {
     b.params = params;
     b.group = &g;
     b.span = span;
-    if (cfg.zero == 0) b.work = compat::all_reduce_sum(g, b.flat);  // zero: reduce-scattered when finished
+    if (cfg.zero == 0) launch(g, b);  // zero: reduce-scattered when finished
     into.push_back(std::move(b));
   }
 
@@ -676,7 +687,8 @@ struct Executor::Impl {
       }
       auto a = Clock::now();
       try {
-        compat::wait(b.work, cfg.timeout);
+        if (b.job) b.job->wait(cfg.timeout);
+        else compat::wait(b.work, cfg.timeout);
       } catch (const std::exception& e) {
         comm_failure("gradient all-reduce in the " + b.group->name, -1, e);
       }
@@ -848,6 +860,19 @@ Executor::Executor(ExecConfig cfg, std::map<int, GptPart*> parts, AdamW* optimiz
   }
   if (impl_->cfg.zero > 0 && impl_->cfg.dp->size() > 1) impl_->shard_optimizer();
   if (impl_->cfg.overlap_grad_reduce) impl_->install_grad_hooks();
+  if (impl_->cfg.preemptive_comm) {
+    if (impl_->cfg.zero > 0)
+      throw InputError("runtime: plan.preemptive_comm = true with zero = " + std::to_string(impl_->cfg.zero) +
+                       " is not supported (allowed: zero = 0; the distributed optimizer's reduce-scatters are not chunked)");
+    if (!impl_->cfg.grad_groups.empty())
+      throw InputError("runtime: plan.preemptive_comm = true is not supported for schedule '" + impl_->cfg.schedule->name +
+                       "' (its copies reduce in chain groups; allowed: one pipeline chain)");
+    if (impl_->cfg.dp->size() > 1) {
+      PreemptOptions po;
+      po.timeout = impl_->cfg.timeout;
+      impl_->reducer = std::make_unique<PreemptiveReducer>(po);
+    }
+  }
 }
 
 void Executor::flush() {
@@ -905,6 +930,14 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
   }
   if (m.loss_acc.defined()) m.rec.loss_sum = m.loss_acc.item<double>();
   if (m.grad_sq_acc.defined()) m.rec.grad_sq = m.grad_sq_acc.item<double>();
+  if (m.reducer) {
+    const PreemptStats now = m.reducer->stats();
+    m.rec.preempt_chunks = now.chunks - m.reducer_seen.chunks;
+    m.rec.preempt_yields = now.yields - m.reducer_seen.yields;
+    m.rec.preempt_expired = now.expired - m.reducer_seen.expired;
+    m.rec.preempt_yield_s = now.yield_s - m.reducer_seen.yield_s;
+    m.reducer_seen = now;
+  }
   m.rec.spans.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const Action& a = (*m.list)[i];

@@ -45,6 +45,10 @@ struct StepRecord {
                                   // (compat::begin_p2p / end_p2p): one per run of them in the list
   long buckets_in_backward = 0;   // gradient buckets whose all-reduce started inside the backward
                                   // (overlap_grad_reduce)
+  long preempt_chunks = 0;        // preemptive_comm: reduction chunks all-reduced in the step
+  long preempt_yields = 0;        // of those, chunks that waited for a pipeline send first
+  long preempt_expired = 0;       // sends that stopped holding the chunks at max_hold (runtime/preempt.h)
+  double preempt_yield_s = 0;     // time they waited
   std::int64_t peak_bytes = -1;   // peak bytes in tensors on the device during the step
                                   // (device_peak_bytes after a reset at its start; -1: not counted)
   MemBreakdown peak_breakdown{};  // bytes per category at that peak (CPU counting allocator,
@@ -72,6 +76,8 @@ struct ExecConfig {
   double bucket_bytes = 4e6;              // gradient bucket size for REDUCE_GRAD
   bool overlap_grad_reduce = false;       // launch each bucket's all-reduce from gradient hooks during
                                           // the stage's last backward (plan.overlap_grad_reduce)
+  bool preemptive_comm = false;           // gradient all-reduces in chunks that wait for this rank's
+                                          // sends in flight (plan.preemptive_comm; runtime/preempt.h)
   int zero = 0;                           // distributed optimizer (plan.zero): each bucket's gradients
                                           // reduce-scattered over dp, AdamW updating this member's chunk,
                                           // the parameters all-gathered after the step

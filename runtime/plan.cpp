@@ -186,6 +186,12 @@ void preflight(const TrainOptions& opt, int world) {
   resolve_backend(opt.backend);
   parse_precision(opt.precision);
   const RunPlan rp = make_run_plan(opt.model, p);
+  if (p.preemptive_comm && p.zero != 0)
+    throw InputError("runtime: plan.preemptive_comm = true with plan.zero = " + std::to_string(p.zero) +
+                     " is not supported (the distributed optimizer's reduce-scatters are not chunked); allowed: zero = 0");
+  if (p.preemptive_comm && rp.schedule.num_chains > 1)
+    throw InputError("runtime: plan.preemptive_comm = true is not supported with schedule '" + rp.schedule.name +
+                     "' (its chains reduce copies of a stage jointly); allowed: schedules of one pipeline chain");
   if (p.zero != 0 && rp.schedule.num_chains > 1)
     throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " is not supported with schedule '" +
                      rp.schedule.name + "' (its chains reduce copies of a stage jointly); allowed here: 0");

@@ -83,6 +83,17 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
                         {"peak_rss_bytes", r.value("peak_rss_bytes", std::int64_t{0})},
                         {"p2p_groups_per_step", r["steps"].empty() ? 0L : r["steps"][0].value("p2p_groups", 0L)}});
     if (r.contains("peak_breakdown_bytes")) per_rank.back()["peak_breakdown_bytes"] = r["peak_breakdown_bytes"];
+    if (!r["steps"].empty() && r["steps"][0].contains("preempt")) {  // preemptive_comm: summed over the steps
+      long chunks = 0, yields = 0, expired = 0;
+      double yield_s = 0;
+      for (const json& st : r["steps"]) {
+        chunks += st["preempt"]["chunks"].get<long>();
+        yields += st["preempt"]["yields"].get<long>();
+        expired += st["preempt"]["expired"].get<long>();
+        yield_s += st["preempt"]["yield_s"].get<double>();
+      }
+      per_rank.back()["preempt"] = {{"chunks", chunks}, {"yields", yields}, {"expired", expired}, {"yield_s", yield_s}};
+    }
   }
   // Throughput with the model FLOPs of costmodel/flops.h (Narayanan et al., SC'21: the work of
   // the model, recomputation not counted; MFU = model_flops_per_s / the device's peak) and the

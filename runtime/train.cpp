@@ -160,6 +160,7 @@ void build_model(Run& r) {
   c.bucket_bytes = r.opt.plan.grad_bucket_bytes;
   c.zero = r.opt.plan.zero;
   c.overlap_grad_reduce = r.opt.plan.overlap_grad_reduce;
+  c.preemptive_comm = r.opt.plan.preemptive_comm;
   c.device = r.device;
   c.precision = r.precision;
   c.global_rank = r.env.rank;
@@ -250,6 +251,9 @@ void train_loop(Run& r) {
     json s = {{"step", step}, {"time_s", rec.time_s}, {"compute_s", rec.compute_s}, {"comm_s", rec.comm_s}, {"wait_s", rec.wait_s},
               {"tp_collectives", rec.tp_collectives}, {"p2p_groups", rec.p2p_groups}, {"grad_sq", rec.grad_sq},
               {"buckets_in_backward", rec.buckets_in_backward}, {"peak_memory_bytes", rec.peak_bytes}};
+    if (r.opt.plan.preemptive_comm)
+      s["preempt"] = {{"chunks", rec.preempt_chunks}, {"yields", rec.preempt_yields}, {"expired", rec.preempt_expired},
+                      {"yield_s", rec.preempt_yield_s}};
     if (r.has_loss) s["loss"] = loss;
     if (cpu_memory_counter_installed()) s["peak_breakdown_bytes"] = breakdown_json(rec.peak_breakdown);
     if (!r.opt.trace_path.empty()) s["spans"] = spans_json(rec);
