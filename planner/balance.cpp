@@ -1,6 +1,7 @@
 #include "planner/balance.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -25,10 +26,13 @@ StageTimeModel stage_time_model(const costmodel::CostTable& t, bool full_recompu
 
 namespace {
 
-// Layers per stage minimising `cost` summed over stages, each stage's time at most `cap`
-// (infinite: no cap), or the largest stage time when `bottleneck`: dynamic programming over
-// (stages used, layers used), O(stages * layers^2).
-std::vector<int> solve(int layers, int stages, const StageTimeModel& m, double cap, bool bottleneck) {
+// The time of stage `s` (1-based) holding `k` items from item `first` on.
+using StageTime = std::function<double(int s, int first, int k)>;
+
+// Items per stage minimising the squared stage times summed over stages, each stage's time at
+// most `cap` (infinite: no cap), or the largest stage time when `bottleneck`: dynamic
+// programming over (stages used, items used), O(stages * items^2).
+std::vector<int> solve(int layers, int stages, const StageTime& stage_s, double cap, bool bottleneck) {
   const double inf = std::numeric_limits<double>::infinity();
   // best[s][l]: the optimum over the first s stages holding the first l layers; cut[s][l]: the
   // layers of stage s-1 in it.
@@ -39,7 +43,7 @@ std::vector<int> solve(int layers, int stages, const StageTimeModel& m, double c
     for (int l = s; l <= layers - (stages - s); ++l)
       for (int k = 1; k <= l - (s - 1); ++k) {
         const double prev = best[static_cast<size_t>(s - 1)][static_cast<size_t>(l - k)];
-        const double t = m.stage_s(k, s == 1, s == stages);
+        const double t = stage_s(s, l - k, k);
         if (prev == inf || t > cap) continue;
         const double here = bottleneck ? std::max(prev, t) : prev + t * t;
         if (here < best[static_cast<size_t>(s)][static_cast<size_t>(l)]) {
@@ -55,10 +59,18 @@ std::vector<int> solve(int layers, int stages, const StageTimeModel& m, double c
   return out;
 }
 
-double bottleneck_of(const std::vector<int>& part, const StageTimeModel& m) {
+double bottleneck_of(const std::vector<int>& part, const StageTime& stage_s) {
   double worst = 0;
-  for (size_t i = 0; i < part.size(); ++i) worst = std::max(worst, m.stage_s(part[i], i == 0, i + 1 == part.size()));
+  int first = 0;
+  for (size_t i = 0; i < part.size(); ++i) worst = std::max(worst, stage_s(static_cast<int>(i) + 1, first, part[i])), first += part[i];
   return worst;
+}
+
+std::vector<int> min_bottleneck_then_even(int items, int stages, const StageTime& t) {
+  // First the smallest bottleneck; then, among the partitions that reach it, the most even
+  // (least sum of squared stage times): the fill and drain of a pipeline add every stage.
+  const double cap = bottleneck_of(solve(items, stages, t, std::numeric_limits<double>::infinity(), true), t);
+  return solve(items, stages, t, cap * (1 + 1e-12), false);
 }
 
 }  // namespace
@@ -67,10 +79,19 @@ std::vector<int> balance_stages(int layers, int stages, const StageTimeModel& m)
   if (stages < 1 || layers < stages)
     throw InputError("stage balancing: " + std::to_string(layers) + " layers over " + std::to_string(stages) +
                      " stages is invalid (each stage needs at least one layer)");
-  // First the smallest bottleneck; then, among the partitions that reach it, the most even
-  // (least sum of squared stage times): the fill and drain of a pipeline add every stage.
-  const double cap = bottleneck_of(solve(layers, stages, m, std::numeric_limits<double>::infinity(), true), m);
-  return solve(layers, stages, m, cap * (1 + 1e-12), false);
+  return min_bottleneck_then_even(layers, stages, [&m, stages](int s, int, int k) { return m.stage_s(k, s == 1, s == stages); });
+}
+
+std::vector<int> balance_sequence(const std::vector<double>& item_s, int stages) {
+  const int n = static_cast<int>(item_s.size());
+  if (stages < 1 || n < stages)
+    throw InputError("stage balancing: " + std::to_string(n) + " items over " + std::to_string(stages) +
+                     " stages is invalid (each stage needs at least one)");
+  std::vector<double> prefix(item_s.size() + 1, 0.0);
+  for (size_t i = 0; i < item_s.size(); ++i) prefix[i + 1] = prefix[i] + item_s[i];
+  return min_bottleneck_then_even(n, stages, [&prefix](int, int first, int k) {
+    return prefix[static_cast<size_t>(first + k)] - prefix[static_cast<size_t>(first)];
+  });
 }
 
 }  // namespace stagecraft::planner

@@ -31,4 +31,9 @@ StageTimeModel stage_time_model(const costmodel::CostTable& t, bool full_recompu
 // than stages.
 std::vector<int> balance_stages(int layers, int stages, const StageTimeModel& m);
 
+// Items per stage for a sequence of items of any times (Merak's subgraph sequence, graphs/
+// shard.h), contiguous, each stage at least one: the smallest bottleneck, then the most even,
+// by the same program. Throws InputError when there are fewer items than stages.
+std::vector<int> balance_sequence(const std::vector<double>& item_s, int stages);
+
 }  // namespace stagecraft::planner

@@ -1,0 +1,79 @@
+#include "graphs/model_graph.h"
+
+#include "costmodel/flops.h"
+
+namespace stagecraft::graphs {
+namespace {
+
+struct Builder {
+  Graph g;
+  int add(Node n) {
+    g.nodes.push_back(std::move(n));
+    return static_cast<int>(g.nodes.size()) - 1;
+  }
+  int node(const std::string& name, const std::string& kind, std::vector<int> in, std::vector<std::int64_t> shape,
+           double params_bytes = 0, double flops = 0, const std::string& tp = "", const std::string& dtype = "fp16") {
+    Node n;
+    n.name = name;
+    n.kind = kind;
+    n.inputs = std::move(in);
+    n.shape = std::move(shape);
+    n.param_bytes = params_bytes;
+    n.fwd_flops = flops;
+    n.tp = tp;
+    n.dtype = dtype;
+    return add(std::move(n));
+  }
+};
+
+}  // namespace
+
+Graph model_graph(const costmodel::ModelSpec& m, int b) {
+  namespace fl = costmodel::flops;
+  const bool llama = m.kind == costmodel::ModelKind::Llama;
+  const std::int64_t s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, V = m.vocab_size;
+  const std::int64_t kv = static_cast<std::int64_t>(h) * (m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads) / m.num_heads;
+  const double P = m.bytes_per_param;  // bytes of a parameter
+  const double bias = llama ? 0 : 1;   // LLaMA has no biases
+  const double norm = llama ? 1 : 2;   // RMSNorm: a scale; LayerNorm: scale and shift
+  const std::string act = m.bytes_per_activation == 4 ? "fp32" : "fp16";
+  Builder B;
+  B.g.name = m.name;
+  int tokens = B.node("tokens", "input", {}, {b, s}, 0, 0, "", "int64");
+  int labels = B.node("labels", "input", {}, {b, s}, 0, 0, "", "int64");
+  int mask = B.node("attention_mask", "input", {}, {1, 1, s, s}, 0, 0, "", "bool");
+  int x = B.node("embedding", "embedding", {tokens}, {b, s, h}, fl::embedding_params(m) * P, 0, "vocab", act);
+  const double attn_matmul = fl::attention_block_matmul_flops(m, b), proj = 2.0 * b * s * h * h;
+  for (int l = 0; l < m.num_layers; ++l) {
+    const std::string p = "layer" + std::to_string(l) + ".";
+    int n1 = B.node(p + "norm1", llama ? "rmsnorm" : "layernorm", {x}, {b, s, h}, norm * h * P, 0, "", act);
+    int qkv = B.node(p + "qkv", "linear", {n1}, {b, s, h + 2 * kv}, (h * (h + 2 * kv) + bias * (h + 2 * kv)) * P,
+                     attn_matmul - proj, "column", act);
+    int core = B.node(p + "attention", "attention", {qkv, mask}, {b, s, h}, 0, fl::layer_attention_forward_flops(m, b), "", act);
+    int o = B.node(p + "proj", "linear", {core}, {b, s, h}, (h * h + bias * h) * P, proj, "row", act);
+    int a1 = B.node(p + "add1", "add", {x, o}, {b, s, h}, 0, 0, "", act);
+    int n2 = B.node(p + "norm2", llama ? "rmsnorm" : "layernorm", {a1}, {b, s, h}, norm * h * P, 0, "", act);
+    const double up_w = llama ? 2.0 * h * f : h * f + bias * f;  // SwiGLU: gate and up
+    const double mlp = fl::mlp_block_forward_flops(m, b), down = 2.0 * b * s * h * f;
+    int up = B.node(p + "up", "linear", {n2}, {b, s, llama ? 2 * f : f}, up_w * P, mlp - down, "column", act);
+    int a = B.node(p + (llama ? "swiglu" : "gelu"), llama ? "swiglu" : "gelu", {up}, {b, s, f}, 0, 0, "", act);
+    int dn = B.node(p + "down", "linear", {a}, {b, s, h}, (f * h + bias * h) * P, down, "row", act);
+    x = B.node(p + "add2", "add", {a1, dn}, {b, s, h}, 0, 0, "", act);
+  }
+  int nf = B.node("final_norm", llama ? "rmsnorm" : "layernorm", {x}, {b, s, h}, norm * h * P, 0, "", act);
+  Node head;
+  head.name = "lm_head";
+  head.kind = "linear";
+  head.inputs = {nf};
+  head.shape = {b, s, V};
+  head.dtype = act;
+  head.fwd_flops = fl::head_forward_flops(m, b);
+  head.tp = "vocab";
+  if (llama) head.param_bytes = static_cast<double>(V) * h * P;
+  else head.shares = "embedding";  // GPT and BERT tie the head to the token embedding
+  int hd = B.add(head);
+  B.node("loss", "loss", {hd, labels}, {1}, 0, 0, "", "fp32");
+  return B.g;
+}
+
+}  // namespace stagecraft::graphs

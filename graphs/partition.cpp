@@ -1,0 +1,48 @@
+#include "graphs/partition.h"
+
+#include "planner/balance.h"
+#include "schedules/error.h"
+
+namespace stagecraft::graphs {
+
+double flops_rate(const costmodel::ClusterSpec& c) {
+  const double eff = c.gpu_sms > 0 && c.gemm_max_efficiency > 0 ? c.gemm_max_efficiency : c.achieved_efficiency;
+  return c.gpu_peak_flops_per_s * eff;
+}
+
+Partition partition(const Sharding& sh, const PartitionOptions& opt) {
+  const size_t n = sh.subgraphs.size();
+  if (opt.stages < 1 || static_cast<int>(n) < opt.stages)
+    throw InputError("partition: --pp " + std::to_string(opt.stages) + " is invalid for " + std::to_string(n) +
+                     " subgraphs (allowed: 1 to the number of subgraphs)");
+  const double rate = opt.cluster ? flops_rate(*opt.cluster) : 1.0;
+  if (!(rate > 0)) throw InputError("partition: cluster '" + opt.cluster->name + "' computes at no rate (peak or efficiency 0)");
+  std::vector<double> work(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Subgraph& s = sh.subgraphs[i];
+    work[i] = (s.fwd_flops * (opt.full_recompute ? 2 : 1) + s.bwd_flops) / rate;
+  }
+  const std::vector<int> counts = planner::balance_sequence(work, opt.stages);
+  Partition out;
+  int first = 0;
+  for (int c : counts) {
+    StagePart p;
+    p.first = first;
+    p.count = c;
+    for (int i = first; i < first + c; ++i) {
+      const Subgraph& s = sh.subgraphs[static_cast<size_t>(i)];
+      p.flops += s.fwd_flops * (opt.full_recompute ? 2 : 1) + s.bwd_flops;
+      p.param_bytes += s.param_bytes;
+      p.act_bytes += s.act_bytes;
+    }
+    p.time_s = opt.cluster ? p.flops / rate : 0;
+    p.static_bytes = p.param_bytes * opt.static_bytes_per_param_byte;
+    first += c;
+    if (first < static_cast<int>(n)) p.send_bytes = sh.subgraphs[static_cast<size_t>(first - 1)].boundary_bytes;
+    out.bottleneck = std::max(out.bottleneck, opt.cluster ? p.time_s : p.flops);
+    out.stages.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace stagecraft::graphs

@@ -1,0 +1,194 @@
+// Model graphs and Merak's graph sharding (Merak Sec. 4.2, Algorithms 1 and 2): the preset
+// kinds as graphs with the presets' costs; the sharding on graphs with skip connections, tied
+// parameters and branches; GPT into one subgraph per attention block and per MLP block, as the
+// paper states; stages balanced from the sequence; the JSON format's errors; the command.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "costmodel/flops.h"
+#include "costmodel/presets.h"
+#include "graphs/model_graph.h"
+#include "graphs/partition.h"
+#include "graphs/shard.h"
+#include "schedules/error.h"
+#include "tests/helpers.h"
+
+using namespace stagecraft;
+using graphs::Graph;
+
+namespace {
+
+// A graph from (name, kind, inputs, param_bytes) rows; every tensor (1, 8, 16) fp16, 1 GFLOP a linear.
+Graph make(const std::vector<std::tuple<std::string, std::string, std::vector<std::string>, double>>& rows) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& [name, kind, in, params] : rows) {
+    nlohmann::json n = {{"name", name}, {"kind", kind}, {"shape", {1, 8, 16}}};
+    if (!in.empty()) n["inputs"] = in;
+    if (params > 0) n["param_bytes"] = params, n["fwd_flops"] = 1e9;
+    nodes.push_back(n);
+  }
+  return graphs::from_json({{"format", "stagecraft-graph"}, {"name", "test"}, {"nodes", nodes}});
+}
+
+std::vector<std::vector<std::string>> names(const Graph& g, const graphs::Sharding& sh) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& s : sh.subgraphs) {
+    out.emplace_back();
+    for (int n : s.nodes) out.back().push_back(g.nodes[static_cast<size_t>(n)].name);
+  }
+  return out;
+}
+
+// Outputs of a subgraph that are not common nodes: the tensors a stage cut there would send.
+int boundary_tensors(const graphs::Sharding& sh, size_t i) {
+  int k = 0;
+  for (int o : sh.subgraphs[i].outputs) k += std::find(sh.common.begin(), sh.common.end(), o) == sh.common.end();
+  return k;
+}
+
+}  // namespace
+
+TEST(Graphs, PresetKindsHaveThePresetsCosts) {
+  for (const char* name : {"gpt-1.4b", "llama3-8b", "bert-large"}) {
+    const costmodel::ModelSpec m = costmodel::load_model(name);
+    const int b = 2;
+    const Graph g = graphs::model_graph(m, b);
+    double fwd = 0, params = 0;
+    for (const auto& n : g.nodes) fwd += n.fwd_flops, params += n.param_bytes;
+    const double want_fwd = m.num_layers * costmodel::flops::layer_forward_flops(m, b) + costmodel::flops::head_forward_flops(m, b);
+    EXPECT_NEAR(fwd / want_fwd, 1.0, 1e-12) << name;
+    // flops::model_params leaves out the final norm (h scales for RMSNorm, 2h with LayerNorm's shifts).
+    const double final_norm = (m.kind == costmodel::ModelKind::Llama ? 1.0 : 2.0) * m.hidden_size;
+    EXPECT_NEAR(params / ((costmodel::flops::model_params(m) + final_norm) * m.bytes_per_param), 1.0, 1e-12) << name;
+    EXPECT_EQ(static_cast<int>(g.nodes.size()), 3 + 1 + 10 * m.num_layers + 3) << name;
+  }
+}
+
+// Merak: "each attention block and feed forward network block could become an individual
+// subgraph"; its 48-layer GPT-2 gives 98 (1 embedding, 48 + 48 blocks, 1 head).
+TEST(Graphs, GptShardsIntoAttentionAndMlpBlocks) {
+  const costmodel::ModelSpec m = costmodel::load_model("gpt-1.4b");
+  ASSERT_EQ(m.num_layers, 48);
+  const Graph g = graphs::model_graph(m, 1);
+  const graphs::Sharding sh = graphs::shard(g);
+  ASSERT_EQ(sh.subgraphs.size(), 98u);
+  const auto n = names(g, sh);
+  EXPECT_EQ(n[0], std::vector<std::string>{"embedding"});
+  EXPECT_EQ(n[1], (std::vector<std::string>{"layer0.norm1", "layer0.qkv", "layer0.attention", "layer0.proj", "layer0.add1"}));
+  EXPECT_EQ(n[2], (std::vector<std::string>{"layer0.norm2", "layer0.up", "layer0.gelu", "layer0.down", "layer0.add2"}));
+  EXPECT_EQ(n[97], (std::vector<std::string>{"final_norm", "lm_head", "loss"}));
+  for (size_t i = 0; i + 1 < sh.subgraphs.size(); ++i) EXPECT_EQ(boundary_tensors(sh, i), 1) << "subgraph " << i;
+  // The attention mask, read by every attention, is the common node; labels are read once.
+  EXPECT_EQ(sh.common, std::vector<int>{g.index_of("attention_mask")});
+  // k bounds the partitions: with k = 26 each subgraph closes once it holds more than 1/26 of
+  // the parameters, two layers.
+  graphs::ShardOptions o;
+  o.max_subgraphs = 26;
+  const graphs::Sharding few = graphs::shard(g, o);
+  EXPECT_EQ(few.subgraphs.size(), 26u);
+  EXPECT_EQ(few.subgraphs[1].nodes.size(), 20u);
+}
+
+// Merak's example: 4 stages of GPT-2's 98 subgraphs get 27, 26, 24 and 21 (AutoPipe's
+// balancing); ours, balancing the 3090 cluster's time per subgraph, 27, 25, 25, 21.
+TEST(Graphs, FourStagesOfGpt) {
+  const Graph g = graphs::model_graph(costmodel::load_model("gpt-1.4b"), 1);
+  const costmodel::ClusterSpec c = costmodel::load_cluster("merak-3090-64");
+  graphs::PartitionOptions po;
+  po.stages = 4;
+  po.cluster = &c;
+  const graphs::Partition p = graphs::partition(graphs::shard(g), po);
+  std::vector<int> counts;
+  for (const auto& s : p.stages) counts.push_back(s.count);
+  EXPECT_EQ(counts, (std::vector<int>{27, 25, 25, 21}));
+  for (size_t i = 0; i + 1 < p.stages.size(); ++i) EXPECT_GT(p.stages[i].send_bytes, 0) << i;
+  EXPECT_EQ(p.stages.back().send_bytes, 0);
+  double worst = 0, sum = 0;
+  for (const auto& s : p.stages) worst = std::max(worst, s.time_s), sum += s.time_s;
+  EXPECT_LT(worst, 1.06 * sum / 4);  // balanced within 6% of the mean
+  po.stages = 99;
+  EXPECT_THROW(graphs::partition(graphs::shard(g), po), InputError);
+}
+
+// A skip connection over a block: the skipped block and the add join the subgraph after the
+// skip's source, so that one tensor crosses each cut.
+TEST(Graphs, SkipConnectionKeepsOneTensorAtEachCut) {
+  const Graph g = make({{"x", "input", {}, 0},
+                        {"b0", "linear", {"x"}, 100},
+                        {"b1", "linear", {"b0"}, 100},
+                        {"b2", "linear", {"b1"}, 100},
+                        {"skip", "add", {"b2", "b0"}, 0},
+                        {"b3", "linear", {"skip"}, 100}});
+  const graphs::Sharding sh = graphs::shard(g);
+  EXPECT_EQ(names(g, sh), (std::vector<std::vector<std::string>>{{"b0"}, {"b1", "b2", "skip"}, {"b3"}}));
+  for (size_t i = 0; i + 1 < sh.subgraphs.size(); ++i) EXPECT_EQ(boundary_tensors(sh, i), 1);
+}
+
+// Two branches from one tensor joined by an add: the branches stay together.
+TEST(Graphs, BranchesStayInOneSubgraph) {
+  const Graph g = make({{"x", "input", {}, 0},
+                        {"stem", "linear", {"x"}, 100},
+                        {"a1", "linear", {"stem"}, 100},
+                        {"a2", "linear", {"a1"}, 100},
+                        {"b1", "linear", {"stem"}, 100},
+                        {"join", "add", {"a2", "b1"}, 0},
+                        {"tail", "linear", {"join"}, 100}});
+  const graphs::Sharding sh = graphs::shard(g);
+  EXPECT_EQ(names(g, sh), (std::vector<std::vector<std::string>>{{"stem"}, {"a1", "a2", "b1", "join"}, {"tail"}}));
+}
+
+// Tied embeddings: the head reads no tensor of the embedding, so the sharding keeps them apart
+// and the head's subgraph holds a copy of the shared weights (the stages keep two copies).
+TEST(Graphs, TiedEmbeddingIsCopiedNotMerged) {
+  const costmodel::ModelSpec m = costmodel::load_model("tiny");
+  const Graph g = graphs::model_graph(m, 1);
+  const graphs::Sharding sh = graphs::shard(g);
+  const auto& head = sh.subgraphs.back();
+  const double emb = g.nodes[static_cast<size_t>(g.index_of("embedding"))].param_bytes;
+  EXPECT_EQ(g.nodes[static_cast<size_t>(g.index_of("lm_head"))].shares, "embedding");
+  EXPECT_GE(head.param_bytes, emb);
+  EXPECT_EQ(sh.subgraphs.front().nodes, std::vector<int>{g.index_of("embedding")});
+}
+
+TEST(Graphs, JsonRoundTripAndErrors) {
+  const Graph g = graphs::model_graph(costmodel::load_model("tiny"), 2);
+  const Graph back = graphs::from_json(graphs::to_json(g));
+  EXPECT_EQ(names(g, graphs::shard(g)), names(back, graphs::shard(back)));
+  auto err = [](nlohmann::json nodes) {
+    try {
+      graphs::from_json({{"format", "stagecraft-graph"}, {"nodes", nodes}});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(err({{{"name", "a"}, {"kind", "linear"}, {"inputs", {"b"}}}}).find("'b' is not a node before 'a'"), std::string::npos);
+  EXPECT_NE(err({{{"name", "a"}, {"kind", "x"}}, {{"name", "a"}, {"kind", "x"}}}).find("nodes[1].name = 'a' is invalid"), std::string::npos);
+  EXPECT_NE(err({{{"name", "a"}, {"kind", "x"}, {"dtype", "fp8"}}}).find("dtype = 'fp8' is invalid"), std::string::npos);
+  EXPECT_NE(err({{{"name", "a"}, {"kind", "x"}, {"flops", 1}}}).find("nodes[0].flops is not a known field"), std::string::npos);
+  EXPECT_NE(err({{{"name", "a"}, {"kind", "x"}, {"shape", {0}}}}).find("shape[0] = 0 is invalid"), std::string::npos);
+  EXPECT_NE(err({{{"name", "a"}, {"kind", "x"}, {"tp", "diagonal"}}}).find("tp = 'diagonal' is invalid"), std::string::npos);
+  EXPECT_THROW(graphs::from_json({{"format", "other"}, {"nodes", nlohmann::json::array()}}), InputError);
+  graphs::ShardOptions o;
+  o.common_min_users = 1;
+  EXPECT_THROW(graphs::shard(g, o), InputError);
+}
+
+TEST(Graphs, PartitionCommand) {
+  const std::string graph_file = test::scratch_path("tiny.graph.json");
+  test::RunResult a = test::run_cli("partition --model tiny --pp 2 --graph-out " + graph_file);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_NE(a.out.find("10 subgraphs"), std::string::npos) << a.out;
+  test::RunResult b = test::run_cli("partition --model " + graph_file + " --pp 2 --json");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const nlohmann::json j = nlohmann::json::parse(b.out);
+  EXPECT_EQ(j["stages"].size(), 2u);
+  EXPECT_EQ(j["subgraphs"].size(), 10u);
+  EXPECT_EQ(j["stages"][0]["subgraphs"].get<int>() + j["stages"][1]["subgraphs"].get<int>(), 10);
+  test::RunResult bad = test::run_cli("partition --model tiny --pp 0");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--pp 0 is invalid"), std::string::npos) << bad.err;
+  std::remove(graph_file.c_str());
+}
