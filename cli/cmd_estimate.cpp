@@ -106,13 +106,13 @@ void run_estimate(const EstimateOpts& o) {
   costmodel::EstimateOptions eo;
   eo.eval.record = !o.trace.empty();
   eo.profile = in.profile_ptr();
-  costmodel::Estimate e = costmodel::estimate(in.model, in.cluster, in.plan, eo);
+  costmodel::Estimate e = estimate_inputs(in, in.plan, eo);
   if (!o.trace.empty()) {
     costmodel::TraceOptions to;
     to.title = e.model.name + " on " + e.cluster.name + ", " + e.schedule.name;
     write_file_atomic(o.trace, costmodel::chrome_trace(e.schedule, e.eval, to).dump() + "\n");
   }
-  const bool aiao = e.schedule.name == "fold3d-aiao";
+  const bool aiao = e.schedule.name == "fold3d-aiao" && !in.graph;  // the closed forms need the model's layers
   const costmodel::fold3d::Model f = aiao ? costmodel::fold3d::model_of(e) : costmodel::fold3d::Model{};
   const int paper_ns = aiao ? costmodel::fold3d::paper_segments(f, costmodel::fold3d_max_segments(e.model, e.plan)) : 0;
   if (o.json) {
@@ -181,7 +181,7 @@ void run_compare(const CompareOpts& o) {
       costmodel::EstimateOptions eo;
       eo.eval.record = !o.trace_dir.empty() || !o.svg.empty();
       eo.profile = in.profile_ptr();
-      costmodel::Estimate e = with_engine(costmodel::estimate(in.model, in.cluster, p, eo), o.engine);
+      costmodel::Estimate e = with_engine(estimate_inputs(in, p, eo), o.engine);
       ++ok;
       if (!o.trace_dir.empty()) {
         costmodel::TraceOptions to;

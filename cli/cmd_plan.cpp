@@ -349,6 +349,8 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
 }
 
 void run(const PlanCmdFlags& f) {
+  if (graph_arg(f.model))
+    throw InputError("--model " + f.model + " is a graph: plan searches the built-in model kinds only so far (docs/graphs.md)");
   const costmodel::ModelSpec m = costmodel::load_model(f.model);
   costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   apply_memory_margin(c, f.memory_margin);

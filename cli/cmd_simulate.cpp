@@ -73,7 +73,7 @@ void run_simulate(const SimulateOpts& o) {
   so.record = !o.trace.empty();
   costmodel::EstimateOptions eo;
   eo.profile = in.profile_ptr();
-  costmodel::Estimate ev = costmodel::estimate(in.model, in.cluster, in.plan, eo);
+  costmodel::Estimate ev = estimate_inputs(in, in.plan, eo);
   sim::SimResult r;
   costmodel::Estimate e = sim::simulated_estimate(ev, so, &r);
   if (!o.trace.empty()) {

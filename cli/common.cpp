@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -7,8 +8,10 @@
 #include <sstream>
 
 #include "costmodel/presets.h"
+#include "graphs/estimate.h"
 #include "schedules/registry.h"
 #include "schedules/error.h"
+#include "schedules/json_read.h"
 
 namespace stagecraft::cli {
 
@@ -119,14 +122,26 @@ void apply_nodes(costmodel::ClusterSpec& c, const std::optional<int>& nodes) {
   if (nodes) costmodel::set_nodes(c, *nodes, "--nodes");
 }
 
+std::optional<graphs::Graph> graph_arg(const std::string& model_arg) {
+  if (model_arg.size() <= 5 || model_arg.compare(model_arg.size() - 5, 5, ".json") != 0) return std::nullopt;
+  nlohmann::json j = schedules::read_json_file(model_arg, "--model");
+  if (!j.is_object() || j.value("format", "") != "stagecraft-graph") return std::nullopt;
+  return graphs::from_json(j, "graph '" + model_arg + "'");
+}
+
+costmodel::Estimate estimate_inputs(const Inputs& in, const costmodel::ParallelPlan& p, const costmodel::EstimateOptions& eo) {
+  return in.graph ? graphs::estimate_graph(*in.graph, in.cluster, p, eo) : costmodel::estimate(in.model, in.cluster, p, eo);
+}
+
 Inputs resolve(const PlanFlags& f) {
   Inputs in;
-  in.model = costmodel::load_model(f.model);
+  in.graph = graph_arg(f.model);
+  in.model = in.graph ? graphs::model_of(*in.graph) : costmodel::load_model(f.model);
   in.cluster = costmodel::load_cluster(f.cluster);
   apply_memory_margin(in.cluster, f.memory_margin);
   apply_nodes(in.cluster, f.nodes);
   in.plan = resolve_plan(f, in.cluster.num_gpus(), "GPUs of cluster '" + in.cluster.name + "'");
-  costmodel::check_fit(in.model, in.cluster, in.plan);
+  if (!in.graph) costmodel::check_fit(in.model, in.cluster, in.plan);  // a graph: graphs::estimate_graph checks its own
   if (!f.profile.empty()) in.profile = costmodel::load_profile(f.profile);
   return in;
 }

@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/estimate.h"
 #include "costmodel/profile.h"
 #include "costmodel/specs.h"
+#include "graphs/graph.h"
 
 namespace stagecraft::cli {
 
@@ -64,7 +66,8 @@ void add_nodes_flag(CLI::App* app, std::optional<int>& nodes);
 void apply_nodes(costmodel::ClusterSpec& c, const std::optional<int>& nodes);
 
 struct Inputs {
-  costmodel::ModelSpec model;
+  costmodel::ModelSpec model;          // the graph's stand-in (graphs::model_of) with a graph
+  std::optional<graphs::Graph> graph;  // --model FILE.json with "format": "stagecraft-graph"
   costmodel::ClusterSpec cluster;
   costmodel::ParallelPlan plan;
   std::optional<costmodel::Profile> profile;  // from --profile
@@ -72,6 +75,10 @@ struct Inputs {
 };
 // Loads presets or files and builds the plan; throws InputError naming the flag.
 Inputs resolve(const PlanFlags& f);
+// The graph in `model_arg` when it names a graph JSON file (docs/graphs.md), else none.
+std::optional<graphs::Graph> graph_arg(const std::string& model_arg);
+// costmodel::estimate, or the graph route (graphs/estimate.h) when the model is a graph.
+costmodel::Estimate estimate_inputs(const Inputs& in, const costmodel::ParallelPlan& p, const costmodel::EstimateOptions& eo);
 // The plan alone, from the plan file and flags; dp defaults to gpus / (tp * pp). Checks the
 // plan's own fields (costmodel::check) but nothing that needs a model or a cluster.
 costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::string& gpus_from);

@@ -6,11 +6,11 @@
 namespace stagecraft::graphs {
 
 double flops_rate(const costmodel::ClusterSpec& c) {
-  const double eff = c.gpu_sms > 0 && c.gemm_max_efficiency > 0 ? c.gemm_max_efficiency : c.achieved_efficiency;
+  const double eff = c.achieved_efficiency > 0 ? c.achieved_efficiency : c.gemm_max_efficiency;
   return c.gpu_peak_flops_per_s * eff;
 }
 
-Partition partition(const Sharding& sh, const PartitionOptions& opt) {
+Partition partition(const Sharding& sh, const PartitionOptions& opt, const std::vector<int>& given) {
   const size_t n = sh.subgraphs.size();
   if (opt.stages < 1 || static_cast<int>(n) < opt.stages)
     throw InputError("partition: --pp " + std::to_string(opt.stages) + " is invalid for " + std::to_string(n) +
@@ -22,7 +22,19 @@ Partition partition(const Sharding& sh, const PartitionOptions& opt) {
     const Subgraph& s = sh.subgraphs[i];
     work[i] = (s.fwd_flops * (opt.full_recompute ? 2 : 1) + s.bwd_flops) / rate;
   }
-  const std::vector<int> counts = planner::balance_sequence(work, opt.stages);
+  std::vector<int> counts = given;
+  if (counts.empty()) {
+    counts = planner::balance_sequence(work, opt.stages);
+  } else {
+    int sum = 0;
+    for (int c : counts) {
+      if (c < 1) throw InputError("plan.stage_layers: " + std::to_string(c) + " subgraphs in a stage is invalid (at least 1)");
+      sum += c;
+    }
+    if (static_cast<int>(counts.size()) != opt.stages || sum != static_cast<int>(n))
+      throw InputError("plan.stage_layers gives " + std::to_string(counts.size()) + " stages of " + std::to_string(sum) +
+                       " subgraphs; the graph has " + std::to_string(n) + " subgraphs for " + std::to_string(opt.stages) + " stages");
+  }
   Partition out;
   int first = 0;
   for (int c : counts) {

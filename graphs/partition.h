@@ -34,12 +34,13 @@ struct Partition {
   double bottleneck = 0;        // the largest stage's time (or FLOPs without a cluster)
 };
 
-// The rate a cluster computes a subgraph's FLOPs at: its peak times the efficiency its GEMMs
-// reach (gemm_max_efficiency where compute-by-shape is set, else achieved_efficiency).
+// The rate a cluster computes a subgraph's FLOPs at: its peak times achieved_efficiency, the
+// flat rate of the analytic cost table (costs.cpp), else gemm_max_efficiency.
 double flops_rate(const costmodel::ClusterSpec& c);
 
-// Balances the sharding into opt.stages stages. Throws InputError when there are fewer
-// subgraphs than stages.
-Partition partition(const Sharding& sh, const PartitionOptions& opt);
+// Balances the sharding into opt.stages stages, or cuts it into `counts` subgraphs per stage
+// when given (plan.stage_layers, counted in subgraphs). Throws InputError when there are fewer
+// subgraphs than stages or the counts do not add up.
+Partition partition(const Sharding& sh, const PartitionOptions& opt, const std::vector<int>& counts = {});
 
 }  // namespace stagecraft::graphs

@@ -9,6 +9,7 @@
 
 #include "costmodel/flops.h"
 #include "costmodel/presets.h"
+#include "graphs/estimate.h"
 #include "graphs/model_graph.h"
 #include "graphs/partition.h"
 #include "graphs/shard.h"
@@ -191,4 +192,58 @@ TEST(Graphs, PartitionCommand) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--pp 0 is invalid"), std::string::npos) << bad.err;
   std::remove(graph_file.c_str());
+}
+
+// The estimate path on a graph: the preset's graph gives the preset's model FLOPs; the
+// iteration is priced from the subgraphs; what the route does not price is refused by name.
+TEST(Graphs, EstimateTakesAGraph) {
+  const costmodel::ModelSpec m = costmodel::load_model("gpt-1.4b");
+  const costmodel::ClusterSpec c = costmodel::load_cluster("merak-3090-64");
+  costmodel::ParallelPlan p;
+  p.dp = 8;
+  p.pp = 4;
+  p.microbatch_size = 2;
+  p.num_microbatches = 16;
+  const costmodel::Estimate preset = costmodel::estimate(m, c, p);
+  const costmodel::Estimate graph = graphs::estimate_graph(graphs::model_graph(m, 2), c, p);
+  EXPECT_NEAR(graph.model_flops / preset.model_flops, 1.0, 1e-12);
+  EXPECT_EQ(graph.model.seq_length, m.seq_length);
+  EXPECT_NEAR(graph.tokens_per_s * graph.eval.iteration_time_s, preset.tokens_per_s * preset.eval.iteration_time_s, 1e-6);
+  EXPECT_EQ(graph.schedule.num_stages, 4);
+  // The same pipeline, priced at the flat GEMM rate: within 15% of the preset route's layers
+  // priced by shape (docs/graphs.md).
+  EXPECT_NEAR(graph.eval.iteration_time_s / preset.eval.iteration_time_s, 1.0, 0.15);
+  // Stage cuts in subgraphs, as plan.stage_layers.
+  p.stage_layers = {30, 24, 24, 20};
+  EXPECT_EQ(graphs::estimate_graph(graphs::model_graph(m, 2), c, p).costs.stages[0].layers, 30);
+  p.stage_layers = {30, 24, 24, 21};
+  EXPECT_THROW(graphs::estimate_graph(graphs::model_graph(m, 2), c, p), InputError);
+  p.stage_layers.clear();
+  p.tp = 2;
+  p.dp = 4;
+  try {
+    graphs::estimate_graph(graphs::model_graph(m, 2), c, p);
+    ADD_FAILURE() << "tp 2 priced";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("plan.tp = 2 with a graph model is not priced yet"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Graphs, EstimateCompareAndSimulateTakeAGraphFile) {
+  const std::string f = test::scratch_path("tiny-cli.graph.json");
+  ASSERT_EQ(test::run_cli("partition --model tiny --graph-out " + f).exit_code, 0);
+  test::RunResult e = test::run_cli("estimate --model " + f + " --cluster h100-nvl-ib-64 --pp 2 --dp 1 --microbatches 4 --json");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_GT(nlohmann::json::parse(e.out)["iteration_time_s"].get<double>(), 0);
+  test::RunResult c = test::run_cli("compare --model " + f + " --cluster h100-nvl-ib-64 --pp 2 --dp 1 --microbatches 4 --schedules 1f1b,gpipe,zb-h1");
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(c.out.find("rejected"), std::string::npos) << c.out;
+  if (test::run_cli("simulate --help").exit_code == 0) {
+    test::RunResult s = test::run_cli("simulate --model " + f + " --cluster h100-nvl-ib-64 --pp 2 --dp 1 --microbatches 4");
+    EXPECT_EQ(s.exit_code, 0) << s.err;
+  }
+  test::RunResult pl = test::run_cli("plan --model " + f + " --cluster h100-nvl-ib-64 --global-batch 8");
+  EXPECT_EQ(pl.exit_code, 2);
+  EXPECT_NE(pl.err.find("is a graph"), std::string::npos) << pl.err;
+  std::remove(f.c_str());
 }

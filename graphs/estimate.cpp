@@ -1,0 +1,150 @@
+#include "graphs/estimate.h"
+
+#include <algorithm>
+
+#include "costmodel/comm.h"
+#include "costmodel/costs.h"
+#include "costmodel/memory.h"
+#include "costmodel/topology.h"
+#include "schedules/buckets.h"
+#include "graphs/partition.h"
+#include "schedules/error.h"
+
+namespace stagecraft::graphs {
+namespace {
+
+void refuse_unpriced(const costmodel::ParallelPlan& p, const costmodel::EstimateOptions& opt) {
+  auto no = [](const std::string& what, const std::string& allowed) {
+    throw InputError(what + " with a graph model is not priced yet (allowed: " + allowed + "; docs/graphs.md)");
+  };
+  if (p.tp != 1) no("plan.tp = " + std::to_string(p.tp), "1");
+  if (p.sequence_parallel) no("plan.sequence_parallel = true", "false");
+  if (!p.layer_tp.empty()) no("plan.layer_tp", "absent");
+  if (opt.profile) no("a measured profile (--profile)", "the analytic costs");
+}
+
+// Stage costs from its subgraphs [first, first + count).
+costmodel::StageCost stage_cost(const Sharding& sh, const StagePart& part, double rate, bool recompute_input_only) {
+  costmodel::StageCost sc;
+  double fwd = 0, bwd = 0, act = 0, work = 0;
+  for (int i = part.first; i < part.first + part.count; ++i) {
+    const Subgraph& s = sh.subgraphs[static_cast<size_t>(i)];
+    fwd += s.fwd_flops;
+    bwd += s.bwd_flops;
+    act += s.act_bytes;
+    work = std::max(work, s.act_bytes);  // a backward's working set: its largest subgraph's outputs
+  }
+  sc.f_s = fwd / rate;
+  sc.b_s = bwd / rate;
+  sc.i_s = sc.b_s / 2;  // split backward: input and weight gradients alike (Qi et al., ICLR 2024)
+  sc.w_s = sc.b_s / 2;
+  sc.r_s = sc.f_s;
+  sc.act_bytes = act;
+  double input = 0;  // the cut's tensor the stage receives: its checkpoint under recomputation
+  if (part.first > 0) input = sh.subgraphs[static_cast<size_t>(part.first - 1)].boundary_bytes;
+  sc.ckpt_bytes = recompute_input_only ? std::min(act, input) : act;
+  sc.work_bytes = work;
+  sc.layers = part.count;
+  return sc;
+}
+
+}  // namespace
+
+costmodel::ModelSpec model_of(const Graph& g) {
+  costmodel::ModelSpec m;
+  m.name = g.name;
+  m.num_layers = 0;
+  m.seq_length = 1;
+  for (const Node& n : g.nodes)
+    if (n.kind == "input" && n.shape.size() == 2) {
+      m.seq_length = static_cast<int>(n.shape[1]);
+      break;
+    }
+  m.bytes_per_param = 2;
+  m.bytes_per_activation = 2;
+  m.source = "graph";
+  return m;
+}
+
+costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec& c, const costmodel::ParallelPlan& p,
+                                   const costmodel::EstimateOptions& opt, const ShardOptions& so) {
+  refuse_unpriced(p, opt);
+  costmodel::check(p);
+  costmodel::Estimate e;
+  e.model = model_of(g);
+  e.cluster = c;
+  e.plan = p;
+  e.schedule = costmodel::plan_schedule(p, opt.lower);
+  const schedules::Schedule& s = e.schedule;
+  const Sharding sh = shard(g, so);
+  e.model.num_layers = static_cast<int>(sh.subgraphs.size());
+  const int per_chain = s.stages_per_chain();
+  const double rate = flops_rate(c);
+  PartitionOptions po;
+  po.stages = per_chain;
+  po.cluster = &c;
+  const Partition parts = partition(sh, po, p.stage_layers);
+  costmodel::Topology topo(c, p);
+  const costmodel::AllReducePath& dp_path = topo.allreduce_path(costmodel::kDp);
+  const costmodel::Link dp_link = topo.group_link(costmodel::kDp);
+  costmodel::CostTable& t = e.costs;
+  t.params.assign(static_cast<size_t>(s.num_ranks), 0.0);
+  double total_act = 0;
+  for (const StagePart& sp : parts.stages) total_act += sp.act_bytes;
+  for (int st = 0; st < s.num_stages; ++st) {
+    const StagePart& part = parts.stages[static_cast<size_t>(s.model_part(st))];
+    costmodel::StageCost sc = stage_cost(sh, part, rate, p.recompute == costmodel::RecomputePolicy::Full);
+    sc.weight = total_act > 0 ? part.act_bytes * s.num_ranks / total_act : 1;
+    if (int nx = s.next_stage(st); nx >= 0) sc.send_f_s = costmodel::p2p_s(part.send_bytes, topo.p2p_link(s.rank_of(st), s.rank_of(nx)));
+    if (int pv = s.prev_stage(st); pv >= 0) {
+      const double in = sh.subgraphs[static_cast<size_t>(part.first - 1)].boundary_bytes;
+      sc.send_b_s = costmodel::p2p_s(in, topo.p2p_link(s.rank_of(st), s.rank_of(pv)));
+    }
+    sc.grad_bytes = part.param_bytes;
+    if (p.zero >= 1) {
+      sc.reduce_grad_s = costmodel::reduce_scatter_s(sc.grad_bytes, dp_path);
+      sc.reduce_grad_latency_s = costmodel::allreduce_latency_s(sc.grad_bytes, dp_path, false) / 2;
+    } else if (s.num_chains == 1) {
+      sc.reduce_grad_s = costmodel::allreduce_s(sc.grad_bytes, dp_path);
+      sc.reduce_grad_latency_s = costmodel::allreduce_latency_s(sc.grad_bytes, dp_path);
+    } else {
+      const costmodel::Link link = costmodel::chain_reduce_link(s, st, topo, dp_link);
+      const int n = p.dp * s.num_chains;
+      sc.reduce_grad_s = costmodel::ring_allreduce_s(sc.grad_bytes, n, link);
+      sc.reduce_grad_latency_s = sc.reduce_grad_s > 0 ? 2.0 * (n - 1) * link.latency_s : 0;
+    }
+    sc.offload_s = c.host_link_bandwidth_Bps > 0 ? sc.act_bytes / c.host_link_bandwidth_Bps : 0;
+    sc.reload_s = sc.offload_s;
+    t.params[static_cast<size_t>(s.rank_of(st))] += part.param_bytes / e.model.bytes_per_param;
+    t.stages.push_back(sc);
+  }
+  t.optimizer_s.resize(static_cast<size_t>(s.num_ranks));
+  t.static_bytes.resize(static_cast<size_t>(s.num_ranks));
+  t.param_gather_s.assign(static_cast<size_t>(s.num_ranks), 0.0);
+  for (int r = 0; r < s.num_ranks; ++r) {
+    const double params = t.params[static_cast<size_t>(r)];
+    t.static_bytes[static_cast<size_t>(r)] = params * costmodel::memory::static_bytes_per_param(e.model, p.zero, p.dp);
+    t.optimizer_s[static_cast<size_t>(r)] = costmodel::optimizer_step_s(e.model, c, params, p.zero, p.dp);
+    if (p.zero >= 1) t.param_gather_s[static_cast<size_t>(r)] = costmodel::all_gather_s(params * e.model.bytes_per_param, dp_path);
+  }
+  t.notes.push_back("graph '" + g.name + "': " + std::to_string(sh.subgraphs.size()) + " subgraphs (Merak's graph sharding)");
+  if (p.overlap_grad_reduce) e.schedule = schedules::bucket_reductions(e.schedule, costmodel::grad_buckets(e.costs, p));
+  costmodel::Evaluator ev(e.schedule, opt.eval);
+  e.eval = ev.evaluate(e.costs);
+  // FLOPs: every microbatch of every replica through the graph forward and backward; the
+  // hardware count adds what the recompute actions repeat.
+  double fb = 0;
+  for (const Subgraph& x : sh.subgraphs) fb += x.fwd_flops + x.bwd_flops;
+  const double replicas = static_cast<double>(p.dp) * p.num_microbatches;
+  e.model_flops = fb * replicas;
+  double recomputed = 0;
+  for (const auto& list : e.schedule.actions)
+    for (const schedules::Action& a : list)
+      if (a.op == schedules::Op::R) recomputed += a.fraction * e.costs.stages[static_cast<size_t>(a.stage)].f_s * rate;
+  e.hardware_flops = e.model_flops + recomputed * p.dp;
+  costmodel::set_rates(e);
+  costmodel::set_fit(e);
+  return e;
+}
+
+}  // namespace stagecraft::graphs
