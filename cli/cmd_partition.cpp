@@ -25,7 +25,7 @@ struct PartitionOpts {
   int common_min_users = 3;      // users that make a node common
   std::string recompute = "none";
   std::string graph_out;         // write the graph JSON here
-  std::vector<int> example_shape;  // a TorchScript model's example input (float)
+  std::vector<std::string> example_shape;  // a TorchScript model's example arguments, "4,8,16" each (float)
   bool json = false;
 };
 
@@ -34,12 +34,11 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 graphs::Graph load(const PartitionOpts& o) {
-  if (ends_with(o.model, ".pt")) {  // a TorchScript module (torch::jit::save or torch.jit.save)
+  if (is_torchscript(o.model)) {  // a TorchScript module (torch::jit::save or torch.jit.save)
     if (o.example_shape.empty()) throw InputError("--model " + o.model + " is TorchScript: --example-shape is required (e.g. 4,128,1024)");
-    for (int d : o.example_shape)
-      if (d < 1) throw InputError("--example-shape: dimension " + std::to_string(d) + " is invalid (at least 1)");
+    const auto shapes = example_shapes(o.example_shape);
 #ifdef STAGECRAFT_WITH_RUNTIME
-    return runtime::import_torchscript(o.model, {std::vector<std::int64_t>(o.example_shape.begin(), o.example_shape.end())});
+    return runtime::import_torchscript(o.model, shapes);
 #else
     throw InputError("--model " + o.model + ": importing TorchScript needs the runtime (LibTorch), which this build lacks");
 #endif
@@ -121,7 +120,7 @@ void add_partition_command(CLI::App& app) {
   auto o = std::make_shared<PartitionOpts>();
   CLI::App* c = app.add_subcommand("partition", "cut a model's graph into Merak's subgraph sequence and balance it into pipeline stages");
   c->add_option("--model", o->model, "model preset, model JSON, graph JSON or TorchScript .pt (docs/graphs.md)")->required();
-  c->add_option("--example-shape", o->example_shape, "a TorchScript model's example input shape, comma-separated (random floats)")->delimiter(',');
+  c->add_option("--example-shape", o->example_shape, "a TorchScript model's example argument shape, comma-separated (random floats); once per argument of its forward");
   c->add_option("--pp", o->pp, "pipeline stages (default 1)");
   c->add_option("--cluster", o->cluster, "cluster preset or JSON: stage times from its GEMM rate (default: balance FLOPs)");
   c->add_option("--microbatch-size", o->microbatch_size, "samples per microbatch for a model (default 1)");

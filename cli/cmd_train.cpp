@@ -18,12 +18,24 @@ struct TrainFlags {
   PlanFlags plan;                  // model and cluster-independent plan flags
   int nproc = 0;                   // local ranks to start; 0 = this process is one rank
   runtime::TrainOptions run;       // steps, seed, lr, backend, outputs
+  std::vector<std::string> example_shape;  // a TorchScript model: its input's and target's shapes
 };
 
 runtime::TrainOptions resolve_train(const TrainFlags& f, int world) {
   runtime::TrainOptions o = f.run;
-  o.model = costmodel::load_model(f.plan.model);
   o.plan = resolve_plan(f.plan, world, "ranks of the world (--nproc or WORLD_SIZE)");
+  if (!is_torchscript(f.plan.model)) {
+    if (!f.example_shape.empty()) throw InputError("--example-shape is for a TorchScript model (--model FILE.pt); --model is " + f.plan.model);
+    o.model = costmodel::load_model(f.plan.model);
+    return o;
+  }
+  o.script_path = f.plan.model;
+  o.example_shapes = example_shapes(f.example_shape);
+  if (o.example_shapes.size() != 2)
+    throw InputError("--model " + f.plan.model + " is TorchScript: --example-shape is needed twice, for its forward's input and target (e.g. "
+                     "--example-shape 4,8,16 --example-shape 4,8,16); got " + std::to_string(o.example_shapes.size()));
+  if (!f.plan.microbatch_size) o.plan.microbatch_size = static_cast<int>(o.example_shapes[0][0]);
+  runtime::prepare_script(o);
   return o;
 }
 
@@ -42,7 +54,7 @@ int train(const TrainFlags& f, const std::vector<std::string>& argv) {
 
 void add_train_command(CLI::App& app, int argc, char** argv) {
   auto f = std::make_shared<TrainFlags>();
-  CLI::App* c = app.add_subcommand("train", "train a GPT model for real with the LibTorch runtime (Gloo on CPU, NCCL on GPUs)");
+  CLI::App* c = app.add_subcommand("train", "train a GPT model or a TorchScript module for real with the LibTorch runtime (Gloo on CPU, NCCL on GPUs)");
   add_plan_flags(c, f->plan, true, /*with_cluster=*/false);
   c->add_option("--nproc", f->nproc, "start this many local ranks (default: one rank per process, placed by RANK/WORLD_SIZE, SLURM_* or OMPI_*)");
   c->add_option("--steps", f->run.steps, "optimizer steps to run (default 10)");
@@ -57,6 +69,9 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--resume", f->run.resume_dir, "continue from a checkpoint written by --save");
   c->add_option("--log-every", f->run.log_every, "print the loss every this many steps (0: never; default 1)");
   c->add_option("--threads", f->run.threads, "intra-op CPU threads per rank (default 1)");
+  c->add_option("--example-shape", f->example_shape,
+                "with --model FILE.pt (a TorchScript module whose forward(input, target) returns the loss): one microbatch's "
+                "input shape, then its target's, comma-separated; the first dimension is the microbatch size");
   std::vector<std::string> args(argv, argv + argc);
   c->callback([f, args] {
     int rc = train(*f, args);

@@ -102,6 +102,27 @@ std::vector<std::string> split_list(const std::string& s, char sep) {
   return out;
 }
 
+bool is_torchscript(const std::string& model_arg) {
+  const std::string tail = ".pt";
+  return model_arg.size() > tail.size() && model_arg.compare(model_arg.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::vector<std::vector<std::int64_t>> example_shapes(const std::vector<std::string>& values) {
+  std::vector<std::vector<std::int64_t>> out;
+  for (const std::string& v : values) {
+    std::vector<std::int64_t> shape;
+    for (const std::string& d : split_list(v)) {
+      std::optional<int> n = to_int(d);
+      if (!n || *n < 1)
+        throw InputError("--example-shape '" + v + "': dimension '" + d + "' is invalid (positive integers, comma-separated, e.g. 4,128,1024)");
+      shape.push_back(*n);
+    }
+    if (shape.empty()) throw InputError("--example-shape '" + v + "' has no dimensions (e.g. 4,128,1024)");
+    out.push_back(shape);
+  }
+  return out;
+}
+
 void add_memory_margin_flag(CLI::App* app, std::optional<double>& margin) {
   app->add_option("--memory-margin", margin,
                   "fraction of GPU memory a plan must leave free for allocator fragmentation and workspaces, in [0, 1) "

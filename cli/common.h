@@ -88,6 +88,11 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
 void write_file_atomic(const std::string& path, const std::string& content);
 
 std::vector<std::string> split_list(const std::string& s, char sep = ',');
+// True when `model_arg` names a TorchScript module (a .pt file).
+bool is_torchscript(const std::string& model_arg);
+// --example-shape values ("4,8,16", one per forward argument) as shapes; InputError naming the
+// flag, the value and what is allowed.
+std::vector<std::vector<std::int64_t>> example_shapes(const std::vector<std::string>& values);
 // The whole of `text` as an integer; nothing when it is not one (the caller names the flag).
 std::optional<int> to_int(const std::string& text);
 std::string fmt_seconds(double s);  // "1.234 s", "12.3 ms", "45.6 us"

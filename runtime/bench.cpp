@@ -37,8 +37,6 @@ nlohmann::json measure_overhead(const OverheadOptions& o) {
   c.world = &solo;
   c.dp = &solo;
   c.microbatch_size = o.microbatch_size;
-  c.seq_length = m.seq_length;
-  c.hidden_size = m.hidden_size;
   tp_context().group = &solo;
   Executor exec(c, {{0, &exec_model}}, &exec_opt);
   long step = 0;

@@ -64,7 +64,7 @@ struct Bucket {              // one in-flight gradient all-reduce (with zero: a 
 
 struct Executor::Impl {
   ExecConfig cfg;
-  std::map<int, GptPart*> parts;
+  std::map<int, ModelPart*> parts;
   AdamW* opt = nullptr;
   const std::vector<Action>* list = nullptr;
   std::map<Key, double> recompute_fraction;   // from this rank's R actions
@@ -129,15 +129,17 @@ struct Executor::Impl {
   void close_span(size_t i) {
     if (i < end_marks.size()) end_marks[i].push_back(timeline->mark());
   }
-  torch::Tensor activation() const {  // (b, s, h), fp32 (stage outputs are fp32 under autocast too)
-    return torch::empty({cfg.microbatch_size, cfg.seq_length, cfg.hidden_size}, torch::TensorOptions().device(cfg.device));
+  // A receive buffer: the stage's input (forward) or its output's gradient, fp32 (stage
+  // outputs are fp32 under autocast too).
+  torch::Tensor activation(int stage, bool forward) {
+    return torch::empty(part(stage).boundary_shape(forward, cfg.microbatch_size), torch::TensorOptions().device(cfg.device));
   }
   int global_of_stage(int stage) const { return cfg.global_of(cfg.schedule->rank_of(stage)); }
   int tag(bool forward, int consumer, int mb) const {
     const auto& s = *cfg.schedule;
     return ((forward ? 0 : 1) * s.num_stages + consumer) * s.num_microbatches + mb;
   }
-  GptPart& part(int stage) {
+  ModelPart& part(int stage) {
     auto it = parts.find(stage);
     if (it == parts.end()) throw Error("runtime: rank " + std::to_string(cfg.global_rank) + " holds no stage " + std::to_string(stage));
     return *it->second;
@@ -205,7 +207,7 @@ struct Executor::Impl {
   }
 
   void forward(int stage, int mb) {
-    GptPart& P = part(stage);
+    ModelPart& P = part(stage);
     MbState& st = states[{stage, mb}];
     auto [tokens_host, targets_host] = (*batch)(mb);
     torch::Tensor tokens = tokens_host.to(cfg.device), targets = targets_host.to(cfg.device);  // (b, s)
@@ -259,7 +261,8 @@ struct Executor::Impl {
 
   PieceEnv piece_env(int stage) {
     PieceEnv e;
-    e.part = &part(stage);
+    e.part = dynamic_cast<GptPart*>(&part(stage));
+    if (!e.part) throw Error("runtime: stage " + std::to_string(stage) + " is not a GPT part; tensor-parallel overlap needs one");
     e.mode = cfg.tp_overlap.at(stage);
     e.tp = tp_context().group;
     e.timeout = cfg.timeout;
@@ -273,7 +276,7 @@ struct Executor::Impl {
   }
 
   void forward_overlapped(int stage, int mb, MbState& st, const torch::Tensor& tokens, const torch::Tensor& targets) {
-    GptPart& P = part(stage);
+    ModelPart& P = part(stage);
     st.tp = std::make_shared<TpMicrobatch>();
     st.tp->recompute_layers = st.recompute_layers;
     torch::Tensor input = P.shape().embedding ? torch::Tensor() : take_input(stage, mb);
@@ -284,7 +287,7 @@ struct Executor::Impl {
   }
 
   void backward_overlapped(int stage, int mb, MbState& st, bool split) {
-    GptPart& P = part(stage);
+    ModelPart& P = part(stage);
     torch::Tensor g = P.shape().head ? torch::Tensor() : take_output_grad(stage, mb);
     const double scale = 1.0 / static_cast<double>(cfg.schedule->num_microbatches);
     torch::Tensor gin = overlap_backward(piece_env(stage), *st.tp, split ? Op::I : Op::B, g, scale, st.ckpt);
@@ -307,7 +310,7 @@ struct Executor::Impl {
   void backward_per_layer(int stage, MbState& st, torch::Tensor g) {
     if (!st.ckpt.defined()) throw Error("runtime: B of stage " + std::to_string(stage) + " before its checkpoint was reloaded");
     AutocastScope autocast(cfg.device, cfg.precision);
-    GptPart& P = part(stage);
+    ModelPart& P = part(stage);
     for (int j = st.recompute_layers - 1; j >= 0; --j) {
       torch::Tensor x = j == 0 ? st.ckpt : st.layer_in[static_cast<size_t>(j - 1)].detach().requires_grad_(true);
       P.layers(x, j, j + 1).backward(g);
@@ -327,7 +330,7 @@ struct Executor::Impl {
     auto it = states.find({stage, mb});
     if (it == states.end()) throw Error("runtime: backward of stage " + std::to_string(stage) + " mb " + std::to_string(mb) + " without its forward");
     MbState& st = it->second;
-    GptPart& P = part(stage);
+    ModelPart& P = part(stage);
     DeferWeightGrads guard(split ? &deferred[{stage, mb}] : nullptr);
     if (st.tp) {
       backward_overlapped(stage, mb, st, split);
@@ -345,7 +348,7 @@ struct Executor::Impl {
       if (!st.mid.defined()) throw Error("runtime: backward of recomputed stage " + std::to_string(stage) + " before its R");
       st.mid.backward(st.mid_leaf.grad());
     }
-    if (P.shape().embedding) backward_through(st.embed_out, st.ckpt.grad());
+    if (P.shape().embedding && st.embed_out.requires_grad()) backward_through(st.embed_out, st.ckpt.grad());
     else grad_in[{stage, mb}] = st.ckpt.grad();
     release_state(it);
   }
@@ -414,7 +417,7 @@ struct Executor::Impl {
     const auto& s = *cfg.schedule;
     bool fwd = a.op == Op::RECV_F;
     int peer_stage = fwd ? s.prev_stage(a.stage) : s.next_stage(a.stage);
-    torch::Tensor t = activation();
+    torch::Tensor t = activation(a.stage, fwd);
     int peer = global_of_stage(peer_stage);
     Pending p{compat::recv(*cfg.world, t, peer, tag(fwd, a.stage, a.microbatch)), span, a.op, peer};
     (fwd ? recv_f : recv_b)[{a.stage, a.microbatch}] = t;
@@ -845,7 +848,7 @@ struct Executor::Impl {
   }
 };
 
-Executor::Executor(ExecConfig cfg, std::map<int, GptPart*> parts, AdamW* optimizer) : impl_(std::make_unique<Impl>()) {
+Executor::Executor(ExecConfig cfg, std::map<int, ModelPart*> parts, AdamW* optimizer) : impl_(std::make_unique<Impl>()) {
   impl_->cfg = std::move(cfg);
   impl_->parts = std::move(parts);
   impl_->opt = optimizer;

@@ -57,7 +57,8 @@ struct StepRecord {
                                   // (a diagnostic for comparing runs of one plan)
 };
 
-// (b, s) input tokens and (b, s) targets of one microbatch of this data-parallel rank.
+// Input and target of one microbatch of this data-parallel rank: (b, s) tokens and (b, s) next
+// tokens for a GPT; a TorchScript model's forward arguments (runtime/script_part.h).
 using BatchFn = std::function<std::pair<torch::Tensor, torch::Tensor>(int microbatch)>;
 
 struct ExecConfig {
@@ -71,8 +72,6 @@ struct ExecConfig {
   std::map<int, compat::Group*> grad_groups;  // stage -> group
   std::chrono::milliseconds timeout{60000};  // limit of every wait
   std::int64_t microbatch_size = 1;       // b
-  std::int64_t seq_length = 1;            // s
-  std::int64_t hidden_size = 1;           // h
   double bucket_bytes = 4e6;              // gradient bucket size for REDUCE_GRAD
   bool overlap_grad_reduce = false;       // launch each bucket's all-reduce from gradient hooks during
                                           // the stage's last backward (plan.overlap_grad_reduce)
@@ -92,7 +91,7 @@ struct ExecConfig {
 class Executor {
  public:
   // `parts` maps each stage this rank holds to its model part.
-  Executor(ExecConfig cfg, std::map<int, GptPart*> parts, AdamW* optimizer);
+  Executor(ExecConfig cfg, std::map<int, ModelPart*> parts, AdamW* optimizer);
   ~Executor();
   // Runs the action list once. `t0` is the run's time origin for the spans.
   StepRecord run_step(const BatchFn& batch, std::chrono::steady_clock::time_point t0);

@@ -364,4 +364,8 @@ torch::Tensor GptPart::loss(const torch::Tensor& x, const torch::Tensor& targets
   return torch::nn::functional::cross_entropy(logits.reshape({-1, m_.vocab_size}), targets.reshape({-1}));
 }
 
+std::vector<std::int64_t> GptPart::boundary_shape(bool /*input*/, std::int64_t b) const {
+  return {b, static_cast<std::int64_t>(m_.seq_length), static_cast<std::int64_t>(m_.hidden_size)};
+}
+
 }  // namespace stagecraft::runtime

@@ -19,6 +19,7 @@
 
 #include "costmodel/specs.h"
 #include "runtime/compat.h"
+#include "runtime/part.h"
 
 namespace stagecraft::runtime {
 
@@ -82,23 +83,17 @@ struct LayerParams {
   torch::Tensor fc2_b;         // (h)
 };
 
-struct PartShape {
-  int first_layer = 0;   // global index of the part's first transformer layer
-  int num_layers = 0;    // layers in this part
-  bool embedding = false;  // the part starts the model (token and position embedding)
-  bool head = false;       // the part ends it (final norm, LM head, loss)
-};
-
-// One model part (pipeline stage) as held by one tp rank.
-class GptPart {
+// One model part (pipeline stage) as held by one tp rank; its layers are transformer layers.
+class GptPart : public ModelPart {
  public:
   // Weights are drawn on the CPU (the same numbers on every device) and placed on `device`.
   GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed,
           torch::Device device = torch::kCPU);
 
-  torch::Tensor embed(const torch::Tensor& tokens) const;                  // (b, s) -> (b, s, h)
-  torch::Tensor layers(const torch::Tensor& x, int from, int to) const;    // (b, s, h) -> (b, s, h)
-  torch::Tensor loss(const torch::Tensor& x, const torch::Tensor& targets) const;  // (b, s, h) -> ()
+  torch::Tensor embed(const torch::Tensor& tokens) const override;                  // (b, s) -> (b, s, h)
+  torch::Tensor layers(const torch::Tensor& x, int from, int to) const override;    // (b, s, h) -> (b, s, h)
+  torch::Tensor loss(const torch::Tensor& x, const torch::Tensor& targets) const override;  // (b, s, h) -> ()
+  std::vector<std::int64_t> boundary_shape(bool input, std::int64_t b) const override;  // (b, s, h) both ways
 
   // Tensor-parallel blocks of the part, for executing them piece by piece (runtime/tp_pieces.h):
   // block 2l is the attention of local layer l, block 2l+1 its MLP. Block k maps the residual
@@ -114,10 +109,10 @@ class GptPart {
   // only q, k and v and is recomputed in its backward.
   void set_recompute_attention_core(bool on) { recompute_core_ = on; }
 
-  const PartShape& shape() const { return shape_; }
-  const torch::Device& device() const { return device_; }
+  const PartShape& shape() const override { return shape_; }
+  const torch::Device& device() const override { return device_; }
   // Every parameter with a stable name ("L3.qkv_w", "embed.tok", ...), in a fixed order.
-  const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters() const { return params_; }
+  const std::vector<std::pair<std::string, torch::Tensor>>& named_parameters() const override { return params_; }
 
  private:
   torch::Tensor layer(const torch::Tensor& x, const LayerParams& p) const;  // (b, s, h) -> (b, s, h)

@@ -130,6 +130,39 @@ void check_overlapped_parts(const costmodel::ParallelPlan& p, const std::vector<
                        "': model part " + std::to_string(part) + " has no transformer layer to overlap");
 }
 
+// The built-in decoder (GptPart): the model's fields, tp against its heads, MLP and vocabulary.
+void check_decoder(const costmodel::ModelSpec& m, const costmodel::ParallelPlan& p, int world) {
+  costmodel::check(m);
+  costmodel::ClusterSpec local;
+  local.name = "local ranks";
+  local.nodes = 1;
+  local.gpus_per_node = world;
+  costmodel::check_fit(m, local, p);  // tp divides the heads and the MLP width
+  check_vocab_parallel(m, p.tp);       // and the vocabulary (GptPart's own check)
+  if (m.kind == costmodel::ModelKind::Bert)
+    throw InputError("runtime: model '" + m.name + "' is of kind " + std::string(costmodel::kind_name(m.kind)) +
+                     "; the runtime builds decoders only (kinds gpt and llama)");
+}
+
+// A TorchScript model: one tp rank, whole layers (subgraphs), and example shapes whose first
+// dimension is the microbatch size.
+void check_script(const TrainOptions& opt) {
+  if (opt.script_path.empty()) return;
+  const auto& p = opt.plan;
+  auto no = [](const std::string& what, const std::string& allowed) {
+    throw InputError("runtime: " + what + " is not supported for a TorchScript model (allowed: " + allowed + ")");
+  };
+  if (p.tp != 1) no("plan.tp = " + std::to_string(p.tp), "1");
+  if (p.recompute == costmodel::RecomputePolicy::Selective) no("plan.recompute = selective", "none, full");
+  if (opt.example_shapes.size() != 2)
+    throw InputError("--example-shape given " + std::to_string(opt.example_shapes.size()) +
+                     " times; a TorchScript model to train needs two: its input's and its target's");
+  for (const auto& shape : opt.example_shapes)
+    if (shape.empty() || shape[0] != p.microbatch_size)
+      throw InputError("--example-shape: the first dimension (" + (shape.empty() ? std::string("none") : std::to_string(shape[0])) +
+                       ") is the microbatch size, plan.microbatch_size = " + std::to_string(p.microbatch_size));
+}
+
 }  // namespace
 
 void check_executable(const Schedule& s) {
@@ -162,7 +195,6 @@ Precision parse_precision(const std::string& s) {
 }
 
 void preflight(const TrainOptions& opt, int world) {
-  costmodel::check(opt.model);
   costmodel::check(opt.plan);
   const auto& p = opt.plan;
   check_sub_batches(p);  // before the cost model's fit checks: the runtime's own reason
@@ -170,17 +202,10 @@ void preflight(const TrainOptions& opt, int world) {
     throw InputError("plan: dp*tp*pp = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
                      " = " + std::to_string(p.num_gpus()) + " ranks, but the world has " + std::to_string(world) +
                      " processes (--nproc or WORLD_SIZE); they must be equal");
-  costmodel::ClusterSpec local;
-  local.name = "local ranks";
-  local.nodes = 1;
-  local.gpus_per_node = world;
-  costmodel::check_fit(opt.model, local, p);  // tp divides the heads and the MLP width
-  check_vocab_parallel(opt.model, p.tp);       // and the vocabulary (GptPart's own check)
-  if (opt.model.kind == costmodel::ModelKind::Bert)
-    throw InputError("runtime: model '" + opt.model.name + "' is of kind " + std::string(costmodel::kind_name(opt.model.kind)) +
-                     "; the runtime builds decoders only (kinds gpt and llama)");
+  if (opt.script_path.empty()) check_decoder(opt.model, p, world);
   if (p.sequence_parallel)
     throw InputError("runtime: sequence parallelism (plan.sequence_parallel) is not implemented by the runtime");
+  check_script(opt);
   if (opt.steps < 1) throw InputError("--steps = " + std::to_string(opt.steps) + " must be at least 1");
   if (opt.timeout_s <= 0) throw InputError("--timeout must be positive");
   resolve_backend(opt.backend);

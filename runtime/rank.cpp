@@ -72,6 +72,21 @@ std::pair<torch::Tensor, torch::Tensor> synthetic_batch(std::uint64_t seed, std:
   return {seq.narrow(1, 0, s).contiguous(), seq.narrow(1, 1, s).contiguous()};
 }
 
+std::pair<torch::Tensor, torch::Tensor> script_batch(std::uint64_t seed, std::int64_t first,
+                                                     const std::vector<std::vector<std::int64_t>>& shapes) {
+  std::vector<torch::Tensor> out;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    std::vector<std::int64_t> sample(shapes[k].begin() + 1, shapes[k].end());
+    std::vector<torch::Tensor> rows;
+    for (std::int64_t i = 0; i < shapes[k][0]; ++i) {
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(mix(mix(mix(seed) ^ static_cast<std::uint64_t>(first + i)) + k));
+      rows.push_back(torch::randn(sample, gen));
+    }
+    out.push_back(torch::stack(rows));
+  }
+  return {out.at(0), out.at(1)};
+}
+
 // ---- Watchdog ---------------------------------------------------------------------------
 
 Watchdog::Watchdog(const RankEnv& env, double timeout_s)

@@ -32,6 +32,12 @@ struct Grid {
 std::pair<torch::Tensor, torch::Tensor> synthetic_batch(std::uint64_t seed, std::int64_t first, std::int64_t b,
                                                         std::int64_t s, std::int64_t vocab);
 
+// (b, ...) input and target of samples [first, first + b) for a TorchScript model, shaped as
+// `shapes` (one microbatch of each): standard normal values drawn from (seed, sample index,
+// argument) only, so that every dp split sees the same global batch.
+std::pair<torch::Tensor, torch::Tensor> script_batch(std::uint64_t seed, std::int64_t first,
+                                                     const std::vector<std::vector<std::int64_t>>& shapes);
+
 // Heartbeats through its own TCPStore client; when a peer stops beating for timeout/2 (or
 // the store's host is gone) it prints which peer failed and ends the process with exit 1.
 class Watchdog {

@@ -101,12 +101,17 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
   const double T = steady_mean(steps, "iteration_time_s");
   const double tokens = static_cast<double>(opt.plan.global_batch()) * opt.model.seq_length;
   const bool gpu = ranks.front().value("device", "cpu") != "cpu";
+  // A TorchScript model: its graph's FLOPs (runtime/torchscript_graph.h), per microbatch of the batch.
+  const bool script = !opt.script_path.empty();
+  const double script_flops = opt.script_flops_per_microbatch * opt.plan.num_microbatches * opt.plan.dp;
+  const double model_flops = script ? script_flops : costmodel::flops::model_flops_per_iteration(opt.model, opt.plan.global_batch());
+  const double hardware_flops = script ? script_flops : costmodel::hardware_flops(s, opt.model, opt.plan);
   return {{"format", "stagecraft-train"}, {"model", opt.model.name}, {"schedule", s.name},
           {"plan", costmodel::to_json(opt.plan)}, {"world", static_cast<int>(ranks.size())},
           {"precision", opt.precision}, {"mean_iteration_time_s", T},
           {"tokens_per_s", T > 0 ? tokens / T : 0.0},
-          {"model_flops_per_s", T > 0 ? costmodel::flops::model_flops_per_iteration(opt.model, opt.plan.global_batch()) / T : 0.0},
-          {"hardware_flops_per_s", T > 0 ? costmodel::hardware_flops(s, opt.model, opt.plan) / T : 0.0},
+          {"model_flops_per_s", T > 0 ? model_flops / T : 0.0},
+          {"hardware_flops_per_s", T > 0 ? hardware_flops / T : 0.0},
           {"steps", steps}, {"ranks", per_rank},
           {"notes", gpu ? "times from CUDA events; compute spans include stream-ordered waits; peak memory is the "
                           "caching allocator's peak"

@@ -1,8 +1,9 @@
 // TorchScript models as stagecraft graphs (graphs/graph.h; issue 14): a scripted or traced
-// module loaded through LibTorch (torch::jit::load), its forward frozen (parameters become
-// constants) and inlined, every aten operator a node; shapes and dtypes from a run of the graph
-// on an example input, every intermediate tensor returned. Parameters are attributed to the
-// operators that read them; a parameter read by a second operator is shared (tied weights).
+// module loaded through LibTorch (torch::jit::load), its forward inlined and its attributes
+// lifted to graph inputs (torch::jit::LowerGraph; runtime/torchscript_lowered.h), every aten
+// operator a node; shapes and dtypes from a run of the graph on an example input, every
+// intermediate tensor returned. Parameters are attributed to the operators that read them; a
+// parameter read by a second operator is shared (tied weights).
 // FLOPs by operator: 2 x output elements x the contracted size for linear, matmul, mm, bmm
 // and addmm; one per output element for the other operators (elementwise work).
 #pragma once

@@ -14,6 +14,7 @@
 #include "runtime/memory_counter.h"
 #include "runtime/plan.h"
 #include "runtime/rank.h"
+#include "runtime/script_part.h"
 #include "schedules/error.h"
 
 namespace stagecraft::runtime {
@@ -35,7 +36,8 @@ struct Run {
   std::unique_ptr<Watchdog> watchdog;
   compat::Group world, tp, dp;
   std::map<int, compat::Group> part_groups;  // model part -> its copies over chains and dp (several chains only)
-  std::vector<std::unique_ptr<GptPart>> parts;
+  std::unique_ptr<ScriptModel> script;  // a TorchScript model's programs (TrainOptions::script_path)
+  std::vector<std::unique_ptr<ModelPart>> parts;
   std::unique_ptr<AdamW> optim;
   std::unique_ptr<Executor> exec;
   long first_step = 0;
@@ -119,10 +121,27 @@ void make_groups(Run& r) {
   make_part_groups(r, store, go);
 }
 
+// The GPT part of this shape (this tp rank's shard), or a TorchScript model's subgraphs.
+std::unique_ptr<ModelPart> make_part(Run& r, const PartShape& shape) {
+  if (!r.opt.script_path.empty()) {
+    if (!r.script) {
+      r.script = std::make_unique<ScriptModel>(r.opt.script_path, r.opt.example_shapes);
+      r.script->check_parts(r.plan.part_first_layer, r.plan.part_layers);
+    }
+    const int part = static_cast<int>(std::find(r.plan.part_first_layer.begin(), r.plan.part_first_layer.end(), shape.first_layer) -
+                                      r.plan.part_first_layer.begin());
+    return std::make_unique<ScriptPart>(*r.script, shape.first_layer, r.plan.part_layers.at(static_cast<size_t>(part)),
+                                        shape.embedding, shape.head, r.device);
+  }
+  auto gpt = std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed, r.device);
+  gpt->set_recompute_attention_core(r.opt.plan.recompute == costmodel::RecomputePolicy::Selective);
+  return gpt;
+}
+
 void build_model(Run& r) {
   MemoryScope scope(MemCategory::Parameters);  // what the parts allocate is their weights
   const auto& s = r.plan.schedule;
-  std::map<int, GptPart*> by_stage;
+  std::map<int, ModelPart*> by_stage;
   std::map<int, compat::Group*> grad_groups;
   std::map<int, schedules::TpOverlap> tp_overlap;
   std::vector<std::pair<std::string, torch::Tensor>> params;
@@ -130,8 +149,7 @@ void build_model(Run& r) {
     int part = s.model_part(stage);
     PartShape shape{r.plan.part_first_layer[static_cast<size_t>(part)], r.plan.part_layers[static_cast<size_t>(part)],
                     s.is_first(stage), s.is_last(stage)};
-    r.parts.push_back(std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed, r.device));
-    r.parts.back()->set_recompute_attention_core(r.opt.plan.recompute == costmodel::RecomputePolicy::Selective);
+    r.parts.push_back(make_part(r, shape));
     by_stage[stage] = r.parts.back().get();
     if (s.num_chains > 1) grad_groups[stage] = &r.part_groups.at(part);
     if (r.opt.plan.tp > 1) tp_overlap[stage] = r.opt.plan.overlap_of(part);
@@ -155,8 +173,6 @@ void build_model(Run& r) {
   c.tp_overlap = tp_overlap;
   c.timeout = r.timeout();
   c.microbatch_size = r.opt.plan.microbatch_size;
-  c.seq_length = r.opt.model.seq_length;
-  c.hidden_size = r.opt.model.hidden_size;
   c.bucket_bytes = r.opt.plan.grad_bucket_bytes;
   c.zero = r.opt.plan.zero;
   c.overlap_grad_reduce = r.opt.plan.overlap_grad_reduce;
@@ -244,6 +260,7 @@ void train_loop(Run& r) {
     const long step = r.first_step + k;
     BatchFn batch = [&](int mb) {
       long first = step * p.global_batch() + (r.me[1] * m + mb) * b;
+      if (!r.opt.script_path.empty()) return script_batch(r.opt.seed, first, r.opt.example_shapes);
       return synthetic_batch(r.opt.seed, first, b, r.opt.model.seq_length, r.opt.model.vocab_size);
     };
     StepRecord rec = r.exec->run_step(batch, t0);

@@ -3,6 +3,7 @@
 // only the runtime's own translation units do (docs/runtime.md).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,18 @@ struct TrainOptions {
   std::string resume_dir;           // continue from this checkpoint ("" = fresh start)
   int log_every = 1;                // print the loss every this many steps (0 = never)
   int threads = 1;                  // intra-op threads per rank (torch::set_num_threads)
+  std::string script_path;          // a TorchScript module to train instead of a GPT ("" = none):
+                                    // forward(input, target) returns the loss (runtime/script_part.h)
+  std::vector<std::vector<std::int64_t>> example_shapes;  // with script_path: one microbatch of the
+                                    // input and of the target; the first dimension is b
+  double script_flops_per_microbatch = 0;  // with script_path: the graph's forward and backward FLOPs
+                                           // of one microbatch (set by prepare_script)
 };
+
+// Training a TorchScript module: imports and shards it (Merak's graph sharding, docs/graphs.md)
+// and sets the model the plan splits (one layer per subgraph) and, where plan.stage_layers is
+// empty, stages balanced by FLOPs. Nothing without script_path. InputError as the import gives.
+void prepare_script(TrainOptions& o);
 
 // Where this process sits: from the local launcher or from torchrun / srun / mpirun.
 struct RankEnv {
