@@ -2,6 +2,7 @@
 // and print the fastest that fit, with what the search considered, pruned and evaluated.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "cli/progress.h"
 #include "costmodel/presets.h"
 #include "costmodel/stats.h"
+#include "graphs/plan.h"
 #include "planner/layer_tp.h"
 #include "planner/search.h"
 #include "schedules/error.h"
@@ -287,8 +289,11 @@ std::vector<int> gpu_counts(const std::string& text, const costmodel::ClusterSpe
 
 // One row per GPU count: the best plan of each, its time per iteration and, with --tokens, the
 // time and GPU-hours to train them.
+// The planner's search on the model: the analytic cost table, or a graph's (graphs/plan.h).
+using SearchFn = std::function<planner::SearchResult(const planner::PlanSpace&, const planner::SearchOptions&)>;
+
 void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c,
-               const std::vector<int>& counts) {
+               const std::vector<int>& counts, const SearchFn& search) {
   std::vector<std::vector<std::string>> rows;
   nlohmann::json out = nlohmann::json::array();
   planner::SearchOptions opt;
@@ -298,7 +303,7 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
     opt.progress = [&](long done, long total) {
       progress.report("plan: " + std::to_string(n) + " GPUs, points", done, total);
     };
-    const planner::SearchResult r = planner::search(m, c, space_of(f, n), opt);
+    const planner::SearchResult r = search(space_of(f, n), opt);
     if (r.best.empty()) {
       rows.push_back({std::to_string(n), "no plan fits", "", "", "", "", "", "", ""});
       out.push_back({{"gpus", n}, {"best", nullptr}});
@@ -349,26 +354,30 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
 }
 
 void run(const PlanCmdFlags& f) {
-  if (graph_arg(f.model))
-    throw InputError("--model " + f.model + " is a graph: plan searches the built-in model kinds only so far (docs/graphs.md)");
-  const costmodel::ModelSpec m = costmodel::load_model(f.model);
+  const std::optional<graphs::Graph> graph = graph_arg(f.model);
+  if (graph && !f.verify.empty()) throw InputError("--verify with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
+  if (graph && f.layer_tp) throw InputError("--layer-tp with a graph model (--model " + f.model + ") is invalid: a graph's plans have tp 1");
+  const costmodel::ModelSpec m = graph ? graphs::plan_model_of(*graph) : costmodel::load_model(f.model);
   costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   apply_memory_margin(c, f.memory_margin);
   apply_nodes(c, f.nodes);
+  const SearchFn search = [&](const planner::PlanSpace& space, const planner::SearchOptions& o) {
+    return graph ? graphs::search_graph(*graph, c, space, o) : planner::search(m, c, space, o);
+  };
   if (f.tokens < 0) throw InputError("--tokens = " + fmt_num(f.tokens) + " is invalid (must be positive)");
   if (!f.verify.empty() && f.verify != "sim") throw InputError("--verify = '" + f.verify + "' is invalid (allowed: sim)");
   const std::vector<int> counts = gpu_counts(f.gpus, c);
   if (counts.size() > 1) {
     if (!f.out.empty()) throw InputError("--out with several --gpus is invalid (one plan file per search: give one count)");
     if (f.layer_tp) throw InputError("--layer-tp with several --gpus is invalid (it reports on one search's top plans: give one count)");
-    run_sweep(f, m, c, counts);
+    run_sweep(f, m, c, counts, search);
     return;
   }
   planner::SearchOptions opt;
   opt.top_k = f.top;
   Progress progress(f.quiet);
   opt.progress = [&](long done, long total) { progress.report("plan: points", done, total); };
-  const planner::SearchResult r = planner::search(m, c, space_of(f, counts.empty() ? 0 : counts.front()), opt);
+  const planner::SearchResult r = search(space_of(f, counts.empty() ? 0 : counts.front()), opt);
   if (r.best.empty())
     throw Error("no plan of the space fits in memory (" + std::to_string(r.stats.considered) + " points, " +
                 std::to_string(r.stats.pruned) + " pruned, " + std::to_string(r.stats.infeasible) + " evaluated too large)");
@@ -411,7 +420,7 @@ void run(const PlanCmdFlags& f) {
 void add_plan_command(CLI::App& app) {
   auto f = std::make_shared<PlanCmdFlags>();
   CLI::App* c = app.add_subcommand("plan", "search dp, tp, pp, microbatching, schedule, recomputation, sp and ZeRO for the fastest plans that fit");
-  c->add_option("--model", f->model, "model preset name or JSON file")->required();
+  c->add_option("--model", f->model, "model preset name, model JSON or graph JSON (tp 1, its own microbatch size; docs/graphs.md)")->required();
   c->add_option("--cluster", f->cluster, "cluster preset name or JSON file")->required();
   add_memory_margin_flag(c, f->memory_margin);
   add_nodes_flag(c, f->nodes);

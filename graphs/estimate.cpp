@@ -66,6 +66,13 @@ costmodel::ModelSpec model_of(const Graph& g) {
   return m;
 }
 
+Partition stage_partition(const Sharding& sh, const costmodel::ClusterSpec& c, const costmodel::ParallelPlan& p, int stages) {
+  PartitionOptions po;
+  po.stages = stages;
+  po.cluster = &c;
+  return partition(sh, po, p.stage_layers);
+}
+
 costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec& c, const costmodel::ParallelPlan& p,
                                    const costmodel::EstimateOptions& opt, const ShardOptions& so) {
   refuse_unpriced(p, opt);
@@ -80,10 +87,7 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   e.model.num_layers = static_cast<int>(sh.subgraphs.size());
   const int per_chain = s.stages_per_chain();
   const double rate = flops_rate(c);
-  PartitionOptions po;
-  po.stages = per_chain;
-  po.cluster = &c;
-  const Partition parts = partition(sh, po, p.stage_layers);
+  const Partition parts = stage_partition(sh, c, p, per_chain);
   costmodel::Topology topo(c, p);
   const costmodel::AllReducePath& dp_path = topo.allreduce_path(costmodel::kDp);
   const costmodel::Link dp_link = topo.group_link(costmodel::kDp);

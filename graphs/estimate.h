@@ -15,6 +15,7 @@
 
 #include "costmodel/estimate.h"
 #include "graphs/graph.h"
+#include "graphs/partition.h"
 #include "graphs/shard.h"
 
 namespace stagecraft::graphs {
@@ -22,6 +23,11 @@ namespace stagecraft::graphs {
 // The model a graph stands for in an Estimate: its name, the sequence length of its token
 // input (the second dimension of the first two-dimensional input; else 1), 16-bit weights.
 costmodel::ModelSpec model_of(const Graph& g);
+
+// The `stages` stages (per pipeline chain) estimate_graph cuts the subgraph sequence into for
+// this plan: plan.stage_layers (counted in subgraphs) when given, else balanced at the
+// cluster's rate (partition.h).
+Partition stage_partition(const Sharding& sh, const costmodel::ClusterSpec& c, const costmodel::ParallelPlan& p, int stages);
 
 // The prediction; throws InputError for what the graph route does not price (above).
 costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec& c, const costmodel::ParallelPlan& p,

@@ -41,6 +41,21 @@ std::string shape_key(const ParallelPlan& p) {
          "|" + (p.recompute == costmodel::RecomputePolicy::Full ? "R" : "-");
 }
 
+// The search's summary of an estimate; fits when its largest peak leaves headroom on c.
+Candidate candidate_of(const costmodel::Estimate& e, const ClusterSpec& c, bool& fits) {
+  Candidate out;
+  out.plan = e.plan;
+  out.iteration_time_s = e.eval.iteration_time_s;
+  out.tokens_per_s = e.tokens_per_s;
+  out.mfu = e.mfu;
+  out.hfu = e.hfu;
+  out.max_memory_bytes = *std::max_element(e.eval.peak_memory_bytes.begin(), e.eval.peak_memory_bytes.end());
+  out.bubble_fraction = e.eval.bubble_fraction;
+  out.headroom_bytes = c.usable_memory_bytes() - out.max_memory_bytes;
+  fits = out.headroom_bytes >= 0;
+  return out;
+}
+
 // One point as costmodel::estimate evaluates it, with the compiled evaluator from the cache.
 // Sets *costs to the point's cost table and *stages to its stages per pipeline.
 Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, EvaluatorCache& cache,
@@ -70,17 +85,7 @@ Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan&
   e.model_flops = costmodel::flops::model_flops_per_iteration(m, p.global_batch());
   e.hardware_flops = costmodel::hardware_flops(s, m, p);
   costmodel::set_rates(e);
-  Candidate out;
-  out.plan = p;
-  out.iteration_time_s = e.eval.iteration_time_s;
-  out.tokens_per_s = e.tokens_per_s;
-  out.mfu = e.mfu;
-  out.hfu = e.hfu;
-  out.max_memory_bytes = *std::max_element(e.eval.peak_memory_bytes.begin(), e.eval.peak_memory_bytes.end());
-  out.bubble_fraction = e.eval.bubble_fraction;
-  out.headroom_bytes = c.usable_memory_bytes() - out.max_memory_bytes;
-  fits = out.headroom_bytes >= 0;
-  return out;
+  return candidate_of(e, c, fits);
 }
 
 }  // namespace
@@ -88,7 +93,8 @@ Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan&
 SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& space, const SearchOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   if (opt.top_k < 1) throw InputError("plan search: top_k = " + std::to_string(opt.top_k) + " is invalid (must be at least 1)");
-  costmodel::check(m);
+  const bool custom = static_cast<bool>(opt.estimate);
+  if (!custom) costmodel::check(m);
   costmodel::check(c);
   SearchResult res;
   res.cluster = plan_cluster(c, space);
@@ -98,16 +104,19 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   // Evaluates q and keeps it among the best when it fits; false when a check refuses it.
   costmodel::CostTable costs;
   int stages = 0;
+  auto price = [&](const ParallelPlan& q, bool& fits) {
+    costmodel::check_fit(m, res.cluster, q);
+    // Parameters the cost model chooses (merak alpha1 auto, FOLD3D segments auto and its
+    // forward/backward ratio) are settled as `estimate` settles them.
+    const ParallelPlan r = costmodel::resolve_schedule_params(m, res.cluster, q);
+    return evaluate(m, res.cluster, r, cache, lowered, res.stats, fits, &costs, &stages);
+  };
   auto consider = [&](const ParallelPlan& q) {
     Candidate cand;
     bool fits = false;
     try {
       costmodel::check(q);
-      costmodel::check_fit(m, res.cluster, q);
-      // Parameters the cost model chooses (merak alpha1 auto, FOLD3D segments auto and its
-      // forward/backward ratio) are settled as `estimate` settles them.
-      const ParallelPlan r = costmodel::resolve_schedule_params(m, res.cluster, q);
-      cand = evaluate(m, res.cluster, r, cache, lowered, res.stats, fits, &costs, &stages);
+      cand = custom ? candidate_of(opt.estimate(res.cluster, q), res.cluster, fits) : price(q, fits);
     } catch (const InputError&) {
       return false;
     }
@@ -125,7 +134,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   for (const ParallelPlan& p : points) {
     if (opt.progress && res.stats.considered % 64 == 0) opt.progress(res.stats.considered, static_cast<long>(points.size()));
     ++res.stats.considered;
-    if (opt.prune && memory_lower_bound_bytes(m, p) > res.cluster.usable_memory_bytes()) {
+    if (opt.prune && !custom && memory_lower_bound_bytes(m, p) > res.cluster.usable_memory_bytes()) {
       ++res.stats.pruned;
       continue;
     }
@@ -133,7 +142,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
       ++res.stats.rejected;
       continue;
     }
-    if (!opt.balance || stages < 2 || !p.stage_layers.empty()) continue;
+    if (!opt.balance || custom || stages < 2 || !p.stage_layers.empty()) continue;
     // Merak's stage balancing: the same plan with the layers moved away from the embedding
     // and the head, when that changes the partition.
     ParallelPlan q = p;

@@ -42,6 +42,10 @@ struct SearchOptions {
                                                          // the end; empty: not called
   bool prune = true;   // apply the memory bound (off: evaluate every point, for tests)
   bool balance = true; // also evaluate each multi-stage plan with balanced stage layers
+  // Prices a point instead of the analytic cost table (a model given as a graph: graphs/plan.h).
+  // The model's own checks, the memory bound, the automatic schedule parameters and the
+  // balanced variants are then the estimator's (skipped here); InputError rejects the point.
+  std::function<costmodel::Estimate(const costmodel::ClusterSpec&, const costmodel::ParallelPlan&)> estimate;
 };
 
 struct SearchResult {

@@ -12,6 +12,7 @@
 #include "graphs/estimate.h"
 #include "graphs/model_graph.h"
 #include "graphs/partition.h"
+#include "graphs/plan.h"
 #include "graphs/shard.h"
 #include "schedules/error.h"
 #include "tests/helpers.h"
@@ -242,8 +243,39 @@ TEST(Graphs, EstimateCompareAndSimulateTakeAGraphFile) {
     test::RunResult s = test::run_cli("simulate --model " + f + " --cluster h100-nvl-ib-64 --pp 2 --dp 1 --microbatches 4");
     EXPECT_EQ(s.exit_code, 0) << s.err;
   }
-  test::RunResult pl = test::run_cli("plan --model " + f + " --cluster h100-nvl-ib-64 --global-batch 8");
-  EXPECT_EQ(pl.exit_code, 2);
-  EXPECT_NE(pl.err.find("is a graph"), std::string::npos) << pl.err;
+  test::RunResult pl = test::run_cli("plan --model " + f + " --cluster h100-nvl-ib-64 --gpus 8 --global-batch 16 --json");
+  ASSERT_EQ(pl.exit_code, 0) << pl.err;
+  EXPECT_FALSE(nlohmann::json::parse(pl.out)["best"].empty());
+  test::RunResult verify = test::run_cli("plan --model " + f + " --cluster h100-nvl-ib-64 --gpus 8 --global-batch 16 --verify sim");
+  EXPECT_EQ(verify.exit_code, 2);
+  EXPECT_NE(verify.err.find("--verify with a graph model"), std::string::npos) << verify.err;
   std::remove(f.c_str());
+}
+
+// The planner on a graph: the space the graph route prices (tp 1, the graph's microbatch size,
+// no selective recomputation), every candidate priced as estimate_graph prices it, and its
+// stage cuts (in subgraphs) written into the plan so that it replays.
+TEST(Graphs, PlanSearchesAGraph) {
+  const Graph g = graphs::model_graph(costmodel::load_model("gpt-1.4b"), 2);
+  const costmodel::ClusterSpec c = costmodel::load_cluster("merak-3090-64");
+  planner::PlanSpace space;
+  space.gpus = 16;
+  space.global_batch = 128;
+  const planner::SearchResult r = graphs::search_graph(g, c, space);
+  ASSERT_FALSE(r.best.empty());
+  EXPECT_GT(r.stats.evaluated, 10);
+  const int subgraphs = static_cast<int>(graphs::shard(g).subgraphs.size());
+  for (const planner::Candidate& cand : r.best) {
+    const costmodel::ParallelPlan& p = cand.plan;
+    EXPECT_EQ(p.tp, 1);
+    EXPECT_EQ(p.microbatch_size, 2);
+    EXPECT_NE(p.recompute, costmodel::RecomputePolicy::Selective);
+    EXPECT_EQ(p.dp * p.microbatch_size * p.num_microbatches, 128);
+    int sum = 0;
+    for (int n : p.stage_layers) sum += n;
+    if (p.pp > 1) EXPECT_EQ(sum, subgraphs) << "stage cuts in subgraphs";
+    const costmodel::Estimate e = graphs::estimate_graph(g, r.cluster, p);
+    EXPECT_NEAR(e.eval.iteration_time_s, cand.iteration_time_s, 1e-9 * cand.iteration_time_s);
+  }
+  for (size_t i = 1; i < r.best.size(); ++i) EXPECT_LE(r.best[i - 1].iteration_time_s, r.best[i].iteration_time_s);
 }
