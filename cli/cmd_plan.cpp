@@ -356,7 +356,7 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
 void run(const PlanCmdFlags& f) {
   const std::optional<graphs::Graph> graph = graph_arg(f.model);
   if (graph && !f.verify.empty()) throw InputError("--verify with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
-  if (graph && f.layer_tp) throw InputError("--layer-tp with a graph model (--model " + f.model + ") is invalid: a graph's plans have tp 1");
+  if (graph && f.layer_tp) throw InputError("--layer-tp with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
   const costmodel::ModelSpec m = graph ? graphs::plan_model_of(*graph) : costmodel::load_model(f.model);
   costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   apply_memory_margin(c, f.memory_margin);
@@ -420,7 +420,7 @@ void run(const PlanCmdFlags& f) {
 void add_plan_command(CLI::App& app) {
   auto f = std::make_shared<PlanCmdFlags>();
   CLI::App* c = app.add_subcommand("plan", "search dp, tp, pp, microbatching, schedule, recomputation, sp and ZeRO for the fastest plans that fit");
-  c->add_option("--model", f->model, "model preset name, model JSON or graph JSON (tp 1, its own microbatch size; docs/graphs.md)")->required();
+  c->add_option("--model", f->model, "model preset name, model JSON or graph JSON (its own microbatch size; docs/graphs.md)")->required();
   c->add_option("--cluster", f->cluster, "cluster preset name or JSON file")->required();
   add_memory_margin_flag(c, f->memory_margin);
   add_nodes_flag(c, f->nodes);

@@ -8,6 +8,7 @@
 #include "costmodel/topology.h"
 #include "schedules/buckets.h"
 #include "graphs/partition.h"
+#include "graphs/tp.h"
 #include "schedules/error.h"
 
 namespace stagecraft::graphs {
@@ -17,31 +18,42 @@ void refuse_unpriced(const costmodel::ParallelPlan& p, const costmodel::Estimate
   auto no = [](const std::string& what, const std::string& allowed) {
     throw InputError(what + " with a graph model is not priced yet (allowed: " + allowed + "; docs/graphs.md)");
   };
-  if (p.tp != 1) no("plan.tp = " + std::to_string(p.tp), "1");
+  if (p.tp > 1 && (p.tp_overlap != schedules::TpOverlap::Blocking || !p.stage_tp_overlap.empty()))
+    no("plan.tp_overlap other than blocking", "blocking");
   if (p.sequence_parallel) no("plan.sequence_parallel = true", "false");
   if (!p.layer_tp.empty()) no("plan.layer_tp", "absent");
   if (opt.profile) no("a measured profile (--profile)", "the analytic costs");
 }
 
-// Stage costs from its subgraphs [first, first + count).
-costmodel::StageCost stage_cost(const Sharding& sh, const StagePart& part, double rate, bool recompute_input_only) {
+// Stage costs from its subgraphs [first, first + count) as one tp rank runs them: FLOPs at the
+// flat rate plus the blocking tp all-reduces inside them (graphs/tp.h).
+costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePart& part, double rate, bool recompute_input_only,
+                                int t, const costmodel::Link& tp_link) {
   costmodel::StageCost sc;
-  double fwd = 0, bwd = 0, act = 0, work = 0;
+  double fwd = 0, bwd = 0, act = 0, work = 0, ar_f = 0, ar_b = 0, bytes = 0;
+  int n_f = 0, n_b = 0;
   for (int i = part.first; i < part.first + part.count; ++i) {
-    const Subgraph& s = sh.subgraphs[static_cast<size_t>(i)];
+    const TpSubgraph& s = ts[static_cast<size_t>(i)];
     fwd += s.fwd_flops;
     bwd += s.bwd_flops;
     act += s.act_bytes;
     work = std::max(work, s.act_bytes);  // a backward's working set: its largest subgraph's outputs
+    for (double x : s.fwd_allreduce_bytes) ar_f += costmodel::ring_allreduce_s(x, t, tp_link), bytes += x, ++n_f;
+    for (double x : s.bwd_allreduce_bytes) ar_b += costmodel::ring_allreduce_s(x, t, tp_link), bytes += x, ++n_b;
   }
-  sc.f_s = fwd / rate;
-  sc.b_s = bwd / rate;
-  sc.i_s = sc.b_s / 2;  // split backward: input and weight gradients alike (Qi et al., ICLR 2024)
-  sc.w_s = sc.b_s / 2;
+  sc.f_s = fwd / rate + ar_f;
+  sc.b_s = bwd / rate + ar_b;
+  sc.i_s = bwd / 2 / rate + ar_b;  // split backward: input and weight gradients alike (Qi et al., ICLR 2024);
+  sc.w_s = bwd / 2 / rate;         // the input gradient's all-reduces are the I's
   sc.r_s = sc.f_s;
+  sc.tp_allreduces_f = n_f;
+  sc.tp_allreduces_i = n_b;
+  sc.tp_allreduce_bytes = n_f + n_b > 0 ? bytes / (n_f + n_b) : 0;
+  sc.tp_comm_f_s = sc.tp_exposed_f_s = ar_f;
+  sc.tp_comm_i_s = sc.tp_exposed_b_s = ar_b;
   sc.act_bytes = act;
   double input = 0;  // the cut's tensor the stage receives: its checkpoint under recomputation
-  if (part.first > 0) input = sh.subgraphs[static_cast<size_t>(part.first - 1)].boundary_bytes;
+  if (part.first > 0) input = ts[static_cast<size_t>(part.first - 1)].boundary_bytes;
   sc.ckpt_bytes = recompute_input_only ? std::min(act, input) : act;
   sc.work_bytes = work;
   sc.layers = part.count;
@@ -88,7 +100,9 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   const int per_chain = s.stages_per_chain();
   const double rate = flops_rate(c);
   const Partition parts = stage_partition(sh, c, p, per_chain);
+  const std::vector<TpSubgraph> ts = tp_subgraphs(g, sh, p.tp);
   costmodel::Topology topo(c, p);
+  const costmodel::Link tp_link = topo.group_link(costmodel::kTp);
   const costmodel::AllReducePath& dp_path = topo.allreduce_path(costmodel::kDp);
   const costmodel::Link dp_link = topo.group_link(costmodel::kDp);
   costmodel::CostTable& t = e.costs;
@@ -97,14 +111,17 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   for (const StagePart& sp : parts.stages) total_act += sp.act_bytes;
   for (int st = 0; st < s.num_stages; ++st) {
     const StagePart& part = parts.stages[static_cast<size_t>(s.model_part(st))];
-    costmodel::StageCost sc = stage_cost(sh, part, rate, p.recompute == costmodel::RecomputePolicy::Full);
+    costmodel::StageCost sc = stage_cost(ts, part, rate, p.recompute == costmodel::RecomputePolicy::Full, p.tp, tp_link);
     sc.weight = total_act > 0 ? part.act_bytes * s.num_ranks / total_act : 1;
-    if (int nx = s.next_stage(st); nx >= 0) sc.send_f_s = costmodel::p2p_s(part.send_bytes, topo.p2p_link(s.rank_of(st), s.rank_of(nx)));
+    const double out = ts[static_cast<size_t>(part.first + part.count - 1)].boundary_bytes;
+    if (int nx = s.next_stage(st); nx >= 0) sc.send_f_s = costmodel::p2p_s(out, topo.p2p_link(s.rank_of(st), s.rank_of(nx)));
     if (int pv = s.prev_stage(st); pv >= 0) {
-      const double in = sh.subgraphs[static_cast<size_t>(part.first - 1)].boundary_bytes;
+      const double in = ts[static_cast<size_t>(part.first - 1)].boundary_bytes;
       sc.send_b_s = costmodel::p2p_s(in, topo.p2p_link(s.rank_of(st), s.rank_of(pv)));
     }
-    sc.grad_bytes = part.param_bytes;
+    double param_bytes = 0;  // this tp rank's
+    for (int i = part.first; i < part.first + part.count; ++i) param_bytes += ts[static_cast<size_t>(i)].param_bytes;
+    sc.grad_bytes = param_bytes;
     if (p.zero >= 1) {
       sc.reduce_grad_s = costmodel::reduce_scatter_s(sc.grad_bytes, dp_path);
       sc.reduce_grad_latency_s = costmodel::allreduce_latency_s(sc.grad_bytes, dp_path, false) / 2;
@@ -119,7 +136,7 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
     }
     sc.offload_s = c.host_link_bandwidth_Bps > 0 ? sc.act_bytes / c.host_link_bandwidth_Bps : 0;
     sc.reload_s = sc.offload_s;
-    t.params[static_cast<size_t>(s.rank_of(st))] += part.param_bytes / e.model.bytes_per_param;
+    t.params[static_cast<size_t>(s.rank_of(st))] += param_bytes / e.model.bytes_per_param;
     t.stages.push_back(sc);
   }
   t.optimizer_s.resize(static_cast<size_t>(s.num_ranks));
@@ -136,7 +153,8 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   costmodel::Evaluator ev(e.schedule, opt.eval);
   e.eval = ev.evaluate(e.costs);
   // FLOPs: every microbatch of every replica through the graph forward and backward; the
-  // hardware count adds what the recompute actions repeat.
+  // hardware count adds what the recompute actions repeat on every tp rank (their compute, the
+  // all-reduces left out).
   double fb = 0;
   for (const Subgraph& x : sh.subgraphs) fb += x.fwd_flops + x.bwd_flops;
   const double replicas = static_cast<double>(p.dp) * p.num_microbatches;
@@ -144,8 +162,11 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   double recomputed = 0;
   for (const auto& list : e.schedule.actions)
     for (const schedules::Action& a : list)
-      if (a.op == schedules::Op::R) recomputed += a.fraction * e.costs.stages[static_cast<size_t>(a.stage)].f_s * rate;
-  e.hardware_flops = e.model_flops + recomputed * p.dp;
+      if (a.op == schedules::Op::R) {
+        const costmodel::StageCost& sc = e.costs.stages[static_cast<size_t>(a.stage)];
+        recomputed += a.fraction * (sc.f_s - sc.tp_comm_f_s) * rate;
+      }
+  e.hardware_flops = e.model_flops + recomputed * p.dp * p.tp;
   costmodel::set_rates(e);
   costmodel::set_fit(e);
   return e;

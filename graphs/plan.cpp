@@ -1,6 +1,7 @@
 #include "graphs/plan.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "costmodel/estimate.h"
 #include "graphs/estimate.h"
@@ -17,13 +18,17 @@ int microbatch_size_of(const Graph& g) {
 costmodel::ModelSpec plan_model_of(const Graph& g, const ShardOptions& so) {
   costmodel::ModelSpec m = model_of(g);
   m.num_layers = static_cast<int>(shard(g, so).subgraphs.size());
-  m.num_heads = 1;  // tp 1 only: the graph route does not price tensor parallelism
+  // tp must divide every column split's width (graphs/tp.h): their greatest common divisor
+  // stands for the heads and the MLP width the planner's tp_divides checks (1: tp 1 only).
+  std::int64_t width = 0;
+  for (const Node& n : g.nodes)
+    if (n.tp == "column" && !n.shape.empty()) width = std::gcd(width, n.shape.back());
+  m.num_heads = m.ffn_hidden_size = static_cast<int>(std::max<std::int64_t>(width, 1));
   return m;
 }
 
 planner::SearchResult search_graph(const Graph& g, const costmodel::ClusterSpec& c, planner::PlanSpace space,
                                    planner::SearchOptions opt, const ShardOptions& so) {
-  space.tp_degrees = {1};
   space.sequence_parallel = {false};
   space.tp_overlap = {schedules::TpOverlap::Blocking};
   space.microbatch_sizes = {microbatch_size_of(g)};

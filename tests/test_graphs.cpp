@@ -14,6 +14,7 @@
 #include "graphs/partition.h"
 #include "graphs/plan.h"
 #include "graphs/shard.h"
+#include "graphs/tp.h"
 #include "schedules/error.h"
 #include "tests/helpers.h"
 
@@ -219,14 +220,71 @@ TEST(Graphs, EstimateTakesAGraph) {
   EXPECT_EQ(graphs::estimate_graph(graphs::model_graph(m, 2), c, p).costs.stages[0].layers, 30);
   p.stage_layers = {30, 24, 24, 21};
   EXPECT_THROW(graphs::estimate_graph(graphs::model_graph(m, 2), c, p), InputError);
+  // Tensor parallelism from the graph's tp rules agrees with the preset route as at tp 1.
   p.stage_layers.clear();
-  p.tp = 2;
-  p.dp = 4;
+  for (int t : {2, 4}) {
+    p.tp = t;
+    p.dp = 16 / t;
+    const costmodel::Estimate pt = costmodel::estimate(m, c, p), gt = graphs::estimate_graph(graphs::model_graph(m, 2), c, p);
+    EXPECT_NEAR(gt.model_flops / pt.model_flops, 1.0, 1e-12) << t;
+    EXPECT_NEAR(gt.eval.iteration_time_s / pt.eval.iteration_time_s, 1.0, 0.15) << t;
+    EXPECT_GT(gt.costs.stages[1].tp_allreduces_f, 0) << t;
+  }
+  p.sequence_parallel = true;
   try {
     graphs::estimate_graph(graphs::model_graph(m, 2), c, p);
-    ADD_FAILURE() << "tp 2 priced";
+    ADD_FAILURE() << "sequence parallelism priced";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("plan.tp = 2 with a graph model is not priced yet"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("plan.sequence_parallel = true with a graph model is not priced yet"), std::string::npos) << e.what();
+  }
+}
+
+// Megatron's rules on the GPT graph: per layer the QKV and MLP-up matrices split by columns
+// (their input's gradient all-reduced in the backward), the projections by rows (their output
+// all-reduced in the forward), the attention core and activation between them split too, the
+// norms and adds whole; the embedding and head split by vocabulary.
+TEST(Graphs, TensorParallelRulesSplitAndReduce) {
+  const costmodel::ModelSpec m = costmodel::load_model("tiny");
+  const Graph g = graphs::model_graph(m, 2);
+  const graphs::Sharding sh = graphs::shard(g);
+  const auto one = graphs::tp_subgraphs(g, sh, 1), two = graphs::tp_subgraphs(g, sh, 2);
+  ASSERT_EQ(one.size(), sh.subgraphs.size());
+  double params1 = 0, params2 = 0, linear_params = 0;
+  int ar_f = 0, ar_b = 0;
+  for (size_t i = 0; i < sh.subgraphs.size(); ++i) {
+    EXPECT_DOUBLE_EQ(one[i].fwd_flops, sh.subgraphs[i].fwd_flops);
+    EXPECT_DOUBLE_EQ(one[i].param_bytes, sh.subgraphs[i].param_bytes);
+    EXPECT_DOUBLE_EQ(one[i].act_bytes, sh.subgraphs[i].act_bytes);
+    EXPECT_DOUBLE_EQ(one[i].boundary_bytes, sh.subgraphs[i].boundary_bytes);
+    EXPECT_TRUE(one[i].fwd_allreduce_bytes.empty() && one[i].bwd_allreduce_bytes.empty());
+    params1 += one[i].param_bytes;
+    params2 += two[i].param_bytes;
+    ar_f += static_cast<int>(two[i].fwd_allreduce_bytes.size());
+    ar_b += static_cast<int>(two[i].bwd_allreduce_bytes.size());
+    EXPECT_DOUBLE_EQ(two[i].boundary_bytes, one[i].boundary_bytes) << "cuts carry the whole residual stream";
+  }
+  for (const graphs::Node& n : g.nodes)  // split ones; the tied head's copy of the embedding too
+    if (!n.tp.empty() && n.tp != "replicated")
+      linear_params += n.shares.empty() ? n.param_bytes : g.nodes[static_cast<size_t>(g.index_of(n.shares))].param_bytes;
+  EXPECT_NEAR(params2, params1 - linear_params / 2, 1e-6 * params1);
+  const double sbh = 2.0 * m.seq_length * m.hidden_size * m.bytes_per_activation;  // (b, s, h), b = 2
+  // Forward: proj and down per layer, the embedding, the loss's two; backward: norm1's and
+  // norm2's outputs per layer, the final norm's.
+  EXPECT_EQ(ar_f, 2 * m.num_layers + 1 + 2);
+  EXPECT_EQ(ar_b, 2 * m.num_layers + 1);
+  const int attention_block = 1;  // the first layer's attention: norm1 .. add1
+  ASSERT_EQ(two[attention_block].fwd_allreduce_bytes.size(), 1u);
+  EXPECT_DOUBLE_EQ(two[attention_block].fwd_allreduce_bytes[0], sbh);
+  EXPECT_LT(two[attention_block].act_bytes, one[attention_block].act_bytes);
+  // A column split that does not divide is refused, naming the node.
+  Graph odd = g;
+  for (graphs::Node& n : odd.nodes)
+    if (n.tp == "column") n.shape.back() += 1;
+  try {
+    graphs::tp_subgraphs(odd, graphs::shard(odd), 2);
+    ADD_FAILURE() << "an odd column split priced";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not divisible by tp = 2"), std::string::npos) << e.what();
   }
 }
 
@@ -252,9 +310,10 @@ TEST(Graphs, EstimateCompareAndSimulateTakeAGraphFile) {
   std::remove(f.c_str());
 }
 
-// The planner on a graph: the space the graph route prices (tp 1, the graph's microbatch size,
-// no selective recomputation), every candidate priced as estimate_graph prices it, and its
-// stage cuts (in subgraphs) written into the plan so that it replays.
+// The planner on a graph: the space the graph route prices (tp dividing the column splits, the
+// graph's microbatch size, no selective recomputation or sequence parallelism), every
+// candidate priced as estimate_graph prices it, and its stage cuts (in subgraphs) written into
+// the plan so that it replays.
 TEST(Graphs, PlanSearchesAGraph) {
   const Graph g = graphs::model_graph(costmodel::load_model("gpt-1.4b"), 2);
   const costmodel::ClusterSpec c = costmodel::load_cluster("merak-3090-64");
@@ -267,15 +326,23 @@ TEST(Graphs, PlanSearchesAGraph) {
   const int subgraphs = static_cast<int>(graphs::shard(g).subgraphs.size());
   for (const planner::Candidate& cand : r.best) {
     const costmodel::ParallelPlan& p = cand.plan;
-    EXPECT_EQ(p.tp, 1);
+    EXPECT_FALSE(p.sequence_parallel);
     EXPECT_EQ(p.microbatch_size, 2);
     EXPECT_NE(p.recompute, costmodel::RecomputePolicy::Selective);
     EXPECT_EQ(p.dp * p.microbatch_size * p.num_microbatches, 128);
     int sum = 0;
     for (int n : p.stage_layers) sum += n;
-    if (p.pp > 1) EXPECT_EQ(sum, subgraphs) << "stage cuts in subgraphs";
+    if (p.pp > 1) {
+      EXPECT_EQ(sum, subgraphs) << "stage cuts in subgraphs";
+    }
     const costmodel::Estimate e = graphs::estimate_graph(g, r.cluster, p);
     EXPECT_NEAR(e.eval.iteration_time_s, cand.iteration_time_s, 1e-9 * cand.iteration_time_s);
   }
   for (size_t i = 1; i < r.best.size(); ++i) EXPECT_LE(r.best[i - 1].iteration_time_s, r.best[i].iteration_time_s);
+  EXPECT_EQ(graphs::plan_model_of(g).num_heads, costmodel::load_model("gpt-1.4b").hidden_size) << "gcd(3h, 4h)";
+  bool tp_tried = false;  // the space had tp above 1 (the best may or may not use it)
+  planner::PlanSpace wide = space;
+  wide.tp_degrees = {4};
+  for (const planner::Candidate& cand : graphs::search_graph(g, c, wide).best) tp_tried = tp_tried || cand.plan.tp == 4;
+  EXPECT_TRUE(tp_tried);
 }

@@ -1,0 +1,90 @@
+#include "graphs/tp.h"
+
+#include <algorithm>
+#include <set>
+
+#include "schedules/error.h"
+
+namespace stagecraft::graphs {
+namespace {
+
+bool graph_inputs_only(const Graph& g, const Node& n) {
+  for (int p : n.inputs)
+    if (g.nodes[static_cast<size_t>(p)].kind != "input") return false;
+  return true;
+}
+
+// Whether each node's output is split over the tp ranks (the rules above).
+std::vector<bool> split_outputs(const Graph& g) {
+  std::vector<bool> split(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.tp == "column") split[i] = true;
+    else if (n.tp == "vocab") split[i] = !graph_inputs_only(g, n);
+    else if (n.tp.empty() && n.kind != "input" && n.kind != "loss") {
+      bool any = false, all = true;
+      for (int p : n.inputs) {
+        if (g.nodes[static_cast<size_t>(p)].kind == "input") continue;
+        any = true;
+        all = all && split[static_cast<size_t>(p)];
+      }
+      split[i] = any && all;
+    }
+  }
+  return split;
+}
+
+}  // namespace
+
+std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t) {
+  if (t < 1) throw InputError("tp = " + std::to_string(t) + " is invalid (must be at least 1)");
+  const std::vector<bool> split = split_outputs(g);
+  const double T = t;
+  std::set<int> reduced;  // inputs whose gradient is already all-reduced (Megatron's f, once per tensor)
+  std::vector<TpSubgraph> out;
+  for (size_t id = 0; id < sh.subgraphs.size(); ++id) {
+    const Subgraph& sg = sh.subgraphs[id];
+    TpSubgraph ts;
+    for (int k : sg.nodes) {
+      const Node& n = g.nodes[static_cast<size_t>(k)];
+      bool reads_split = false;
+      for (int p : n.inputs) reads_split = reads_split || split[static_cast<size_t>(p)];
+      const bool divided = !n.tp.empty() ? n.tp != "replicated" : split[static_cast<size_t>(k)] || (n.kind == "loss" && reads_split);
+      const double d = divided && t > 1 ? T : 1;
+      ts.fwd_flops += n.fwd_flops / d;
+      ts.bwd_flops += n.backward_flops() / d;
+      double params = n.param_bytes;
+      if (!n.shares.empty()) {
+        const int owner = g.index_of(n.shares);
+        if (owner >= 0 && sh.subgraph_of[static_cast<size_t>(owner)] != static_cast<int>(id)) params += g.nodes[static_cast<size_t>(owner)].param_bytes;
+      }
+      ts.param_bytes += params / d;
+      ts.act_bytes += output_bytes(n) / (split[static_cast<size_t>(k)] && t > 1 ? T : 1);
+      if (t == 1) continue;
+      if (n.tp == "column" && !n.shape.empty() && n.shape.back() % t != 0)  // (a vocabulary is padded, as Megatron-LM pads it)
+        throw InputError("graph node '" + n.name + "' (tp " + n.tp + "): its output's last dimension " + std::to_string(n.shape.back()) +
+                         " is not divisible by tp = " + std::to_string(t));
+      if (n.tp == "row" || (n.tp == "vocab" && !split[static_cast<size_t>(k)])) ts.fwd_allreduce_bytes.push_back(output_bytes(n));
+      if (n.tp == "column" || (n.tp == "vocab" && split[static_cast<size_t>(k)]))
+        for (int p : n.inputs)
+          if (!split[static_cast<size_t>(p)] && g.nodes[static_cast<size_t>(p)].kind != "input" && reduced.insert(p).second)
+            ts.bwd_allreduce_bytes.push_back(output_bytes(g.nodes[static_cast<size_t>(p)]));
+      if (n.kind == "loss")
+        for (int p : n.inputs) {
+          const Node& in = g.nodes[static_cast<size_t>(p)];
+          if (!split[static_cast<size_t>(p)] || in.shape.empty()) continue;
+          double rows = 1;
+          for (size_t a = 0; a + 1 < in.shape.size(); ++a) rows *= static_cast<double>(in.shape[a]);
+          ts.fwd_allreduce_bytes.push_back(4 * rows);  // the rows' maxima, fp32
+          ts.fwd_allreduce_bytes.push_back(8 * rows);  // exponent sums and target logits
+        }
+    }
+    for (int o : sg.outputs)
+      if (std::find(sh.common.begin(), sh.common.end(), o) == sh.common.end())
+        ts.boundary_bytes += output_bytes(g.nodes[static_cast<size_t>(o)]) / (split[static_cast<size_t>(o)] && t > 1 ? T : 1);
+    out.push_back(ts);
+  }
+  return out;
+}
+
+}  // namespace stagecraft::graphs

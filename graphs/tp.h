@@ -1,0 +1,38 @@
+// Tensor parallelism on a graph (docs/graphs.md): what each subgraph computes, holds, hands on
+// and all-reduces on one of t tensor-parallel ranks, from its nodes' tp rules (Megatron-LM,
+// Shoeybi et al. 2019, Sec. 3; Narayanan et al., SC21):
+//   column   the weight split by output columns: params, FLOPs and output divided by t; the
+//            gradient of its (replicated) input all-reduced in the backward (Megatron's f),
+//            once per input tensor however many column nodes read it
+//   row      split by input rows: params and FLOPs divided by t; its output all-reduced in the
+//            forward (Megatron's g), whole afterwards
+//   vocab    split by vocabulary: an embedding (reading graph inputs only) all-reduces its
+//            output in the forward; a head reads a replicated input and works like column
+//   replicated, or absent on a node whose inputs are not all split: computed whole on every rank
+// A node without a rule whose inputs (graph inputs aside) are all split works on its 1/t share
+// (the attention core between QKV and the projection, the activation between the MLP matrices).
+// A loss reading a split head is the vocab-parallel cross-entropy: two all-reduces of its rows
+// in the forward, (rows) and (rows, 2) fp32.
+#pragma once
+
+#include <vector>
+
+#include "graphs/graph.h"
+#include "graphs/shard.h"
+
+namespace stagecraft::graphs {
+
+struct TpSubgraph {
+  double fwd_flops = 0, bwd_flops = 0;      // on one tp rank, one microbatch
+  double param_bytes = 0;                   // on one tp rank (a tied copy counts, as in Subgraph)
+  double act_bytes = 0;                     // its nodes' outputs on one tp rank
+  double boundary_bytes = 0;                // what it hands on (a split output: one rank's share)
+  std::vector<double> fwd_allreduce_bytes;  // all-reduces inside its forward, one entry each
+  std::vector<double> bwd_allreduce_bytes;  // inside its backward
+};
+
+// Per subgraph of `sh`; with t = 1 the subgraphs' own figures and no all-reduces. Throws
+// InputError for t < 1.
+std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t);
+
+}  // namespace stagecraft::graphs
