@@ -23,7 +23,7 @@ std::string text(const nlohmann::json& o, const char* key, const std::string& de
   return o.at(key).get<std::string>();
 }
 
-const std::set<std::string> kNodeFields = {"name", "kind", "inputs", "shape", "dtype", "param_bytes", "shares", "fwd_flops", "bwd_flops", "tp"};
+const std::set<std::string> kNodeFields = {"name", "kind", "inputs", "shape", "dtype", "param_bytes", "shares", "fwd_flops", "bwd_flops", "tp", "saved_bytes"};
 const std::set<std::string> kTpRules = {"", "column", "row", "vocab", "replicated"};
 
 }  // namespace
@@ -49,6 +49,8 @@ int dtype_bytes(const std::string& dtype, const std::string& what) {
   bad(what + " = '" + dtype + "'", "is invalid (allowed: fp32, fp16, bf16, int64, int32, bool)");
 }
 
+double kept_bytes(const Node& n) { return n.saved_bytes < 0 ? output_bytes(n) : n.saved_bytes; }
+
 double output_bytes(const Node& n) {
   double e = 1;
   for (std::int64_t d : n.shape) e *= static_cast<double>(d);
@@ -68,7 +70,7 @@ Graph from_json(const nlohmann::json& j, const std::string& what) {
     const std::string w = what + ".nodes[" + std::to_string(i) + "]";
     if (!o.is_object()) bad(w, "is not a JSON object");
     for (auto it = o.begin(); it != o.end(); ++it)
-      if (!kNodeFields.count(it.key())) bad(w + "." + it.key(), "is not a known field (allowed: name, kind, inputs, shape, dtype, param_bytes, shares, fwd_flops, bwd_flops, tp)");
+      if (!kNodeFields.count(it.key())) bad(w + "." + it.key(), "is not a known field (allowed: name, kind, inputs, shape, dtype, param_bytes, shares, fwd_flops, bwd_flops, tp, saved_bytes)");
     Node n;
     n.name = text(o, "name", "", w);
     if (n.name.empty()) bad(w + ".name", "is missing");
@@ -104,6 +106,9 @@ Graph from_json(const nlohmann::json& j, const std::string& what) {
     if (!n.shares.empty() && !seen.count(n.shares) && n.shares != n.name)
       bad(w + ".shares = '" + n.shares + "'", "is not a node before '" + n.name + "'");
     n.tp = text(o, "tp", "", w);
+    n.saved_bytes = number(o, "saved_bytes", -1, w);
+    if (o.contains("saved_bytes") && n.saved_bytes < 0)
+      bad(w + ".saved_bytes = " + std::to_string(n.saved_bytes), "is invalid (must be at least 0; absent: the output's bytes)");
     if (!kTpRules.count(n.tp)) bad(w + ".tp = '" + n.tp + "'", "is invalid (allowed: column, row, vocab, replicated, or absent)");
     seen[n.name] = static_cast<int>(g.nodes.size());
     g.nodes.push_back(std::move(n));
@@ -127,6 +132,7 @@ nlohmann::json to_json(const Graph& g) {
     if (n.fwd_flops > 0) o["fwd_flops"] = n.fwd_flops;
     if (n.bwd_flops >= 0) o["bwd_flops"] = n.bwd_flops;
     if (!n.tp.empty()) o["tp"] = n.tp;
+    if (n.saved_bytes >= 0) o["saved_bytes"] = n.saved_bytes;
     nodes.push_back(o);
   }
   return {{"format", "stagecraft-graph"}, {"name", g.name}, {"nodes", nodes}};

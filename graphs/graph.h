@@ -22,6 +22,9 @@ struct Node {
   double fwd_flops = 0;             // forward FLOPs of one microbatch
   double bwd_flops = -1;            // backward FLOPs; < 0: twice the forward (Megatron-LM SC21)
   std::string tp = "";              // tensor-parallel rule: "", column, row, vocab, replicated
+  double saved_bytes = -1;          // what its backward keeps that the node makes, one microbatch:
+                                    // its output and internal tensors (an attention core's softmax
+                                    // and dropout mask); < 0: its output alone
 
   double backward_flops() const { return bwd_flops < 0 ? 2 * fwd_flops : bwd_flops; }
 };
@@ -40,10 +43,12 @@ struct Graph {
 int dtype_bytes(const std::string& dtype, const std::string& what);
 // Bytes of a node's output for one microbatch.
 double output_bytes(const Node& n);
+// Bytes its backward keeps from it (saved_bytes, else its output).
+double kept_bytes(const Node& n);
 
 // Reads a graph from its JSON (docs/graphs.md): {"format": "stagecraft-graph", "name": ...,
 // "nodes": [{"name", "kind", "inputs": [names], "shape", "dtype", "param_bytes", "shares",
-// "fwd_flops", "bwd_flops", "tp"}]}. Throws InputError naming the node and field: unknown or
+// "fwd_flops", "bwd_flops", "tp", "saved_bytes"}]}. Throws InputError naming the node and field: unknown or
 // later inputs, duplicate names, negative sizes, an unknown dtype or tp rule.
 Graph from_json(const nlohmann::json& j, const std::string& what = "graph");
 Graph load_graph(const std::string& path);

@@ -41,16 +41,26 @@ Graph model_graph(const costmodel::ModelSpec& m, int b) {
   B.g.name = m.name;
   int tokens = B.node("tokens", "input", {}, {b, s}, 0, 0, "", "int64");
   int labels = B.node("labels", "input", {}, {b, s}, 0, 0, "", "int64");
-  int mask = B.node("attention_mask", "input", {}, {1, 1, s, s}, 0, 0, "", "bool");
+  int attn_mask = B.node("attention_mask", "input", {}, {1, 1, s, s}, 0, 0, "", "bool");
+  // What each node's backward keeps (Korthikanti et al., MLSys 2023, Sec. 4.1; costmodel/memory.h):
+  // a node's output by default; the dropout masks (1 byte per element) after the embedding and
+  // after each block's row-parallel product, whose outputs the residual adds do not keep; the
+  // attention core's softmax, its dropout mask and output (5as^2b) with its own output; the
+  // loss's fp32 logits with the head.
+  const double A = m.bytes_per_activation, bsh = static_cast<double>(b) * s * h;
+  const double mask = bsh;  // (b, s, h) bytes of a dropout mask
   int x = B.node("embedding", "embedding", {tokens}, {b, s, h}, fl::embedding_params(m) * P, 0, "vocab", act);
+  B.g.nodes.back().saved_bytes = A * bsh + mask;
   const double attn_matmul = fl::attention_block_matmul_flops(m, b), proj = 2.0 * b * s * h * h;
   for (int l = 0; l < m.num_layers; ++l) {
     const std::string p = "layer" + std::to_string(l) + ".";
     int n1 = B.node(p + "norm1", llama ? "rmsnorm" : "layernorm", {x}, {b, s, h}, norm * h * P, 0, "", act);
     int qkv = B.node(p + "qkv", "linear", {n1}, {b, s, h + 2 * kv}, (h * (h + 2 * kv) + bias * (h + 2 * kv)) * P,
                      attn_matmul - proj, "column", act);
-    int core = B.node(p + "attention", "attention", {qkv, mask}, {b, s, h}, 0, fl::layer_attention_forward_flops(m, b), "", act);
+    int core = B.node(p + "attention", "attention", {qkv, attn_mask}, {b, s, h}, 0, fl::layer_attention_forward_flops(m, b), "", act);
+    B.g.nodes.back().saved_bytes = A * bsh + 2.5 * A * m.num_heads * static_cast<double>(s) * s * b;  // 5as^2b at 2 bytes
     int o = B.node(p + "proj", "linear", {core}, {b, s, h}, (h * h + bias * h) * P, proj, "row", act);
+    B.g.nodes.back().saved_bytes = mask;
     int a1 = B.node(p + "add1", "add", {x, o}, {b, s, h}, 0, 0, "", act);
     int n2 = B.node(p + "norm2", llama ? "rmsnorm" : "layernorm", {a1}, {b, s, h}, norm * h * P, 0, "", act);
     const double up_w = llama ? 2.0 * h * f : h * f + bias * f;  // SwiGLU: gate and up
@@ -58,6 +68,7 @@ Graph model_graph(const costmodel::ModelSpec& m, int b) {
     int up = B.node(p + "up", "linear", {n2}, {b, s, llama ? 2 * f : f}, up_w * P, mlp - down, "column", act);
     int a = B.node(p + (llama ? "swiglu" : "gelu"), llama ? "swiglu" : "gelu", {up}, {b, s, f}, 0, 0, "", act);
     int dn = B.node(p + "down", "linear", {a}, {b, s, h}, (f * h + bias * h) * P, down, "row", act);
+    B.g.nodes.back().saved_bytes = mask;
     x = B.node(p + "add2", "add", {a1, dn}, {b, s, h}, 0, 0, "", act);
   }
   int nf = B.node("final_norm", llama ? "rmsnorm" : "layernorm", {x}, {b, s, h}, norm * h * P, 0, "", act);
@@ -69,6 +80,7 @@ Graph model_graph(const costmodel::ModelSpec& m, int b) {
   head.dtype = act;
   head.fwd_flops = fl::head_forward_flops(m, b);
   head.tp = "vocab";
+  head.saved_bytes = 4.0 * b * s * V;  // (b, s, V) fp32 logits for the cross-entropy
   if (llama) head.param_bytes = static_cast<double>(V) * h * P;
   else head.shares = "embedding";  // GPT and BERT tie the head to the token embedding
   int hd = B.add(head);

@@ -63,7 +63,7 @@ Subgraph describe(const Graph& g, const std::vector<int>& nodes, const std::vect
       int owner = g.index_of(x.shares);
       if (owner >= 0 && sub_of[static_cast<size_t>(owner)] != id) sg.param_bytes += g.nodes[static_cast<size_t>(owner)].param_bytes;
     }
-    sg.act_bytes += output_bytes(x);
+    sg.act_bytes += kept_bytes(x);
     for (int p : x.inputs)
       if (sub_of[static_cast<size_t>(p)] != id) in.insert(p);
     for (int u : users[static_cast<size_t>(n)])

@@ -59,7 +59,7 @@ std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t) 
         if (owner >= 0 && sh.subgraph_of[static_cast<size_t>(owner)] != static_cast<int>(id)) params += g.nodes[static_cast<size_t>(owner)].param_bytes;
       }
       ts.param_bytes += params / d;
-      ts.act_bytes += output_bytes(n) / (split[static_cast<size_t>(k)] && t > 1 ? T : 1);
+      ts.act_bytes += kept_bytes(n) / (split[static_cast<size_t>(k)] && t > 1 ? T : 1);
       if (t == 1) continue;
       if (n.tp == "column" && !n.shape.empty() && n.shape.back() % t != 0)  // (a vocabulary is padded, as Megatron-LM pads it)
         throw InputError("graph node '" + n.name + "' (tp " + n.tp + "): its output's last dimension " + std::to_string(n.shape.back()) +

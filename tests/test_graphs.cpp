@@ -220,6 +220,16 @@ TEST(Graphs, EstimateTakesAGraph) {
   EXPECT_EQ(graphs::estimate_graph(graphs::model_graph(m, 2), c, p).costs.stages[0].layers, 30);
   p.stage_layers = {30, 24, 24, 21};
   EXPECT_THROW(graphs::estimate_graph(graphs::model_graph(m, 2), c, p), InputError);
+  // The same stages (the preset's 12 layers each: the embedding's subgraph and 24 on the first,
+  // 24 and the head's on the last) hold what the preset's Korthikanti formulas hold, node by
+  // node through saved_bytes, and take its time.
+  p.stage_layers = {25, 24, 24, 25};
+  costmodel::ParallelPlan even = p;
+  even.stage_layers = {12, 12, 12, 12};
+  const costmodel::Estimate g_even = graphs::estimate_graph(graphs::model_graph(m, 2), c, p), p_even = costmodel::estimate(m, c, even);
+  for (size_t r = 0; r < 4; ++r)
+    EXPECT_NEAR(g_even.eval.peak_memory_bytes[r] / p_even.eval.peak_memory_bytes[r], 1.0, 0.02) << "rank " << r;
+  EXPECT_NEAR(g_even.eval.iteration_time_s / p_even.eval.iteration_time_s, 1.0, 0.02);
   // Tensor parallelism from the graph's tp rules agrees with the preset route as at tp 1.
   p.stage_layers.clear();
   for (int t : {2, 4}) {
