@@ -26,6 +26,7 @@ struct PartitionOpts {
   std::string recompute = "none";
   std::string graph_out;         // write the graph JSON here
   std::vector<std::string> example_shape;  // a TorchScript model's example arguments, "4,8,16" each (float)
+  bool measure = false;          // time a TorchScript model's subgraphs here (fwd_s, bwd_s)
   bool json = false;
 };
 
@@ -34,11 +35,13 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 graphs::Graph load(const PartitionOpts& o) {
+  if (o.measure && !is_torchscript(o.model))
+    throw InputError("--measure is for a TorchScript model (--model FILE.pt); --model is " + o.model);
   if (is_torchscript(o.model)) {  // a TorchScript module (torch::jit::save or torch.jit.save)
     if (o.example_shape.empty()) throw InputError("--model " + o.model + " is TorchScript: --example-shape is required (e.g. 4,128,1024)");
     const auto shapes = example_shapes(o.example_shape);
 #ifdef STAGECRAFT_WITH_RUNTIME
-    return runtime::import_torchscript(o.model, shapes);
+    return o.measure ? runtime::import_torchscript_measured(o.model, shapes) : runtime::import_torchscript(o.model, shapes);
 #else
     throw InputError("--model " + o.model + ": importing TorchScript needs the runtime (LibTorch), which this build lacks");
 #endif
@@ -120,6 +123,9 @@ void add_partition_command(CLI::App& app) {
   auto o = std::make_shared<PartitionOpts>();
   CLI::App* c = app.add_subcommand("partition", "cut a model's graph into Merak's subgraph sequence and balance it into pipeline stages");
   c->add_option("--model", o->model, "model preset, model JSON, graph JSON or TorchScript .pt (docs/graphs.md)")->required();
+  c->add_flag("--measure", o->measure,
+              "with a TorchScript model whose forward(input, target) returns the loss: time each subgraph's forward and backward "
+              "on this CPU and write them onto its nodes (fwd_s, bwd_s; --graph-out keeps them for estimate)");
   c->add_option("--example-shape", o->example_shape, "a TorchScript model's example argument shape, comma-separated (random floats); once per argument of its forward");
   c->add_option("--pp", o->pp, "pipeline stages (default 1)");
   c->add_option("--cluster", o->cluster, "cluster preset or JSON: stage times from its GEMM rate (default: balance FLOPs)");

@@ -30,21 +30,24 @@ void refuse_unpriced(const costmodel::ParallelPlan& p, const costmodel::Estimate
 costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePart& part, double rate, bool recompute_input_only,
                                 int t, const costmodel::Link& tp_link) {
   costmodel::StageCost sc;
-  double fwd = 0, bwd = 0, act = 0, work = 0, ar_f = 0, ar_b = 0, bytes = 0;
+  double fwd = 0, bwd = 0, act = 0, work = 0, ar_f = 0, ar_b = 0, bytes = 0, fwd_s = 0, bwd_s = 0;
   int n_f = 0, n_b = 0;
   for (int i = part.first; i < part.first + part.count; ++i) {
     const TpSubgraph& s = ts[static_cast<size_t>(i)];
     fwd += s.fwd_flops;
     bwd += s.bwd_flops;
+    fwd_s += s.fwd_s;
+    bwd_s += s.bwd_s;
     act += s.act_bytes;
     work = std::max(work, s.act_bytes);  // a backward's working set: its largest subgraph's outputs
     for (double x : s.fwd_allreduce_bytes) ar_f += costmodel::ring_allreduce_s(x, t, tp_link), bytes += x, ++n_f;
     for (double x : s.bwd_allreduce_bytes) ar_b += costmodel::ring_allreduce_s(x, t, tp_link), bytes += x, ++n_b;
   }
-  sc.f_s = fwd / rate + ar_f;
-  sc.b_s = bwd / rate + ar_b;
-  sc.i_s = bwd / 2 / rate + ar_b;  // split backward: input and weight gradients alike (Qi et al., ICLR 2024);
-  sc.w_s = bwd / 2 / rate;         // the input gradient's all-reduces are the I's
+  const double f = fwd / rate + fwd_s, b = bwd / rate + bwd_s;  // compute: FLOPs priced, or measured
+  sc.f_s = f + ar_f;
+  sc.b_s = b + ar_b;
+  sc.i_s = b / 2 + ar_b;  // split backward: input and weight gradients alike (Qi et al., ICLR 2024);
+  sc.w_s = b / 2;         // the input gradient's all-reduces are the I's
   sc.r_s = sc.f_s;
   sc.tp_allreduces_f = n_f;
   sc.tp_allreduces_i = n_b;
@@ -149,6 +152,14 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
     if (p.zero >= 1) t.param_gather_s[static_cast<size_t>(r)] = costmodel::all_gather_s(params * e.model.bytes_per_param, dp_path);
   }
   t.notes.push_back("graph '" + g.name + "': " + std::to_string(sh.subgraphs.size()) + " subgraphs (Merak's graph sharding)");
+  int measured = 0, operators = 0;
+  for (const Node& n : g.nodes) {
+    operators += n.kind != "input";
+    measured += n.kind != "input" && (n.fwd_s >= 0 || n.bwd_s >= 0);
+  }
+  if (measured > 0)
+    t.notes.push_back(std::to_string(measured) + " of " + std::to_string(operators) +
+                      " operators priced from their measured times (fwd_s, bwd_s), the rest from their FLOPs");
   if (p.overlap_grad_reduce) e.schedule = schedules::bucket_reductions(e.schedule, costmodel::grad_buckets(e.costs, p));
   costmodel::Evaluator ev(e.schedule, opt.eval);
   e.eval = ev.evaluate(e.costs);

@@ -1,16 +1,18 @@
 // The estimate path for a model given as a graph (graph.h): Merak's subgraph sequence
 // (shard.h) cut into the stages of the plan's schedule (partition.h), each stage priced from
-// its subgraphs, and the schedule evaluated on that cost table, so that estimate, compare and
-// simulate take `--model FILE.graph.json` (docs/graphs.md).
+// its subgraphs as one tp rank runs them (tp.h), and the schedule evaluated on that cost table,
+// so that estimate, compare, simulate and plan take `--model FILE.graph.json` (docs/graphs.md).
 //
-// A stage's forward and backward are its subgraphs' FLOPs at the cluster's flat rate (the
-// analytic cost table's peak x achieved_efficiency), a split backward half input and half
-// weight gradient, a recomputation its forward again; it sends the tensor at its cut (p2p),
-// reduces its parameters' gradients over dp as the analytic table does, keeps its nodes'
-// outputs for the backward (the cut's input alone when recomputed), and holds 16 bytes per
-// parameter (costmodel/memory.h). Not yet: tensor parallelism (the graph's tp rules are not
-// priced), sequence parallelism, measured profiles, and the schedule parameters the cost model
-// resolves by search (merak's alpha1 and fold3d's segments must be given).
+// A stage's forward and backward are its nodes' measured times where the graph carries them
+// (fwd_s, bwd_s: `partition --measure`), else their FLOPs at the cluster's flat rate (the
+// analytic cost table's peak x achieved_efficiency), plus the blocking tp all-reduces of its
+// nodes' rules; a split backward half input and half weight gradient, a recomputation its
+// forward again; it sends the tensor at its cut (p2p), reduces its parameters' gradients over
+// dp as the analytic table does, keeps what its nodes keep for the backward (saved_bytes; the
+// cut's input alone when recomputed), and holds 16 bytes per parameter (costmodel/memory.h).
+// Not priced: sequence parallelism, tp overlap other than blocking, layer_tp, profiles of the
+// built-in layers (--profile), and the schedule parameters the cost model resolves by search
+// (merak's alpha1 and fold3d's segments must be given).
 #pragma once
 
 #include "costmodel/estimate.h"

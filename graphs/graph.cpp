@@ -23,7 +23,7 @@ std::string text(const nlohmann::json& o, const char* key, const std::string& de
   return o.at(key).get<std::string>();
 }
 
-const std::set<std::string> kNodeFields = {"name", "kind", "inputs", "shape", "dtype", "param_bytes", "shares", "fwd_flops", "bwd_flops", "tp", "saved_bytes"};
+const std::set<std::string> kNodeFields = {"name", "kind", "inputs", "shape", "dtype", "param_bytes", "shares", "fwd_flops", "bwd_flops", "tp", "saved_bytes", "fwd_s", "bwd_s"};
 const std::set<std::string> kTpRules = {"", "column", "row", "vocab", "replicated"};
 
 }  // namespace
@@ -70,7 +70,7 @@ Graph from_json(const nlohmann::json& j, const std::string& what) {
     const std::string w = what + ".nodes[" + std::to_string(i) + "]";
     if (!o.is_object()) bad(w, "is not a JSON object");
     for (auto it = o.begin(); it != o.end(); ++it)
-      if (!kNodeFields.count(it.key())) bad(w + "." + it.key(), "is not a known field (allowed: name, kind, inputs, shape, dtype, param_bytes, shares, fwd_flops, bwd_flops, tp, saved_bytes)");
+      if (!kNodeFields.count(it.key())) bad(w + "." + it.key(), "is not a known field (allowed: name, kind, inputs, shape, dtype, param_bytes, shares, fwd_flops, bwd_flops, tp, saved_bytes, fwd_s, bwd_s)");
     Node n;
     n.name = text(o, "name", "", w);
     if (n.name.empty()) bad(w + ".name", "is missing");
@@ -107,6 +107,11 @@ Graph from_json(const nlohmann::json& j, const std::string& what) {
       bad(w + ".shares = '" + n.shares + "'", "is not a node before '" + n.name + "'");
     n.tp = text(o, "tp", "", w);
     n.saved_bytes = number(o, "saved_bytes", -1, w);
+    n.fwd_s = number(o, "fwd_s", -1, w);
+    n.bwd_s = number(o, "bwd_s", -1, w);
+    for (const char* k : {"fwd_s", "bwd_s"})
+      if (o.contains(k) && o.at(k).get<double>() < 0)
+        bad(w + "." + k + " = " + o.at(k).dump(), "is invalid (must be at least 0; absent: priced from the FLOPs)");
     if (o.contains("saved_bytes") && n.saved_bytes < 0)
       bad(w + ".saved_bytes = " + std::to_string(n.saved_bytes), "is invalid (must be at least 0; absent: the output's bytes)");
     if (!kTpRules.count(n.tp)) bad(w + ".tp = '" + n.tp + "'", "is invalid (allowed: column, row, vocab, replicated, or absent)");
@@ -133,6 +138,8 @@ nlohmann::json to_json(const Graph& g) {
     if (n.bwd_flops >= 0) o["bwd_flops"] = n.bwd_flops;
     if (!n.tp.empty()) o["tp"] = n.tp;
     if (n.saved_bytes >= 0) o["saved_bytes"] = n.saved_bytes;
+    if (n.fwd_s >= 0) o["fwd_s"] = n.fwd_s;
+    if (n.bwd_s >= 0) o["bwd_s"] = n.bwd_s;
     nodes.push_back(o);
   }
   return {{"format", "stagecraft-graph"}, {"name", g.name}, {"nodes", nodes}};

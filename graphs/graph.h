@@ -22,6 +22,8 @@ struct Node {
   double fwd_flops = 0;             // forward FLOPs of one microbatch
   double bwd_flops = -1;            // backward FLOPs; < 0: twice the forward (Megatron-LM SC21)
   std::string tp = "";              // tensor-parallel rule: "", column, row, vocab, replicated
+  double fwd_s = -1;                // measured seconds of its forward, one microbatch (partition
+  double bwd_s = -1;                // --measure); < 0: priced from its FLOPs at the cluster's rate
   double saved_bytes = -1;          // what its backward keeps that the node makes, one microbatch:
                                     // its output and internal tensors (an attention core's softmax
                                     // and dropout mask); < 0: its output alone
@@ -48,7 +50,7 @@ double kept_bytes(const Node& n);
 
 // Reads a graph from its JSON (docs/graphs.md): {"format": "stagecraft-graph", "name": ...,
 // "nodes": [{"name", "kind", "inputs": [names], "shape", "dtype", "param_bytes", "shares",
-// "fwd_flops", "bwd_flops", "tp", "saved_bytes"}]}. Throws InputError naming the node and field: unknown or
+// "fwd_flops", "bwd_flops", "tp", "saved_bytes", "fwd_s", "bwd_s"}]}. Throws InputError naming the node and field: unknown or
 // later inputs, duplicate names, negative sizes, an unknown dtype or tp rule.
 Graph from_json(const nlohmann::json& j, const std::string& what = "graph");
 Graph load_graph(const std::string& path);

@@ -51,8 +51,10 @@ std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t) 
       for (int p : n.inputs) reads_split = reads_split || split[static_cast<size_t>(p)];
       const bool divided = !n.tp.empty() ? n.tp != "replicated" : split[static_cast<size_t>(k)] || (n.kind == "loss" && reads_split);
       const double d = divided && t > 1 ? T : 1;
-      ts.fwd_flops += n.fwd_flops / d;
-      ts.bwd_flops += n.backward_flops() / d;
+      if (n.fwd_s >= 0) ts.fwd_s += n.fwd_s / d;
+      else ts.fwd_flops += n.fwd_flops / d;
+      if (n.bwd_s >= 0) ts.bwd_s += n.bwd_s / d;
+      else ts.bwd_flops += n.backward_flops() / d;
       double params = n.param_bytes;
       if (!n.shares.empty()) {
         const int owner = g.index_of(n.shares);

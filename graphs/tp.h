@@ -23,7 +23,10 @@
 namespace stagecraft::graphs {
 
 struct TpSubgraph {
-  double fwd_flops = 0, bwd_flops = 0;      // on one tp rank, one microbatch
+  double fwd_flops = 0, bwd_flops = 0;      // on one tp rank, one microbatch, of the nodes without
+                                            // measured times
+  double fwd_s = 0, bwd_s = 0;              // measured seconds of the nodes that carry them (a split
+                                            // node's divided by t)
   double param_bytes = 0;                   // on one tp rank (a tied copy counts, as in Subgraph)
   double act_bytes = 0;                     // its nodes' outputs on one tp rank
   double boundary_bytes = 0;                // what it hands on (a split output: one rank's share)
@@ -31,7 +34,8 @@ struct TpSubgraph {
   std::vector<double> bwd_allreduce_bytes;  // inside its backward
 };
 
-// Per subgraph of `sh`; with t = 1 the subgraphs' own figures and no all-reduces. Throws
+// Per subgraph of `sh`; with t = 1 and no measured times the subgraphs' own figures and no
+// all-reduces. Throws
 // InputError for t < 1.
 std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t);
 

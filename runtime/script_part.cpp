@@ -1,5 +1,7 @@
 #include "runtime/script_part.h"
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -10,6 +12,7 @@
 #include "costmodel/estimate.h"
 #include "graphs/estimate.h"
 #include "graphs/partition.h"
+#include "runtime/torchscript_graph.h"
 #include "runtime/train.h"
 #include "schedules/error.h"
 
@@ -32,7 +35,8 @@ ScriptModel::ScriptModel(const std::string& path, const std::vector<std::vector<
                          const graphs::ShardOptions& so)
     : path_(path) {
   torch::jit::Module module = load_script(path);
-  lowered_ = lower_script(module, example_inputs(example_shapes), path);
+  example_ = example_inputs(example_shapes);
+  lowered_ = lower_script(module, example_, path);
   if (lowered_.num_args != 2)
     throw InputError("torchscript '" + path + "': forward takes " + std::to_string(lowered_.num_args) + " arguments; " + kConvention);
   std::set<const void*> trainable;
@@ -189,6 +193,67 @@ torch::Tensor ScriptPart::loss(const torch::Tensor& x, const torch::Tensor& targ
 // The example's shapes: the microbatch size is the example's first dimension (preflight).
 std::vector<std::int64_t> ScriptPart::boundary_shape(bool input, std::int64_t /*b*/) const {
   return model_.program(input ? first_ - 1 : first_ + count_ - 1).out_shape;
+}
+
+namespace {
+
+double median_s(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Forward and backward seconds of subgraph i on its input x (the previous subgraph's output).
+std::pair<double, double> time_subgraph(const ScriptPart& whole, int i, int last, const torch::Tensor& x,
+                                        const std::vector<torch::Tensor>& example, int repeats) {
+  using Clock = std::chrono::steady_clock;
+  auto call = [&](const torch::Tensor& in) {
+    if (i == 0) return whole.embed(example[0]);
+    if (i == last) return whole.loss(in, example[1]);
+    return whole.layers(in, i - 1, i);
+  };
+  std::vector<double> f, b;
+  for (int r = 0; r <= repeats; ++r) {  // run 0 warms up
+    torch::Tensor in = i == 0 ? torch::Tensor() : x.detach().requires_grad_(true);
+    auto t0 = Clock::now();
+    torch::Tensor y = call(in);
+    auto t1 = Clock::now();
+    if (i == last) y.backward();
+    else y.backward(torch::ones_like(y));
+    auto t2 = Clock::now();
+    if (r == 0) continue;
+    f.push_back(std::chrono::duration<double>(t1 - t0).count());
+    b.push_back(std::chrono::duration<double>(t2 - t1).count());
+  }
+  return {median_s(f), median_s(b)};
+}
+
+}  // namespace
+
+graphs::Graph import_torchscript_measured(const std::string& path, const std::vector<std::vector<std::int64_t>>& example_shapes,
+                                          int repeats) {
+  if (repeats < 1) throw InputError("measure: repeats = " + std::to_string(repeats) + " is invalid (must be at least 1)");
+  ScriptModel sm(path, example_shapes);
+  graphs::Graph g = sm.lowered().nodes;
+  const int last = sm.subgraphs() - 1;
+  ScriptPart whole(sm, 0, sm.subgraphs(), true, true);
+  torch::Tensor x;  // the input of subgraph i
+  for (int i = 0; i <= last; ++i) {
+    const auto [f_s, b_s] = time_subgraph(whole, i, last, x, sm.example(), repeats);
+    const graphs::Subgraph& sg = sm.sharding().subgraphs[static_cast<size_t>(i)];
+    double flops = 0, bwd = 0;
+    for (int k : sg.nodes) flops += g.nodes[static_cast<size_t>(k)].fwd_flops, bwd += g.nodes[static_cast<size_t>(k)].backward_flops();
+    for (int k : sg.nodes) {
+      graphs::Node& n = g.nodes[static_cast<size_t>(k)];
+      const bool first = k == sg.nodes.front();
+      n.fwd_s = flops > 0 ? f_s * n.fwd_flops / flops : (first ? f_s : 0);
+      n.bwd_s = bwd > 0 ? b_s * n.backward_flops() / bwd : (first ? b_s : 0);
+    }
+    if (i < last) {
+      torch::NoGradGuard ng;
+      x = i == 0 ? whole.embed(sm.example()[0]) : whole.layers(x, i - 1, i);
+    }
+  }
+  return g;
 }
 
 void prepare_script(TrainOptions& o) {

@@ -41,6 +41,7 @@ class ScriptModel {
   const LoweredScript& lowered() const { return lowered_; }
   const graphs::Sharding& sharding() const { return sharding_; }
   const SubgraphProgram& program(int subgraph) const { return programs_.at(static_cast<size_t>(subgraph)); }
+  const std::vector<torch::Tensor>& example() const { return example_; }  // the example microbatch
   int subgraphs() const { return static_cast<int>(programs_.size()); }
   // Refuses a parameter read by subgraphs of two different parts (tied weights across stages
   // need a gradient all-reduce between them, which the runtime does not do). `part_first` and
@@ -55,7 +56,8 @@ class ScriptModel {
   LoweredScript lowered_;
   graphs::Sharding sharding_;
   std::vector<SubgraphProgram> programs_;
-  std::vector<bool> trainable_;  // (attrs) the module's parameters (the rest: buffers, constants)
+  std::vector<bool> trainable_;
+  std::vector<torch::Tensor> example_;  // input, target  // (attrs) the module's parameters (the rest: buffers, constants)
 };
 
 // Subgraphs [first, first + count) of a ScriptModel as one stage: `embed` runs the first on

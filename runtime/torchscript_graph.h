@@ -21,4 +21,13 @@ namespace stagecraft::runtime {
 // the file cannot be loaded or the example does not run.
 graphs::Graph import_torchscript(const std::string& path, const std::vector<std::vector<std::int64_t>>& example_shapes);
 
+// The import with each of Merak's subgraphs timed on this machine's CPU (the example microbatch:
+// a warm-up run, then the median of `repeats`; forward with autograd recording, backward alone)
+// and written onto its nodes as fwd_s and bwd_s, shared by their FLOPs (all on the first node
+// when none has any), for the graph route to price the measured times (graphs/estimate.h).
+// The module must be one the runtime trains: forward(input, target) returns the loss
+// (runtime/script_part.h); InputError otherwise.
+graphs::Graph import_torchscript_measured(const std::string& path, const std::vector<std::vector<std::int64_t>>& example_shapes,
+                                          int repeats = 5);
+
 }  // namespace stagecraft::runtime

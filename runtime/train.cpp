@@ -128,10 +128,7 @@ std::unique_ptr<ModelPart> make_part(Run& r, const PartShape& shape) {
       r.script = std::make_unique<ScriptModel>(r.opt.script_path, r.opt.example_shapes);
       r.script->check_parts(r.plan.part_first_layer, r.plan.part_layers);
     }
-    const int part = static_cast<int>(std::find(r.plan.part_first_layer.begin(), r.plan.part_first_layer.end(), shape.first_layer) -
-                                      r.plan.part_first_layer.begin());
-    return std::make_unique<ScriptPart>(*r.script, shape.first_layer, r.plan.part_layers.at(static_cast<size_t>(part)),
-                                        shape.embedding, shape.head, r.device);
+    return std::make_unique<ScriptPart>(*r.script, shape.first_layer, shape.num_layers, shape.embedding, shape.head, r.device);
   }
   auto gpt = std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed, r.device);
   gpt->set_recompute_attention_core(r.opt.plan.recompute == costmodel::RecomputePolicy::Selective);

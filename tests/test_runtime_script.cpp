@@ -8,10 +8,13 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "costmodel/presets.h"
+#include "graphs/estimate.h"
 #include "runtime/optim.h"
 #include "runtime/rank.h"
 #include "runtime/script_part.h"
 #include "runtime/torch_pch.h"
+#include "runtime/torchscript_graph.h"
 #include "schedules/error.h"
 #include "tests/runtime_helpers.h"
 
@@ -143,6 +146,49 @@ TEST(RuntimeScript, SubgraphProgramsPassOneTensor) {
   const double direct = m.forward({x, t}).toTensor().item<double>();
   const torch::Tensor staged = whole.loss(whole.layers(whole.embed(x), 0, whole.shape().num_layers), t);
   EXPECT_NEAR(staged.item<double>(), direct, 1e-6 * std::fabs(direct));
+  std::remove(path.c_str());
+}
+
+// Measured costs from the graph itself: each subgraph timed on this CPU and written onto its
+// nodes; the graph route then prices a stage's forward as the sum of its nodes' measured times.
+TEST(RuntimeScript, MeasuredSubgraphTimesPriceTheStages) {
+  const std::string path = save_residual_stack("residual_measured.pt");
+  const graphs::Graph g = runtime::import_torchscript_measured(path, kShapes, 3);
+  double fwd = 0;
+  for (const graphs::Node& n : g.nodes) {
+    if (n.kind == "input") continue;
+    EXPECT_GE(n.fwd_s, 0) << n.name;
+    EXPECT_GE(n.bwd_s, 0) << n.name;
+    fwd += n.fwd_s;
+  }
+  EXPECT_GT(fwd, 0);
+  EXPECT_DOUBLE_EQ(graphs::from_json(graphs::to_json(g)).nodes.back().fwd_s, g.nodes.back().fwd_s);
+  const costmodel::ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  costmodel::ParallelPlan p;
+  p.pp = 2;
+  p.num_microbatches = 4;
+  p.microbatch_size = static_cast<int>(kShapes[0][0]);
+  const costmodel::Estimate e = graphs::estimate_graph(g, c, p);
+  const graphs::Sharding sh = graphs::shard(g);
+  const int first_stage = graphs::stage_partition(sh, c, p, 2).stages[0].count;
+  double stage0 = 0;
+  for (int i = 0; i < first_stage; ++i)
+    for (int k : sh.subgraphs[static_cast<size_t>(i)].nodes) stage0 += g.nodes[static_cast<size_t>(k)].fwd_s;
+  EXPECT_NEAR(e.costs.stages[0].f_s, stage0, 1e-12 + 1e-9 * stage0);
+  bool noted = false;
+  for (const std::string& n : e.costs.notes) noted = noted || n.find("measured times") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // Through the commands: partition --measure writes the graph, estimate prices it.
+  const std::string out = temp_path("residual_measured.graph.json");
+  RunResult m = run_cli("partition --model " + path + shape_flags() + " --measure --pp 2 --graph-out " + out);
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  RunResult est = run_cli("estimate --model " + out + " --cluster h100-nvl-ib-64 --pp 2 --dp 1 --microbatches 4 --microbatch-size 2");
+  EXPECT_EQ(est.exit_code, 0) << est.err;
+  EXPECT_NE(est.out.find("measured times"), std::string::npos) << est.out;
+  RunResult preset = run_cli("partition --model tiny --measure");
+  EXPECT_EQ(preset.exit_code, 2);
+  EXPECT_NE(preset.err.find("--measure is for a TorchScript model"), std::string::npos) << preset.err;
+  std::remove(out.c_str());
   std::remove(path.c_str());
 }
 
