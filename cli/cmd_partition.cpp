@@ -94,7 +94,8 @@ void run(const PartitionOpts& o) {
   }
   std::cout << "model " << g.name << ": " << g.nodes.size() << " nodes, " << sh.subgraphs.size()
             << " subgraphs (Merak's graph sharding, " << fmt_seconds(shard_s) << "), " << o.pp << " stages"
-            << (po.cluster ? " on " + cl.name : " (balanced by FLOPs; --cluster prices them)") << "\n\nSubgraphs\n";
+            << (po.cluster ? " on " + cl.name : p.by_time ? " (balanced by measured times)" : " (balanced by FLOPs; --cluster prices them)")
+            << "\n\nSubgraphs\n";
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < sh.subgraphs.size(); ++i) {
     const auto& s = sh.subgraphs[i];
@@ -109,10 +110,10 @@ void run(const PartitionOpts& o) {
     const auto& b = sh.subgraphs[static_cast<size_t>(st.first + st.count - 1)];
     rows.push_back({std::to_string(i), std::to_string(st.first) + "-" + std::to_string(st.first + st.count - 1),
                     g.nodes[static_cast<size_t>(a.nodes.front())].name + " .. " + g.nodes[static_cast<size_t>(b.nodes.back())].name,
-                    po.cluster ? fmt_seconds(st.time_s) : fmt_num(st.flops / 1e9, 4) + " GFLOP", fmt_bytes(st.static_bytes),
+                    p.by_time ? fmt_seconds(st.time_s) : fmt_num(st.flops / 1e9, 4) + " GFLOP", fmt_bytes(st.static_bytes),
                     fmt_bytes(st.act_bytes), i + 1 < p.stages.size() ? fmt_bytes(st.send_bytes) : "-"});
   }
-  std::cout << format_table({"stage", "subgraphs", "from .. to", po.cluster ? "time/microbatch" : "work/microbatch",
+  std::cout << format_table({"stage", "subgraphs", "from .. to", p.by_time ? "time/microbatch" : "work/microbatch",
                              "weights+grads+Adam", "activations/microbatch", "sent at the cut"},
                             rows);
 }

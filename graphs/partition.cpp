@@ -17,11 +17,18 @@ Partition partition(const Sharding& sh, const PartitionOptions& opt, const std::
                      " subgraphs (allowed: 1 to the number of subgraphs)");
   const double rate = opt.cluster ? flops_rate(*opt.cluster) : 1.0;
   if (!(rate > 0)) throw InputError("partition: cluster '" + opt.cluster->name + "' computes at no rate (peak or efficiency 0)");
+  const double rc = opt.full_recompute ? 2 : 1;  // the forward runs twice under full recomputation
+  bool all_measured = true;
+  for (const Subgraph& s : sh.subgraphs) all_measured = all_measured && s.unmeasured == 0;
+  const bool by_time = opt.cluster || all_measured;
+  // A subgraph's work: seconds (measured nodes by their times, the rest at the rate), else FLOPs.
+  auto work_of = [&](const Subgraph& s) {
+    if (!by_time) return s.fwd_flops * rc + s.bwd_flops;
+    const double priced = (s.fwd_flops - s.measured_fwd_flops) * rc + (s.bwd_flops - s.measured_bwd_flops);
+    return (opt.cluster ? priced / rate : 0.0) + s.fwd_s * rc + s.bwd_s;
+  };
   std::vector<double> work(n);
-  for (size_t i = 0; i < n; ++i) {
-    const Subgraph& s = sh.subgraphs[i];
-    work[i] = (s.fwd_flops * (opt.full_recompute ? 2 : 1) + s.bwd_flops) / rate;
-  }
+  for (size_t i = 0; i < n; ++i) work[i] = work_of(sh.subgraphs[i]);
   std::vector<int> counts = given;
   if (counts.empty()) {
     counts = planner::balance_sequence(work, opt.stages);
@@ -36,6 +43,7 @@ Partition partition(const Sharding& sh, const PartitionOptions& opt, const std::
                        " subgraphs; the graph has " + std::to_string(n) + " subgraphs for " + std::to_string(opt.stages) + " stages");
   }
   Partition out;
+  out.by_time = by_time;
   int first = 0;
   for (int c : counts) {
     StagePart p;
@@ -43,15 +51,15 @@ Partition partition(const Sharding& sh, const PartitionOptions& opt, const std::
     p.count = c;
     for (int i = first; i < first + c; ++i) {
       const Subgraph& s = sh.subgraphs[static_cast<size_t>(i)];
-      p.flops += s.fwd_flops * (opt.full_recompute ? 2 : 1) + s.bwd_flops;
+      p.flops += s.fwd_flops * rc + s.bwd_flops;
+      if (by_time) p.time_s += work[static_cast<size_t>(i)];
       p.param_bytes += s.param_bytes;
       p.act_bytes += s.act_bytes;
     }
-    p.time_s = opt.cluster ? p.flops / rate : 0;
     p.static_bytes = p.param_bytes * opt.static_bytes_per_param_byte;
     first += c;
     if (first < static_cast<int>(n)) p.send_bytes = sh.subgraphs[static_cast<size_t>(first - 1)].boundary_bytes;
-    out.bottleneck = std::max(out.bottleneck, opt.cluster ? p.time_s : p.flops);
+    out.bottleneck = std::max(out.bottleneck, by_time ? p.time_s : p.flops);
     out.stages.push_back(p);
   }
   return out;

@@ -22,7 +22,7 @@ struct PartitionOptions {
 struct StagePart {
   int first = 0, count = 0;     // subgraphs [first, first + count)
   double flops = 0;             // forward and backward (and recomputation) of one microbatch
-  double time_s = 0;            // flops at the cluster's rate; 0 without a cluster
+  double time_s = 0;            // seconds of one microbatch (Partition::by_time), else 0
   double param_bytes = 0;       // the stage's weights (tied copies included)
   double static_bytes = 0;      // weights, gradients and optimizer states
   double act_bytes = 0;         // what one microbatch's forward keeps (no recomputation)
@@ -31,7 +31,10 @@ struct StagePart {
 
 struct Partition {
   std::vector<StagePart> stages;
-  double bottleneck = 0;        // the largest stage's time (or FLOPs without a cluster)
+  double bottleneck = 0;        // the largest stage's time (or FLOPs when not by_time)
+  bool by_time = false;         // balanced and priced in seconds: with a cluster (measured nodes
+                                // by their times, the rest at its rate), or without one when every
+                                // operator carries measured times; else by FLOPs
 };
 
 // The rate a cluster computes a subgraph's FLOPs at: its peak times achieved_efficiency, the

@@ -64,6 +64,9 @@ Subgraph describe(const Graph& g, const std::vector<int>& nodes, const std::vect
       if (owner >= 0 && sub_of[static_cast<size_t>(owner)] != id) sg.param_bytes += g.nodes[static_cast<size_t>(owner)].param_bytes;
     }
     sg.act_bytes += kept_bytes(x);
+    if (x.fwd_s >= 0) sg.fwd_s += x.fwd_s, sg.measured_fwd_flops += x.fwd_flops;
+    if (x.bwd_s >= 0) sg.bwd_s += x.bwd_s, sg.measured_bwd_flops += x.backward_flops();
+    sg.unmeasured += x.fwd_s < 0 || x.bwd_s < 0;
     for (int p : x.inputs)
       if (sub_of[static_cast<size_t>(p)] != id) in.insert(p);
     for (int u : users[static_cast<size_t>(n)])

@@ -34,7 +34,10 @@ struct Subgraph {
   double fwd_flops = 0;      // its nodes' forward FLOPs, one microbatch
   double bwd_flops = 0;      // and backward
   double param_bytes = 0;    // parameters its nodes own or share (a tied copy counts here too)
-  double act_bytes = 0;      // outputs of its nodes: what its forward keeps for the backward
+  double act_bytes = 0;      // what its nodes keep for the backward (graph.h kept_bytes)
+  double fwd_s = 0, bwd_s = 0;  // measured seconds of its nodes that carry them (graph.h fwd_s, bwd_s)
+  double measured_fwd_flops = 0, measured_bwd_flops = 0;  // those nodes' FLOPs, priced by the times instead
+  int unmeasured = 0;        // operators without measured times
   double boundary_bytes = 0; // bytes it hands to the next subgraph (outputs that are not graph
                              // inputs or common nodes passed along)
 };

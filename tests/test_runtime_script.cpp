@@ -10,6 +10,7 @@
 
 #include "costmodel/presets.h"
 #include "graphs/estimate.h"
+#include "graphs/partition.h"
 #include "runtime/optim.h"
 #include "runtime/rank.h"
 #include "runtime/script_part.h"
@@ -175,6 +176,15 @@ TEST(RuntimeScript, MeasuredSubgraphTimesPriceTheStages) {
   for (int i = 0; i < first_stage; ++i)
     for (int k : sh.subgraphs[static_cast<size_t>(i)].nodes) stage0 += g.nodes[static_cast<size_t>(k)].fwd_s;
   EXPECT_NEAR(e.costs.stages[0].f_s, stage0, 1e-12 + 1e-9 * stage0);
+  // The stages are balanced on the measured times too: without a cluster, in seconds.
+  graphs::PartitionOptions po;
+  po.stages = 2;
+  const graphs::Partition by_time = graphs::partition(sh, po);
+  EXPECT_TRUE(by_time.by_time);
+  double all = 0, staged = 0;
+  for (const graphs::Node& n : g.nodes) all += n.kind == "input" ? 0 : n.fwd_s + n.bwd_s;
+  for (const graphs::StagePart& sp : by_time.stages) staged += sp.time_s;
+  EXPECT_NEAR(staged, all, 1e-12 + 1e-9 * all);
   bool noted = false;
   for (const std::string& n : e.costs.notes) noted = noted || n.find("measured times") != std::string::npos;
   EXPECT_TRUE(noted);
