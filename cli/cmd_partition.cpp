@@ -30,10 +30,6 @@ struct PartitionOpts {
   bool json = false;
 };
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 graphs::Graph load(const PartitionOpts& o) {
   if (o.measure && !is_torchscript(o.model))
     throw InputError("--measure is for a TorchScript model (--model FILE.pt); --model is " + o.model);

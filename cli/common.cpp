@@ -102,10 +102,11 @@ std::vector<std::string> split_list(const std::string& s, char sep) {
   return out;
 }
 
-bool is_torchscript(const std::string& model_arg) {
-  const std::string tail = ".pt";
-  return model_arg.size() > tail.size() && model_arg.compare(model_arg.size() - tail.size(), tail.size(), tail) == 0;
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
+
+bool is_torchscript(const std::string& model_arg) { return ends_with(model_arg, ".pt"); }
 
 std::vector<std::vector<std::int64_t>> example_shapes(const std::vector<std::string>& values) {
   std::vector<std::vector<std::int64_t>> out;
@@ -144,7 +145,7 @@ void apply_nodes(costmodel::ClusterSpec& c, const std::optional<int>& nodes) {
 }
 
 std::optional<graphs::Graph> graph_arg(const std::string& model_arg) {
-  if (model_arg.size() <= 5 || model_arg.compare(model_arg.size() - 5, 5, ".json") != 0) return std::nullopt;
+  if (!ends_with(model_arg, ".json")) return std::nullopt;
   nlohmann::json j = schedules::read_json_file(model_arg, "--model");
   if (!j.is_object() || j.value("format", "") != "stagecraft-graph") return std::nullopt;
   return graphs::from_json(j, "graph '" + model_arg + "'");

@@ -88,6 +88,8 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
 void write_file_atomic(const std::string& path, const std::string& content);
 
 std::vector<std::string> split_list(const std::string& s, char sep = ',');
+// True when `s` ends with `tail` and is longer than it (a file name with that extension).
+bool ends_with(const std::string& s, const std::string& tail);
 // True when `model_arg` names a TorchScript module (a .pt file).
 bool is_torchscript(const std::string& model_arg);
 // --example-shape values ("4,8,16", one per forward argument) as shapes; InputError naming the

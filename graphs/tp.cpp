@@ -40,6 +40,7 @@ std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t) 
   if (t < 1) throw InputError("tp = " + std::to_string(t) + " is invalid (must be at least 1)");
   const std::vector<bool> split = split_outputs(g);
   const double T = t;
+  auto share = [&](int k) { return split[static_cast<size_t>(k)] && t > 1 ? T : 1.0; };  // a split output's divisor
   std::set<int> reduced;  // inputs whose gradient is already all-reduced (Megatron's f, once per tensor)
   std::vector<TpSubgraph> out;
   for (size_t id = 0; id < sh.subgraphs.size(); ++id) {
@@ -61,7 +62,7 @@ std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t) 
         if (owner >= 0 && sh.subgraph_of[static_cast<size_t>(owner)] != static_cast<int>(id)) params += g.nodes[static_cast<size_t>(owner)].param_bytes;
       }
       ts.param_bytes += params / d;
-      ts.act_bytes += kept_bytes(n) / (split[static_cast<size_t>(k)] && t > 1 ? T : 1);
+      ts.act_bytes += kept_bytes(n) / share(k);
       if (t == 1) continue;
       if (n.tp == "column" && !n.shape.empty() && n.shape.back() % t != 0)  // (a vocabulary is padded, as Megatron-LM pads it)
         throw InputError("graph node '" + n.name + "' (tp " + n.tp + "): its output's last dimension " + std::to_string(n.shape.back()) +
@@ -83,7 +84,7 @@ std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t) 
     }
     for (int o : sg.outputs)
       if (std::find(sh.common.begin(), sh.common.end(), o) == sh.common.end())
-        ts.boundary_bytes += output_bytes(g.nodes[static_cast<size_t>(o)]) / (split[static_cast<size_t>(o)] && t > 1 ? T : 1);
+        ts.boundary_bytes += output_bytes(g.nodes[static_cast<size_t>(o)]) / share(o);
     out.push_back(ts);
   }
   return out;
