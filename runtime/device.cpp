@@ -92,7 +92,7 @@ namespace {
 // Bytes in tensors on `d`: GPU `d`'s caching allocator, or the CPU's counting allocator (-1
 // when it is not installed); the peak since the last reset, or now.
 std::int64_t allocated_bytes(const torch::Device& d, bool peak) {
-  if (!d.is_cuda()) return peak ? cpu_peak_bytes() : cpu_live_bytes();
+  if (!d.is_cuda()) return peak ? counted_peak_bytes(CountedDevice::Cpu) : counted_live_bytes(CountedDevice::Cpu);
 #if defined(STAGECRAFT_WITH_CUDA)
   // Index 0 is StatType::AGGREGATE (declared in c10::CachingDeviceAllocator since 2.5, in
   // c10::cuda::CUDACachingAllocator before; the first enumerator in both).
@@ -129,13 +129,27 @@ torch::Device parse_device(const std::string& name, const std::string& what) {
 }
 
 void reset_device_peak(const torch::Device& d) {
-  if (!d.is_cuda()) return reset_cpu_peak();
+  if (!d.is_cuda()) return reset_counted_peak(CountedDevice::Cpu);
 #if defined(STAGECRAFT_WITH_CUDA)
   // The caching allocator initialises lazily, at the first allocation; resetting its statistics
   // before that fails with "Invalid device argument" (seen with LibTorch 2.11 on an H200).
   (void)torch::empty({1}, torch::TensorOptions().device(d));
   c10::cuda::CUDACachingAllocator::resetPeakStats(d.index());
+  reset_counted_peak(CountedDevice::Cuda);
 #endif
+}
+
+void install_memory_counter(const torch::Device& d) {
+  if (d.is_cuda()) return install_cuda_memory_counter(d.index());
+  install_cpu_memory_counter();
+}
+
+bool memory_counter_installed(const torch::Device& d) {
+  return memory_counter_installed(d.is_cuda() ? CountedDevice::Cuda : CountedDevice::Cpu);
+}
+
+MemBreakdown device_peak_breakdown(const torch::Device& d) {
+  return counted_peak_breakdown(d.is_cuda() ? CountedDevice::Cuda : CountedDevice::Cpu);
 }
 
 std::string describe(const torch::Device& d) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/memory_category.h"
 #include "runtime/torch_pch.h"
 #include "runtime/train.h"
 
@@ -49,6 +50,13 @@ std::int64_t device_peak_bytes(const torch::Device& d);
 void reset_device_peak(const torch::Device& d);
 // Bytes in tensors on `d` now, from the same sources (-1 on the CPU without the counter).
 std::int64_t device_allocated_bytes(const torch::Device& d);
+// The memory counter of `d` (memory_counter.h): the counting CPU allocator, or a trace tracker
+// on GPU `d`'s caching allocator (Error where that allocator has none).
+void install_memory_counter(const torch::Device& d);
+bool memory_counter_installed(const torch::Device& d);
+// Bytes per category at the counter's peak since the last reset_device_peak (zero when not
+// installed). On a GPU they sum to requested bytes, under the allocator's rounded peak.
+MemBreakdown device_peak_breakdown(const torch::Device& d);
 // "cpu" -> the CPU, "cuda" -> GPU 0, "cuda:N" -> GPU N; InputError naming `what` when the name
 // is not a device or this build or machine has no such GPU.
 torch::Device parse_device(const std::string& name, const std::string& what);

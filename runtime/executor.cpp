@@ -811,7 +811,7 @@ struct Executor::Impl {
 
   // Gradients a backward produced leave its working memory for their own category.
   void tag_gradients() {
-    if (!cpu_memory_counter_installed()) return;
+    if (!memory_counter_installed(cfg.device)) return;
     for (const auto& [stage, P] : parts)
       for (const auto& np : P->named_parameters()) tag_tensor(np.second.grad(), MemCategory::Gradients);
   }
@@ -923,7 +923,7 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
   tl.resolve();  // on a GPU: waits for the iteration's kernels, then reads the events
   m.rec.time_s = tl.resolved_at_s() - tl.seconds(step_mark);
   m.rec.peak_bytes = device_peak_bytes(m.cfg.device);
-  if (!m.cfg.device.is_cuda() && cpu_memory_counter_installed()) m.rec.peak_breakdown = cpu_peak_breakdown();
+  if (memory_counter_installed(m.cfg.device)) m.rec.peak_breakdown = device_peak_breakdown(m.cfg.device);
   m.rec.tp_collectives = tp.collectives - collectives_before;
   for (PieceMarks& pm : m.piece_marks) {
     if (pm.end_mark < 0) throw Error("runtime: a tp piece of action " + std::to_string(pm.span.position) + " never ended");

@@ -1,8 +1,9 @@
 #include "runtime/memory_counter.h"
 
 #include <atomic>
-#include <mutex>
 
+#include "runtime/memory_counter_cuda.h"
+#include "runtime/memory_ledger.h"
 #include "runtime/torch_pch.h"
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -20,35 +21,11 @@ struct Header {
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "the header must fit ahead of the aligned data");
 
-std::atomic<std::int64_t> g_live{0};
-std::atomic<std::int64_t> g_peak{0};
-std::atomic<std::int64_t> g_cat[kMemCategories];
-std::mutex g_peak_mutex;     // guards g_peak_cat, and g_peak's raises
-MemBreakdown g_peak_cat{};   // per category at the peak's instant
 std::atomic<bool> g_installed{false};
-thread_local MemCategory t_category = MemCategory::Other;
 
-MemBreakdown live_breakdown() {
-  MemBreakdown b{};
-  for (int i = 0; i < kMemCategories; ++i) b[static_cast<size_t>(i)] = g_cat[i].load(std::memory_order_relaxed);
-  return b;
-}
-
-// Live bytes a GPU would hold: all but the host copies of offloaded checkpoints and the tensors
-// only a Gloo send holds (memory_counter.h).
-std::int64_t device_live() {
-  auto cat = [](MemCategory c) { return g_cat[static_cast<int>(c)].load(std::memory_order_relaxed); };
-  return g_live.load(std::memory_order_relaxed) - cat(MemCategory::OffloadHost) - cat(MemCategory::SendHeld);
-}
-
-// An allocation brought the device bytes to `live`: a new peak takes a snapshot of the categories.
-void raise_peak(std::int64_t live) {
-  if (live <= g_peak.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> lock(g_peak_mutex);
-  const std::int64_t now = device_live();  // other threads may have moved it
-  if (now <= g_peak.load(std::memory_order_relaxed)) return;
-  g_peak.store(now, std::memory_order_relaxed);
-  g_peak_cat = live_breakdown();
+Ledger& cpu_ledger() {
+  static Ledger ledger(/*host_shares_device=*/true);
+  return ledger;
 }
 
 Header* header_of(void* data) { return reinterpret_cast<Header*>(static_cast<char*>(data) - kHeaderBytes); }
@@ -57,9 +34,7 @@ Header* header_of(void* data) { return reinterpret_cast<Header*>(static_cast<cha
 void release(void* data) {
   if (!data) return;
   Header* h = header_of(data);
-  const auto n = static_cast<std::int64_t>(h->bytes);
-  g_cat[h->category.load(std::memory_order_relaxed)].fetch_sub(n, std::memory_order_relaxed);
-  g_live.fetch_sub(n, std::memory_order_relaxed);
+  cpu_ledger().remove(static_cast<std::int64_t>(h->bytes), static_cast<MemCategory>(h->category.load(std::memory_order_relaxed)));
   h->~Header();
   c10::free_cpu(h);
 }
@@ -78,33 +53,29 @@ class CountingAllocator final : public c10::Allocator {
   static c10::DataPtr make(size_t n) {
     if (n == 0) return {nullptr, nullptr, &release, c10::Device(c10::DeviceType::CPU)};
     void* block = c10::alloc_cpu(n + kHeaderBytes);  // throws on failure
-    auto* h = new (block) Header{n, {static_cast<std::uint8_t>(t_category)}};
-    g_cat[static_cast<int>(t_category)].fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
-    g_live.fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
-    if (t_category != MemCategory::OffloadHost) raise_peak(device_live());
+    const MemCategory c = current_category();
+    auto* h = new (block) Header{n, {static_cast<std::uint8_t>(c)}};
+    cpu_ledger().add(static_cast<std::int64_t>(n), c);
     void* data = reinterpret_cast<char*>(h) + kHeaderBytes;
     return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
 };
 
-}  // namespace
-
-const char* mem_category_name(MemCategory c) {
-  switch (c) {
-    case MemCategory::Other: return "other";
-    case MemCategory::Parameters: return "parameters";
-    case MemCategory::Gradients: return "gradients";
-    case MemCategory::OptimizerStates: return "optimizer_states";
-    case MemCategory::Activations: return "activations";
-    case MemCategory::Backward: return "backward_working";
-    case MemCategory::Received: return "received";
-    case MemCategory::OffloadHost: return "offload_host";
-    case MemCategory::Communication: return "communication";
-    case MemCategory::SendHeld: return "send_held";
-    case MemCategory::Count: break;
-  }
-  return "?";
+void tag_cpu(const at::Tensor& t, MemCategory c) {
+  const c10::DataPtr& d = t.storage().data_ptr();
+  if (d.get_deleter() != &release || !d.get()) return;
+  Header* h = header_of(d.get());
+  const auto to = static_cast<std::uint8_t>(c);
+  const std::uint8_t from = h->category.exchange(to, std::memory_order_relaxed);
+  cpu_ledger().move(static_cast<std::int64_t>(h->bytes), static_cast<MemCategory>(from), c);
 }
+
+Ledger* installed_ledger(CountedDevice d) {
+  if (d == CountedDevice::Cpu) return g_installed ? &cpu_ledger() : nullptr;
+  return cuda_counter::installed() ? &cuda_counter::ledger() : nullptr;
+}
+
+}  // namespace
 
 void install_cpu_memory_counter() {
   static CountingAllocator* counter = [] {
@@ -116,39 +87,36 @@ void install_cpu_memory_counter() {
   (void)counter;
 }
 
-bool cpu_memory_counter_installed() { return g_installed.load(); }
+bool memory_counter_installed(CountedDevice d) { return installed_ledger(d) != nullptr; }
 
-std::int64_t cpu_live_bytes() { return g_installed ? device_live() : -1; }
-
-std::int64_t cpu_peak_bytes() { return g_installed ? g_peak.load(std::memory_order_relaxed) : -1; }
-
-void reset_cpu_peak() {
-  std::lock_guard<std::mutex> lock(g_peak_mutex);
-  g_peak.store(device_live(), std::memory_order_relaxed);
-  g_peak_cat = live_breakdown();
+std::int64_t counted_live_bytes(CountedDevice d) {
+  const Ledger* l = installed_ledger(d);
+  return l ? l->device_live() : -1;
 }
 
-MemBreakdown cpu_live_breakdown() { return live_breakdown(); }
+std::int64_t counted_peak_bytes(CountedDevice d) {
+  const Ledger* l = installed_ledger(d);
+  return l ? l->peak() : -1;
+}
 
-MemBreakdown cpu_peak_breakdown() {
-  std::lock_guard<std::mutex> lock(g_peak_mutex);
-  return g_peak_cat;
+void reset_counted_peak(CountedDevice d) {
+  if (Ledger* l = installed_ledger(d)) l->reset_peak();
+}
+
+MemBreakdown counted_live_breakdown(CountedDevice d) {
+  const Ledger* l = installed_ledger(d);
+  return l ? l->live_breakdown() : MemBreakdown{};
+}
+
+MemBreakdown counted_peak_breakdown(CountedDevice d) {
+  const Ledger* l = installed_ledger(d);
+  return l ? l->peak_breakdown() : MemBreakdown{};
 }
 
 void tag_tensor(const at::Tensor& t, MemCategory c) {
   if (!t.defined() || !t.has_storage()) return;
-  const c10::DataPtr& d = t.storage().data_ptr();
-  if (d.get_deleter() != &release || !d.get()) return;
-  Header* h = header_of(d.get());
-  const auto to = static_cast<std::uint8_t>(c);
-  const std::uint8_t from = h->category.exchange(to, std::memory_order_relaxed);
-  if (from == to) return;
-  const auto n = static_cast<std::int64_t>(h->bytes);
-  g_cat[to].fetch_add(n, std::memory_order_relaxed);
-  g_cat[from].fetch_sub(n, std::memory_order_relaxed);
+  if (t.is_cuda()) return cuda_counter::retag(t, c);
+  if (t.device().is_cpu()) tag_cpu(t, c);
 }
-
-MemoryScope::MemoryScope(MemCategory c) : previous_(t_category) { t_category = c; }
-MemoryScope::~MemoryScope() { t_category = previous_; }
 
 }  // namespace stagecraft::runtime

@@ -269,7 +269,7 @@ void train_loop(Run& r) {
       s["preempt"] = {{"chunks", rec.preempt_chunks}, {"yields", rec.preempt_yields}, {"expired", rec.preempt_expired},
                       {"yield_s", rec.preempt_yield_s}};
     if (r.has_loss) s["loss"] = loss;
-    if (cpu_memory_counter_installed()) s["peak_breakdown_bytes"] = breakdown_json(rec.peak_breakdown);
+    if (memory_counter_installed(r.device)) s["peak_breakdown_bytes"] = breakdown_json(rec.peak_breakdown);
     if (!r.opt.trace_path.empty()) s["spans"] = spans_json(rec);
     if (!r.opt.trace_path.empty() && !rec.pieces.empty()) s["tp_pieces"] = pieces_json(rec);
     r.steps.push_back(s);
@@ -353,9 +353,20 @@ void finish(Run& r) {
   r.store->wait(keys, r.timeout());  // the store lives in rank 0: keep it until everyone is out
 }
 
+// The memory counter of the rank's device. A GPU whose allocator takes no trace tracker still
+// trains, with the allocator's totals and without the breakdown, and says so.
+void install_counter(const Run& r) {
+  try {
+    install_memory_counter(r.device);
+  } catch (const Error& e) {
+    if (!r.device.is_cuda()) throw;
+    std::fprintf(stderr, "rank %d: warning: %s\n", r.env.rank, e.what());
+  }
+}
+
 void run(Run& r) {
   torch::set_num_threads(r.opt.threads);
-  if (!r.device.is_cuda()) install_cpu_memory_counter();  // before the model: every tensor counted
+  install_counter(r);  // before the model: every tensor counted
   rendezvous(r);
   make_groups(r);
   build_model(r);

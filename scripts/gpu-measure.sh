@@ -49,5 +49,14 @@ for p in ("bf16", "fp32"):
     print(f"{p}: {s['mean_iteration_time_s']*1e3:.1f} ms/iteration, {s['tokens_per_s']:.0f} tokens/s, "
           f"MFU {100*s['model_flops_per_s']/peak:.1f}%, HFU {100*s['hardware_flops_per_s']/peak:.1f}% of 989 TFLOP/s, "
           f"peak {s['ranks'][0]['peak_memory_bytes']/2**30:.1f} GiB ({s['ranks'][0]['device']})")
+    # The counter's breakdown at its peak (requested bytes) against the allocator's rounded peak.
+    r0 = s['ranks'][0]
+    b = r0.get('peak_breakdown_bytes')
+    if not b:
+        print(f"{p}: no peak breakdown (see the train log)"); continue
+    total = sum(v for k, v in b.items())
+    print(f"{p}: breakdown at the counted peak, {total/2**30:.2f} GiB "
+          f"({100*total/r0['peak_memory_bytes']:.1f}% of the allocator's peak): " +
+          ", ".join(f"{k} {v/2**30:.2f}" for k, v in b.items() if v))
 PY
 exit "$status"
