@@ -53,7 +53,8 @@ costmodel::Estimate with_engine(const costmodel::Estimate& e, const std::string&
 
 void print_estimate(const costmodel::Estimate& e) {
   const auto& p = e.plan;
-  std::cout << "model " << e.model.name << " on cluster " << e.cluster.name << " (" << e.cluster.num_gpus() << " x "
+  const bool fused = e.model.attention_kernel == costmodel::AttentionKernel::Fused;
+  std::cout << "model " << e.model.name << (fused ? " (fused attention)" : "") << " on cluster " << e.cluster.name << " (" << e.cluster.num_gpus() << " x "
             << e.cluster.gpu_name << ")\n"
             << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << ", microbatch size " << p.microbatch_size
             << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << " ("

@@ -26,9 +26,11 @@ runtime::TrainOptions resolve_train(const TrainFlags& f, int world) {
   o.plan = resolve_plan(f.plan, world, "ranks of the world (--nproc or WORLD_SIZE)");
   if (!is_torchscript(f.plan.model)) {
     if (!f.example_shape.empty()) throw InputError("--example-shape is for a TorchScript model (--model FILE.pt); --model is " + f.plan.model);
-    o.model = costmodel::load_model(f.plan.model);
+    o.model = load_model_flags(f.plan);
     return o;
   }
+  if (!f.plan.attention_kernel.empty())
+    throw InputError("--attention-kernel is for the built-in decoders; --model " + f.plan.model + " is TorchScript and runs its own attention");
   o.script_path = f.plan.model;
   o.example_shapes = example_shapes(f.example_shape);
   if (o.example_shapes.size() != 2)

@@ -17,6 +17,9 @@ namespace stagecraft::cli {
 
 void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster) {
   app->add_option("--model", f.model, "model preset name (see `stagecraft presets`) or a model JSON file")->required();
+  app->add_option("--attention-kernel", f.attention_kernel,
+                  "the model's attention core: materialized (scores kept, Korthikanti; the presets') or fused (flash attention: "
+                  "no s x s tensor kept; the runtime needs LibTorch 2.x)");
   if (with_cluster) app->add_option("--cluster", f.cluster, "cluster preset name or a cluster JSON file")->required();
   app->add_option("--plan", f.plan_file, "plan JSON file; the flags below override its fields");
   app->add_option("--dp", f.dp, "data-parallel degree (default: GPUs / (tp * pp))");
@@ -155,10 +158,18 @@ costmodel::Estimate estimate_inputs(const Inputs& in, const costmodel::ParallelP
   return in.graph ? graphs::estimate_graph(*in.graph, in.cluster, p, eo) : costmodel::estimate(in.model, in.cluster, p, eo);
 }
 
+costmodel::ModelSpec load_model_flags(const PlanFlags& f) {
+  costmodel::ModelSpec m = costmodel::load_model(f.model);
+  if (!f.attention_kernel.empty()) m.attention_kernel = costmodel::parse_attention_kernel(f.attention_kernel, "--attention-kernel");
+  return m;
+}
+
 Inputs resolve(const PlanFlags& f) {
   Inputs in;
   in.graph = graph_arg(f.model);
-  in.model = in.graph ? graphs::model_of(*in.graph) : costmodel::load_model(f.model);
+  if (in.graph && !f.attention_kernel.empty())
+    throw InputError("--attention-kernel with a graph (--model " + f.model + "): the graph's nodes say what they keep (saved_bytes)");
+  in.model = in.graph ? graphs::model_of(*in.graph) : load_model_flags(f);
   in.cluster = costmodel::load_cluster(f.cluster);
   apply_memory_margin(in.cluster, f.memory_margin);
   apply_nodes(in.cluster, f.nodes);

@@ -31,6 +31,7 @@ nlohmann::json params_for(const std::string& schedule, const nlohmann::json& par
 // Flags of `estimate`, `compare` (and later `simulate`, `train`) that define a configuration.
 struct PlanFlags {
   std::string model;              // preset name or JSON file
+  std::string attention_kernel;   // overrides the model's: materialized | fused ("" keeps it)
   std::string cluster;            // preset name or JSON file
   std::string plan_file;          // optional JSON plan; flags given override its fields
   std::optional<int> dp, tp, pp;  // dp defaults to GPUs / (tp * pp)
@@ -55,6 +56,9 @@ struct PlanFlags {
 
 // with_cluster = false leaves out --cluster (train: the plan does not depend on a cluster).
 void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster = true);
+
+// The model as --model names it, with --attention-kernel applied (InputError naming the flag).
+costmodel::ModelSpec load_model_flags(const PlanFlags& f);
 
 // --memory-margin: the fraction of GPU memory a plan leaves free (ClusterSpec::memory_margin).
 void add_memory_margin_flag(CLI::App* app, std::optional<double>& margin);

@@ -216,6 +216,7 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& 
 
 nlohmann::json to_json(const Estimate& e) {
   return {{"model", e.model.name},
+          {"attention_kernel", attention_kernel_name(e.model.attention_kernel)},
           {"cluster", e.cluster.name},
           {"plan", to_json(e.plan)},
           {"schedule", e.schedule.name},

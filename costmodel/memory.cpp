@@ -22,9 +22,14 @@ double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool s
   return sbh(m, b) * (replicated + (attention_sharded + mlp_sharded(m)) / t) * scale(m);
 }
 
+double attention_core_bytes(const ModelSpec& m, int b, int t) {
+  const double a = D(m.num_heads) / t, s = D(m.seq_length);
+  if (m.attention_kernel == AttentionKernel::Fused) return 4.0 * a * s * D(b);  // (b, a/t, s) fp32 log-sum-exp
+  return 5.0 * a * s * s * D(b) * scale(m);  // Korthikanti's 5as^2b/t at 2 bytes
+}
+
 double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp) {
-  double attention_core = 5.0 * D(m.num_heads) * D(m.seq_length) / (D(m.hidden_size) * t);
-  return layer_activation_selective_bytes(m, b, t, sp) + sbh(m, b) * attention_core * scale(m);
+  return layer_activation_selective_bytes(m, b, t, sp) + attention_core_bytes(m, b, t);
 }
 
 double layer_checkpoint_bytes(const ModelSpec& m, int b, int t, bool sp) {
@@ -32,7 +37,9 @@ double layer_checkpoint_bytes(const ModelSpec& m, int b, int t, bool sp) {
 }
 
 double layer_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp) {
-  const double softmax_pair = 2.0 * D(m.num_heads) * D(m.seq_length) * D(m.seq_length) * D(b) / t;
+  const double softmax_pair = m.attention_kernel == AttentionKernel::Fused
+                                  ? 0.0  // the fused backward recomputes scores tile by tile
+                                  : 2.0 * D(m.num_heads) * D(m.seq_length) * D(m.seq_length) * D(b) / t;
   const double gelu_pair = 2.0 * D(m.ffn_hidden_size) * D(m.seq_length) * D(b) / t;
   const double output_grad = D(m.seq_length) * D(b) * D(m.hidden_size) / (sp ? t : 1);
   return (std::max(softmax_pair, gelu_pair) + output_grad) * D(m.bytes_per_activation);

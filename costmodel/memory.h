@@ -16,6 +16,11 @@ namespace stagecraft::costmodel::memory {
 // With sequence parallelism (sp) every term is split t ways: sbh/t (34 + 5as/h) (Korthikanti
 // Sec. 4.2.2, eq. 4).
 double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp = false);
+// The attention core's share of it: 5as^2b/t at 2 bytes when materialised; with a fused kernel
+// (AttentionKernel::Fused) only the softmax's per-row log-sum-exp, 4as b/t bytes in fp32
+// (FlashAttention, Dao et al., NeurIPS 2022, Algorithm 1: the backward recomputes the scores
+// from Q, K, V, the output and the log-sum-exp, which the other terms already keep).
+double attention_core_bytes(const ModelSpec& m, int b, int t);
 // With selective recomputation the attention core's 5as/(ht) term is recomputed, not kept
 // (Korthikanti Sec. 5).
 double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp = false);

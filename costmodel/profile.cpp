@@ -45,6 +45,7 @@ ModelSpec spec_of(const LayerProfile& l) {
   ModelSpec m;
   m.name = "profiled";
   m.kind = parse_kind(l.model_kind);
+  m.attention_kernel = parse_attention_kernel(l.attention_kernel, "profile layer attention_kernel");
   m.num_layers = 1;
   m.hidden_size = l.hidden_size;
   m.num_heads = l.num_heads;
@@ -120,6 +121,8 @@ nlohmann::json to_json(const Profile& p) {
                       {"recompute", meas_json(l.recompute)}, {"activation_bytes", l.activation_bytes},
                       {"checkpoint_bytes", l.checkpoint_bytes}, {"backward_working_bytes", l.backward_working_bytes}});
   for (size_t i = 0; i < p.layers.size(); ++i)
+    if (p.layers[i].attention_kernel != "materialized") layers[i]["attention_kernel"] = p.layers[i].attention_kernel;
+  for (size_t i = 0; i < p.layers.size(); ++i)
     if (p.layers[i].num_kv_heads > 0) layers[i]["num_kv_heads"] = p.layers[i].num_kv_heads;
   for (size_t i = 0; i < p.layers.size(); ++i)
     if (p.layers[i].selective_activation_bytes > 0) {
@@ -164,6 +167,7 @@ Profile profile_fields(const nlohmann::json& j) {
     try {
       l.kind = e.at("kind").get<std::string>();
       l.model_kind = e.value("model_kind", std::string("gpt"));
+      l.attention_kernel = e.value("attention_kernel", std::string("materialized"));
       const std::string lw = "profile: layers[" + std::to_string(i) + "]";
       l.hidden_size = schedules::json_int(e.at("hidden_size"), lw + ".hidden_size");
       l.num_heads = schedules::json_int_or(e, "num_heads", 1, lw);
@@ -226,15 +230,21 @@ Profile load_profile(const std::string& path) {
 LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelSpec& m, int b, int tp) {
   // Candidates: same kind, model kind and tp degree if any were measured at that tp, else any tp.
   std::vector<const LayerProfile*> cand;
+  // A transformer layer's memory depends on its attention kernel; the ends' do not.
+  const std::string kernel(attention_kernel_name(m.attention_kernel));
+  auto same_model = [&](const LayerProfile& l) {
+    return l.kind == kind && l.model_kind == kind_name(m.kind) && (kind != "transformer" || l.attention_kernel == kernel);
+  };
   for (const auto& l : p.layers)
-    if (l.kind == kind && l.model_kind == kind_name(m.kind) && l.tp == tp) cand.push_back(&l);
+    if (same_model(l) && l.tp == tp) cand.push_back(&l);
   bool other_tp = cand.empty();
   if (other_tp)
     for (const auto& l : p.layers)
-      if (l.kind == kind && l.model_kind == kind_name(m.kind)) cand.push_back(&l);
+      if (same_model(l)) cand.push_back(&l);
   if (cand.empty())
-    throw InputError("profile " + p.source + " has no " + kind + " layer of a " + std::string(kind_name(m.kind)) +
-                     " model; profile one (stagecraft profile) or drop --profile");
+    throw InputError("profile " + p.source + " has no " + kind + " layer of a " + std::string(kind_name(m.kind)) + " model" +
+                     (kind == "transformer" ? " with attention_kernel " + kernel : std::string()) +
+                     "; profile one (stagecraft profile) or drop --profile");
   double q = work(kind, m, b, tp);
   auto w_of = [&](const LayerProfile* l) { return work(kind, spec_of(*l), l->microbatch_size, l->tp); };
   std::sort(cand.begin(), cand.end(), [&](auto* a, auto* c) { return w_of(a) < w_of(c); });

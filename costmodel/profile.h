@@ -26,6 +26,7 @@ Measurement measurement_of(const std::vector<double>& times_s);
 struct LayerProfile {
   std::string kind = "transformer";  // "transformer", "embedding" or "head"
   std::string model_kind = "gpt";    // ModelKind name the layer was built as
+  std::string attention_kernel = "materialized";  // AttentionKernel name its attention ran as
   int hidden_size = 0;
   int num_heads = 0;
   int num_kv_heads = 0;              // key/value heads (grouped-query attention); 0: num_heads

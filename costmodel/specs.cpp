@@ -106,6 +106,16 @@ ModelKind parse_kind(const std::string& s) {
   bad("model", "kind", "\"" + s + "\"", "allowed: gpt, bert, llama");
 }
 
+std::string_view attention_kernel_name(AttentionKernel k) {
+  return k == AttentionKernel::Fused ? "fused" : "materialized";
+}
+
+AttentionKernel parse_attention_kernel(const std::string& s, const std::string& field) {
+  if (s == "materialized") return AttentionKernel::Materialized;
+  if (s == "fused") return AttentionKernel::Fused;
+  bad("model", field, "\"" + s + "\"", "allowed: materialized (scores kept, Korthikanti), fused (flash attention)");
+}
+
 std::string_view recompute_name(RecomputePolicy p) {
   switch (p) {
     case RecomputePolicy::None: return "none";
@@ -145,6 +155,7 @@ nlohmann::json to_json(const ModelSpec& m) {
           {"bytes_per_activation", m.bytes_per_activation},
           {"source", m.source}};
   if (m.num_kv_heads != 0) j["num_kv_heads"] = m.num_kv_heads;
+  if (m.attention_kernel != AttentionKernel::Materialized) j["attention_kernel"] = attention_kernel_name(m.attention_kernel);
   return j;
 }
 
@@ -229,6 +240,7 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.vocab_size = r.req<int>("vocab_size");
   m.bytes_per_param = r.opt<int>("bytes_per_param", 2);
   m.bytes_per_activation = r.opt<int>("bytes_per_activation", 2);
+  m.attention_kernel = parse_attention_kernel(r.opt<std::string>("attention_kernel", "materialized"));
   m.source = r.opt<std::string>("source", "");
   r.done();
   check(m);

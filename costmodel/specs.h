@@ -18,6 +18,17 @@ enum class ModelKind {
   Llama,  // decoder, gated SwiGLU MLP (three matrices), no biases
 };
 
+// How the attention core (scores, softmax, weighted values) runs; it decides what the core keeps
+// for its backward (costmodel/memory.h).
+enum class AttentionKernel {
+  Materialized,  // scores and softmax as tensors (eager PyTorch, Megatron-LM without flash): the
+                 // backward keeps the softmax output, its dropout mask and the dropout's output,
+                 // 5as^2b bytes per layer (Korthikanti et al., MLSys 2023, Sec. 4.1)
+  Fused,         // one kernel that never writes the s x s scores (FlashAttention, Dao et al.,
+                 // NeurIPS 2022; PyTorch 2's scaled_dot_product_attention): the backward keeps the
+                 // output and each row's softmax log-sum-exp (fp32) and recomputes the rest
+};
+
 struct ModelSpec {
   std::string name;               // preset name or "custom"
   ModelKind kind = ModelKind::Gpt;
@@ -31,6 +42,7 @@ struct ModelSpec {
   int vocab_size = 0;             // V
   int bytes_per_param = 2;        // bytes of one weight (2 for 16-bit training)
   int bytes_per_activation = 2;   // bytes of one activation element
+  AttentionKernel attention_kernel = AttentionKernel::Materialized;  // what the core keeps
   std::string source;             // where the figures come from
 };
 
@@ -152,6 +164,9 @@ bool tp_divides(const ModelSpec& m, int t);
 
 std::string_view kind_name(ModelKind k);
 ModelKind parse_kind(const std::string& s);  // throws InputError
+std::string_view attention_kernel_name(AttentionKernel k);  // "materialized", "fused"
+// `field` names where the value came from in the error (InputError).
+AttentionKernel parse_attention_kernel(const std::string& s, const std::string& field = "attention_kernel");
 std::string_view recompute_name(RecomputePolicy p);
 RecomputePolicy parse_recompute(const std::string& s);  // throws InputError
 

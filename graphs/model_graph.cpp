@@ -1,6 +1,7 @@
 #include "graphs/model_graph.h"
 
 #include "costmodel/flops.h"
+#include "costmodel/memory.h"
 
 namespace stagecraft::graphs {
 namespace {
@@ -58,7 +59,7 @@ Graph model_graph(const costmodel::ModelSpec& m, int b) {
     int qkv = B.node(p + "qkv", "linear", {n1}, {b, s, h + 2 * kv}, (h * (h + 2 * kv) + bias * (h + 2 * kv)) * P,
                      attn_matmul - proj, "column", act);
     int core = B.node(p + "attention", "attention", {qkv, attn_mask}, {b, s, h}, 0, fl::layer_attention_forward_flops(m, b), "", act);
-    B.g.nodes.back().saved_bytes = A * bsh + 2.5 * A * m.num_heads * static_cast<double>(s) * s * b;  // 5as^2b at 2 bytes
+    B.g.nodes.back().saved_bytes = A * bsh + costmodel::memory::attention_core_bytes(m, b, 1);  // 5as^2b at 2 bytes, or the fused kernel's
     int o = B.node(p + "proj", "linear", {core}, {b, s, h}, (h * h + bias * h) * P, proj, "row", act);
     B.g.nodes.back().saved_bytes = mask;
     int a1 = B.node(p + "add1", "add", {x, o}, {b, s, h}, 0, 0, "", act);

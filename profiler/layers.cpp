@@ -93,6 +93,7 @@ costmodel::ModelSpec spec(const LayerGridOptions& o, int h, int a, int s) {
   costmodel::ModelSpec m;
   m.name = "profiled";
   m.kind = costmodel::parse_kind(o.model_kind);
+  m.attention_kernel = costmodel::parse_attention_kernel(o.attention_kernel, "--attention-kernel");
   m.num_layers = 1;
   m.hidden_size = h;
   m.num_heads = a;
@@ -143,6 +144,7 @@ costmodel::LayerProfile base(const std::string& kind, const LayerGridOptions& o,
   costmodel::LayerProfile lp;
   lp.kind = kind;
   lp.model_kind = o.model_kind;
+  lp.attention_kernel = o.attention_kernel;
   lp.hidden_size = h;
   lp.num_heads = a;
   lp.num_kv_heads = o.num_kv_heads;
@@ -214,6 +216,11 @@ std::vector<costmodel::LayerProfile> profile_layers(const LayerGridOptions& o) {
   if (o.runs < 1 || o.warmup < 0) throw InputError("profile: runs must be >= 1 and warmup >= 0");
   if (o.model_kind != "gpt" && o.model_kind != "llama")
     throw InputError("profile: --model-kind = '" + o.model_kind + "' is invalid (allowed: gpt, llama: the decoders the runtime builds)");
+  {
+    costmodel::ModelSpec kernel;
+    kernel.attention_kernel = costmodel::parse_attention_kernel(o.attention_kernel, "--attention-kernel");
+    runtime::check_attention_kernel(kernel);  // before any layer is built
+  }
   for (int a : o.num_heads)
     if (o.num_kv_heads < 0 || (o.num_kv_heads > 0 && a % o.num_kv_heads != 0))
       throw InputError("profile: --kv-heads = " + std::to_string(o.num_kv_heads) + " is invalid (must divide every --heads, " +

@@ -21,6 +21,8 @@ struct LayerGridOptions {
   int vocab_size = 256;                      // V, for the embedding and the head
   std::string model_kind = "gpt";            // the runtime's decoders: gpt, or llama (RMSNorm, rotary,
                                              // SwiGLU, no biases; head size h/a even)
+  std::string attention_kernel = "materialized";  // the attention core: materialized, or fused
+                                             // (scaled_dot_product_attention; LibTorch 2.x)
   int num_kv_heads = 0;                      // key/value heads (grouped-query attention), dividing
                                              // every a of the grid; 0: a
   int warmup = 2;                            // untimed runs first

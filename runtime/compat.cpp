@@ -196,17 +196,22 @@ void reduce_scatter_sum(Group& g, const torch::Tensor& in, torch::Tensor& out, s
   out.view({-1}).copy_(block(r));
 }
 
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused) {
+  if (fused) {
 #if TORCH_VERSION_MAJOR >= 2
-  return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
 #else
+    throw InputError("runtime: model attention_kernel 'fused' needs LibTorch 2.x (scaled_dot_product_attention); this build has " TORCH_VERSION);
+#endif
+  }
   const int64_t s = q.size(2);
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3)));  // (b, a, s, s)
   auto mask = torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   return torch::matmul(torch::softmax(scores, -1), v);  // (b, a, s, d)
-#endif
 }
+
+bool fused_attention_available() { return TORCH_VERSION_MAJOR >= 2; }
 
 bool nccl_compiled() {
 #if defined(STAGECRAFT_WITH_NCCL)

@@ -67,8 +67,12 @@ void all_gather(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chro
 void reduce_scatter_sum(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout);
 void wait(const WorkPtr& w, std::chrono::milliseconds timeout);
 
-// Causal multi-head attention on (b, heads, s, d) tensors.
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+// Causal multi-head attention on (b, heads, s, d) tensors. `fused`: one kernel
+// (scaled_dot_product_attention, LibTorch 2.x: flash or memory-efficient attention, keeping no
+// s x s tensor); else scores and softmax as tensors (the core Korthikanti et al. count).
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused);
+// Whether this build has the fused kernel (LibTorch 2.x).
+bool fused_attention_available();
 
 // Whether this LibTorch build has NCCL, and how many CUDA devices the machine shows.
 bool nccl_compiled();

@@ -107,13 +107,14 @@ torch::Tensor dlinear(const torch::Tensor& x, const torch::Tensor& w) { return D
 // Causal attention of a/t query heads over g/t key/value heads (grouped-query attention,
 // Ainslie et al. 2023): query head i reads key/value head i / (a/g), as Megatron-LM groups them.
 // q: (b, a/t, s, d); k, v: (b, g/t, s, d) -> (b, a/t, s, d).
-torch::Tensor grouped_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v) {
+// `fused`: one kernel (costmodel::AttentionKernel::Fused), else scores and softmax as tensors.
+torch::Tensor grouped_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, bool fused) {
   const int64_t group = q.size(1) / k.size(1);
   if (group > 1) {
     k = k.repeat_interleave(group, 1);
     v = v.repeat_interleave(group, 1);
   }
-  return compat::causal_attention(q, k, v);
+  return compat::causal_attention(q, k, v, fused);
 }
 
 // Rotary position embedding (Su et al., RoFormer, 2021; LLaMA applies it to q and k), rotating
@@ -131,17 +132,21 @@ torch::Tensor rotary(const torch::Tensor& x) {
 
 struct RecomputedCore : torch::autograd::Function<RecomputedCore> {
   // q: (b, a/t, s, d); k, v: (b, g/t, s, d) -> (b, a/t, s, d)
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               bool fused) {
     ctx->save_for_backward({q, k, v});
-    return grouped_attention(q, k, v);
+    ctx->saved_data["fused"] = fused;
+    return grouped_attention(q, k, v, fused);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     torch::AutoGradMode enable(true);
     variable_list in;
     for (const torch::Tensor& t : saved) in.push_back(t.detach().requires_grad_(true));
-    torch::Tensor out = grouped_attention(in[0], in[1], in[2]);
-    return torch::autograd::grad({out}, in, {grads[0]});
+    torch::Tensor out = grouped_attention(in[0], in[1], in[2], ctx->saved_data["fused"].toBool());
+    variable_list g = torch::autograd::grad({out}, in, {grads[0]});
+    g.emplace_back();  // `fused` has no gradient
+    return g;
   }
 };
 
@@ -194,6 +199,12 @@ torch::Tensor shard_cols(const torch::Tensor& full, int rank, int size) {
 
 }  // namespace
 
+void check_attention_kernel(const costmodel::ModelSpec& m) {
+  if (m.attention_kernel == costmodel::AttentionKernel::Fused && !compat::fused_attention_available())
+    throw InputError("model.attention_kernel = 'fused' needs LibTorch 2.x's scaled_dot_product_attention; this build has "
+                     "LibTorch " TORCH_VERSION " (allowed here: materialized)");
+}
+
 void check_vocab_parallel(const costmodel::ModelSpec& m, int tp) {
   if (m.vocab_size % tp != 0)
     throw InputError("model.vocab_size = " + std::to_string(m.vocab_size) + " is not divisible by tp = " +
@@ -218,6 +229,7 @@ GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_r
   if (!costmodel::tp_divides(m, tp_size))
     throw InputError("runtime: tp = " + std::to_string(tp_size) + " must divide num_heads, num_kv_heads and ffn_hidden_size");
   check_vocab_parallel(m, tp_size);
+  check_attention_kernel(m);
   if (shape.embedding) init_ends(seed);
   for (int l = 0; l < shape.num_layers; ++l) init_layer(shape.first_layer + l, seed);
   if (m.kind == costmodel::ModelKind::Llama && (m.hidden_size / m.num_heads) % 2 != 0)
@@ -316,7 +328,8 @@ torch::Tensor GptPart::attention_core(const torch::Tensor& in, const LayerParams
   auto heads_of = [&](const torch::Tensor& t) { return t.reshape({b, s, t.size(-1) / d, d}).transpose(1, 2); };  // (b, heads, s, d)
   torch::Tensor q = heads_of(split[0]), k = heads_of(split[1]), v = heads_of(split[2]);
   if (llama()) q = rotary(q), k = rotary(k);
-  torch::Tensor ctx = recompute_core_ ? RecomputedCore::apply(q, k, v) : grouped_attention(q, k, v);
+  const bool fused = m_.attention_kernel == costmodel::AttentionKernel::Fused;
+  torch::Tensor ctx = recompute_core_ ? RecomputedCore::apply(q, k, v, fused) : grouped_attention(q, k, v, fused);
   ctx = ctx.transpose(1, 2).reshape({b, s, heads * d});  // (b, s, h/t)
   return dlinear(ctx, p.proj_w);                         // (b, s, h) partial sum over tp ranks
 }

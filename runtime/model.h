@@ -35,6 +35,8 @@ TpContext& tp_context();
 
 // Refuses a vocabulary the tp group cannot split evenly (InputError naming both).
 void check_vocab_parallel(const costmodel::ModelSpec& m, int tp);
+// InputError when the model's attention kernel is one this build cannot run (fused needs 2.x).
+void check_attention_kernel(const costmodel::ModelSpec& m);
 
 // Weight-gradient work deferred from I to W (zero-bubble): one closure per linear layer.
 using DeferredGrads = std::vector<std::function<void()>>;

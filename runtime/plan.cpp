@@ -139,6 +139,7 @@ void check_decoder(const costmodel::ModelSpec& m, const costmodel::ParallelPlan&
   local.gpus_per_node = world;
   costmodel::check_fit(m, local, p);  // tp divides the heads and the MLP width
   check_vocab_parallel(m, p.tp);       // and the vocabulary (GptPart's own check)
+  check_attention_kernel(m);
   if (m.kind == costmodel::ModelKind::Bert)
     throw InputError("runtime: model '" + m.name + "' is of kind " + std::string(costmodel::kind_name(m.kind)) +
                      "; the runtime builds decoders only (kinds gpt and llama)");

@@ -108,7 +108,9 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
   const double hardware_flops = script ? script_flops : costmodel::hardware_flops(s, opt.model, opt.plan);
   return {{"format", "stagecraft-train"}, {"model", opt.model.name}, {"schedule", s.name},
           {"plan", costmodel::to_json(opt.plan)}, {"world", static_cast<int>(ranks.size())},
-          {"precision", opt.precision}, {"mean_iteration_time_s", T},
+          {"precision", opt.precision},
+          {"attention_kernel", script ? "torchscript" : std::string(costmodel::attention_kernel_name(opt.model.attention_kernel))},
+          {"mean_iteration_time_s", T},
           {"tokens_per_s", T > 0 ? tokens / T : 0.0},
           {"model_flops_per_s", T > 0 ? model_flops / T : 0.0},
           {"hardware_flops_per_s", T > 0 ? hardware_flops / T : 0.0},

@@ -102,13 +102,16 @@ TEST(HanayoWaves, AgainstGreedyAnd1F1B) {
         if (m < 1) continue;
         Schedule h = gen("hanayo", P, m, W);
         Schedule g = gen("hanayo-greedy", P, m, W);
-        if (m <= P) EXPECT_EQ(h.actions, g.actions) << "P=" << P << " W=" << W << " m=" << m;
+        if (m <= P) {
+          EXPECT_EQ(h.actions, g.actions) << "P=" << P << " W=" << W << " m=" << m;
+        }
         costmodel::EvalResult eh = unit_eval(h, 1, 2), eg = unit_eval(g, 1, 2);
         costmodel::EvalResult e1 = unit_eval(gen("1f1b", P, m, 0), 2.0 * W, 4.0 * W);
         EXPECT_LE(eh.iteration_time_s, eg.iteration_time_s + 1e-9) << "P=" << P << " W=" << W << " m=" << m;
         EXPECT_LE(peak(eh), P + 1e-9) << "P=" << P << " W=" << W << " m=" << m;
-        if (m >= P)
+        if (m >= P) {
           EXPECT_LE(eh.iteration_time_s, e1.iteration_time_s + 1e-9) << "P=" << P << " W=" << W << " m=" << m;
+        }
       }
 }
 

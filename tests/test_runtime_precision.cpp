@@ -39,6 +39,23 @@ TEST(RuntimePrecision, Bf16SameAcrossTensorAndPipelineParallelism) {
   EXPECT_LT(max_rel_diff(losses(four.summary), losses(one.summary)), 2e-3);
 }
 
+// A fused attention core (scaled_dot_product_attention) computes what the materialised one
+// does: the same losses to fp32 rounding, and a smaller peak (no (b, a, s, s) tensor kept). A
+// build without it (LibTorch 1.13) refuses the flag before training, naming the field.
+TEST(RuntimePrecision, FusedAttentionWhereTheBuildHasIt) {
+  TrainRun flash = train(std::string(kModel) + " --steps 5 --attention-kernel fused");
+  if (flash.cli.exit_code != 0) {
+    EXPECT_EQ(flash.cli.exit_code, 2) << flash.cli.err;
+    EXPECT_NE(flash.cli.err.find("attention_kernel = 'fused'"), std::string::npos) << flash.cli.err;
+    EXPECT_NE(flash.cli.err.find("LibTorch"), std::string::npos) << flash.cli.err;
+    return;
+  }
+  TrainRun eager = train(std::string(kModel) + " --steps 5");
+  ASSERT_EQ(eager.cli.exit_code, 0) << eager.cli.err;
+  EXPECT_LT(max_rel_diff(losses(flash.summary), losses(eager.summary)), 1e-4);
+  EXPECT_LT(flash.summary["ranks"][0]["peak_memory_bytes"].get<double>(), eager.summary["ranks"][0]["peak_memory_bytes"].get<double>());
+}
+
 TEST(RuntimePrecision, BadPrecisionAndMissingGpuFailBeforeTraining) {
   RunResult bad = run_cli("train --model tiny --steps 1 --precision fp8");
   EXPECT_EQ(bad.exit_code, 2);
