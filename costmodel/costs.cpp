@@ -336,7 +336,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     double params = n * memory::layer_params_per_rank(m, t) + (first ? memory::embedding_params_per_rank(m, t) : 0) +
                     (last ? memory::head_params_per_rank(m, t) : 0);
     table.params[static_cast<size_t>(s.rank_of(st))] += params;
-    const double grad_bytes = params * m.bytes_per_param;  // (params) one GPU's gradients
+    const double grad_bytes = params * grad_bytes_per_param(m);  // (params) one GPU's gradients
     sc.grad_bytes = grad_bytes;
     const AllReducePath& dp_path = topo.allreduce_path(kDp);
     if (p.zero >= 1) {

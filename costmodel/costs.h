@@ -24,7 +24,7 @@ struct StageCost {        // one stage, one microbatch
   double send_b_s = 0;    // input gradient to the previous stage (0 when on the same rank)
   double reduce_grad_s = 0;  // data-parallel all-reduce of all the stage's gradients
   double reduce_grad_latency_s = 0;  // its latency terms alone: what a bucket (a share of it) pays whole
-  double grad_bytes = 0;     // (params of the stage on one GPU) x bytes_per_param: what it reduces
+  double grad_bytes = 0;     // (params of the stage on one GPU) x grad_bytes_per_param: what it reduces
   double offload_s = 0;   // all activations of one microbatch (act_bytes) to host memory; a
                           // recomputed (stage, microbatch) moves only what F kept, in proportion
   double reload_s = 0;    // and back

@@ -64,7 +64,7 @@ double host_grad_bytes(const Estimate& e, const Topology& topo) {
   for (int first = 0; first < gpus; first += per_node) {
     double w = 0;
     for (int g = first; g < std::min(gpus, first + per_node); ++g)
-      w += e.costs.params[static_cast<size_t>(topo.coords(g).pp)] * e.model.bytes_per_param;
+      w += e.costs.params[static_cast<size_t>(topo.coords(g).pp)] * grad_bytes_per_param(e.model);
     most = std::max(most, w);
   }
   return most;

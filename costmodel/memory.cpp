@@ -89,14 +89,14 @@ double head_params_per_rank(const ModelSpec& m, int t) {
 
 double static_bytes_per_param(const ModelSpec& m, int zero, int dp) {
   const double master = m.bytes_per_param < 4 ? 4.0 : 0.0;
-  const double weights = m.bytes_per_param, grads = m.bytes_per_param, states = master + 8.0;
+  const double weights = m.bytes_per_param, grads = grad_bytes_per_param(m), states = master + 8.0;
   const double shard = zero >= 1 ? dp : 1;
   return weights + (zero >= 2 ? grads / dp : grads) + states / shard;
 }
 
 double optimizer_traffic_bytes_per_param(const ModelSpec& m) {
   double master = m.bytes_per_param < 4 ? 4.0 : 0.0;
-  double in = 2.0 * m.bytes_per_param + master + 8.0;
+  double in = m.bytes_per_param + grad_bytes_per_param(m) + master + 8.0;
   double out = m.bytes_per_param + master + 8.0;
   return in + out;
 }

@@ -72,9 +72,10 @@ double embedding_params_per_rank(const ModelSpec& m, int t);
 // LM head on the last stage (a copy of the tied embedding) plus the final norm.
 double head_params_per_rank(const ModelSpec& m, int t);
 
-// Bytes per parameter for weights, gradients and Adam states: weight and gradient in
-// bytes_per_param, a 32-bit master copy when weights are narrower, two 32-bit moments.
-// 16 bytes for mixed-precision Adam (facts.md; ZeRO paper, Rajbhandari et al. SC20).
+// Bytes per parameter for weights, gradients and Adam states: weight in bytes_per_param, gradient
+// in grad_bytes_per_param (specs.h), a 32-bit master copy when weights are narrower, two 32-bit
+// moments. 16 bytes for mixed-precision Adam (facts.md; ZeRO paper, Rajbhandari et al. SC20);
+// 18 for bf16 as Megatron-LM trains it (fp32 gradients).
 // With a distributed optimizer over dp ranks (ZeRO, Rajbhandari et al. SC20, Sec. 5.1; Megatron's
 // distributed optimizer for zero = 1): zero = 1 divides the master copy and the moments by dp
 // (2 + 2 + 12/dp bytes for 16-bit weights), zero = 2 the gradients as well (2 + 14/dp).

@@ -106,6 +106,8 @@ ModelKind parse_kind(const std::string& s) {
   bad("model", "kind", "\"" + s + "\"", "allowed: gpt, bert, llama");
 }
 
+int grad_bytes_per_param(const ModelSpec& m) { return m.bytes_per_grad > 0 ? m.bytes_per_grad : m.bytes_per_param; }
+
 std::string_view attention_kernel_name(AttentionKernel k) {
   return k == AttentionKernel::Fused ? "fused" : "materialized";
 }
@@ -155,6 +157,7 @@ nlohmann::json to_json(const ModelSpec& m) {
           {"bytes_per_activation", m.bytes_per_activation},
           {"source", m.source}};
   if (m.num_kv_heads != 0) j["num_kv_heads"] = m.num_kv_heads;
+  if (m.bytes_per_grad != 0) j["bytes_per_grad"] = m.bytes_per_grad;
   if (m.attention_kernel != AttentionKernel::Materialized) j["attention_kernel"] = attention_kernel_name(m.attention_kernel);
   return j;
 }
@@ -240,6 +243,7 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.vocab_size = r.req<int>("vocab_size");
   m.bytes_per_param = r.opt<int>("bytes_per_param", 2);
   m.bytes_per_activation = r.opt<int>("bytes_per_activation", 2);
+  m.bytes_per_grad = r.opt<int>("bytes_per_grad", 0);
   m.attention_kernel = parse_attention_kernel(r.opt<std::string>("attention_kernel", "materialized"));
   m.source = r.opt<std::string>("source", "");
   r.done();
@@ -332,6 +336,8 @@ void check(const ModelSpec& m) {
         "must divide num_heads = " + std::to_string(m.num_heads) + " (each key/value head serves a group of query heads), or be 0 for multi-head attention");
   for (auto [field, v] : {std::pair{"bytes_per_param", m.bytes_per_param}, {"bytes_per_activation", m.bytes_per_activation}})
     if (v != 1 && v != 2 && v != 4) bad(w, field, std::to_string(v), "allowed: 1, 2, 4");
+  if (m.bytes_per_grad != 0 && m.bytes_per_grad != 2 && m.bytes_per_grad != 4)
+    bad(w, "bytes_per_grad", std::to_string(m.bytes_per_grad), "allowed: 0 (as bytes_per_param), 2, 4");
 }
 
 void check(const ClusterSpec& c) {

@@ -42,6 +42,10 @@ struct ModelSpec {
   int vocab_size = 0;             // V
   int bytes_per_param = 2;        // bytes of one weight (2 for 16-bit training)
   int bytes_per_activation = 2;   // bytes of one activation element
+  int bytes_per_grad = 0;         // bytes of one gradient as kept and reduced; 0: bytes_per_param.
+                                  // 4 for bf16 as Megatron-LM trains it ("bfloat16 requires
+                                  // gradient accumulation and all-reduce to be done in fp32",
+                                  // megatron/training/arguments.py), 2 for fp16 with loss scaling
   AttentionKernel attention_kernel = AttentionKernel::Materialized;  // what the core keeps
   std::string source;             // where the figures come from
 };
@@ -164,6 +168,8 @@ bool tp_divides(const ModelSpec& m, int t);
 
 std::string_view kind_name(ModelKind k);
 ModelKind parse_kind(const std::string& s);  // throws InputError
+// Bytes of one gradient: bytes_per_grad, or bytes_per_param when it is 0.
+int grad_bytes_per_param(const ModelSpec& m);
 std::string_view attention_kernel_name(AttentionKernel k);  // "materialized", "fused"
 // `field` names where the value came from in the error (InputError).
 AttentionKernel parse_attention_kernel(const std::string& s, const std::string& field = "attention_kernel");

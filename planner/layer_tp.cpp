@@ -55,7 +55,7 @@ DegreeCosts degree_costs(const ModelSpec& m, const ClusterSpec& c, const Paralle
   // Gradients of the layer over its dp * T/d replicas (a reduce-scatter and an all-gather of the
   // parameters with a distributed optimizer), and its optimizer step, as costs.cpp prices them.
   const double params = memory::layer_params_per_rank(m, d);  // one GPU's share of the layer
-  const double grad_bytes = params * m.bytes_per_param;
+  const double grad_bytes = params * costmodel::grad_bytes_per_param(m);
   const costmodel::Topology topo(c, q);
   const costmodel::AllReducePath& path = topo.allreduce_path(costmodel::kDp);
   if (q.dp > 1)

@@ -31,14 +31,15 @@ step ctest 45 ctest --test-dir build-gpu -R 'RuntimePrecision|RuntimeTrain|Runti
 tail -3 "$out/ctest.log"
 bin=build-gpu/bin/stagecraft
 # Warm-up is the first step (mean_iteration_time_s leaves it out); the data are real tokens.
-step train-bf16 120 $bin train --model gpt-1.4b --attention-kernel fused --backend nccl --precision bf16 --microbatch-size 4 --microbatches 8 \
+step train-bf16 120 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 --microbatch-size 4 --microbatches 8 \
   --steps "$steps" --log-every 5 --json "$out/train-gpt-1.4b-bf16.json" --trace "$out/train-gpt-1.4b-bf16.trace.json"
 step train-fp32 90 $bin train --model gpt-1.4b --attention-kernel fused --backend nccl --precision fp32 --microbatch-size 4 --microbatches 8 \
   --steps 10 --log-every 5 --json "$out/train-gpt-1.4b-fp32.json"
 step profile 120 $bin profile --device cuda --attention-kernel fused --nproc 0 --hidden 1024,2048 --heads 16 --seq 1024 --microbatch-size 1,2,4 \
   --runs 20 --warmup 5 --out "$out/profile-cuda.json"
-# The prediction for the same run (analytic, H100 SXM figures; fused attention as trained).
-$bin estimate --model gpt-1.4b --attention-kernel fused --cluster h100-ib-1024 --dp 1 --tp 1 --pp 1 --microbatch-size 4 \
+# The prediction for the bf16 run (analytic, H100 SXM figures; the model as trained: fused
+# attention, fp32 gradients, experiments/gpu/gpt-1.4b-bf16-fused.json).
+$bin estimate --model experiments/gpu/gpt-1.4b-bf16-fused.json --cluster h100-ib-1024 --dp 1 --tp 1 --pp 1 --microbatch-size 4 \
   --microbatches 8 --json > "$out/estimate-gpt-1.4b.json" 2> "$out/estimate.log" || echo "estimate failed"
 python3 - "$out" <<'PY'
 import json, os, sys

@@ -4,7 +4,9 @@
 #include "costmodel/comm.h"
 #include "costmodel/flops.h"
 #include "costmodel/memory.h"
+#include "costmodel/estimate.h"
 #include "costmodel/presets.h"
+#include "schedules/error.h"
 
 using namespace stagecraft::costmodel;
 
@@ -78,4 +80,36 @@ TEST(Accounting, Collectives) {
   EXPECT_DOUBLE_EQ(ring_allreduce_s(1e9, 1, l), 0);
   EXPECT_DOUBLE_EQ(p2p_s(1e9, {0, 0, "self"}), 0);
   EXPECT_DOUBLE_EQ(allreduce_bus_bandwidth_Bps(1e9, 4, 0.1), 1e10 * 1.5);
+}
+
+// bf16 as Megatron-LM trains it keeps and all-reduces gradients in fp32 (megatron/training/
+// arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32"):
+// 2 + 4 + 4 + 8 = 18 bytes per parameter, the distributed optimizer sharding the fp32 parts,
+// and twice the gradient bytes on the data-parallel links.
+TEST(Accounting, Bf16GradientsInFp32) {
+  ModelSpec fp16 = load_model("gpt-1.4b"), bf16 = fp16;
+  bf16.bytes_per_grad = 4;
+  EXPECT_EQ(grad_bytes_per_param(fp16), 2);
+  EXPECT_EQ(grad_bytes_per_param(bf16), 4);
+  EXPECT_DOUBLE_EQ(memory::static_bytes_per_param(fp16), 16);
+  EXPECT_DOUBLE_EQ(memory::static_bytes_per_param(bf16), 18);
+  EXPECT_DOUBLE_EQ(memory::static_bytes_per_param(bf16, 1, 4), 2 + 4 + 12.0 / 4);
+  EXPECT_DOUBLE_EQ(memory::static_bytes_per_param(bf16, 2, 4), 2 + 16.0 / 4);
+  EXPECT_DOUBLE_EQ(memory::optimizer_traffic_bytes_per_param(bf16), memory::optimizer_traffic_bytes_per_param(fp16) + 2);
+  EXPECT_EQ(model_from_json(to_json(bf16)).bytes_per_grad, 4);
+  EXPECT_FALSE(to_json(fp16).contains("bytes_per_grad"));
+  nlohmann::json bad = to_json(bf16);
+  bad["bytes_per_grad"] = 3;
+  EXPECT_THROW(model_from_json(bad), stagecraft::InputError);
+
+  const ClusterSpec c = load_cluster("merak-3090-64");
+  ParallelPlan p;
+  p.dp = 8;
+  p.pp = 2;
+  p.num_microbatches = 4;
+  const Estimate e16 = estimate(fp16, c, p), e32 = estimate(bf16, c, p);
+  for (size_t r = 0; r < e16.costs.static_bytes.size(); ++r)
+    EXPECT_DOUBLE_EQ(e32.costs.static_bytes[r], e16.costs.static_bytes[r] * 18.0 / 16.0);
+  ASSERT_FALSE(e16.eval.dp_comm_s.empty());
+  EXPECT_GT(e32.eval.dp_comm_s[0], 1.8 * e16.eval.dp_comm_s[0]);  // bandwidth-bound: about twice
 }
