@@ -46,6 +46,8 @@ ModelSpec spec_of(const LayerProfile& l) {
   m.name = "profiled";
   m.kind = parse_kind(l.model_kind);
   m.attention_kernel = parse_attention_kernel(l.attention_kernel, "profile layer attention_kernel");
+  // The bytes an activation had where the layer was measured: formulas scale from them.
+  m.bytes_per_activation = l.precision == "bf16" ? 2 : 4;
   m.num_layers = 1;
   m.hidden_size = l.hidden_size;
   m.num_heads = l.num_heads;
@@ -121,6 +123,8 @@ nlohmann::json to_json(const Profile& p) {
                       {"recompute", meas_json(l.recompute)}, {"activation_bytes", l.activation_bytes},
                       {"checkpoint_bytes", l.checkpoint_bytes}, {"backward_working_bytes", l.backward_working_bytes}});
   for (size_t i = 0; i < p.layers.size(); ++i)
+    if (p.layers[i].precision != "fp32") layers[i]["precision"] = p.layers[i].precision;
+  for (size_t i = 0; i < p.layers.size(); ++i)
     if (p.layers[i].attention_kernel != "materialized") layers[i]["attention_kernel"] = p.layers[i].attention_kernel;
   for (size_t i = 0; i < p.layers.size(); ++i)
     if (p.layers[i].num_kv_heads > 0) layers[i]["num_kv_heads"] = p.layers[i].num_kv_heads;
@@ -168,6 +172,9 @@ Profile profile_fields(const nlohmann::json& j) {
       l.kind = e.at("kind").get<std::string>();
       l.model_kind = e.value("model_kind", std::string("gpt"));
       l.attention_kernel = e.value("attention_kernel", std::string("materialized"));
+      l.precision = e.value("precision", std::string("fp32"));
+      if (l.precision != "fp32" && l.precision != "bf16")
+        throw InputError("profile: layers[" + std::to_string(i) + "].precision = '" + l.precision + "' is invalid (allowed: fp32, bf16)");
       const std::string lw = "profile: layers[" + std::to_string(i) + "]";
       l.hidden_size = schedules::json_int(e.at("hidden_size"), lw + ".hidden_size");
       l.num_heads = schedules::json_int_or(e, "num_heads", 1, lw);
@@ -241,6 +248,11 @@ LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelS
   if (other_tp)
     for (const auto& l : p.layers)
       if (same_model(l)) cand.push_back(&l);
+  // The model's precision (4-byte activations: fp32; narrower: bf16) where the profile measured it;
+  // else any, its bytes scaled by the formulas from the measured precision.
+  const std::string precision = m.bytes_per_activation >= 4 ? "fp32" : "bf16";
+  if (std::any_of(cand.begin(), cand.end(), [&](const LayerProfile* l) { return l->precision == precision; }))
+    cand.erase(std::remove_if(cand.begin(), cand.end(), [&](const LayerProfile* l) { return l->precision != precision; }), cand.end());
   if (cand.empty())
     throw InputError("profile " + p.source + " has no " + kind + " layer of a " + std::string(kind_name(m.kind)) + " model" +
                      (kind == "transformer" ? " with attention_kernel " + kernel : std::string()) +
@@ -277,7 +289,7 @@ LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelS
   };
   for (const auto* l : cand)
     if (std::fabs(w_of(l) - q) <= 1e-9 * q && l->hidden_size == m.hidden_size && l->seq_length == m.seq_length &&
-        l->microbatch_size == b && l->tp == tp) {
+        l->microbatch_size == b && l->tp == tp && l->precision == precision) {
       LayerCost c = from_entry(*l);
       c.activation_bytes = l->activation_bytes;
       c.checkpoint_bytes = l->checkpoint_bytes;

@@ -27,6 +27,8 @@ struct LayerProfile {
   std::string kind = "transformer";  // "transformer", "embedding" or "head"
   std::string model_kind = "gpt";    // ModelKind name the layer was built as
   std::string attention_kernel = "materialized";  // AttentionKernel name its attention ran as
+  std::string precision = "fp32";    // how it ran: fp32, or bf16 (autocast: bf16 products, fp32
+                                     // weights); its bytes scale to a model's by 4 or 2 bytes
   int hidden_size = 0;
   int num_heads = 0;
   int num_kv_heads = 0;              // key/value heads (grouped-query attention); 0: num_heads

@@ -71,6 +71,38 @@ TEST(Profile, ExactInterpolatedExtrapolated) {
   EXPECT_THROW(profiled_layer(p, "transformer", llama, 1, 1), InputError);
 }
 
+// Bytes away from a measured shape scale by the formulas from the precision the layer was
+// measured in: an fp32 layer's bytes for a 4-byte model scale by shape alone (activations are
+// linear in b), and halve for a 2-byte one. (They doubled before the layer's precision set the
+// formulas' bytes: a 4-byte model read fp32 measurements as 2-byte ones.)
+TEST(Profile, ScaledBytesFollowTheMeasuredPrecision) {
+  Profile p = fixture();
+  ModelSpec m = load_model("tiny");  // 4-byte activations
+  ASSERT_EQ(m.bytes_per_activation, 4);
+  const LayerCost at4 = profiled_layer(p, "transformer", m, 4, 1), at8 = profiled_layer(p, "transformer", m, 8, 1);
+  EXPECT_DOUBLE_EQ(at4.activation_bytes, 400000.0);
+  EXPECT_DOUBLE_EQ(at8.activation_bytes, 2 * 400000.0);
+  ModelSpec half = m;
+  half.bytes_per_activation = 2;
+  EXPECT_DOUBLE_EQ(profiled_layer(p, "transformer", half, 4, 1).activation_bytes, 400000.0 / 2);  // not read as measured
+  // A layer measured in bf16 at the same shape is the 2-byte model's, the fp32 one the 4-byte's.
+  LayerProfile bf16 = p.layers.front();  // transformer, b = 1
+  bf16.precision = "bf16";
+  bf16.activation_bytes = 70000;
+  p.layers.push_back(bf16);
+  EXPECT_DOUBLE_EQ(profiled_layer(p, "transformer", m, 1, 1).activation_bytes, 100000.0);
+  EXPECT_DOUBLE_EQ(profiled_layer(p, "transformer", half, 1, 1).activation_bytes, 70000.0);
+  EXPECT_EQ(profile_from_json(to_json(p)).layers.back().precision, "bf16");
+  nlohmann::json bad = to_json(p);
+  bad["layers"][0]["precision"] = "fp8";
+  try {
+    profile_from_json(bad);
+    FAIL() << "fp8 was taken";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("layers[0].precision = 'fp8'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Profile, Collectives) {
   Profile p = fixture();  // two sizes per op: the fitted line goes through both
   bool ex = true;
