@@ -142,6 +142,8 @@ void add_profile_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--microbatch-size", o->grid.microbatch_sizes, "microbatch sizes (default 1,2,4)")->delimiter(',');
   c->add_option("--tp", o->grid.tp_degrees, "tensor-parallel degrees; the layer is timed as one shard (default 1)")->delimiter(',');
   c->add_option("--model-kind", o->grid.model_kind, "the runtime decoder measured: gpt (default) or llama");
+  c->add_option("--precision", o->grid.precision,
+                "fp32 (default) or bf16: the layers under autocast, as `train --precision bf16` runs them");
   c->add_option("--attention-kernel", o->grid.attention_kernel,
                 "its attention core: materialized (default; scores kept) or fused (flash attention, LibTorch 2.x)");
   c->add_option("--kv-heads", o->grid.num_kv_heads, "key/value heads of grouped-query attention, dividing every --heads (default: the heads)");

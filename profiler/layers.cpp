@@ -145,6 +145,7 @@ costmodel::LayerProfile base(const std::string& kind, const LayerGridOptions& o,
   lp.kind = kind;
   lp.model_kind = o.model_kind;
   lp.attention_kernel = o.attention_kernel;
+  lp.precision = o.precision;
   lp.hidden_size = h;
   lp.num_heads = a;
   lp.num_kv_heads = o.num_kv_heads;
@@ -174,6 +175,10 @@ struct SoloTpGroup {
 void profile_shape(const LayerGridOptions& o, const torch::Device& d, int h, int a, int s, int b, int t,
                    std::vector<costmodel::LayerProfile>& out) {
   costmodel::ModelSpec m = spec(o, h, a, s);
+  // As the runtime trains: under autocast for bf16, where each forward casts the weights it
+  // multiplies by to bf16 and keeps the casts for its backward (runtime/model.cpp
+  // DeferrableLinear), so the bytes below hold them: one copy per microbatch in flight.
+  runtime::AutocastScope autocast(d, runtime::parse_precision(o.precision));
   torch::manual_seed(1);
   torch::Tensor x = torch::randn({b, s, h}).to(d).requires_grad_(true);                  // (b, s, h)
   torch::Tensor tokens = torch::randint(0, o.vocab_size, {b, s}, torch::kLong).to(d);  // (b, s)
@@ -216,6 +221,7 @@ std::vector<costmodel::LayerProfile> profile_layers(const LayerGridOptions& o) {
   if (o.runs < 1 || o.warmup < 0) throw InputError("profile: runs must be >= 1 and warmup >= 0");
   if (o.model_kind != "gpt" && o.model_kind != "llama")
     throw InputError("profile: --model-kind = '" + o.model_kind + "' is invalid (allowed: gpt, llama: the decoders the runtime builds)");
+  runtime::parse_precision(o.precision);  // InputError naming the value
   {
     costmodel::ModelSpec kernel;
     kernel.attention_kernel = costmodel::parse_attention_kernel(o.attention_kernel, "--attention-kernel");

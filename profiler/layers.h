@@ -21,6 +21,10 @@ struct LayerGridOptions {
   int vocab_size = 256;                      // V, for the embedding and the head
   std::string model_kind = "gpt";            // the runtime's decoders: gpt, or llama (RMSNorm, rotary,
                                              // SwiGLU, no biases; head size h/a even)
+  std::string precision = "fp32";            // fp32, or bf16: layers under autocast as `train
+                                             // --precision bf16` runs them (bf16 products, fp32
+                                             // weights; each forward's bf16 casts of them are
+                                             // among its kept bytes)
   std::string attention_kernel = "materialized";  // the attention core: materialized, or fused
                                              // (scaled_dot_product_attention; LibTorch 2.x)
   int num_kv_heads = 0;                      // key/value heads (grouped-query attention), dividing

@@ -64,7 +64,7 @@ Measured measure(const Sweep& s, const SweepConfig& c, const ValidateOptions& o,
                  const std::string& base) {
   std::string json = base + ".train.json", log = base + ".train.out";
   int world = c.plan.dp * c.plan.tp * c.plan.pp;
-  std::string cmd = o.program + " train --nproc " + std::to_string(world) + plan_flags(c, model_path) + " --steps " +
+  std::string cmd = o.program + " train --nproc " + std::to_string(world) + plan_flags(c, model_path) + " --precision " + c.precision + " --steps " +
                     std::to_string(s.steps) + " --threads " + std::to_string(s.threads) + " --log-every 0 --json " + json;
   int rc = run(cmd, log);
   if (rc != 0)
@@ -147,7 +147,12 @@ Sweep load_sweep(const std::string& path) {
       c.model = costmodel::model_from_json(m);
     }
     nlohmann::json plan = e;
-    for (const char* k : {"name", "model"}) plan.erase(k);
+    for (const char* k : {"name", "model", "precision"}) plan.erase(k);
+    const nlohmann::json prec = e.value("precision", nlohmann::json("fp32"));
+    c.precision = prec.is_string() ? prec.get<std::string>() : prec.dump();
+    if (c.precision != "fp32" && c.precision != "bf16")
+      throw InputError("sweep configs[" + std::to_string(i) + "] ('" + c.name + "'): precision = '" + c.precision +
+                       "' is invalid (allowed: fp32, bf16)");
     try {
       c.plan = costmodel::plan_from_json(plan);
     } catch (const InputError& err) {

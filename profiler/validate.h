@@ -21,6 +21,9 @@ struct SweepConfig {
   costmodel::ModelSpec model;       // model of this row
   std::string model_arg;            // how to name it to a child process (preset or file)
   costmodel::ParallelPlan plan;     // dp, tp, pp, microbatches, schedule, recompute
+  std::string precision = "fp32";   // how the runtime trains it: fp32, or bf16 (autocast); the
+                                    // predictions read it from the model (bytes_per_*) and the
+                                    // profile (its layers' precision)
 };
 
 struct Sweep {
@@ -34,7 +37,7 @@ struct Sweep {
 
 // {"format": "stagecraft-sweep", "cluster", "steps", "warmup", "threads", "rounds",
 //  "configs": [{"name", "model", "schedule", "dp", "tp", "pp", "microbatch_size",
-//               "num_microbatches", "recompute", "schedule_params"}]}; "model" is a preset name
+//               "num_microbatches", "recompute", "schedule_params", "precision"}]}; "model" is a preset name
 // or an inline ModelSpec object. Throws InputError naming the field.
 Sweep load_sweep(const std::string& path);
 

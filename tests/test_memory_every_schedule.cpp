@@ -1,7 +1,8 @@
 // Will it fit (issue 17): for every registered schedule, the runtime's measured per-rank peak
 // (counting allocator, CPU) against the evaluator's prediction with the profile of this
 // model, over the sweep of experiments/memory/cpu-memory-sweep.json (recomputation none, full
-// and stage-aware, offload on and off, dp and tp of 1 and 2).
+// and stage-aware, offload on and off, dp and tp of 1 and 2), and in bf16 (autocast) over
+// cpu-memory-sweep-bf16.json with a profile measured under autocast.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,10 +23,15 @@ const std::string kRoot = std::string(STAGECRAFT_TEST_DATA) + "/../..";
 const std::string kSweep = kRoot + "/experiments/memory/cpu-memory-sweep.json";
 const std::string kCluster = kRoot + "/experiments/memory/local-cpu-4.json";
 const std::string kProfile = kRoot + "/experiments/memory/profile-tiny-cpu.json";
+const std::string kSweepBf16 = kRoot + "/experiments/memory/cpu-memory-sweep-bf16.json";
+const std::string kProfileBf16 = kRoot + "/experiments/memory/profile-tiny-cpu-bf16.json";
 
-// The flags a sweep row stands for, for `train` and `estimate` alike.
+// The flags a sweep row stands for, for `train` and `estimate` alike (a model file is named
+// relative to the sweep's folder).
 std::string flags_of(const json& c) {
-  std::string f = "--model " + c["model"].get<std::string>() + " --schedule " + c["schedule"].get<std::string>();
+  std::string model = c["model"].get<std::string>();
+  if (model.size() > 5 && model.substr(model.size() - 5) == ".json") model = kRoot + "/experiments/memory/" + model;
+  std::string f = "--model " + model + " --schedule " + c["schedule"].get<std::string>();
   for (const char* k : {"dp", "tp", "pp"}) f += std::string(" --") + k + " " + std::to_string(c[k].get<int>());
   f += " --microbatch-size " + std::to_string(c["microbatch_size"].get<int>()) + " --microbatches " +
        std::to_string(c["num_microbatches"].get<int>()) + " --recompute " + c["recompute"].get<std::string>();
@@ -44,14 +50,15 @@ TEST(MemoryEverySchedule, SweepCoversEveryRegisteredSchedule) {
 
 // Per rank: measured within 5% of predicted; ranks whose predictions differ by more than 5%
 // are ordered alike by the measurement.
-TEST(MemoryEverySchedule, MeasuredPeakPerRankWithinFivePercent) {
-  const json sweep = json::parse(test::read_text(kSweep));
+void check_sweep(const std::string& sweep_path, const std::string& profile) {
+  const json sweep = json::parse(test::read_text(sweep_path));
   for (const json& c : sweep["configs"]) {
     const std::string name = c["name"].get<std::string>(), f = flags_of(c);
     const int world = c["dp"].get<int>() * c["tp"].get<int>() * c["pp"].get<int>();
-    test::TrainRun run = test::train(f + " --nproc " + std::to_string(world) + " --steps 2 --threads 1");
+    const std::string precision = c.value("precision", std::string("fp32"));
+    test::TrainRun run = test::train(f + " --nproc " + std::to_string(world) + " --steps 2 --threads 1 --precision " + precision);
     ASSERT_EQ(run.cli.exit_code, 0) << name << ": " << run.cli.err;
-    test::RunResult est = test::run_cli("estimate " + f + " --cluster " + kCluster + " --profile " + kProfile + " --json");
+    test::RunResult est = test::run_cli("estimate " + f + " --cluster " + kCluster + " --profile " + profile + " --json");
     ASSERT_EQ(est.exit_code, 0) << name << ": " << est.err;
     const json e = json::parse(est.out);
     const std::vector<double> predicted = e["peak_memory_bytes"].get<std::vector<double>>();  // (pp)
@@ -75,6 +82,12 @@ TEST(MemoryEverySchedule, MeasuredPeakPerRankWithinFivePercent) {
       }
   }
 }
+
+TEST(MemoryEverySchedule, MeasuredPeakPerRankWithinFivePercent) { check_sweep(kSweep, kProfile); }
+
+// bf16 autocast: each forward keeps bf16 casts of its inputs and weights; the profile measured
+// under autocast prices them (docs/memory.md, "bf16").
+TEST(MemoryEverySchedule, Bf16PeakPerRankWithinFivePercent) { check_sweep(kSweepBf16, kProfileBf16); }
 
 }  // namespace
 }  // namespace stagecraft
