@@ -37,6 +37,12 @@ step train-fp32 90 $bin train --model gpt-1.4b --attention-kernel fused --backen
   --steps 10 --log-every 5 --json "$out/train-gpt-1.4b-fp32.json"
 step profile 120 $bin profile --device cuda --attention-kernel fused --nproc 0 --hidden 1024,2048 --heads 16 --seq 1024 --microbatch-size 1,2,4 \
   --runs 20 --warmup 5 --out "$out/profile-cuda.json"
+# The layer of that run under autocast, for the profiled prediction below.
+step profile-bf16 90 $bin profile --device cuda --precision bf16 --attention-kernel fused --nproc 0 --hidden 1536 --heads 16 \
+  --seq 1024 --microbatch-size 4 --vocab 50257 --runs 10 --warmup 3 --out "$out/profile-cuda-bf16.json"
+$bin estimate --model experiments/gpu/gpt-1.4b-autocast.json --cluster h100-ib-1024 --dp 1 --tp 1 --pp 1 --microbatch-size 4 \
+  --microbatches 8 --profile "$out/profile-cuda-bf16.json" --json > "$out/estimate-gpt-1.4b-profiled.json" \
+  2> "$out/estimate-profiled.log" || echo "profiled estimate failed"
 # The prediction for the bf16 run (analytic, H100 SXM figures; the model as trained: fused
 # attention, fp32 gradients, experiments/gpu/gpt-1.4b-bf16-fused.json).
 $bin estimate --model experiments/gpu/gpt-1.4b-bf16-fused.json --cluster h100-ib-1024 --dp 1 --tp 1 --pp 1 --microbatch-size 4 \
@@ -48,6 +54,9 @@ peak = 989e12  # H100/H200 SXM dense bf16 (../shared/reference/facts.md)
 if os.path.exists(f"{out}/estimate-gpt-1.4b.json"):
     e = json.load(open(f"{out}/estimate-gpt-1.4b.json"))
     print(f"predicted: {e['iteration_time_s']*1e3:.1f} ms/iteration, peak {e['max_memory_bytes']/2**30:.2f} GiB")
+if os.path.exists(f"{out}/estimate-gpt-1.4b-profiled.json"):
+    e = json.load(open(f"{out}/estimate-gpt-1.4b-profiled.json"))
+    print(f"predicted with the bf16 profile: {e['iteration_time_s']*1e3:.1f} ms/iteration, peak {e['max_memory_bytes']/2**30:.2f} GiB")
 for p in ("bf16", "fp32"):
     f = f"{out}/train-gpt-1.4b-{p}.json"
     if not os.path.exists(f):
