@@ -323,7 +323,9 @@ torch::Tensor GptPart::attention_core(const torch::Tensor& in, const LayerParams
   const int64_t b = in.size(0), s = in.size(1), heads = m_.num_heads / tp_size_, kv = costmodel::kv_heads(m_) / tp_size_;
   const int64_t d = m_.hidden_size / m_.num_heads;
   torch::Tensor qkv = dlinear(in, p.qkv_w);  // (b, s, (h + 2h_kv)/t)
-  if (p.qkv_b.defined()) qkv = qkv + p.qkv_b;
+  // The column biases join the product in its dtype, as autocast's addmm would (an fp32 bias
+  // would promote the (b, s, 3h/t) output, and the GELU's input below, to fp32).
+  if (p.qkv_b.defined()) qkv = qkv + autocast_input(p.qkv_b);
   auto split = qkv.split_with_sizes({heads * d, kv * d, kv * d}, -1);
   auto heads_of = [&](const torch::Tensor& t) { return t.reshape({b, s, t.size(-1) / d, d}).transpose(1, 2); };  // (b, heads, s, d)
   torch::Tensor q = heads_of(split[0]), k = heads_of(split[1]), v = heads_of(split[2]);
@@ -342,7 +344,7 @@ torch::Tensor GptPart::mlp(const torch::Tensor& x, const LayerParams& p) const {
 
 torch::Tensor GptPart::mlp_core(const torch::Tensor& in, const LayerParams& p) const {
   torch::Tensor u = llama() ? torch::silu(dlinear(in, p.fc1_w)) * dlinear(in, p.up_w)  // (b, s, f/t) SwiGLU
-                            : torch::gelu(dlinear(in, p.fc1_w) + p.fc1_b);           // (b, s, f/t)
+                            : torch::gelu(dlinear(in, p.fc1_w) + autocast_input(p.fc1_b));  // (b, s, f/t)
   return dlinear(u, p.fc2_w);                                                        // (b, s, h) partial sum
 }
 
