@@ -16,7 +16,9 @@ double mlp_sharded(const ModelSpec& m) {
 }  // namespace
 
 double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp) {
-  double replicated = sp ? 10.0 / t : 10.0;
+  // LN inputs 2 x 2sbh, QKV and MLP inputs 2 x 2sbh, and with dropout its two masks 2 x sbh.
+  const double full = m.dropout ? 10.0 : 8.0;
+  double replicated = sp ? full / t : full;
   // Q 2sbh, K and V 2sbh g/a each, the projection's input 2sbh: Korthikanti's 8sbh when g = a.
   double attention_sharded = 4.0 + 4.0 * kv_hidden_size(m) / D(m.hidden_size);
   return sbh(m, b) * (replicated + (attention_sharded + mlp_sharded(m)) / t) * scale(m);
@@ -25,7 +27,9 @@ double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool s
 double attention_core_bytes(const ModelSpec& m, int b, int t) {
   const double a = D(m.num_heads) / t, s = D(m.seq_length);
   if (m.attention_kernel == AttentionKernel::Fused) return 4.0 * a * s * D(b);  // (b, a/t, s) fp32 log-sum-exp
-  return 5.0 * a * s * s * D(b) * scale(m);  // Korthikanti's 5as^2b/t at 2 bytes
+  // Korthikanti's 5as^2b/t at 2 bytes: the softmax output 2as^2b, with dropout its mask as^2b
+  // and its output 2as^2b.
+  return (m.dropout ? 5.0 : 2.0) * a * s * s * D(b) * scale(m);
 }
 
 double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp) {
@@ -62,7 +66,9 @@ double head_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp) {
   return sbh(m, b) * D(m.bytes_per_activation) / (sp ? t : 1) + 4.0 * D(m.seq_length) * D(b) * D(m.vocab_size) / t;
 }
 
-double embedding_activation_bytes(const ModelSpec& m, int b, int t, bool sp) { return sbh(m, b) / (sp ? t : 1); }
+double embedding_activation_bytes(const ModelSpec& m, int b, int t, bool sp) {
+  return m.dropout ? sbh(m, b) / (sp ? t : 1) : 0.0;  // the dropout mask, one byte per element
+}
 
 double head_activation_bytes(const ModelSpec& m, int b, int t, bool sp) {
   return 2.0 * sbh(m, b) * scale(m) / (sp ? t : 1) + 4.0 * D(m.seq_length) * D(b) * D(m.vocab_size) / t;

@@ -27,7 +27,10 @@ double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool s
 // With full recomputation only the layer input stays: 2sbh, 2sbh/t with sp (Korthikanti
 // Sec. 4.3).
 double layer_checkpoint_bytes(const ModelSpec& m, int b, int t = 1, bool sp = false);
-// First stage: the embedding's dropout mask, sbh (one byte per element); /t with sp.
+// Without dropout (ModelSpec::dropout false) the masks go: 8sbh replicated instead of 10sbh,
+// and of the core 2as^2b/t (the softmax output) instead of 5as^2b/t.
+// First stage: the embedding's dropout mask, sbh (one byte per element); /t with sp; none
+// without dropout.
 double embedding_activation_bytes(const ModelSpec& m, int b, int t = 1, bool sp = false);
 // Last stage: the final norm's input 2sbh (/t with sp) and the logits kept in 32-bit for the
 // cross-entropy, 4sbV/t (Korthikanti Sec. 4.3).

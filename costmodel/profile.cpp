@@ -48,6 +48,7 @@ ModelSpec spec_of(const LayerProfile& l) {
   m.attention_kernel = parse_attention_kernel(l.attention_kernel, "profile layer attention_kernel");
   // The bytes an activation had where the layer was measured: formulas scale from them.
   m.bytes_per_activation = l.precision == "bf16" ? 2 : 4;
+  m.dropout = false;  // the runtime's layers, which the profiler measures, have none
   m.num_layers = 1;
   m.hidden_size = l.hidden_size;
   m.num_heads = l.num_heads;
@@ -289,7 +290,7 @@ LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelS
   };
   for (const auto* l : cand)
     if (std::fabs(w_of(l) - q) <= 1e-9 * q && l->hidden_size == m.hidden_size && l->seq_length == m.seq_length &&
-        l->microbatch_size == b && l->tp == tp && l->precision == precision) {
+        l->microbatch_size == b && l->tp == tp && l->precision == precision && !m.dropout) {
       LayerCost c = from_entry(*l);
       c.activation_bytes = l->activation_bytes;
       c.checkpoint_bytes = l->checkpoint_bytes;

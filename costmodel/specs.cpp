@@ -158,6 +158,7 @@ nlohmann::json to_json(const ModelSpec& m) {
           {"source", m.source}};
   if (m.num_kv_heads != 0) j["num_kv_heads"] = m.num_kv_heads;
   if (m.bytes_per_grad != 0) j["bytes_per_grad"] = m.bytes_per_grad;
+  if (!m.dropout) j["dropout"] = false;
   if (m.attention_kernel != AttentionKernel::Materialized) j["attention_kernel"] = attention_kernel_name(m.attention_kernel);
   return j;
 }
@@ -244,6 +245,7 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.bytes_per_param = r.opt<int>("bytes_per_param", 2);
   m.bytes_per_activation = r.opt<int>("bytes_per_activation", 2);
   m.bytes_per_grad = r.opt<int>("bytes_per_grad", 0);
+  m.dropout = r.opt<bool>("dropout", true);
   m.attention_kernel = parse_attention_kernel(r.opt<std::string>("attention_kernel", "materialized"));
   m.source = r.opt<std::string>("source", "");
   r.done();

@@ -47,6 +47,9 @@ struct ModelSpec {
                                   // gradient accumulation and all-reduce to be done in fp32",
                                   // megatron/training/arguments.py), 2 for fp16 with loss scaling
   AttentionKernel attention_kernel = AttentionKernel::Materialized;  // what the core keeps
+  bool dropout = true;            // hidden and attention dropout with p > 0: the layers keep their
+                                  // masks (Korthikanti et al.); false: p = 0 or none (PyTorch's
+                                  // dropout returns its input at p = 0), no mask is kept
   std::string source;             // where the figures come from
 };
 

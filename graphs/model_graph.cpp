@@ -49,7 +49,7 @@ Graph model_graph(const costmodel::ModelSpec& m, int b) {
   // attention core's softmax, its dropout mask and output (5as^2b) with its own output; the
   // loss's fp32 logits with the head.
   const double A = m.bytes_per_activation, bsh = static_cast<double>(b) * s * h;
-  const double mask = bsh;  // (b, s, h) bytes of a dropout mask
+  const double mask = m.dropout ? bsh : 0;  // (b, s, h) bytes of a dropout mask
   int x = B.node("embedding", "embedding", {tokens}, {b, s, h}, fl::embedding_params(m) * P, 0, "vocab", act);
   B.g.nodes.back().saved_bytes = A * bsh + mask;
   const double attn_matmul = fl::attention_block_matmul_flops(m, b), proj = 2.0 * b * s * h * h;
