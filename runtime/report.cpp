@@ -115,10 +115,13 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
           {"model_flops_per_s", T > 0 ? model_flops / T : 0.0},
           {"hardware_flops_per_s", T > 0 ? hardware_flops / T : 0.0},
           {"steps", steps}, {"ranks", per_rank},
-          {"notes", gpu ? "times from CUDA events; compute spans include stream-ordered waits; peak memory is the "
-                          "caching allocator's peak"
-                        : "times from the host clock; compute excludes waits and tp all-reduces; peak memory is the "
-                          "largest step peak of live tensor bytes (counting allocator, CPU)"}};
+          {"notes", std::string(gpu ? "times from CUDA events; compute spans include stream-ordered waits; peak memory is the "
+                                      "caching allocator's peak"
+                                    : "times from the host clock; compute excludes waits and tp all-reduces; peak memory is the "
+                                      "largest step peak of live tensor bytes (counting allocator, CPU)") +
+                        (!script && opt.model.dropout ? "; the runtime has no dropout: model '" + opt.model.name +
+                                                           "' says dropout, so its masks are in a prediction and not here"
+                                                      : std::string())}};
 }
 
 json trace_json(const schedules::Schedule& s, const std::vector<json>& ranks, int, int, int,

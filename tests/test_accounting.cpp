@@ -65,6 +65,15 @@ TEST(Accounting, ActivationsKorthikanti) {
   EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(m, 2, 4, true), s * b * h / 4 * (34 + 5 * a * s / h));
   EXPECT_DOUBLE_EQ(memory::layer_checkpoint_bytes(m, 2, 4, true), 2 * s * b * h / 4);
   EXPECT_DOUBLE_EQ(memory::boundary_message_bytes(m, 2, 4, true), memory::boundary_message_bytes(m, 2) / 4);
+  // Without dropout: no masks (sbh twice, as^2b in the core) and no dropout output (2as^2b).
+  ModelSpec nodrop = m;
+  nodrop.dropout = false;
+  EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(nodrop, 2, 1), s * b * h * (32 + 2 * a * s / h));
+  EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(nodrop, 2, 4, true), s * b * h / 4 * (32 + 2 * a * s / h));
+  EXPECT_DOUBLE_EQ(memory::embedding_activation_bytes(nodrop, 2), 0);
+  EXPECT_DOUBLE_EQ(memory::embedding_activation_bytes(m, 2), s * b * h);
+  EXPECT_FALSE(model_from_json(to_json(nodrop)).dropout);
+  EXPECT_FALSE(to_json(m).contains("dropout"));
   ModelSpec f32 = m;
   f32.bytes_per_activation = 4;
   EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(f32, 2, 1), 2 * memory::layer_activation_bytes(m, 2, 1));
