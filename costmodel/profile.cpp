@@ -149,6 +149,10 @@ Profile profile_fields(const nlohmann::json& j);
 
 // A field of the wrong JSON type (e.g. "format": 5) is bad input like any other: InputError,
 // not nlohmann's type_error (found by fuzz_profile_json's long run).
+void check_precision_name(const std::string& value, const std::string& what) {
+  if (value != "fp32" && value != "bf16") throw InputError(what + " = '" + value + "' is invalid (allowed: fp32, bf16)");
+}
+
 Profile profile_from_json(const nlohmann::json& j) {
   try {
     return profile_fields(j);
@@ -174,8 +178,7 @@ Profile profile_fields(const nlohmann::json& j) {
       l.model_kind = e.value("model_kind", std::string("gpt"));
       l.attention_kernel = e.value("attention_kernel", std::string("materialized"));
       l.precision = e.value("precision", std::string("fp32"));
-      if (l.precision != "fp32" && l.precision != "bf16")
-        throw InputError("profile: layers[" + std::to_string(i) + "].precision = '" + l.precision + "' is invalid (allowed: fp32, bf16)");
+      check_precision_name(l.precision, "profile: layers[" + std::to_string(i) + "].precision");
       const std::string lw = "profile: layers[" + std::to_string(i) + "]";
       l.hidden_size = schedules::json_int(e.at("hidden_size"), lw + ".hidden_size");
       l.num_heads = schedules::json_int_or(e, "num_heads", 1, lw);

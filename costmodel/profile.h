@@ -77,6 +77,9 @@ struct Profile {
 
 nlohmann::json to_json(const Profile& p);
 Profile profile_from_json(const nlohmann::json& j);  // throws InputError naming the field
+// A precision name as profiles and sweeps give it (fp32 or bf16); InputError "`what` = 'value' is
+// invalid (allowed: fp32, bf16)" otherwise.
+void check_precision_name(const std::string& value, const std::string& what);
 Profile load_profile(const std::string& path);
 
 // One layer's costs for a model, microbatch size and tp degree, from a profile.

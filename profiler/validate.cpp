@@ -9,6 +9,7 @@
 #include <sstream>
 #include <sys/wait.h>
 
+#include "costmodel/profile.h"
 #include "costmodel/presets.h"
 #include "costmodel/stats.h"
 #include "schedules/error.h"
@@ -150,9 +151,7 @@ Sweep load_sweep(const std::string& path) {
     for (const char* k : {"name", "model", "precision"}) plan.erase(k);
     const nlohmann::json prec = e.value("precision", nlohmann::json("fp32"));
     c.precision = prec.is_string() ? prec.get<std::string>() : prec.dump();
-    if (c.precision != "fp32" && c.precision != "bf16")
-      throw InputError("sweep configs[" + std::to_string(i) + "] ('" + c.name + "'): precision = '" + c.precision +
-                       "' is invalid (allowed: fp32, bf16)");
+    costmodel::check_precision_name(c.precision, "sweep configs[" + std::to_string(i) + "] ('" + c.name + "'): precision");
     try {
       c.plan = costmodel::plan_from_json(plan);
     } catch (const InputError& err) {
