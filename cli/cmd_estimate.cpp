@@ -19,6 +19,18 @@
 namespace stagecraft::cli {
 namespace {
 
+// The fit verdict with what it rests on (costmodel::fit_verdict, ClusterSpec::memory_margin).
+std::string fit_verdict_line(const costmodel::Estimate& e) {
+  switch (e.fit) {
+    case costmodel::Fit::Fits: return "fits";
+    case costmodel::Fit::Tight:
+      return "TIGHT: over the usable memory, within the GPU's " + fmt_bytes(e.cluster.gpu_memory_bytes) +
+             "; runs only if fragmentation and workspaces take less than the margin (GMLake, arXiv 2401.08156, measured 15% on average)";
+    case costmodel::Fit::DoesNotFit: return "DOES NOT FIT: over the GPU's memory";
+  }
+  return "?";
+}
+
 struct EstimateOpts {
   PlanFlags plan;
   bool json = false;
@@ -59,7 +71,10 @@ void print_estimate(const costmodel::Estimate& e) {
             << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << ", microbatch size " << p.microbatch_size
             << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << " ("
             << e.schedule.num_stages << " stages), recompute " << costmodel::recompute_name(p.recompute)
-            << (p.zero ? ", zero " + std::to_string(p.zero) : "") << "\n"
+            << (p.zero ? ", zero " + std::to_string(p.zero) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
+            << (p.sequence_parallel ? ", sequence parallel" : "") << (p.overlap_grad_reduce ? ", bucketed gradient reduction" : "")
+            << ", stack " << p.stack << ", attention " << costmodel::attention_kernel_name(e.model.attention_kernel)
+            << (e.model.dropout ? "" : ", no dropout") << "\n"
             << "costs: " << (e.profile_source.empty() ? "analytic" : "measured, profile " + e.profile_source) << "\n";
   for (const std::string& n : e.costs.notes) std::cout << "  note: " << n << "\n";
   std::cout << "\n";
@@ -73,7 +88,7 @@ void print_estimate(const costmodel::Estimate& e) {
       {"peak memory (largest rank)", fmt_bytes(e.max_memory_bytes)},
       {"usable GPU memory", fmt_bytes(e.usable_memory_bytes) + " (" + fmt_bytes(e.cluster.gpu_memory_bytes) + " less a margin of " +
                                 fmt_percent(e.cluster.memory_margin) + ")"},
-      {"headroom (fullest rank)", fmt_signed_bytes(e.usable_memory_bytes - e.max_memory_bytes) + (e.fits ? " (fits)" : " (DOES NOT FIT)")},
+      {"headroom (fullest rank)", fmt_signed_bytes(e.usable_memory_bytes - e.max_memory_bytes) + " (" + std::string(fit_verdict_line(e)) + ")"},
   };
   std::cout << format_table({"metric", "value"}, rows) << "\n";
   std::vector<std::vector<std::string>> ranks;
@@ -196,7 +211,7 @@ void run_compare(const CompareOpts& o) {
                       fmt_num(e.tokens_per_s, 0), fmt_num(e.tflops_per_gpu, 1), fmt_num(e.eval.bubble_over_compute, 4),
                       fmt_num(e.eval.bubble_fraction, 4), fmt_bytes(e.max_memory_bytes), fmt_signed_bytes(e.usable_memory_bytes - e.max_memory_bytes),
                       host > 0 ? fmt_bytes(host) : "-",
-                      e.fits ? "yes" : "NO (marked)"});
+                      e.fit == costmodel::Fit::Fits ? "yes" : e.fit == costmodel::Fit::Tight ? "tight" : "NO (marked)"});
       if (!o.svg.empty()) kept.push_back(std::move(e));
     } catch (const InputError& err) {
       std::string why = err.what();
@@ -212,7 +227,10 @@ void run_compare(const CompareOpts& o) {
     std::cout << "model " << in.model.name << " on cluster " << in.cluster.name << ": dp " << p.dp << ", tp " << p.tp
               << ", pp " << p.pp << ", microbatch size " << p.microbatch_size << ", " << p.num_microbatches
               << " microbatches, recompute " << costmodel::recompute_name(p.recompute)
-              << (p.zero ? ", zero " + std::to_string(p.zero) : "") << "\n"
+              << (p.zero ? ", zero " + std::to_string(p.zero) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
+            << (p.sequence_parallel ? ", sequence parallel" : "") << (p.overlap_grad_reduce ? ", bucketed gradient reduction" : "")
+            << ", stack " << p.stack << ", attention " << costmodel::attention_kernel_name(in.model.attention_kernel)
+            << (in.model.dropout ? "" : ", no dropout") << "\n"
               << "costs: " << (in.profile ? "measured, profile " + o.plan.profile : std::string("analytic")) << "\n\n";
     std::cout << format_table({"schedule", "tp overlap", "stages", "iteration", "tokens/s", "TFLOP/s/GPU", "bubble/compute",
                                "bubble frac", "peak GPU mem", "headroom", "host mem", "fits"},

@@ -39,6 +39,10 @@ struct PlanCmdFlags {
   std::string sequence_parallel = "off,on";
   std::string tp_overlaps = "blocking";  // tensor-parallel overlap modes tried where tp > 1
   bool no_overlap = false;            // reduce gradients after the backward instead of in buckets
+  bool no_overlap_param_gather = false;  // gather parameters after the step instead of behind the forward
+  std::string stack;                  // kernel set (default megatron-lm)
+  std::string attention_kernel;       // overrides the model's: materialized | fused
+  bool no_dropout = false;            // the model trains without dropout
   int max_tp = 0;                     // largest tp tried; 0 = one node's GPUs
   std::string tp;                     // tp values tried; empty = every divisor up to max_tp
   std::string pp;                     // pp values tried; empty = every divisor
@@ -75,6 +79,8 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
   s.gpus = gpus;
   s.global_batch = f.global_batch;
   s.overlap_grad_reduce = !f.no_overlap;
+  s.overlap_param_gather = !f.no_overlap_param_gather;
+  if (!f.stack.empty()) s.stack = f.stack;
   s.max_tp = f.max_tp;
   s.schedules.clear();
   for (const std::string& item : split_list(f.schedules)) {
@@ -148,7 +154,7 @@ void print_table(const planner::SearchResult& r, const std::vector<double>& simu
     rows.push_back({std::to_string(++rank), fmt_seconds(c.iteration_time_s)});
     if (!simulated.empty()) rows.back().push_back(fmt_seconds(simulated[i]));
     rows.back().insert(rows.back().end(), {fmt_num(c.tokens_per_s, 0),
-                    fmt_num(100 * c.mfu, 1) + "%", fmt_bytes(c.max_memory_bytes), fmt_signed_bytes(c.headroom_bytes), fmt_num(c.bubble_fraction, 3),
+                    fmt_num(100 * c.mfu, 1) + "%", fmt_bytes(c.max_memory_bytes), fmt_signed_bytes(c.headroom_bytes) + (c.fit == costmodel::Fit::Tight ? " (tight)" : ""), fmt_num(c.bubble_fraction, 3),
                     dims_label(p), std::to_string(p.microbatch_size) + " x " + std::to_string(p.num_microbatches), schedule_label(p),
                     std::string(costmodel::recompute_name(p.recompute)), p.sequence_parallel ? "on" : "off",
                     std::to_string(p.zero), layers_label(p)});
@@ -169,6 +175,7 @@ nlohmann::json result_json(const planner::SearchResult& r, const std::vector<dou
                     {"hfu", c.hfu},
                     {"max_memory_bytes", c.max_memory_bytes},
                     {"headroom_bytes", c.headroom_bytes},
+                    {"fit", std::string(costmodel::fit_name(c.fit))},
                     {"bubble_fraction", c.bubble_fraction}});
     if (!simulated.empty()) best.back()["simulated_iteration_time_s"] = simulated[best.size() - 1];
   }
@@ -357,7 +364,11 @@ void run(const PlanCmdFlags& f) {
   const std::optional<graphs::Graph> graph = graph_arg(f.model);
   if (graph && !f.verify.empty()) throw InputError("--verify with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
   if (graph && f.layer_tp) throw InputError("--layer-tp with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
-  const costmodel::ModelSpec m = graph ? graphs::plan_model_of(*graph) : costmodel::load_model(f.model);
+  if (graph && (!f.attention_kernel.empty() || f.no_dropout))
+    throw InputError("--attention-kernel and --no-dropout with a graph (--model " + f.model + "): the graph's nodes say what they compute and keep");
+  costmodel::ModelSpec m = graph ? graphs::plan_model_of(*graph) : costmodel::load_model(f.model);
+  if (!f.attention_kernel.empty()) m.attention_kernel = costmodel::parse_attention_kernel(f.attention_kernel, "--attention-kernel");
+  if (f.no_dropout) m.dropout = false;
   costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   apply_memory_margin(c, f.memory_margin);
   apply_nodes(c, f.nodes);
@@ -438,6 +449,11 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--pp", f->pp, "pipeline degrees tried, comma-separated (default: every divisor)");
   c->add_option("--rank-orders", f->rank_orders, "rank orders tried, fastest axis first (tp-dp-pp, tp-pp-dp, dp-tp-pp, ...)")->capture_default_str();
   c->add_flag("--no-overlap-grad-reduce", f->no_overlap, "reduce gradients after the backward (default: in buckets during it)");
+  c->add_flag("--no-overlap-param-gather", f->no_overlap_param_gather,
+              "with ZeRO, gather the updated parameters after the step (default: bucket by bucket behind the next forward)");
+  c->add_option("--stack", f->stack, "kernel set every plan runs on: megatron-lm (default), megatron-core-te, pytorch-eager or a stack JSON");
+  c->add_option("--attention-kernel", f->attention_kernel, "the model's attention core: materialized or fused (flash attention)");
+  c->add_flag("--no-dropout", f->no_dropout, "the model trains without dropout");
   c->add_option("--top", f->top, "plans printed, fastest first")->capture_default_str();
   c->add_flag("--json", f->json, "print JSON instead of the table");
   c->add_option("--out", f->out, "write the best plan to this JSON file");

@@ -20,6 +20,10 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   app->add_option("--attention-kernel", f.attention_kernel,
                   "the model's attention core: materialized (scores kept, Korthikanti; the presets') or fused (flash attention: "
                   "no s x s tensor kept; the runtime needs LibTorch 2.x)");
+  app->add_flag("--no-dropout", f.no_dropout, "the model trains without dropout (no masks kept or written)");
+  app->add_option("--stack", f.stack,
+                  "kernel set that runs the plan: megatron-lm (default), megatron-core-te, pytorch-eager, or a stack JSON "
+                  "file (docs/costmodel.md)");
   if (with_cluster) app->add_option("--cluster", f.cluster, "cluster preset name or a cluster JSON file")->required();
   app->add_option("--plan", f.plan_file, "plan JSON file; the flags below override its fields");
   app->add_option("--dp", f.dp, "data-parallel degree (default: GPUs / (tp * pp))");
@@ -37,6 +41,9 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
                   "tensor-parallel overlap: blocking, merak (sub-pipelined), cross-pass or oases (docs/tp-overlap.md)");
   app->add_flag("--overlap-grad-reduce", f.overlap_grad_reduce,
                 "reduce gradients in buckets while the backward runs (PyTorch DDP, Megatron-LM --overlap-grad-reduce)");
+  app->add_flag("--overlap-param-gather", f.overlap_param_gather,
+                "with --zero 1 or 2: all-gather the updated parameters bucket by bucket behind the next forward "
+                "(Megatron-Core --overlap-param-gather)");
   app->add_option("--grad-reduce-at", f.grad_reduce_at,
                   "without --overlap-grad-reduce, where each stage's gradient reduction starts: rank-end (after the "
                   "rank's whole backward, Megatron-LM), stage-end (after the stage's own, eager) or auto (the "
@@ -161,14 +168,16 @@ costmodel::Estimate estimate_inputs(const Inputs& in, const costmodel::ParallelP
 costmodel::ModelSpec load_model_flags(const PlanFlags& f) {
   costmodel::ModelSpec m = costmodel::load_model(f.model);
   if (!f.attention_kernel.empty()) m.attention_kernel = costmodel::parse_attention_kernel(f.attention_kernel, "--attention-kernel");
+  if (f.no_dropout) m.dropout = false;
   return m;
 }
 
 Inputs resolve(const PlanFlags& f) {
   Inputs in;
   in.graph = graph_arg(f.model);
-  if (in.graph && !f.attention_kernel.empty())
-    throw InputError("--attention-kernel with a graph (--model " + f.model + "): the graph's nodes say what they keep (saved_bytes)");
+  if (in.graph && (!f.attention_kernel.empty() || f.no_dropout))
+    throw InputError(std::string(f.no_dropout ? "--no-dropout" : "--attention-kernel") + " with a graph (--model " + f.model +
+                     "): the graph's nodes say what they compute and keep (saved_bytes)");
   in.model = in.graph ? graphs::model_of(*in.graph) : load_model_flags(f);
   in.cluster = costmodel::load_cluster(f.cluster);
   apply_memory_margin(in.cluster, f.memory_margin);
@@ -210,6 +219,8 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (!f.tp_overlap.empty()) p.tp_overlap = schedules::parse_tp_overlap(f.tp_overlap, "--tp-overlap");
   if (f.zero) p.zero = *f.zero;
   if (f.overlap_grad_reduce) p.overlap_grad_reduce = true;
+  if (f.overlap_param_gather) p.overlap_param_gather = true;
+  if (!f.stack.empty()) p.stack = f.stack;
   if (f.preemptive_comm) p.preemptive_comm = true;
   if (!f.grad_reduce_at.empty()) p.grad_reduce_at = schedules::parse_grad_reduce_at(f.grad_reduce_at, "--grad-reduce-at");
   if (f.grad_bucket_mb) {

@@ -32,6 +32,9 @@ nlohmann::json params_for(const std::string& schedule, const nlohmann::json& par
 struct PlanFlags {
   std::string model;              // preset name or JSON file
   std::string attention_kernel;   // overrides the model's: materialized | fused ("" keeps it)
+  bool no_dropout = false;        // the model trains without dropout (overrides its dropout)
+  std::string stack;              // kernel set (costmodel/presets/stacks; default: the plan's, else megatron-lm)
+  bool overlap_param_gather = false;  // the distributed optimizer's gather behind the next forward
   std::string cluster;            // preset name or JSON file
   std::string plan_file;          // optional JSON plan; flags given override its fields
   std::optional<int> dp, tp, pp;  // dp defaults to GPUs / (tp * pp)

@@ -11,7 +11,8 @@
 #include "costmodel/flops.h"
 #include "costmodel/memory.h"
 #include "costmodel/profile.h"
-#include "costmodel/shape.h"
+#include "costmodel/price.h"
+#include "costmodel/workload.h"
 #include "schedules/error.h"
 
 namespace stagecraft::costmodel {
@@ -162,8 +163,72 @@ LayerSavedBytes layer_saved_bytes(const ModelSpec& m, int b, int t, bool sp, boo
   return l;
 }
 
+double param_gather_head_share(const ParallelPlan& p, double grad_bytes) {
+  if (!p.overlap_param_gather || grad_bytes <= 0) return 1.0;
+  return std::min(1.0, p.grad_bucket_bytes / grad_bytes);
+}
+
 double optimizer_step_s(const ModelSpec& m, const ClusterSpec& c, double params, int zero, int dp) {
   return params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps / (zero >= 1 ? dp : 1);
+}
+
+void set_boundary_transfers(StageCost& sc, const Schedule& s, int stage, const Topology& topo, double out_bytes, double in_bytes,
+                            const Profile* prof, std::vector<std::string>& notes) {
+  if (int nx = s.next_stage(stage); nx >= 0) {
+    const Link l = topo.p2p_link(s.rank_of(stage), s.rank_of(nx));
+    sc.send_f_bytes = l.kind == "self" ? 0 : out_bytes;
+    sc.send_f_s = comm_s(prof, "p2p", 2, out_bytes, l, p2p_s(out_bytes, l), notes);
+  }
+  if (int pv = s.prev_stage(stage); pv >= 0) {
+    const Link l = topo.p2p_link(s.rank_of(stage), s.rank_of(pv));
+    sc.send_b_bytes = l.kind == "self" ? 0 : in_bytes;
+    sc.send_b_s = comm_s(prof, "p2p", 2, in_bytes, l, p2p_s(in_bytes, l), notes);
+  }
+}
+
+void set_grad_reduction(StageCost& sc, const Schedule& s, int stage, const Topology& topo, const ParallelPlan& p,
+                        const Profile* prof, std::vector<std::string>& notes) {
+  const double bytes = sc.grad_bytes;
+  const Link dp_link = topo.group_link(kDp);
+  const AllReducePath& dp_path = topo.allreduce_path(kDp);
+  if (p.zero >= 1) {
+    // Distributed optimizer: the gradients are reduce-scattered over the dp group (Megatron-LM
+    // distributed optimizer; ZeRO, Rajbhandari et al. SC20), the parameters all-gathered after
+    // the step (CostTable::param_gather_s).
+    sc.reduce_grad_s = comm_s(prof, "reduce_scatter", p.dp, bytes, dp_link, reduce_scatter_s(bytes, dp_path), notes);
+    sc.reduce_grad_latency_s = allreduce_latency_s(bytes, dp_path, /*tree_allowed=*/false) / 2;
+  } else if (s.num_chains == 1) {
+    sc.reduce_grad_s = comm_s(prof, "all_reduce", p.dp, bytes, dp_link, allreduce_s(bytes, dp_path), notes);
+    sc.reduce_grad_latency_s = allreduce_latency_s(bytes, dp_path);
+  } else {
+    const Link link = chain_reduce_link(s, stage, topo, dp_link);
+    const int n = p.dp * s.num_chains;
+    sc.reduce_grad_s = ring_allreduce_s(bytes, n, link);
+    sc.reduce_grad_latency_s = sc.reduce_grad_s > 0 ? 2.0 * (n - 1) * link.latency_s : 0;
+  }
+}
+
+void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Topology& topo,
+                    const Profile* prof) {
+  const size_t R = t.params.size();
+  t.optimizer_s.assign(R, 0.0);
+  t.param_gather_s.assign(R, 0.0);
+  t.param_gather_bytes.assign(R, 0.0);
+  t.param_gather_head_share.assign(R, 1.0);
+  t.static_bytes.assign(R, 0.0);
+  const double shard = p.zero >= 1 ? p.dp : 1;  // the optimizer steps 1/dp of the parameters
+  for (size_t r = 0; r < R; ++r) {
+    const double params = t.params[r];
+    t.static_bytes[r] = params * memory::static_bytes_per_param(m, p.zero, p.dp);
+    t.optimizer_s[r] = prof && prof->optimizer_s_per_param > 0 ? params * prof->optimizer_s_per_param / shard
+                                                                : optimizer_step_s(m, c, params, p.zero, p.dp);
+    if (p.zero >= 1) {
+      const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights
+      t.param_gather_bytes[r] = bytes;
+      t.param_gather_s[r] = comm_s(prof, "all_gather", p.dp, bytes, topo.group_link(kDp), all_gather_s(bytes, topo.allreduce_path(kDp)), t.notes);
+      t.param_gather_head_share[r] = param_gather_head_share(p, params * grad_bytes_per_param(m));
+    }
+  }
 }
 
 CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Schedule& s,
@@ -176,9 +241,8 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
   std::vector<int> layers = partition_layers(m, p, S);
   Topology topo(c, p);
   const int b = p.microbatch_size, t = p.tp;
-  const double rate = c.gpu_peak_flops_per_s * c.achieved_efficiency;  // FLOP/s one GPU sustains
+  const KernelStack& stack = load_stack(p.stack);
   const Link tp_link = topo.group_link(kTp);
-  const Link dp_link = topo.group_link(kDp);
   CostTable table;
   std::vector<std::string> notes;
   if (!p.stage_tp_overlap.empty() && static_cast<int>(p.stage_tp_overlap.size()) != S)
@@ -255,10 +319,9 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     ic.head = last;
     const double attn_mm = flops::attention_block_matmul_flops(m, bb), core = flops::layer_attention_forward_flops(m, bb);
     const double mlp = flops::mlp_block_forward_flops(m, bb);
-    if (!prof && c.gpu_sms > 0) {
-      // Compute by shape (shape.h): each block's products at their shapes' efficiency plus its
-      // memory-bound operations.
-      const shape::LayerTimes lt = shape::layer_times(m, c, bb, t, selective);
+    if (!prof) {
+      // The layer's work (workload.h) priced by shape or at the flat rate (price.h).
+      const LayerTimes lt = price_layer(layer_work(m, stack, bb, t, sp, selective), c, stack, &notes);
       ic.attn_f_s = lt.attn_f_s;
       ic.mlp_f_s = lt.mlp_f_s;
       ic.attn_i_s = lt.attn_i_s;
@@ -270,19 +333,6 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
       ic.head_f_s = last ? lt.head_f_s : 0;
       ic.head_i_s = last ? lt.head_i_s : 0;
       ic.head_w_s = last ? lt.head_w_s : 0;
-    } else if (!prof) {
-      // FLOPs split t ways over the achieved rate. I repeats every product once, W the matrix
-      // products (flops.h); selective recomputation repeats the attention core in I.
-      ic.attn_f_s = (attn_mm + core) / t / rate;
-      ic.mlp_f_s = mlp / t / rate;
-      ic.attn_i_s = (attn_mm + 2 * core + (selective ? core : 0)) / t / rate;  // the core's backward is twice its forward
-      ic.mlp_i_s = ic.mlp_f_s;
-      ic.attn_w_s = attn_mm / t / rate;
-      ic.mlp_w_s = ic.mlp_f_s;
-      ic.attn_r_s = ic.attn_f_s;
-      ic.mlp_r_s = ic.mlp_f_s;
-      ic.head_f_s = last ? flops::head_forward_flops(m, bb) / t / rate : 0;
-      ic.head_i_s = ic.head_w_s = ic.head_f_s;
     } else {
       // Measured shards at this tp and sub-batch size (profiler/layers.h), split into the two
       // blocks by their FLOP shares; the collectives come from tp_collective_s.
@@ -322,38 +372,13 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     sc.tp_allreduce_bytes = ic.comm_bytes;
     sc.tp_comm_f_s = per_action * ic.comm_s;
     sc.tp_comm_i_s = sc.tp_comm_f_s;
-    // Point-to-point at the stage's boundaries.
-    int nx = s.next_stage(st), pv = s.prev_stage(st);
-    if (nx >= 0) {
-      Link l = topo.p2p_link(s.rank_of(st), s.rank_of(nx));
-      sc.send_f_s = comm_s(prof, "p2p", 2, msg_bytes, l, p2p_s(msg_bytes, l), table.notes);
-    }
-    if (pv >= 0) {
-      Link l = topo.p2p_link(s.rank_of(st), s.rank_of(pv));
-      sc.send_b_s = comm_s(prof, "p2p", 2, msg_bytes, l, p2p_s(msg_bytes, l), table.notes);
-    }
-    // Parameters and their data-parallel reduction.
+    // Point-to-point at the stage's boundaries, and the parameters' data-parallel reduction.
+    set_boundary_transfers(sc, s, st, topo, msg_bytes, msg_bytes, prof, table.notes);
     double params = n * memory::layer_params_per_rank(m, t) + (first ? memory::embedding_params_per_rank(m, t) : 0) +
                     (last ? memory::head_params_per_rank(m, t) : 0);
     table.params[static_cast<size_t>(s.rank_of(st))] += params;
-    const double grad_bytes = params * grad_bytes_per_param(m);  // (params) one GPU's gradients
-    sc.grad_bytes = grad_bytes;
-    const AllReducePath& dp_path = topo.allreduce_path(kDp);
-    if (p.zero >= 1) {
-      // Distributed optimizer: the gradients are reduce-scattered over the dp group (Megatron-LM
-      // distributed optimizer; ZeRO, Rajbhandari et al. SC20), the parameters all-gathered after
-      // the step (param_gather_s below).
-      sc.reduce_grad_s = comm_s(prof, "reduce_scatter", p.dp, grad_bytes, dp_link, reduce_scatter_s(grad_bytes, dp_path), table.notes);
-      sc.reduce_grad_latency_s = allreduce_latency_s(grad_bytes, dp_path, /*tree_allowed=*/false) / 2;
-    } else if (s.num_chains == 1) {
-      sc.reduce_grad_s = comm_s(prof, "all_reduce", p.dp, grad_bytes, dp_link, allreduce_s(grad_bytes, dp_path), table.notes);
-      sc.reduce_grad_latency_s = allreduce_latency_s(grad_bytes, dp_path);
-    } else {
-      const Link link = chain_reduce_link(s, st, topo, dp_link);
-      const int n = p.dp * s.num_chains;
-      sc.reduce_grad_s = ring_allreduce_s(grad_bytes, n, link);
-      sc.reduce_grad_latency_s = sc.reduce_grad_s > 0 ? 2.0 * (n - 1) * link.latency_s : 0;
-    }
+    sc.grad_bytes = params * grad_bytes_per_param(m);  // (params) one GPU's gradients
+    set_grad_reduction(sc, s, st, topo, p, prof, table.notes);
     // Activations.
     // Activations: what every sub-batch keeps (Korthikanti's formulas are linear in b, so the
     // sub-batches add up to the microbatch). Oases' fine-grained recomputation keeps each
@@ -389,22 +414,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     sc.offload_s = sc.act_bytes / c.host_link_bandwidth_Bps;
     sc.reload_s = sc.offload_s;
   }
-  table.optimizer_s.resize(static_cast<size_t>(s.num_ranks));
-  table.param_gather_s.assign(static_cast<size_t>(s.num_ranks), 0.0);
-  table.static_bytes.resize(static_cast<size_t>(s.num_ranks));
-  const double shard = p.zero >= 1 ? p.dp : 1;  // the optimizer steps 1/dp of the parameters
-  for (int r = 0; r < s.num_ranks; ++r) {
-    double params = table.params[static_cast<size_t>(r)];
-    table.static_bytes[static_cast<size_t>(r)] = params * memory::static_bytes_per_param(m, p.zero, p.dp);
-    table.optimizer_s[static_cast<size_t>(r)] = prof && prof->optimizer_s_per_param > 0
-                                                     ? params * prof->optimizer_s_per_param / shard
-                                                     : optimizer_step_s(m, c, params, p.zero, p.dp);
-    if (p.zero >= 1) {
-      const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights
-      table.param_gather_s[static_cast<size_t>(r)] =
-          comm_s(prof, "all_gather", p.dp, bytes, dp_link, all_gather_s(bytes, topo.allreduce_path(kDp)), table.notes);
-    }
-  }
+  set_rank_costs(table, m, c, p, topo, prof);
   table.notes.insert(table.notes.end(), notes.begin(), notes.end());
   std::sort(table.notes.begin(), table.notes.end());
   table.notes.erase(std::unique(table.notes.begin(), table.notes.end()), table.notes.end());

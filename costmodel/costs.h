@@ -22,6 +22,8 @@ struct StageCost {        // one stage, one microbatch
   double r_s = 0;         // recompute of all the stage's layers (an R with fraction x: x * r_s)
   double send_f_s = 0;    // forward output to the next stage (0 when on the same rank)
   double send_b_s = 0;    // input gradient to the previous stage (0 when on the same rank)
+  double send_f_bytes = 0;  // per GPU, what send_f_s moves (0 when on the same rank)
+  double send_b_bytes = 0;  // per GPU, what send_b_s moves
   double reduce_grad_s = 0;  // data-parallel all-reduce of all the stage's gradients
   double reduce_grad_latency_s = 0;  // its latency terms alone: what a bucket (a share of it) pays whole
   double grad_bytes = 0;     // (params of the stage on one GPU) x grad_bytes_per_param: what it reduces
@@ -60,6 +62,10 @@ struct CostTable {
   std::vector<double> optimizer_s;    // (num_ranks) optimizer step of each pipeline rank
   std::vector<double> param_gather_s; // (num_ranks) all-gather of the updated parameters over the dp
                                       // group after the step (distributed optimizer; else 0 or empty)
+  std::vector<double> param_gather_head_share;  // (num_ranks) share of the gather the next forward waits
+                                      // for before it starts: its first bucket with
+                                      // plan.overlap_param_gather, else 1 (or empty: 1)
+  std::vector<double> param_gather_bytes;  // (num_ranks) per GPU, the buffer all-gathered (16-bit weights)
   std::vector<double> static_bytes;   // (num_ranks) weights, gradients, optimizer states
   std::vector<double> params;         // (num_ranks) parameters held by one GPU of the rank
   std::vector<std::string> notes;     // where measured costs were interpolated or extrapolated
@@ -113,6 +119,30 @@ struct LayerSavedBytes {
 };
 int checkpoints_per_layer(schedules::TpOverlap mode, int t);
 LayerSavedBytes layer_saved_bytes(const ModelSpec& m, int b, int t, bool sp, bool selective, schedules::TpOverlap mode);
+
+// The share of a rank's parameter all-gather its next forward waits for before starting: with
+// plan.overlap_param_gather the first bucket's (Megatron-Core gathers bucket by bucket, in the
+// gradient buckets' layout, each forward pre-hook waiting for its bucket: distributed_data_
+// parallel.py), grad_bucket_bytes of the rank's `grad_bytes`; else the whole gather, 1.
+double param_gather_head_share(const ParallelPlan& p, double grad_bytes);
+
+// The transfers at a stage's boundaries, out_bytes to the next stage and in_bytes back to the
+// previous one, on the link between their ranks (measured where the profile has it): send_f_s,
+// send_b_s and their bytes. One rule for every route (preset, graph).
+struct Profile;
+void set_boundary_transfers(StageCost& sc, const schedules::Schedule& s, int stage, const Topology& topo, double out_bytes,
+                            double in_bytes, const Profile* prof, std::vector<std::string>& notes);
+// The data-parallel reduction of sc.grad_bytes: a reduce-scatter with a distributed optimizer
+// (zero >= 1), else an all-reduce on the dp group's path, or with several chains one ring over
+// their copies (chain_reduce_link). Fills reduce_grad_s and reduce_grad_latency_s.
+void set_grad_reduction(StageCost& sc, const schedules::Schedule& s, int stage, const Topology& topo, const ParallelPlan& p,
+                        const Profile* prof, std::vector<std::string>& notes);
+
+// Per rank, from t.params (one GPU's parameters of each pipeline rank): the optimizer step
+// (measured per parameter where the profile has it), static memory, and with a distributed
+// optimizer the parameter all-gather (bytes, seconds and the share the next forward waits for).
+void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Topology& topo,
+                    const Profile* prof);
 
 // Seconds of one optimizer step over `params` parameters of one GPU, analytic: its memory
 // traffic (memory.h) at the GPU's bandwidth, 1/dp of it with a distributed optimizer (zero >= 1).

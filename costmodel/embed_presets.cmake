@@ -3,10 +3,12 @@
 function(stagecraft_embed_presets out_file)
   file(GLOB model_files ${CMAKE_CURRENT_SOURCE_DIR}/presets/models/*.json)
   file(GLOB cluster_files ${CMAKE_CURRENT_SOURCE_DIR}/presets/clusters/*.json)
+  file(GLOB stack_files ${CMAKE_CURRENT_SOURCE_DIR}/presets/stacks/*.json)
   list(SORT model_files)
   list(SORT cluster_files)
+  list(SORT stack_files)
   set(body "")
-  foreach(kind model cluster)
+  foreach(kind model cluster stack)
     foreach(f IN LISTS ${kind}_files)
       get_filename_component(name ${f} NAME_WE)
       # NAME_WE stops at the first dot; names like gpt-1.4b keep theirs this way.

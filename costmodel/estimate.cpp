@@ -78,6 +78,20 @@ void set_rates(Estimate& e) {
   e.hfu = T > 0 ? e.hardware_flops / T / gpus / peak : 0;
 }
 
+Fit fit_verdict(double peak_bytes, const ClusterSpec& c) {
+  if (peak_bytes <= c.usable_memory_bytes()) return Fit::Fits;
+  return peak_bytes <= c.gpu_memory_bytes ? Fit::Tight : Fit::DoesNotFit;
+}
+
+std::string_view fit_name(Fit f) {
+  switch (f) {
+    case Fit::Fits: return "fits";
+    case Fit::Tight: return "tight";
+    case Fit::DoesNotFit: return "does not fit";
+  }
+  return "?";
+}
+
 void set_fit(Estimate& e) {
   const auto& peaks = e.eval.peak_memory_bytes;
   e.max_memory_bytes = peaks.empty() ? 0 : *std::max_element(peaks.begin(), peaks.end());
@@ -85,6 +99,7 @@ void set_fit(Estimate& e) {
   e.headroom_bytes.clear();
   for (double b : peaks) e.headroom_bytes.push_back(e.usable_memory_bytes - b);
   e.fits = e.max_memory_bytes <= e.usable_memory_bytes;
+  e.fit = fit_verdict(e.max_memory_bytes, e.cluster);
 }
 
 namespace {
@@ -247,6 +262,8 @@ nlohmann::json to_json(const Estimate& e) {
           {"usable_memory_bytes", e.usable_memory_bytes},
           {"headroom_bytes", e.headroom_bytes},
           {"fits", e.fits},
+          {"fit", std::string(fit_name(e.fit))},
+          {"stack", e.plan.stack},
           {"cost_model", e.profile_source.empty() ? std::string("analytic") : "profiled: " + e.profile_source},
           {"cost_notes", e.costs.notes}};
 }

@@ -28,6 +28,14 @@ schedules::GeneratorOptions generator_options(const ParallelPlan& p);
 // recompute, FOLD3D: their schedules carry recompute_fractions or recompute in params).
 schedules::Schedule plan_schedule(const ParallelPlan& p, const schedules::LowerOptions& lower = {});
 
+// Whether a plan's peak fits a GPU: within the usable memory (gpu_memory_bytes less the cluster's
+// memory_margin, whose sources ClusterSpec::memory_margin cites: fragmentation and workspaces
+// the model does not count), tight (over the usable memory but within the GPU's: it runs only if
+// the allocator fragments less than the margin allows for), or does not fit (over the GPU's memory).
+enum class Fit { Fits, Tight, DoesNotFit };
+Fit fit_verdict(double peak_bytes, const ClusterSpec& c);
+std::string_view fit_name(Fit f);  // "fits", "tight", "does not fit"
+
 struct Estimate {
   ModelSpec model;
   ClusterSpec cluster;
@@ -45,6 +53,7 @@ struct Estimate {
   double usable_memory_bytes = 0;   // per GPU: gpu_memory_bytes less the cluster's memory_margin
   std::vector<double> headroom_bytes;  // (ranks) usable_memory_bytes - the rank's peak; < 0: over
   bool fits = false;                // every rank's peak within usable_memory_bytes
+  Fit fit = Fit::DoesNotFit;        // the verdict on the largest peak (fit_verdict)
   std::string profile_source;       // the profile the costs came from; empty: analytic
 };
 

@@ -129,10 +129,15 @@ void Evaluator::compile() {
   // A forward waits for the forward input of its (stage, microbatch) received before it; a
   // backward or recompute for the gradient received and the checkpoint reloaded before it.
   enum Wait { kInput = 0, kGrad = 1 };
+  auto add_node = [&](const Node& n) {
+    tmp.push_back(n);
+    in.emplace_back();
+    return static_cast<std::uint32_t>(tmp.size() - 1);
+  };
   for (int r = 0; r < R; ++r) {
     const auto& list = s.actions[static_cast<size_t>(r)];
     const std::vector<bool> deferred = schedules::deferred_reductions(list);
-    std::uint32_t prev_compute = kNone, prev_coll = kNone, prev_copy = kNone;
+    std::uint32_t prev_compute = kNone, prev_coll = kNone, prev_copy = kNone, pending_gather = kNone;
     for (int k = 0; k < K; ++k) {
       std::vector<std::vector<std::uint32_t>> pending(2 * keys);
       std::map<int, std::uint32_t> deferred_wait;  // stage -> its deferred share's collective node
@@ -206,14 +211,35 @@ void Evaluator::compile() {
             prev_copy = ex;
             wait_on(a.stage, a.microbatch, kGrad, ex);
             break;
-          case Op::OPTIMIZER:
+          case Op::OPTIMIZER: {
             // Megatron's distributed optimizer gathers the updated parameters inside its step:
-            // after the update, on the collective stream, before the next iteration computes.
+            // after the update, on the collective stream. The next iteration computes once the
+            // first bucket has arrived (all of it unless the gather overlaps the forward:
+            // CostTable::param_gather_head_share), and its first compute ends no earlier than
+            // the whole gather (each layer's forward waits for its bucket).
             edge(prev_coll, me);
             edge(me, ex);
             prev_coll = ex;
-            prev_compute = ex;
+            Node h = tmp[ex];
+            h.slot_a = -1;
+            h.head_slot = opt_slot_base + 2 * R + r;
+            const std::uint32_t head = add_node(h);
+            edge(ex, head);
+            prev_compute = head;
+            pending_gather = ex;
             break;
+          }
+          default: break;
+        }
+        if (pending_gather != kNone && tmp[me].is_compute && !tmp[me].optimizer) {
+          Node j = tmp[me];
+          j.slot_a = j.slot_b = -1;
+          j.is_compute = false;
+          const std::uint32_t join = add_node(j);
+          edge(me, join);
+          edge(pending_gather, join);
+          prev_compute = join;
+          pending_gather = kNone;
         }
       }
     }
@@ -323,7 +349,11 @@ void Evaluator::compile() {
       const Action& a = list[i];
       std::uint32_t me = new_id[mk[i].main];
       if (tmp[mk[i].main].is_compute) compute_last_[static_cast<size_t>(r)].push_back(me);
-      if (a.op == Op::REDUCE_GRAD || a.op == Op::OPTIMIZER) coll_last_[static_cast<size_t>(r)].push_back(new_id[mk[i].extra]);
+      if (a.op == Op::REDUCE_GRAD) coll_last_[static_cast<size_t>(r)].push_back(new_id[mk[i].extra]);
+      // The parameter gather that runs into this iteration: the previous iteration's (overlapping
+      // this one's first forward when the gather overlaps); with one iteration, its own.
+      if (a.op == Op::OPTIMIZER)
+        coll_last_[static_cast<size_t>(r)].push_back(new_id[made[static_cast<size_t>(last > 0 ? last - 1 : last)][static_cast<size_t>(r)][i].extra]);
       auto fr = [&](int st, int mb) { return frac[key(st, mb)]; };
       auto working_set = [&](int st) {  // held from the backward's start to its end
         mc.push_back({me, false, st, kWorkStart, 0});
@@ -388,7 +418,7 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
                      std::to_string(c.optimizer_s.size()) + " ranks; schedule '" + s.name + "' has " +
                      std::to_string(s.num_stages) + " and " + std::to_string(R));
   // Flatten the costs into slots.
-  std::vector<double> slot(static_cast<size_t>(s.num_stages * kSlotsPerStage + 2 * R), 0.0);
+  std::vector<double> slot(static_cast<size_t>(s.num_stages * kSlotsPerStage + 3 * R), 0.0);
   for (int st = 0; st < s.num_stages; ++st) {
     const StageCost& sc = c.stages[static_cast<size_t>(st)];
     double* p = &slot[static_cast<size_t>(st * kSlotsPerStage)];
@@ -399,6 +429,9 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
   for (int r = 0; r < R; ++r) slot[static_cast<size_t>(s.num_stages * kSlotsPerStage + r)] = c.optimizer_s[static_cast<size_t>(r)];
   for (int r = 0; r < R && static_cast<int>(c.param_gather_s.size()) == R; ++r)
     slot[static_cast<size_t>(s.num_stages * kSlotsPerStage + R + r)] = c.param_gather_s[static_cast<size_t>(r)];
+  for (int r = 0; r < R; ++r)
+    slot[static_cast<size_t>(s.num_stages * kSlotsPerStage + 2 * R + r)] =
+        static_cast<int>(c.param_gather_head_share.size()) == R ? c.param_gather_head_share[static_cast<size_t>(r)] : 1.0;
 
   // Share of a stage's activations a copy moves: (1 - f) + f * ckpt/act for recompute share f.
   std::vector<double> kept_share(static_cast<size_t>(s.num_stages), 1.0), ckpt_share(static_cast<size_t>(s.num_stages), 0.0);
@@ -417,6 +450,10 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
     if (n.early > 0) {  // one predecessor, the backward: its gradients for this bucket are ready
       const std::uint32_t b = pr[n.pred_begin];
       t = end[b] - n.early * (end[b] - start[b]);
+    }
+    if (n.head_slot >= 0) {  // one predecessor, the gather: its first bucket has arrived
+      const std::uint32_t g = pr[n.pred_begin];
+      t = start[g] + slot[static_cast<size_t>(n.head_slot)] * (end[g] - start[g]);
     }
     double d = 0;
     if (n.slot_a >= 0) d = slot[static_cast<size_t>(n.slot_a)] * n.factor_a;

@@ -87,6 +87,9 @@ class Evaluator {
     double kept_fraction = 0;      // copy nodes: recompute share f of the (stage, microbatch)
     double early = 0;              // a bucket's issue: starts this share of its one predecessor
                                    // (the backward) before that ends (schedules/buckets.h)
+    std::int32_t head_slot = -1;   // the first bucket of a parameter all-gather: ends at its one
+                                   // predecessor's (the gather's) start plus this slot's share of
+                                   // its duration (1 unless the gather overlaps the next forward)
   };
   schedules::Schedule schedule_;
   EvalOptions opt_;

@@ -12,7 +12,7 @@
 namespace stagecraft::costmodel {
 
 struct PresetEntry {
-  std::string kind;   // "model" or "cluster"
+  std::string kind;   // "model", "cluster" or "stack"
   std::string name;   // file name without .json
   std::string json;   // file contents
 };

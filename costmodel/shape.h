@@ -15,6 +15,9 @@
 // cited in the cluster's compute_source), not a fit to end-to-end results.
 #pragma once
 
+#include <string>
+
+#include "costmodel/price.h"
 #include "costmodel/specs.h"
 
 namespace stagecraft::costmodel::shape {
@@ -26,16 +29,11 @@ double gemm_efficiency(const ClusterSpec& c, double m, double n, double k, doubl
 // A memory-bound operation reading and writing `bytes` in total.
 double memory_s(const ClusterSpec& c, double bytes);
 
-// One Megatron transformer layer (or the head) on one tensor-parallel rank, for bb samples:
-// the pieces the inner schedule runs (inner.h), each the sum of its products and memory-bound
-// operations. f forward, i input gradient, w weight gradient, r recomputation (= f).
-struct LayerTimes {
-  double attn_f_s = 0, mlp_f_s = 0;  // forward of the attention block (LN, QKV, core, projection,
-                                     // dropout + residual) and of the MLP block (LN, up, act, down, ...)
-  double attn_i_s = 0, mlp_i_s = 0;  // input gradients (the selective recompute of the core in attn_i_s)
-  double attn_w_s = 0, mlp_w_s = 0;  // weight gradients
-  double head_f_s = 0, head_i_s = 0, head_w_s = 0;  // logits (T x h x V/t) and the loss
-};
-LayerTimes layer_times(const ModelSpec& m, const ClusterSpec& c, int bb, int t, bool selective);
+using LayerTimes = costmodel::LayerTimes;
+
+// One transformer layer and the head priced by price_layer (price.h) from layer_work
+// (workload.h) on `stack`: a convenience for tests and callers that price one layer.
+LayerTimes layer_times(const ModelSpec& m, const ClusterSpec& c, int bb, int t, bool selective, bool sp = false,
+                       const std::string& stack = kDefaultStack);
 
 }  // namespace stagecraft::costmodel::shape

@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "schedules/error.h"
+#include "costmodel/json_reader.h"
+#include "costmodel/stack.h"
 #include "schedules/json_read.h"
 
 namespace stagecraft::costmodel {
@@ -21,62 +23,6 @@ std::string num(double v) {
                       const std::string& allowed) {
   throw InputError(what + "." + field + " = " + value + " is invalid (" + allowed + ")");
 }
-
-// Reads fields of one JSON object, naming "<what>.<field>" in every error, and rejects
-// fields it does not know (a typo would otherwise pass silently).
-class Reader {
- public:
-  Reader(const nlohmann::json& j, std::string what) : j_(j), what_(std::move(what)) {
-    if (!j.is_object()) throw InputError(what_ + ": expected a JSON object, got " + std::string(j.type_name()));
-  }
-  template <class T>
-  T req(const char* field) {
-    seen_.insert(field);
-    if (!j_.contains(field)) throw InputError(what_ + "." + field + " is missing");
-    return get<T>(field);
-  }
-  template <class T>
-  T opt(const char* field, T def) {
-    seen_.insert(field);
-    if (!j_.contains(field)) return def;
-    return get<T>(field);
-  }
-  void done() const {
-    for (auto it = j_.begin(); it != j_.end(); ++it)
-      if (!seen_.count(it.key())) {
-        std::string allowed;
-        for (const auto& s : seen_) allowed += (allowed.empty() ? "" : ", ") + s;
-        throw InputError(what_ + "." + it.key() + " is not a known field (allowed: " + allowed + ")");
-      }
-  }
-
- private:
-  template <class T>
-  T get(const char* field) {
-    const auto& v = j_.at(field);
-    if constexpr (std::is_same_v<T, int>) {
-      return schedules::json_int(v, what_ + "." + field);
-    } else if constexpr (std::is_same_v<T, std::vector<int>>) {
-      if (!v.is_array()) throw InputError(what_ + "." + field + " = " + v.dump() + " is invalid (expected an array of integers)");
-      std::vector<int> out;
-      for (size_t i = 0; i < v.size(); ++i)
-        out.push_back(schedules::json_int(v[i], what_ + "." + field + "[" + std::to_string(i) + "]"));  // range-checked
-      return out;
-    } else if constexpr (std::is_same_v<T, double>) {
-      if (!v.is_number()) throw InputError(what_ + "." + field + " = " + v.dump() + " is invalid (expected a number)");
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      if (!v.is_string()) throw InputError(what_ + "." + field + " = " + v.dump() + " is invalid (expected a string)");
-    }
-    try {
-      return v.get<T>();
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(what_ + "." + field + " = " + v.dump() + " has the wrong type (" + e.what() + ")");
-    }
-  }
-  const nlohmann::json& j_;
-  std::string what_;
-  std::set<std::string> seen_;
-};
 
 void positive(const std::string& what, const char* field, double v) {
   if (!(v > 0) || !std::isfinite(v)) bad(what, field, num(v), "must be greater than 0");
@@ -225,6 +171,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
           {"overlap_grad_reduce", p.overlap_grad_reduce},
           {"grad_bucket_bytes", p.grad_bucket_bytes},
           {"preemptive_comm", p.preemptive_comm},
+          {"overlap_param_gather", p.overlap_param_gather},
+          {"stack", p.stack},
           {"zero", p.zero}};
   if (!p.layer_tp.empty()) j["layer_tp"] = p.layer_tp;
   return j;
@@ -316,6 +264,8 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.grad_reduce_at = schedules::parse_grad_reduce_at(r.opt<std::string>("grad_reduce_at", "auto"), "plan.grad_reduce_at");
   p.grad_bucket_bytes = r.opt<double>("grad_bucket_bytes", p.grad_bucket_bytes);
   p.preemptive_comm = r.opt<bool>("preemptive_comm", false);
+  p.overlap_param_gather = r.opt<bool>("overlap_param_gather", false);
+  p.stack = r.opt<std::string>("stack", p.stack);
   p.zero = r.opt<int>("zero", 0);
   p.layer_tp = r.opt<std::vector<int>>("layer_tp", {});
   r.done();
@@ -416,6 +366,10 @@ void check(const ParallelPlan& p) {
   }
   if (p.zero < 0 || p.zero > 2)
     bad(w, "zero", std::to_string(p.zero), "allowed: 0 (no sharding), 1 (optimizer states), 2 (and gradients)");
+  if (p.overlap_param_gather && p.zero < 1)
+    bad(w, "overlap_param_gather", "true with zero = " + std::to_string(p.zero),
+        "overlapping the parameter all-gather needs a distributed optimizer (zero 1 or 2), which gathers them");
+  load_stack(p.stack);  // InputError naming the presets when unknown
   // Gradients summed over several microbatches cannot be sharded without a reduce-scatter
   // after every microbatch (DeepSpeed's ZeRO-2 does that, and refuses pipeline parallelism);
   // stagecraft reduces once per iteration, so it shards gradients only without accumulation.

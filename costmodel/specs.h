@@ -148,6 +148,11 @@ struct ParallelPlan {
                                      // planner/layer_tp.h); empty = tp for every layer. Only
                                      // `plan --layer-tp` prices degrees below tp; estimate, simulate
                                      // and train refuse them (check_fit)
+  bool overlap_param_gather = false; // with a distributed optimizer (zero >= 1): all-gather the updated
+                                     // parameters bucket by bucket behind the next forward, which waits
+                                     // for each bucket as it reaches its layers (Megatron-Core
+                                     // --overlap-param-gather); false: the whole gather after the step
+  std::string stack = "megatron-lm"; // the kernel set that runs the plan (stack.h, costmodel/presets/stacks)
   int zero = 0;                      // distributed optimizer over the dp group: 0 none, 1 optimizer
                                      // states sharded (ZeRO-1, Megatron's --use-distributed-optimizer),
                                      // 2 gradients sharded too (ZeRO-2); docs/costmodel.md

@@ -117,40 +117,18 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
     costmodel::StageCost sc = stage_cost(ts, part, rate, p.recompute == costmodel::RecomputePolicy::Full, p.tp, tp_link);
     sc.weight = total_act > 0 ? part.act_bytes * s.num_ranks / total_act : 1;
     const double out = ts[static_cast<size_t>(part.first + part.count - 1)].boundary_bytes;
-    if (int nx = s.next_stage(st); nx >= 0) sc.send_f_s = costmodel::p2p_s(out, topo.p2p_link(s.rank_of(st), s.rank_of(nx)));
-    if (int pv = s.prev_stage(st); pv >= 0) {
-      const double in = ts[static_cast<size_t>(part.first - 1)].boundary_bytes;
-      sc.send_b_s = costmodel::p2p_s(in, topo.p2p_link(s.rank_of(st), s.rank_of(pv)));
-    }
+    const double in = part.first > 0 ? ts[static_cast<size_t>(part.first - 1)].boundary_bytes : 0;
+    costmodel::set_boundary_transfers(sc, s, st, topo, out, in, nullptr, t.notes);
     double param_bytes = 0;  // this tp rank's
     for (int i = part.first; i < part.first + part.count; ++i) param_bytes += ts[static_cast<size_t>(i)].param_bytes;
     sc.grad_bytes = param_bytes;
-    if (p.zero >= 1) {
-      sc.reduce_grad_s = costmodel::reduce_scatter_s(sc.grad_bytes, dp_path);
-      sc.reduce_grad_latency_s = costmodel::allreduce_latency_s(sc.grad_bytes, dp_path, false) / 2;
-    } else if (s.num_chains == 1) {
-      sc.reduce_grad_s = costmodel::allreduce_s(sc.grad_bytes, dp_path);
-      sc.reduce_grad_latency_s = costmodel::allreduce_latency_s(sc.grad_bytes, dp_path);
-    } else {
-      const costmodel::Link link = costmodel::chain_reduce_link(s, st, topo, dp_link);
-      const int n = p.dp * s.num_chains;
-      sc.reduce_grad_s = costmodel::ring_allreduce_s(sc.grad_bytes, n, link);
-      sc.reduce_grad_latency_s = sc.reduce_grad_s > 0 ? 2.0 * (n - 1) * link.latency_s : 0;
-    }
+    costmodel::set_grad_reduction(sc, s, st, topo, p, nullptr, t.notes);
     sc.offload_s = c.host_link_bandwidth_Bps > 0 ? sc.act_bytes / c.host_link_bandwidth_Bps : 0;
     sc.reload_s = sc.offload_s;
     t.params[static_cast<size_t>(s.rank_of(st))] += param_bytes / e.model.bytes_per_param;
     t.stages.push_back(sc);
   }
-  t.optimizer_s.resize(static_cast<size_t>(s.num_ranks));
-  t.static_bytes.resize(static_cast<size_t>(s.num_ranks));
-  t.param_gather_s.assign(static_cast<size_t>(s.num_ranks), 0.0);
-  for (int r = 0; r < s.num_ranks; ++r) {
-    const double params = t.params[static_cast<size_t>(r)];
-    t.static_bytes[static_cast<size_t>(r)] = params * costmodel::memory::static_bytes_per_param(e.model, p.zero, p.dp);
-    t.optimizer_s[static_cast<size_t>(r)] = costmodel::optimizer_step_s(e.model, c, params, p.zero, p.dp);
-    if (p.zero >= 1) t.param_gather_s[static_cast<size_t>(r)] = costmodel::all_gather_s(params * e.model.bytes_per_param, dp_path);
-  }
+  costmodel::set_rank_costs(t, e.model, c, p, topo, nullptr);
   t.notes.push_back("graph '" + g.name + "': " + std::to_string(sh.subgraphs.size()) + " subgraphs (Merak's graph sharding)");
   int measured = 0, operators = 0;
   for (const Node& n : g.nodes) {

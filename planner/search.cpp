@@ -41,7 +41,8 @@ std::string shape_key(const ParallelPlan& p) {
          "|" + (p.recompute == costmodel::RecomputePolicy::Full ? "R" : "-");
 }
 
-// The search's summary of an estimate; fits when its largest peak leaves headroom on c.
+// The search's summary of an estimate; fits when its largest peak is within the GPU's memory
+// (tight when only within it, not within the usable memory: costmodel::fit_verdict).
 Candidate candidate_of(const costmodel::Estimate& e, const ClusterSpec& c, bool& fits) {
   Candidate out;
   out.plan = e.plan;
@@ -52,7 +53,8 @@ Candidate candidate_of(const costmodel::Estimate& e, const ClusterSpec& c, bool&
   out.max_memory_bytes = *std::max_element(e.eval.peak_memory_bytes.begin(), e.eval.peak_memory_bytes.end());
   out.bubble_fraction = e.eval.bubble_fraction;
   out.headroom_bytes = c.usable_memory_bytes() - out.max_memory_bytes;
-  fits = out.headroom_bytes >= 0;
+  out.fit = costmodel::fit_verdict(out.max_memory_bytes, c);
+  fits = out.fit != costmodel::Fit::DoesNotFit;  // tight plans are kept, and marked
   return out;
 }
 
@@ -134,7 +136,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   for (const ParallelPlan& p : points) {
     if (opt.progress && res.stats.considered % 64 == 0) opt.progress(res.stats.considered, static_cast<long>(points.size()));
     ++res.stats.considered;
-    if (opt.prune && !custom && memory_lower_bound_bytes(m, p) > res.cluster.usable_memory_bytes()) {
+    if (opt.prune && !custom && memory_lower_bound_bytes(m, p) > res.cluster.gpu_memory_bytes) {  // tight plans are kept
       ++res.stats.pruned;
       continue;
     }

@@ -23,6 +23,7 @@ struct Candidate {
   double max_memory_bytes = 0;   // largest per-GPU peak
   double headroom_bytes = 0;     // the cluster's usable memory (memory_margin off) less max_memory_bytes
   double bubble_fraction = 0;    // idle share of the pipeline (EvalResult::bubble_fraction)
+  costmodel::Fit fit = costmodel::Fit::Fits;  // fits, or tight (over the usable memory, within the GPU's)
 };
 
 struct SearchStats {
@@ -31,7 +32,7 @@ struct SearchStats {
   long rejected = 0;            // refused by a plan check or a schedule generator
   long evaluated = 0;           // run through the evaluator (balanced variants included)
   long balanced = 0;            // variants with balanced stage layers (planner/balance.h) added
-  long infeasible = 0;          // evaluated, and their peak memory exceeds the GPU's usable memory
+  long infeasible = 0;          // evaluated, and their peak memory exceeds the GPU's memory
   long schedules_compiled = 0;  // evaluators compiled (the rest reused one)
   double seconds = 0;           // wall time of the search
 };

@@ -123,6 +123,8 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                 p.tp_overlap = o;
                 p.zero = z;
                 p.overlap_grad_reduce = space.overlap_grad_reduce;
+                p.overlap_param_gather = space.overlap_param_gather && z > 0;
+                p.stack = space.stack;
                 p.rank_order = order;
                 out.push_back(p);
               }

@@ -31,6 +31,9 @@ struct PlanSpace {
   std::vector<bool> sequence_parallel = {false, true};  // tried where tp > 1
   std::vector<schedules::TpOverlap> tp_overlap = {schedules::TpOverlap::Blocking};  // modes tried where tp > 1
   bool overlap_grad_reduce = true;           // every plan reduces its gradients in buckets during the backward
+  bool overlap_param_gather = true;          // plans with a distributed optimizer gather parameters behind
+                                             // the next forward (Megatron-Core --overlap-param-gather)
+  std::string stack = "megatron-lm";         // the kernel set every plan runs on (costmodel/stack.h)
   int max_tp = 0;                            // largest tp; 0 = the GPUs of one node (Megatron keeps tp in a node)
   std::vector<int> tp_degrees;               // tp values tried; empty = every divisor of gpus up to max_tp
   std::vector<int> pp_degrees;               // pp values tried; empty = every divisor (Oases runs pp = 1)

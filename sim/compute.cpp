@@ -225,7 +225,9 @@ void Runner::build_chains() {
   post_.assign(static_cast<size_t>(K_), std::vector<std::vector<Act>>(static_cast<size_t>(U_)));
   compute_ = post_;
   gather_end_.assign(static_cast<size_t>(K_), std::vector<Act>(static_cast<size_t>(U_), kNone));
+  gather_tail_ = gather_end_;
   std::vector<Act> last(static_cast<size_t>(U_), kNone);
+  std::vector<int> tail_of(static_cast<size_t>(U_), -1);  // iteration whose overlapped gather awaits its join
   for (int k = 0; k < K_; ++k)
     for (int u = 0; u < U_; ++u) {
       const auto& list = s_.actions[static_cast<size_t>(rank_of_unit(u))];
@@ -236,13 +238,23 @@ void Runner::build_chains() {
       Act& prev = last[static_cast<size_t>(u)];
       for (size_t i = 0; i < list.size(); ++i) {
         po[i] = prev;
-        if (schedules::is_compute(list[i].op)) prev = compute_action(u, k, static_cast<int>(i), prev, &co[i]);
+        if (schedules::is_compute(list[i].op)) {
+          prev = compute_action(u, k, static_cast<int>(i), prev, &co[i]);
+          // An overlapped gather's remaining buckets: the first compute after it ends no earlier.
+          if (int& g = tail_of[static_cast<size_t>(u)]; g >= 0 && list[i].op != Op::OPTIMIZER) {
+            Act j = exec(u, k, static_cast<int>(i), 0, RecKind::Compute);
+            add_edge(prev, j);
+            prev = gather_tail_[static_cast<size_t>(g)][static_cast<size_t>(u)] = j;
+            g = -1;
+          }
+        }
         // A distributed optimizer's step ends with the parameter all-gather (executor.cpp adds
         // its flows): what follows on the compute stream waits for this zero-length end.
         if (list[i].op == Op::OPTIMIZER && w_.gather_bytes[static_cast<size_t>(rank_of_unit(u))] > 0) {
           Act g = exec(u, k, static_cast<int>(i), 0, RecKind::Compute);
           add_edge(prev, g);
           prev = gather_end_[static_cast<size_t>(k)][static_cast<size_t>(u)] = g;
+          if (w_.gather_head_share[static_cast<size_t>(rank_of_unit(u))] < 1) tail_of[static_cast<size_t>(u)] = k;
         }
       }
     }

@@ -310,22 +310,31 @@ std::vector<Done> Runner::fill_then_stream(int k, const std::vector<Member>& mem
 
 // The parameter all-gather of a distributed optimizer after rank r's optimizer step at pos, for
 // every dp member and tp lane: each member starts after its own step (rendezvous on the first
-// step, as the reductions). Built once per (k, r) for all of the rank's dp members.
-std::vector<Done>& Runner::param_gather(int k, int r, int pos) {
-  auto key = std::make_tuple(k, r, pos);
+// step, as the reductions). Built once per (k, r) for all of the rank's dp members. With an
+// overlapped gather (head share below 1) in two parts: the first bucket (`tail` false), which
+// the next compute waits for, then the rest after it (`tail` true).
+std::vector<Done>& Runner::param_gather(int k, int r, int pos, bool tail) {
+  auto key = std::make_tuple(k, r, pos, tail);
   if (auto it = gathers_.find(key); it != gathers_.end()) return it->second;
   std::vector<Member> mem;
   std::vector<Done> issue;
-  for (int d = 0; d < dp_; ++d) {
-    mem.push_back({r, pos, d});
-    Done is;
-    is.acts.push_back(compute_[static_cast<size_t>(k)][static_cast<size_t>(r * dp_ + d)][static_cast<size_t>(pos)]);
-    is.chain_only = false;
-    issue.push_back(is);
+  if (tail) {
+    issue = param_gather(k, r, pos, false);
+    for (int d = 0; d < dp_; ++d) mem.push_back({r, pos, d});
+  } else {
+    for (int d = 0; d < dp_; ++d) {
+      mem.push_back({r, pos, d});
+      Done is;
+      is.acts.push_back(compute_[static_cast<size_t>(k)][static_cast<size_t>(r * dp_ + d)][static_cast<size_t>(pos)]);
+      is.chain_only = false;
+      issue.push_back(is);
+    }
   }
+  const double share = w_.gather_head_share[static_cast<size_t>(r)];
+  const double bytes = w_.gather_bytes[static_cast<size_t>(r)] * (tail ? 1 - share : share);
   std::vector<Done> done(static_cast<size_t>(dp_));
   for (int t = 0; t < flows_per_group(); ++t) {
-    std::vector<Done> lane = dp_allreduce(k, mem, t, w_.gather_bytes[static_cast<size_t>(r)], issue, Half::AllGather);
+    std::vector<Done> lane = dp_allreduce(k, mem, t, bytes, issue, Half::AllGather);
     for (int d = 0; d < dp_; ++d) {
       Done& x = done[static_cast<size_t>(d)];
       x.chain_only = false;
@@ -438,8 +447,14 @@ void Runner::build_edges() {
             break;
           case Op::OPTIMIZER:
             add_edges(prev_coll[static_cast<size_t>(u)], e);
-            if (gather_end_[static_cast<size_t>(k)][static_cast<size_t>(u)] != kNone)
-              add_edges(param_gather(k, r, pos)[static_cast<size_t>(d)], gather_end_[static_cast<size_t>(k)][static_cast<size_t>(u)]);
+            if (gather_end_[static_cast<size_t>(k)][static_cast<size_t>(u)] != kNone) {
+              add_edges(param_gather(k, r, pos, false)[static_cast<size_t>(d)], gather_end_[static_cast<size_t>(k)][static_cast<size_t>(u)]);
+              if (w_.gather_head_share[static_cast<size_t>(r)] < 1) {
+                const std::vector<Done>& rest = param_gather(k, r, pos, true);
+                if (gather_tail_[static_cast<size_t>(k)][static_cast<size_t>(u)] != kNone)
+                  add_edges(rest[static_cast<size_t>(d)], gather_tail_[static_cast<size_t>(k)][static_cast<size_t>(u)]);
+              }
+            }
             break;
           default: break;  // sends: the transfer is made when its receive is reached
         }

@@ -79,12 +79,16 @@ class Runner {
   std::vector<std::unordered_map<std::int64_t, int>> pos_of_;  // (ranks) (op, stage, mb) -> position
   std::map<std::tuple<int, int, int, int, int>, Done> transfers_;  // (k, dir, consumer stage, mb, d)
   std::map<std::tuple<int, int, int>, std::vector<Done>> rings_;   // (k, rank, pos) -> done of each dp member
-  std::map<std::tuple<int, int, int>, std::vector<Done>> gathers_; // (k, rank, pos) -> parameter all-gathers
+  std::map<std::tuple<int, int, int, bool>, std::vector<Done>> gathers_; // (k, rank, pos, tail) -> parameter all-gathers
   std::map<std::pair<int, int>, std::vector<std::pair<double, int>>> bucket_cuts_;  // (rank, backward pos) ->
                                               // (early, REDUCE_GRAD pos) of the buckets it makes ready
   std::map<std::tuple<int, int, int>, Act> bucket_ready_;  // (k, unit, REDUCE_GRAD pos) -> its issue
   Act first_piece_ = kNone;                   // split_backward's first piece
-  std::vector<std::vector<Act>> gather_end_;  // [k][unit] zero-length end of the parameter all-gather
+  std::vector<std::vector<Act>> gather_end_;  // [k][unit] zero-length end of the parameter all-gather's
+                                             // first bucket (all of it unless the gather overlaps)
+  std::vector<std::vector<Act>> gather_tail_;  // [k][unit] zero-length join after the next iteration's
+                                               // first compute and the gather's remaining buckets; kNone
+                                               // without overlap (or in the last iteration)
                                               // after the optimizer step (kNone without one)
   std::set<std::tuple<int, int, int>> rings_building_;    // rings whose predecessors are being made
   std::vector<std::vector<int>> reduce_pos_;              // (ranks) positions of REDUCE_GRAD, in order
@@ -181,7 +185,7 @@ class Runner {
   };
   std::vector<Done> fill_then_stream(int k, const std::vector<Member>& mem, int t, const std::vector<Done>& issue,
                                      const std::vector<std::pair<int, int>>& fill, const std::vector<LinkShare>& streams);
-  std::vector<Done>& param_gather(int k, int r, int pos);
+  std::vector<Done>& param_gather(int k, int r, int pos, bool tail);
   std::vector<Done>& ring(int k, int r, int pos);
   Done copy(int u, int k, int pos, bool to_host, const Done& prev);
   std::vector<Act> copies_issue(int k, int r, int pos, int d) const;

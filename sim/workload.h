@@ -1,6 +1,7 @@
-// What the simulator moves and computes, derived from a cost table: the cost table gives times
-// under the evaluator's links (costmodel/topology.h), and inverting those link formulas gives
-// the bytes each flow carries, so any cost table (analytic, unit, profiled) can be simulated.
+// What the simulator moves: the bytes of every flow, as the cost table carries them from the
+// workload (costmodel/workload.h, costs.h: send, gradient, gather, offload and tensor-parallel
+// bytes), never worked back out of seconds. A cost table without bytes (unit costs) moves
+// nothing: its transfers take no time in the simulator.
 #pragma once
 
 #include <vector>
@@ -18,12 +19,14 @@ struct Workload {
   bool reduce_scatter = false;       // distributed optimizer: REDUCE_GRAD reduce-scatters the buffer
   std::vector<double> gather_bytes;  // (ranks) per GPU, parameters all-gathered after the optimizer
                                      // step (distributed optimizer; else 0)
+  std::vector<double> gather_head_share;  // (ranks) share of the gather the next compute waits for
+                                          // (CostTable::param_gather_head_share)
   std::vector<double> copy_bytes;    // (stages) per GPU, one microbatch's offload (and reload)
   std::vector<double> tp_bytes;      // (stages) per GPU, the buffer of one tensor-parallel all-reduce
   double tp_alpha_s = 0;             // latency of one tensor-parallel ring step
 };
 
-// Throws InputError when a time is shorter than its link's latency (no byte count fits).
+// Throws InputError when the cost table does not match the schedule.
 Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,
                          const costmodel::ParallelPlan& p);
 

@@ -62,3 +62,20 @@ TEST(SimZero, HalvesTogetherTakeTheAllReducesTime) {
   EXPECT_NEAR(r1.eval.dp_comm_s[0], r0.eval.dp_comm_s[0], 0.01 * r0.eval.dp_comm_s[0]);
   EXPECT_GT(r1.eval.iteration_time_s, r0.eval.iteration_time_s - e0.costs.optimizer_s[0]);
 }
+
+// Megatron-Core's overlapped parameter gather: the first bucket before the next forward, the
+// rest beside it (the evaluator's head share and join), in both engines alike.
+TEST(SimZero, OverlappedParameterGatherAgrees) {
+  auto c = costmodel::load_cluster("h100-nvl-ib-64");
+  c.nodes = 2;
+  c.gpus_per_node = 2;
+  c.nics_per_node = 2;
+  for (int pp : {1, 2}) {
+    ParallelPlan p = plan(2, pp, 2 * pp, 1);
+    p.overlap_param_gather = true;
+    p.grad_bucket_bytes = 50e6;
+    auto e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), c, p);
+    ASSERT_LT(e.costs.param_gather_head_share[0], 1);
+    expect_agreement(costmodel::load_model("gpt3-7.5b"), c, p);
+  }
+}

@@ -7,9 +7,19 @@ here, runs `stagecraft estimate --json` for each, and prints a Markdown table wi
 the iteration time and the Spearman rank correlation of the per-GPU throughput. Nothing here
 is fitted to the published figures.
 
-Usage: experiments/validation/compare-published.py [path/to/stagecraft] [--constant-efficiency] [extra estimate flags...]
+Usage: experiments/validation/compare-published.py [path/to/stagecraft] [--runs FILE] [--constant-efficiency]
+       [--as-2023] [extra estimate flags...]
+--runs FILE reads another set of the same format (published-h100.json: the H100 runs of 2024-2025).
 --constant-efficiency turns compute by shape off (gpu_sms = 0: every FLOP at achieved_efficiency,
-0.5), the model before it, for comparison.
+0.5), the model before it, for comparison. --as-2023 leaves out what the runs' recipes say beyond
+what the A100-era model expressed (stack, fused attention, no dropout, the overlapped gather), to
+show what each mechanism moves.
+
+Each run's knobs become estimate flags: the stack (megatron-core-te where the recipe runs
+Megatron-Core with Transformer Engine), a fused attention core where it runs flash or cuDNN
+attention, --no-dropout where its dropout is 0, sequence parallelism, the distributed optimizer
+(--zero 1) with its overlapped gradient reduction and parameter gather, and the gradient bucket
+size the recipe states (else Megatron-Core's default of 40M parameters).
 """
 import json
 import os
@@ -18,7 +28,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CLUSTERS = {"A100-SXM4-80GB": "dgx-a100-80gb.json"}  # the GPU as published -> cluster file here
+CLUSTERS = {"A100-SXM4-80GB": "dgx-a100-80gb.json",  # the GPU as published -> cluster file here
+            "H100-SXM5-80GB": os.path.join("..", "..", "costmodel", "presets", "clusters", "h100-ib-1024.json")}
 RUN_CLUSTERS = {"bloom-176b-384gpu": "jean-zay-a100-80gb.json"}  # runs on another machine than Selene
 
 
@@ -38,10 +49,13 @@ def estimate(binary, run, extra, tmp):
         cluster["gpu_sms"] = 0
     cluster["name"] = f"{cluster['name']}-{run['gpus']}"
     md = run["model"]
-    model = {"name": run["id"], "kind": "gpt", "num_layers": md["num_layers"], "hidden_size": md["hidden_size"],
+    model = {"name": run["id"], "kind": md.get("kind") if md.get("kind") in ("gpt", "llama") else "gpt",
+             "num_layers": md["num_layers"], "hidden_size": md["hidden_size"],
              "num_heads": md["num_heads"], "ffn_hidden_size": md.get("ffn_hidden_size") or 4 * md["hidden_size"],
              "seq_length": md["seq_length"], "vocab_size": md["vocab_size"], "bytes_per_param": 2,
              "bytes_per_activation": 2, "source": run["source"] + ", " + run["where"]}
+    if md.get("num_kv_heads"):
+        model["num_kv_heads"] = md["num_kv_heads"]
     paths = {}
     for name, obj in (("cluster", cluster), ("model", model)):
         paths[name] = os.path.join(tmp, f"{run['id']}-{name}.json")
@@ -58,6 +72,18 @@ def estimate(binary, run, extra, tmp):
         cmd.append("--sequence-parallel")
     if run.get("distributed_optimizer"):
         cmd += ["--zero", "1"]
+    if not AS_2023:
+        if run.get("attention") in ("flash", "cudnn-fused"):
+            cmd += ["--attention-kernel", "fused", "--stack", "megatron-core-te"]
+        if run.get("dropout") is False:
+            cmd.append("--no-dropout")
+        if run.get("distributed_optimizer") and run.get("overlap_param_gather"):
+            cmd.append("--overlap-param-gather")
+    if run.get("overlap_grad_reduce"):
+        cmd.append("--overlap-grad-reduce")
+        # Megatron-Core's bucket: max(40M, 1M x dp) parameters of 16-bit gradients (distributed_data_parallel.py)
+        mb = run.get("grad_bucket_mb") or max(40e6, 1e6 * run["dp"]) * 2 / 2**20
+        cmd += ["--grad-bucket-mb", f"{mb:.1f}"]
     out = subprocess.run(cmd + extra, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"{run['id']}: {' '.join(cmd)}\n{out.stderr}")
@@ -89,17 +115,27 @@ def spearman(a, b):
 
 
 CONSTANT_EFFICIENCY = False
+AS_2023 = False
 
 
 def main():
-    global CONSTANT_EFFICIENCY
-    binary = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "build", "bin", "stagecraft")
-    extra = sys.argv[2:]
+    global CONSTANT_EFFICIENCY, AS_2023
+    args = sys.argv[1:]
+    binary = args.pop(0) if args and not args[0].startswith("--") else os.path.join(HERE, "..", "..", "build", "bin", "stagecraft")
+    runs_file = os.path.join(HERE, "published.json")
+    if "--runs" in args:
+        i = args.index("--runs")
+        runs_file = args[i + 1]
+        del args[i:i + 2]
+    extra = args
     if "--constant-efficiency" in extra:
         extra.remove("--constant-efficiency")
         CONSTANT_EFFICIENCY = True
-    with open(os.path.join(HERE, "published.json")) as f:
-        runs = [r for r in json.load(f)["runs"] if usable(r)]
+    if "--as-2023" in extra:
+        extra.remove("--as-2023")
+        AS_2023 = True
+    with open(runs_file) as f:
+        runs = [r for r in json.load(f)["runs"] if usable(r) and r.get("cp", 1) in (1, None)]
     rows, errs, pub_tput, pred_tput = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
@@ -115,16 +151,27 @@ def main():
             pub_tput.append(hw / t_pub / run["gpus"] / 1e12)
             pred_tput.append(hw / t_pred / run["gpus"] / 1e12)
             rows.append((run["id"], run["gpus"], f"{run['tp']}/{run['pp']}/{run['dp']}", run["recompute"],
-                         t_pub, t_pred, err, pub_tput[-1], pred_tput[-1], e["mfu"], e["hfu"], e["fits"]))
+                         t_pub, t_pred, err, pub_tput[-1], pred_tput[-1], e["mfu"], e["hfu"], e.get("fit", e["fits"])))
     print("| run | GPUs | tp/pp/dp | recompute | published s | predicted s | error | published TFLOP/s | "
           "predicted TFLOP/s | predicted MFU | predicted HFU | fits |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.2f} | {r[5]:.2f} | {100 * r[6]:+.1f}% | {r[7]:.0f} | "
-              f"{r[8]:.0f} | {100 * r[9]:.1f}% | {100 * r[10]:.1f}% | {'yes' if r[11] else 'no'} |")
+              f"{r[8]:.0f} | {100 * r[9]:.1f}% | {100 * r[10]:.1f}% | {r[11] if isinstance(r[11], str) else ('yes' if r[11] else 'no')} |")
     print()
+    signed = sum(pred_tput[i] / pub_tput[i] - 1 for i in range(len(rows))) / len(rows)
     print(f"runs: {len(rows)}; MAPE of the iteration time: {100 * sum(errs) / len(errs):.1f}%; "
+          f"signed bias of TFLOP/s per GPU: {100 * signed:+.1f}%; "
           f"Spearman of TFLOP/s per GPU (hardware FLOPs): {spearman(pub_tput, pred_tput):.2f}")
+    # Per source family (the id's prefix before the model), rank correlation within it.
+    fams = {}
+    for i, r in enumerate(rows):
+        fams.setdefault(r[0].split("-")[0], []).append(i)
+    for fam, idx in sorted(fams.items()):
+        if len(idx) >= 3:
+            rho = spearman([pub_tput[i] for i in idx], [pred_tput[i] for i in idx])
+            mape = 100 * sum(errs[i] for i in idx) / len(idx)
+            print(f"  source {fam}: {len(idx)} runs, MAPE {mape:.1f}%, Spearman {rho:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,35 @@
+#include "costmodel/price.h"
+
+#include "costmodel/shape.h"
+
+namespace stagecraft::costmodel {
+
+bool priced_by_shape(const ClusterSpec& c) { return c.gpu_sms > 0; }
+
+double block_s(const BlockWork& b, const LayerWork& w, const ClusterSpec& c, const KernelStack& k, std::vector<std::string>* notes) {
+  if (!priced_by_shape(c)) return b.flops() / (c.gpu_peak_flops_per_s * c.achieved_efficiency);
+  double t = 0;
+  for (const Gemm& g : b.gemms) t += shape::gemm_s(c, g.m, g.n, g.k, g.batch, w.element_bytes);
+  if (b.flash_flops > 0) {
+    const FlashEfficiency fe = flash_efficiency(k, c.gpu_name, w.head_dim, w.seq_length, w.causal);
+    if (notes && !fe.note.empty()) notes->push_back(fe.note);
+    t += b.flash_flops / ((b.flash_backward ? fe.bwd : fe.fwd) * c.gpu_peak_flops_per_s);
+  }
+  return t + shape::memory_s(c, b.memory_bytes);
+}
+
+LayerTimes price_layer(const LayerWork& w, const ClusterSpec& c, const KernelStack& k, std::vector<std::string>* notes) {
+  LayerTimes out;
+  out.attn_f_s = block_s(w.attn_f, w, c, k, notes);
+  out.attn_i_s = block_s(w.attn_i, w, c, k, notes);
+  out.attn_w_s = block_s(w.attn_w, w, c, k, notes);
+  out.mlp_f_s = block_s(w.mlp_f, w, c, k, notes);
+  out.mlp_i_s = block_s(w.mlp_i, w, c, k, notes);
+  out.mlp_w_s = block_s(w.mlp_w, w, c, k, notes);
+  out.head_f_s = block_s(w.head_f, w, c, k, notes);
+  out.head_i_s = block_s(w.head_i, w, c, k, notes);
+  out.head_w_s = block_s(w.head_w, w, c, k, notes);
+  return out;
+}
+
+}  // namespace stagecraft::costmodel

@@ -1,0 +1,197 @@
+#include "costmodel/stack.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+
+#include "costmodel/json_reader.h"
+#include "costmodel/presets.h"
+#include "schedules/error.h"
+#include "schedules/json_read.h"
+
+namespace stagecraft::costmodel {
+namespace {
+
+MemoryTraffic traffic_from_json(const nlohmann::json& j) {
+  Reader r(j, "stack.memory_traffic");
+  MemoryTraffic t;
+  t.layer_norm = r.opt<double>("layer_norm", t.layer_norm);
+  t.bias_dropout_residual = r.opt<double>("bias_dropout_residual", t.bias_dropout_residual);
+  t.residual = r.opt<double>("residual", t.residual);
+  t.softmax = r.opt<double>("softmax", t.softmax);
+  t.score_dropout = r.opt<double>("score_dropout", t.score_dropout);
+  t.gelu = r.opt<double>("gelu", t.gelu);
+  t.swiglu = r.opt<double>("swiglu", t.swiglu);
+  t.cross_entropy = r.opt<double>("cross_entropy", t.cross_entropy);
+  t.cross_entropy_backward = r.opt<double>("cross_entropy_backward", t.cross_entropy_backward);
+  r.done();
+  return t;
+}
+
+nlohmann::json to_json(const MemoryTraffic& t) {
+  return {{"layer_norm", t.layer_norm}, {"bias_dropout_residual", t.bias_dropout_residual}, {"residual", t.residual},
+          {"softmax", t.softmax},       {"score_dropout", t.score_dropout},                 {"gelu", t.gelu},
+          {"swiglu", t.swiglu},         {"cross_entropy", t.cross_entropy},
+          {"cross_entropy_backward", t.cross_entropy_backward}};
+}
+
+FlashPoint point_from_json(const nlohmann::json& j, const std::string& what) {
+  Reader r(j, what);
+  FlashPoint p;
+  p.gpu = r.req<std::string>("gpu");
+  p.head_dim = r.req<int>("head_dim");
+  p.seq_length = r.req<int>("seq_length");
+  p.causal = r.req<bool>("causal");
+  p.fwd_tflops = r.req<double>("fwd_tflops");
+  p.bwd_tflops = r.req<double>("bwd_tflops");
+  p.peak_tflops = r.req<double>("peak_tflops");
+  r.done();
+  return p;
+}
+
+bool gpu_matches(const std::string& gpu_name, const std::string& key) { return gpu_name.find(key) != std::string::npos; }
+
+double measured(const FlashPoint* p, bool bwd) { return (bwd ? p->bwd_tflops : p->fwd_tflops) / p->peak_tflops; }
+
+// Interpolates the points (one head dimension, one GPU, one causality) in log(s).
+double along_seq(std::vector<const FlashPoint*> pts, int s, bool bwd) {
+  std::sort(pts.begin(), pts.end(), [](const FlashPoint* a, const FlashPoint* b) { return a->seq_length < b->seq_length; });
+  if (s <= pts.front()->seq_length) return measured(pts.front(), bwd);
+  if (s >= pts.back()->seq_length) return measured(pts.back(), bwd);
+  for (size_t i = 1; i < pts.size(); ++i)
+    if (s <= pts[i]->seq_length) {
+      const double x = (std::log(s) - std::log(pts[i - 1]->seq_length)) / (std::log(pts[i]->seq_length) - std::log(pts[i - 1]->seq_length));
+      return measured(pts[i - 1], bwd) + x * (measured(pts[i], bwd) - measured(pts[i - 1], bwd));
+    }
+  return measured(pts.back(), bwd);
+}
+
+// The fraction of peak of one pass from `pts`: the asked causality where measured (else the
+// other), the nearest measured head dimension (ties: the larger), averaged over GPUs.
+double one_pass(const std::vector<const FlashPoint*>& pts, int d, int s, bool causal, bool bwd) {
+  std::vector<const FlashPoint*> have, same;
+  for (const FlashPoint* p : pts)
+    if ((bwd ? p->bwd_tflops : p->fwd_tflops) > 0) have.push_back(p);
+  if (have.empty()) return 0;
+  for (const FlashPoint* p : have)
+    if (p->causal == causal) same.push_back(p);
+  if (same.empty()) same = have;
+  int best_d = same.front()->head_dim;
+  for (const FlashPoint* p : same)
+    if (std::abs(p->head_dim - d) < std::abs(best_d - d) || (std::abs(p->head_dim - d) == std::abs(best_d - d) && p->head_dim > best_d))
+      best_d = p->head_dim;
+  std::map<std::string, std::vector<const FlashPoint*>> by_gpu;
+  for (const FlashPoint* p : same)
+    if (p->head_dim == best_d) by_gpu[p->gpu].push_back(p);
+  double sum = 0;
+  for (const auto& [g, v] : by_gpu) sum += along_seq(v, s, bwd);
+  return sum / static_cast<double>(by_gpu.size());
+}
+
+}  // namespace
+
+FlashEfficiency flash_efficiency(const KernelStack& k, const std::string& gpu_name, int d, int s, bool causal) {
+  FlashEfficiency out;
+  if (k.flash.empty()) return out;
+  std::vector<const FlashPoint*> gpu_pts;
+  for (const FlashPoint& p : k.flash)
+    if (gpu_matches(gpu_name, p.gpu)) gpu_pts.push_back(&p);
+  out.exact_gpu = !gpu_pts.empty();
+  if (gpu_pts.empty()) {
+    for (const FlashPoint& p : k.flash) gpu_pts.push_back(&p);
+    out.note = "stack '" + k.name + "' has no " + k.flash_kernel + " measurement on GPU '" + gpu_name +
+               "': its measured fractions of peak on the GPUs it has are used";
+  }
+  out.fwd = one_pass(gpu_pts, d, s, causal, false);
+  out.bwd = one_pass(gpu_pts, d, s, causal, true);
+  if (out.bwd <= 0) out.bwd = out.fwd;  // no backward measured at all: its forward's fraction
+  return out;
+}
+
+nlohmann::json to_json(const KernelStack& k) {
+  nlohmann::json flash = nlohmann::json::array();
+  for (const FlashPoint& p : k.flash)
+    flash.push_back({{"gpu", p.gpu},
+                     {"head_dim", p.head_dim},
+                     {"seq_length", p.seq_length},
+                     {"causal", p.causal},
+                     {"fwd_tflops", p.fwd_tflops},
+                     {"bwd_tflops", p.bwd_tflops},
+                     {"peak_tflops", p.peak_tflops}});
+  return {{"name", k.name},
+          {"memory_traffic", to_json(k.traffic)},
+          {"flash_kernel", k.flash_kernel},
+          {"flash", flash},
+          {"tp_overlap_comm_sms", k.tp_overlap_comm_sms},
+          {"source", k.source}};
+}
+
+KernelStack stack_from_json(const nlohmann::json& j) {
+  Reader r(j, "stack");
+  KernelStack k;
+  k.name = r.req<std::string>("name");
+  if (j.contains("memory_traffic")) k.traffic = traffic_from_json(j.at("memory_traffic"));
+  r.opt<nlohmann::json>("memory_traffic", nlohmann::json::object());
+  k.flash_kernel = r.opt<std::string>("flash_kernel", "");
+  const nlohmann::json flash = r.opt<nlohmann::json>("flash", nlohmann::json::array());
+  if (!flash.is_array()) throw InputError("stack.flash = " + flash.dump() + " is invalid (expected an array of measured points)");
+  for (size_t i = 0; i < flash.size(); ++i) k.flash.push_back(point_from_json(flash[i], "stack.flash[" + std::to_string(i) + "]"));
+  k.tp_overlap_comm_sms = r.opt<int>("tp_overlap_comm_sms", 0);
+  k.source = r.opt<std::string>("source", "");
+  r.done();
+  check(k);
+  return k;
+}
+
+void check(const KernelStack& k) {
+  auto bad = [&](const std::string& field, double v, const std::string& allowed) {
+    throw InputError("stack '" + k.name + "': " + field + " = " + std::to_string(v) + " is invalid (" + allowed + ")");
+  };
+  const MemoryTraffic& t = k.traffic;
+  const std::pair<const char*, double> fields[] = {{"layer_norm", t.layer_norm},
+                                                   {"bias_dropout_residual", t.bias_dropout_residual},
+                                                   {"residual", t.residual},
+                                                   {"softmax", t.softmax},
+                                                   {"score_dropout", t.score_dropout},
+                                                   {"gelu", t.gelu},
+                                                   {"swiglu", t.swiglu},
+                                                   {"cross_entropy", t.cross_entropy},
+                                                   {"cross_entropy_backward", t.cross_entropy_backward}};
+  for (const auto& [name, v] : fields)
+    if (!(v >= 0) || !std::isfinite(v)) bad(std::string("memory_traffic.") + name, v, "bytes per element, 0 or more");
+  for (size_t i = 0; i < k.flash.size(); ++i) {
+    const FlashPoint& p = k.flash[i];
+    const std::string f = "flash[" + std::to_string(i) + "].";
+    if (p.head_dim < 1) bad(f + "head_dim", p.head_dim, "at least 1");
+    if (p.seq_length < 1) bad(f + "seq_length", p.seq_length, "at least 1");
+    if (!(p.peak_tflops > 0)) bad(f + "peak_tflops", p.peak_tflops, "greater than 0");
+    if (!(p.fwd_tflops > 0) || p.fwd_tflops > p.peak_tflops) bad(f + "fwd_tflops", p.fwd_tflops, "in (0, peak_tflops]");
+    if (!(p.bwd_tflops >= 0) || p.bwd_tflops > p.peak_tflops) bad(f + "bwd_tflops", p.bwd_tflops, "in [0, peak_tflops]; 0: not measured");
+  }
+  if (k.tp_overlap_comm_sms < 0) bad("tp_overlap_comm_sms", k.tp_overlap_comm_sms, "0 or more");
+}
+
+std::vector<std::string> stack_preset_names() {
+  std::vector<std::string> out;
+  for (const auto& e : preset_entries())
+    if (e.kind == "stack") out.push_back(e.name);
+  return out;
+}
+
+const KernelStack& load_stack(const std::string& name) {
+  static std::mutex mu;
+  static std::map<std::string, KernelStack> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(name); it != cache.end()) return it->second;
+  for (const auto& e : preset_entries())
+    if (e.kind == "stack" && e.name == name)
+      return cache.emplace(name, stack_from_json(schedules::parse_json(e.json, "stack preset " + name))).first->second;
+  if (name.size() > 5 && name.substr(name.size() - 5) == ".json")
+    return cache.emplace(name, stack_from_json(schedules::read_json_file(name, "stack file"))).first->second;
+  std::string names;
+  for (const auto& n : stack_preset_names()) names += (names.empty() ? "" : ", ") + n;
+  throw InputError("stack '" + name + "' is not a preset (presets: " + names + ") nor a .json file");
+}
+
+}  // namespace stagecraft::costmodel

@@ -1,0 +1,83 @@
+// The software stack a plan runs on: which kernels compute a transformer layer, as data (a
+// named kernel set under costmodel/presets/stacks/, each figure with its source). The same
+// model and plan run on different stacks at different speeds: eager PyTorch launches one
+// kernel per elementwise operation, Megatron-LM fuses softmax, bias-GeLU and bias-dropout-add,
+// Megatron-Core with Transformer Engine also runs the attention core as one flash kernel.
+// The workload builder (workload.h) reads the memory-bound traffic from here; the pricer
+// (price.h) reads the flash-attention throughput table.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace stagecraft::costmodel {
+
+// Bytes read plus written per element of the (b, s, h)-shaped (or (b, a, s, s)-shaped) tensor,
+// in units of the activation's bytes, for one forward of each memory-bound operation; its
+// backward moves twice as much (it reads the saved input and the output gradient, writes the
+// input gradient). A fused operation is one pass: it reads its inputs once and writes once.
+struct MemoryTraffic {
+  double layer_norm = 2;             // read x, write y (norm statistics are per row, negligible)
+  double bias_dropout_residual = 3.5;  // read x and the residual, write y, a 1-byte mask (0.5)
+  double residual = 3;               // the same without dropout: read x and the residual, write y
+  double softmax = 2;                // the materialised core's scale, mask and softmax: read, write
+  double score_dropout = 2.5;        // dropout on the (b, a, s, s) probabilities with its mask
+  double gelu = 2;                   // bias + GeLU: read, write (f columns)
+  double swiglu = 3;                 // gate and up in, product out (f columns)
+  double cross_entropy = 3;          // logits in, softmax out, loss (V columns)
+  double cross_entropy_backward = 2; // softmax minus one-hot, scaled (V columns)
+};
+
+// One measured point of a flash-attention kernel: throughput in TFLOP/s of its forward and of
+// its backward at one head dimension and sequence length on one GPU, causal or not, with FLOPs
+// counted as the paper counts them (causal: half the non-causal count).
+struct FlashPoint {
+  std::string gpu;       // matched against ClusterSpec::gpu_name by substring, e.g. "H100", "A100"
+  int head_dim = 0;      // d = h / a
+  int seq_length = 0;    // s
+  bool causal = true;
+  double fwd_tflops = 0;
+  double bwd_tflops = 0;   // 0: not measured (the backward then takes the other causality's)
+  double peak_tflops = 0;  // the GPU's dense 16-bit peak the paper's GPU had: the table is read
+                           // as fractions of it, so another clock or SKU of the same GPU scales
+};
+
+struct KernelStack {
+  std::string name;
+  MemoryTraffic traffic;
+  std::string flash_kernel;         // what runs a fused attention core, e.g. "flash-attention-3"
+  std::vector<FlashPoint> flash;    // its measured throughput; empty: a fused core is priced as
+                                    // its two batched products (no score traffic)
+  // Transformer Engine's tensor-parallel overlap (plan.tp_overlap = te): the SMs its
+  // communication kernels occupy while a GEMM runs beside them, and the chunks a collective is
+  // pipelined in (the tensor-parallel degree when 0: one chunk per ring step).
+  int tp_overlap_comm_sms = 0;
+  std::string source;               // where the figures come from
+};
+
+// Efficiency of the stack's fused attention for (gpu, head dim d, sequence s, causal): the
+// fraction of the GPU's peak its forward and its backward reach, interpolated in log(s) between
+// the measured sequence lengths of the nearest measured head dimension (clamped at the ends).
+// Returns false when the stack has no point for that GPU (then `note` says what was used:
+// the points of every GPU, as fractions of their peaks).
+struct FlashEfficiency {
+  double fwd = 0, bwd = 0;
+  bool exact_gpu = false;
+  std::string note;
+};
+FlashEfficiency flash_efficiency(const KernelStack& k, const std::string& gpu_name, int d, int s, bool causal);
+
+nlohmann::json to_json(const KernelStack& k);
+KernelStack stack_from_json(const nlohmann::json& j);  // InputError naming "stack.<field>"
+void check(const KernelStack& k);
+
+// A preset name (costmodel/presets/stacks/) or a .json file; cached by name.
+const KernelStack& load_stack(const std::string& name_or_path);
+std::vector<std::string> stack_preset_names();
+// The default: Megatron-LM as the A100-era papers ran it (fused softmax, bias-GeLU and
+// bias-dropout-add; attention materialised unless the model says fused).
+inline constexpr const char* kDefaultStack = "megatron-lm";
+
+}  // namespace stagecraft::costmodel

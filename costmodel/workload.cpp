@@ -1,0 +1,97 @@
+#include "costmodel/workload.h"
+
+namespace stagecraft::costmodel {
+
+double BlockWork::flops() const {
+  double f = model_flops;
+  for (const Gemm& g : gemms) f += g.flops();
+  return f;
+}
+
+void BlockWork::add(const BlockWork& o) {
+  gemms.insert(gemms.end(), o.gemms.begin(), o.gemms.end());
+  flash_flops += o.flash_flops;
+  flash_backward = flash_backward || o.flash_backward;
+  model_flops += o.model_flops;
+  memory_bytes += o.memory_bytes;
+}
+
+// Shapes, for bb samples of s tokens (T = bb s), hidden h, a heads of d = h/a, FFN f, vocab V,
+// on one of t tensor-parallel ranks (Megatron-LM: QKV and the MLP's first matrices split by
+// columns, the projections by rows; a/t heads per rank). Forward products (m x k) x (k x n):
+// QKV (T x h) x (h x (h + 2h_kv)/t); scores a/t bb products (s x d) x (d x s); context a/t bb
+// (s x s) x (s x d); projection (T x h/t) x (h/t x h); MLP up (T x h) x (h x f/t), twice for
+// SwiGLU's gate; down (T x f/t) x (f/t x h). The input gradient repeats each product with its
+// output and inner sizes swapped ((T x n) x (n x k)); the core's two products need two each
+// (flops.h); the weight gradient is (k x T) x (T x n). Memory-bound operations move the stack's
+// bytes per element (stack.h); in the backward about twice their forward.
+LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective) {
+  const MemoryTraffic& tr = k.traffic;
+  const double s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, V = m.vocab_size, e = m.bytes_per_activation;
+  const double T = static_cast<double>(bb) * s, heads = static_cast<double>(m.num_heads) / t, d = h / m.num_heads;
+  const double qkv = h + 2 * kv_hidden_size(m);  // 3h with multi-head attention
+  const bool swiglu = m.kind == ModelKind::Llama, fused = m.attention_kernel == AttentionKernel::Fused;
+  LayerWork w;
+  w.head_dim = static_cast<int>(d);
+  w.seq_length = m.seq_length;
+  w.causal = m.kind != ModelKind::Bert;
+  w.element_bytes = m.bytes_per_activation;
+  auto fwd = [](double mm, double nn, double kk, double batch = 1) { return Gemm{mm, nn, kk, batch}; };
+  auto in_grad = [](double mm, double nn, double kk, double batch = 1) { return Gemm{mm, kk, nn, batch}; };
+  auto w_grad = [](double mm, double nn, double kk) { return Gemm{kk, nn, mm, 1}; };
+  const double Th_outside = sp ? T * h / t : T * h;  // norms and residual adds: s/t of the sequence with sp
+  const double scores = bb * heads * s * s;
+  const double resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
+  // The attention core, forward: two batched products and the score traffic, or one kernel.
+  const bool flash = fused && !k.flash.empty();  // a fused core without measured throughput: its products
+  BlockWork core_f;
+  if (flash) {
+    core_f.model_flops = 4 * T * s * h / t;  // 4bs^2h / t (flops.h)
+    core_f.flash_flops = core_f.model_flops * (w.causal ? 0.5 : 1.0);
+  } else {
+    core_f.gemms = {fwd(s, s, d, bb * heads), fwd(s, d, s, bb * heads)};
+    if (!fused) core_f.memory_bytes = scores * e * (tr.softmax + (m.dropout ? tr.score_dropout : 0));
+  }
+  BlockWork core_i;  // its input gradient
+  if (flash) {
+    core_i.model_flops = 2 * core_f.model_flops;
+    core_i.flash_flops = 2.5 * core_f.flash_flops;
+    core_i.flash_backward = true;
+  } else {
+    core_i.gemms = {in_grad(s, s, d, bb * heads), in_grad(s, s, d, bb * heads), in_grad(s, d, s, bb * heads),
+                    in_grad(s, d, s, bb * heads)};
+    core_i.memory_bytes = 2 * core_f.memory_bytes;
+  }
+  const double attn_mem_f = Th_outside * e * (tr.layer_norm + resid);
+  w.attn_f.gemms = {fwd(T, qkv / t, h), fwd(T, h, h / t)};
+  w.attn_f.memory_bytes = attn_mem_f;
+  w.attn_f.add(core_f);
+  w.attn_i.gemms = {in_grad(T, qkv / t, h), in_grad(T, h, h / t)};
+  w.attn_i.memory_bytes = 2 * attn_mem_f;
+  w.attn_i.add(core_i);
+  if (selective) w.attn_i.add(core_f);  // the core's forward again, inside the backward
+  w.attn_w.gemms = {w_grad(T, qkv / t, h), w_grad(T, h, h / t)};
+  // MLP block.
+  const int up = swiglu ? 2 : 1;
+  const double mlp_mem_f = Th_outside * e * (tr.layer_norm + resid) + T * f / t * e * (swiglu ? tr.swiglu : tr.gelu);
+  for (int i = 0; i < up; ++i) {
+    w.mlp_f.gemms.push_back(fwd(T, f / t, h));
+    w.mlp_i.gemms.push_back(in_grad(T, f / t, h));
+    w.mlp_w.gemms.push_back(w_grad(T, f / t, h));
+  }
+  w.mlp_f.gemms.push_back(fwd(T, h, f / t));
+  w.mlp_i.gemms.push_back(in_grad(T, h, f / t));
+  w.mlp_w.gemms.push_back(w_grad(T, h, f / t));
+  w.mlp_f.memory_bytes = mlp_mem_f;
+  w.mlp_i.memory_bytes = 2 * mlp_mem_f;
+  // Head: the final norm, the logits over V/t columns and the cross-entropy.
+  const double logits = T * V / t;
+  w.head_f.gemms = {fwd(T, V / t, h)};
+  w.head_f.memory_bytes = logits * e * tr.cross_entropy + Th_outside * e * tr.layer_norm;
+  w.head_i.gemms = {in_grad(T, V / t, h)};
+  w.head_i.memory_bytes = logits * e * tr.cross_entropy_backward + 2 * Th_outside * e * tr.layer_norm;
+  w.head_w.gemms = {w_grad(T, V / t, h)};
+  return w;
+}
+
+}  // namespace stagecraft::costmodel

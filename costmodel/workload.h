@@ -1,0 +1,61 @@
+// The work of a plan as data, built once and priced separately (price.h): for one transformer
+// layer (and the head) on one tensor-parallel rank and one sub-batch, every matrix product with
+// its shape, the fused attention kernel with its FLOPs, and the memory-bound traffic, per pass;
+// for each stage, what it sends, reduces, keeps and gathers, in bytes (stage_workload in
+// costs.h). Every model and plan option changes the work here and only here: the attention
+// kernel, dropout, the activation, grouped-query attention, sequence parallelism and selective
+// recomputation. The evaluator, the simulator, the planner and the graph route all price what
+// this builds.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "costmodel/specs.h"
+#include "costmodel/stack.h"
+
+namespace stagecraft::costmodel {
+
+// `batch` independent products of (m x k) x (k x n) matrices.
+struct Gemm {
+  double m = 0, n = 0, k = 0, batch = 1;
+  double flops() const { return 2 * m * n * k * batch; }
+};
+
+// One pass of one block: what its kernels compute and move.
+struct BlockWork {
+  std::vector<Gemm> gemms;      // matrix products, priced by shape
+  double flash_flops = 0;       // a fused attention kernel's FLOPs as its authors count them
+                                // (causal: half the full count); 0: none
+  bool flash_backward = false;  // the kernel is the backward (priced at its backward throughput)
+  double model_flops = 0;       // the same kernel's FLOPs as MFU counts them (full count), for the
+                                // flat-rate pricer
+  double memory_bytes = 0;      // memory-bound operations: bytes read and written
+
+  // Every FLOP as the flat-rate pricer counts it: the products plus the core's model count.
+  double flops() const;
+  void add(const BlockWork& o);  // appends o's kernels
+};
+
+// One transformer layer and the head on one of t tensor-parallel ranks, for bb samples.
+struct LayerWork {
+  BlockWork attn_f, attn_i, attn_w;  // LN, QKV, core, projection, bias-dropout-residual
+  BlockWork mlp_f, mlp_i, mlp_w;     // LN, up (and gate), activation, down, bias-dropout-residual
+  BlockWork head_f, head_i, head_w;  // final norm, logits (T x h x V/t), cross-entropy
+  int head_dim = 0;                  // d = h / a, for the fused kernel's efficiency
+  int seq_length = 0;                // s
+  bool causal = true;                // decoders mask the future; BERT does not
+  int element_bytes = 2;             // bytes of one operand element of the products
+};
+
+// The layer's work under `k` (what each memory-bound operation moves): for the attention core,
+// two batched products plus the score matrix's softmax (and dropout) traffic when materialised,
+// one flash kernel when fused and the stack has its measured throughput (else the two products
+// without the score traffic; its backward 2.5 times its forward FLOPs, FlashAttention-2,
+// Dao 2023, Sec. 4: five products against two); selective recomputation adds the core's
+// forward to the input gradient; with sequence parallelism the (b, s, h) operations outside
+// the tensor-parallel blocks (norms, residual adds) work on s/t of the sequence; without
+// dropout there are no masks.
+LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective);
+
+}  // namespace stagecraft::costmodel
