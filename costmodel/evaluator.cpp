@@ -573,6 +573,7 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
     for (size_t i = 0; i < N; ++i) {
       const Node& n = nodes_[i];
       if (n.stream == Stream::Compute && !n.is_compute) continue;  // posts and issues
+      if (n.slot_a < 0 && n.slot_b < 0 && !n.is_compute) continue;  // a gather's first bucket or its join: no work
       const bool gather = n.stream == Stream::Collective && n.slot_a >= s.num_stages * kSlotsPerStage;
       if (gather && end[i] == start[i]) continue;  // no distributed optimizer: no parameter all-gather
       res.spans.push_back({n.rank, n.stream, n.iteration, n.position, start[i], end[i]});

@@ -85,7 +85,9 @@ TEST(AttentionKernel, EstimateAndGraphFollowTheKernel) {
   const double cores = m.num_layers * (memory::attention_core_bytes(m, 4, 1) - memory::attention_core_bytes(fused(m), 4, 1));
   // One microbatch in flight at pp 1 (1F1B): its layers' cores, and nothing else, differ.
   EXPECT_NEAR(eager.eval.peak_memory_bytes[0] - flash.eval.peak_memory_bytes[0], cores, 1e-6 * cores);
-  EXPECT_DOUBLE_EQ(eager.eval.iteration_time_s, flash.eval.iteration_time_s);  // memory only (docs/memory.md)
+  // Time too: on a cluster priced by shape the fused core is one flash kernel, without the score
+  // matrix's traffic (docs/costmodel.md "The kernel stack").
+  EXPECT_LT(flash.eval.iteration_time_s, eager.eval.iteration_time_s);
 
   const graphs::Graph ge = graphs::model_graph(m, 2), gf = graphs::model_graph(fused(m), 2);
   double saved_e = 0, saved_f = 0;

@@ -261,9 +261,12 @@ TEST(SimContention, SharedInterNodeLinkMakesTheIterationLonger) {
   costmodel::CostTable costs = costmodel::unit_cost_table(s, {});
   for (auto& st : costs.stages) {
     st.send_f_s = st.send_b_s = 0.5 + 1e-6;  // 5e8 bytes
+    st.send_f_bytes = st.send_b_bytes = 5e8;
     st.reduce_grad_s = 2.0 + 2e-6;           // a 2e9-byte ring over 2 ranks
+    st.grad_bytes = 2e9;
   }
   costs.stages[0].send_b_s = costs.stages[1].send_f_s = 0;  // no neighbour there
+  costs.stages[0].send_b_bytes = costs.stages[1].send_f_bytes = 0;
   costmodel::Evaluator ev(s);
   auto eval = ev.evaluate(costs);
   sim::SimResult r = sim::simulate(s, costs, c, p);

@@ -41,6 +41,7 @@ TwoGpus two_gpus(bool inter) {
   s.costs = costmodel::unit_cost_table(s.schedule, {});
   s.costs.stages[0].send_f_s = kLatency_s + kBytes / kBandwidth_Bps;
   s.costs.stages[1].send_b_s = kLatency_s + kBytes / kBandwidth_Bps;
+  s.costs.stages[0].send_f_bytes = s.costs.stages[1].send_b_bytes = kBytes;  // what the simulator moves
   return s;
 }
 
