@@ -94,7 +94,10 @@ TEST(SimAgreement, ExplicitTensorParallelAgreesWhenItsLinksAreFree) {
 
 // The explicit tp all-reduces carry the bytes that make the ring take the cost table's time,
 // whatever filled it: here a measured all-reduce three times slower than the link formula.
-TEST(SimAgreement, ExplicitTensorParallelFollowsAProfiledAllReduce) {
+// Since issue 33 the simulator moves the cost table's bytes over its platform instead of working
+// bytes back out of seconds: a slower measured all-reduce time no longer changes its flows, so
+// the simulated iteration stays at the platform's (the unmodified estimate's) time.
+TEST(SimAgreement, ExplicitTensorParallelMovesBytesNotMeasuredSeconds) {
   ParallelPlan p;
   p.tp = 8;
   p.pp = 4;
@@ -118,7 +121,8 @@ TEST(SimAgreement, ExplicitTensorParallelFollowsAProfiledAllReduce) {
   sim::SimOptions o;
   o.tp_comm = sim::TpComm::Explicit;
   sim::SimResult r = sim::simulate(e.schedule, slow, e.cluster, e.plan, o);
-  EXPECT_NEAR(r.eval.iteration_time_s, want, 0.01 * want);
+  EXPECT_LT(r.eval.iteration_time_s, want);
+  EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.01 * e.eval.iteration_time_s);
 }
 
 // Chimera's two weight copies reduce with the dp group in one ring over dp x 2 ranks (cost
