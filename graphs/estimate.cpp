@@ -106,8 +106,6 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   const std::vector<TpSubgraph> ts = tp_subgraphs(g, sh, p.tp);
   costmodel::Topology topo(c, p);
   const costmodel::Link tp_link = topo.group_link(costmodel::kTp);
-  const costmodel::AllReducePath& dp_path = topo.allreduce_path(costmodel::kDp);
-  const costmodel::Link dp_link = topo.group_link(costmodel::kDp);
   costmodel::CostTable& t = e.costs;
   t.params.assign(static_cast<size_t>(s.num_ranks), 0.0);
   double total_act = 0;
