@@ -157,7 +157,7 @@ std::vector<schedules::TpOverlap> overlap_list(const std::string& spec, const co
   if (spec.empty()) return {plan.tp_overlap};
   std::vector<schedules::TpOverlap> modes;
   for (const std::string& n : split_list(spec)) modes.push_back(schedules::parse_tp_overlap(n, "--tp-overlaps"));
-  if (modes.empty()) throw InputError("--tp-overlaps is empty (give a comma-separated list of blocking, merak, cross-pass, oases)");
+  if (modes.empty()) throw InputError("--tp-overlaps is empty (give a comma-separated list of blocking, merak, cross-pass, oases, te)");
   return modes;
 }
 
@@ -271,7 +271,7 @@ void add_compare_command(CLI::App& app) {
   c->add_option("--trace-dir", o->trace_dir, "write a Chrome trace per schedule into this directory");
   c->add_option("--engine", o->engine, "eval (the fast evaluator, default) or sim (the SimGrid simulator)");
   c->add_option("--tp-overlaps", o->tp_overlaps,
-                 "comma-separated tp overlap modes (blocking, merak, cross-pass, oases): one row per schedule and mode");
+                 "comma-separated tp overlap modes (blocking, merak, cross-pass, oases, te): one row per schedule and mode");
   c->add_option("--svg", o->svg, "draw every schedule's last iteration, stacked on one time axis, into this SVG file");
   c->callback([o] { run_compare(*o); });
 }

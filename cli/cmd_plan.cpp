@@ -443,7 +443,7 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--recompute", f->recompute, "recomputation policies tried (none, selective, full)")->capture_default_str();
   c->add_option("--zero", f->zero, "ZeRO stages tried where dp > 1 (0, 1, 2)")->capture_default_str();
   c->add_option("--sequence-parallel", f->sequence_parallel, "sequence parallelism tried where tp > 1 (off, on)")->capture_default_str();
-  c->add_option("--tp-overlaps", f->tp_overlaps, "tensor-parallel overlap modes tried where tp > 1 (blocking, merak, cross-pass, oases)")->capture_default_str();
+  c->add_option("--tp-overlaps", f->tp_overlaps, "tensor-parallel overlap modes tried where tp > 1 (blocking, merak, cross-pass, oases, te)")->capture_default_str();
   c->add_option("--max-tp", f->max_tp, "largest tensor-parallel degree tried (default: one node's GPUs)");
   c->add_option("--tp", f->tp, "tensor-parallel degrees tried, comma-separated (default: every divisor up to --max-tp)");
   c->add_option("--pp", f->pp, "pipeline degrees tried, comma-separated (default: every divisor)");

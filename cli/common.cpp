@@ -38,7 +38,7 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   app->add_option("--stage-layers", f.stage_layers, "layers per stage of one pipeline, comma-separated (default balanced)");
   app->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism (activations split t ways)");
   app->add_option("--tp-overlap", f.tp_overlap,
-                  "tensor-parallel overlap: blocking, merak (sub-pipelined), cross-pass or oases (docs/tp-overlap.md)");
+                  "tensor-parallel overlap: blocking, merak (sub-pipelined), cross-pass, oases, or te (Transformer Engine's chunked collectives, with --sequence-parallel; docs/tp-overlap.md)");
   app->add_flag("--overlap-grad-reduce", f.overlap_grad_reduce,
                 "reduce gradients in buckets while the backward runs (PyTorch DDP, Megatron-LM --overlap-grad-reduce)");
   app->add_flag("--overlap-param-gather", f.overlap_param_gather,

@@ -355,6 +355,16 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     }
     ic.comm_bytes = t > 1 ? memory::tp_allreduce_bytes(m, 1) * bb : 0;
     ic.comm_s = t > 1 ? tp_collective_s(bb) : 0;
+    if (mode == schedules::TpOverlap::Te) {
+      // Transformer Engine's userbuffers: each collective in t chunks (one per ring step), its
+      // kernels holding the stack's SMs while they run beside a GEMM (stack.h).
+      ic.comm_chunks = t;
+      const int k = stack.tp_overlap_comm_sms;
+      if (k < 1)
+        throw InputError("plan.tp_overlap = te needs a stack that runs Transformer Engine's overlap; stack '" + stack.name +
+                         "' has tp_overlap_comm_sms = 0 (allowed: a stack with it, e.g. megatron-core-te)");
+      ic.comm_sm_slowdown = c.gpu_sms > k && k > 0 ? static_cast<double>(k) / (c.gpu_sms - k) : 0;
+    }
     if (t > 1) add_vocab_parallel_ends(ic, bb);
     if (sc.layers > 0) {
       InnerDurations d = inner_durations(ic);

@@ -44,7 +44,13 @@ double compute_duration(const Piece& p, Op op, const InnerCosts& c) {
 }  // namespace
 
 double piece_duration(const Piece& p, Op op, const InnerCosts& c) {
-  return p.kind == PieceKind::Comm ? c.comm_s : compute_duration(p, op, c);
+  if (p.kind == PieceKind::Comm) return c.comm_s * p.fraction;
+  const double d = compute_duration(p, op, c);
+  // te: a block's compute shares the GPU with its collective's chunks beside it, whose kernels
+  // hold k of the SMs while they run (the embedding and the head have none beside them).
+  const bool beside = c.mode == schedules::TpOverlap::Te && c.comm_s > 0 && c.comm_chunks > 1 && p.block >= 0 &&
+                      p.block < 2 * c.layers && p.pass != Pass::Weight;
+  return beside ? d + std::min(d, c.comm_s * (c.comm_chunks - 1.0) / c.comm_chunks) * c.comm_sm_slowdown : d;
 }
 
 InnerResult evaluate_inner(const InnerSchedule& s, const std::vector<double>& d) {
@@ -85,6 +91,7 @@ InnerSchedule inner_schedule_for(const InnerCosts& c, Op op, int recompute_layer
   spec.head = c.head;
   spec.comm = c.comm_s > 0 || c.comm_bytes > 0;
   spec.recompute_layers = recompute_layers;
+  spec.comm_chunks = c.comm_chunks;
   return schedules::inner_schedule(spec);
 }
 

@@ -31,6 +31,10 @@ struct InnerCosts {
   double comm_s = 0;        // one tp collective of one sub-batch: all-reduce of (b/sb, s, h), or
                             // with sequence parallelism a reduce-scatter plus an all-gather
   double comm_bytes = 0;    // its buffer: (b/sb, s, h) elements
+  int comm_chunks = 1;      // te: chunks each collective is pipelined in (the tp degree)
+  double comm_sm_slowdown = 0;  // te: compute time added per second of collective beside it, for
+                                // the SMs the communication kernels take: k / (SMs - k) with k the
+                                // stack's tp_overlap_comm_sms
 };
 
 // Duration of one piece of a stage action `op` (F, B, I, W or R).

@@ -404,9 +404,15 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
 }
 
 void check_tp_overlap(const ParallelPlan& p) {
-  if (p.tp == 1 || p.microbatch_size % 2 == 0) return;
+  if (p.tp == 1) return;
   std::vector<schedules::TpOverlap> modes = p.stage_tp_overlap;
   modes.insert(modes.begin(), p.tp_overlap);
+  for (size_t i = 0; i < modes.size(); ++i)
+    if (modes[i] == schedules::TpOverlap::Te && !p.sequence_parallel)
+      bad("plan", i == 0 ? std::string("tp_overlap") : "stage_tp_overlap[" + std::to_string(i - 1) + "]", "te",
+          "Transformer Engine's overlap needs sequence parallelism (Megatron-LM arguments.py: \"Tensor parallel "
+          "communication/GEMM overlap can happen only when sequence parallelism is enabled\"); add --sequence-parallel");
+  if (p.microbatch_size % 2 == 0) return;
   for (size_t i = 0; i < modes.size(); ++i) {
     if (schedules::tp_overlap_sub_batches(modes[i]) == 1) continue;
     const std::string field = i == 0 ? "tp_overlap" : "stage_tp_overlap[" + std::to_string(i - 1) + "]";

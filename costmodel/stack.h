@@ -51,8 +51,8 @@ struct KernelStack {
   std::vector<FlashPoint> flash;    // its measured throughput; empty: a fused core is priced as
                                     // its two batched products (no score traffic)
   // Transformer Engine's tensor-parallel overlap (plan.tp_overlap = te): the SMs its
-  // communication kernels occupy while a GEMM runs beside them, and the chunks a collective is
-  // pipelined in (the tensor-parallel degree when 0: one chunk per ring step).
+  // communication kernels occupy while a GEMM runs beside them; 0: the stack has no such
+  // overlap, and te is refused on it.
   int tp_overlap_comm_sms = 0;
   std::string source;               // where the figures come from
 };

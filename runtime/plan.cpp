@@ -113,6 +113,10 @@ std::vector<schedules::TpOverlap> splitting_modes(const costmodel::ParallelPlan&
 
 void check_sub_batches(const costmodel::ParallelPlan& p) {
   for (auto mode : splitting_modes(p))
+    if (mode == schedules::TpOverlap::Te)
+      throw InputError("runtime: tp_overlap 'te' (Transformer Engine's chunked collectives) is priced by estimate, compare, "
+                       "simulate and plan but not executed by the runtime (allowed: blocking, merak, cross-pass, oases)");
+  for (auto mode : splitting_modes(p))
     if (p.microbatch_size % 2 != 0)
       throw InputError("runtime: tp_overlap '" + std::string(schedules::tp_overlap_name(mode)) +
                        "' splits each microbatch into two sub-batches, so microbatch_size must be even (got " +

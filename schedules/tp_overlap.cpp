@@ -8,15 +8,16 @@ namespace stagecraft::schedules {
 
 namespace {
 
-constexpr TpOverlap kModes[] = {TpOverlap::Blocking, TpOverlap::Merak, TpOverlap::CrossPass, TpOverlap::Oases};
+constexpr TpOverlap kModes[] = {TpOverlap::Blocking, TpOverlap::Merak, TpOverlap::CrossPass, TpOverlap::Oases, TpOverlap::Te};
 
 // One sub-batch's program: pieces with dependencies as indices into the same chain.
 struct Chain {
   std::vector<Piece> pieces;
   int segment = 0;  // pass segment of the pieces added next
 
-  int add(PieceKind k, Pass p, int block, std::vector<int> deps, bool redundant = false) {
+  int add(PieceKind k, Pass p, int block, std::vector<int> deps, bool redundant = false, double fraction = 1) {
     Piece x;
+    x.fraction = fraction;
     x.kind = k;
     x.pass = p;
     x.block = block;
@@ -30,11 +31,17 @@ struct Chain {
 
 std::vector<int> dep(int i) { return i >= 0 ? std::vector<int>{i} : std::vector<int>{}; }
 
-// Compute then (with comm) its collective; returns the piece the next block reads.
+// Compute then (with comm) its collective; returns the piece the next block reads. In te mode
+// the collective's first n-1 of n chunks run beside the compute (issued with it, after what it
+// reads) and the last chunk after both.
 int block_with_comm(Chain& c, const InnerSpec& s, Pass p, int block, std::vector<int> deps, bool redundant = false) {
+  const int n = s.mode == TpOverlap::Te && s.comm ? std::max(1, s.comm_chunks) : 1;
+  const int beside = n > 1 ? c.add(PieceKind::Comm, p, block, deps, redundant, (n - 1.0) / n) : -1;
   int x = c.add(PieceKind::Compute, p, block, std::move(deps));
   if (!s.comm) return x;
-  return c.add(PieceKind::Comm, p, block, {x}, redundant);
+  std::vector<int> after = {x};
+  if (beside >= 0) after.push_back(beside);
+  return c.add(PieceKind::Comm, p, block, after, redundant, 1.0 / n);
 }
 
 // Forward (or recomputation as the forward again) of blocks [0, n): each block reads the
@@ -185,6 +192,7 @@ std::string_view tp_overlap_name(TpOverlap m) {
     case TpOverlap::Merak: return "merak";
     case TpOverlap::CrossPass: return "cross-pass";
     case TpOverlap::Oases: return "oases";
+    case TpOverlap::Te: return "te";
   }
   return "?";
 }
@@ -192,10 +200,10 @@ std::string_view tp_overlap_name(TpOverlap m) {
 TpOverlap parse_tp_overlap(std::string_view s, const std::string& field) {
   for (TpOverlap m : kModes)
     if (s == tp_overlap_name(m)) return m;
-  throw InputError(field + " = '" + std::string(s) + "' is invalid (expected blocking, merak, cross-pass or oases)");
+  throw InputError(field + " = '" + std::string(s) + "' is invalid (expected blocking, merak, cross-pass, oases or te)");
 }
 
-int tp_overlap_sub_batches(TpOverlap m) { return m == TpOverlap::Blocking ? 1 : 2; }
+int tp_overlap_sub_batches(TpOverlap m) { return m == TpOverlap::Blocking || m == TpOverlap::Te ? 1 : 2; }
 bool tp_overlap_cross_pass(TpOverlap m) { return m == TpOverlap::CrossPass || m == TpOverlap::Oases; }
 bool tp_overlap_fine_grained(TpOverlap m) { return m == TpOverlap::Oases; }
 bool tp_overlap_joins_recompute(TpOverlap m) { return tp_overlap_sub_batches(m) > 1; }
@@ -243,6 +251,7 @@ std::string to_text(const InnerSchedule& s) {
     out += std::to_string(i) + (p.kind == PieceKind::Compute ? " C " : " A ") + std::string(pass_name(p.pass)) + " b" +
            std::to_string(p.block) + " sb" + std::to_string(p.sub_batch);
     if (p.redundant) out += " redundant";
+    if (p.kind == PieceKind::Comm && p.fraction != 1) out += " x" + std::to_string(p.fraction).substr(0, 5);
     if (p.segment > 0) out += " seg" + std::to_string(p.segment);
     if (!p.deps.empty()) {
       out += " <-";

@@ -24,6 +24,14 @@
 //   oases       cross-pass with fine-grained recomputation: each recomputation sequence starts
 //               after a forward collective, from that collective's saved output, so the
 //               recomputation repeats no collective (Oases Sec. IV-B, eq. (1), Fig. 4d).
+//   te          Transformer Engine's userbuffers overlap (Megatron-Core --tp-comm-overlap, which
+//               needs sequence parallelism): one sub-batch; each block's collective runs in
+//               chunks pipelined with the block's own GEMMs over the tp ring (ring-exchange
+//               all-gathers, pipelined reduce-scatters, the input-gradient collectives in bulk
+//               beside the weight-gradient GEMM), so all but its last chunk runs beside the
+//               block's compute and only that chunk is exposed; the communication kernels'
+//               SMs slow the compute they overlap (transformer_engine/pytorch/module/base.py,
+//               initialize_ub).
 #pragma once
 
 #include <cstdint>
@@ -35,12 +43,12 @@
 
 namespace stagecraft::schedules {
 
-enum class TpOverlap : std::uint8_t { Blocking, Merak, CrossPass, Oases };
+enum class TpOverlap : std::uint8_t { Blocking, Merak, CrossPass, Oases, Te };
 
 std::string_view tp_overlap_name(TpOverlap m);
-// "blocking", "merak", "cross-pass", "oases"; throws InputError naming `field` and the choices.
+// "blocking", "merak", "cross-pass", "oases", "te"; throws InputError naming `field` and the choices.
 TpOverlap parse_tp_overlap(std::string_view s, const std::string& field = "tp_overlap");
-// Sub-batches one microbatch is split into: 1 blocking, 2 otherwise.
+// Sub-batches one microbatch is split into: 1 blocking and te, 2 otherwise.
 int tp_overlap_sub_batches(TpOverlap m);
 // R and B (or I) of a (stage, microbatch) run as one joint inner schedule.
 bool tp_overlap_cross_pass(TpOverlap m);
@@ -70,6 +78,8 @@ struct Piece {
   int sub_batch = 0;      // 0 or 1 (always 0 when blocking)
   bool redundant = false; // a collective whose result nothing reads (the last all-reduce of a
                           // recomputed layer, Oases eq. (1)); still issued where the mode runs it
+  double fraction = 1;    // a collective: the share of its block's collective it moves (te's
+                          // chunks: (n-1)/n beside the compute, 1/n after it)
   int segment = 0;        // pass segment: pieces of a later segment start after every piece of
                           // the earlier ones has ended (merak's barriers between R and B)
   std::vector<int> deps;  // indices of earlier pieces whose results this piece reads; the first
@@ -87,6 +97,7 @@ struct InnerSpec {
   bool comm = true;         // false: tp = 1, no collectives (a single compute chain remains)
   int recompute_layers = 0; // B or I in a mode that joins recomputation: the first layers whose
                             // recomputation runs inside this backward (0: none)
+  int comm_chunks = 1;      // te: chunks each collective is pipelined in (the tp degree)
 };
 
 struct InnerSchedule {

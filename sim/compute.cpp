@@ -135,7 +135,7 @@ Act Runner::inner_action(int u, int k, int pos, Act prev, const std::vector<Inne
       for (int d : p.deps) after.push_back(end[static_cast<size_t>(d)]);
       if (p.kind == PieceKind::Comm) {
         after.push_back(comm);
-        comm = end[i] = tp_collectives(u, k, pos, part.stage, after, 1);
+        comm = end[i] = tp_collectives(u, k, pos, part.stage, after, p.fraction);
         continue;
       }
       Act e = exec(u, k, pos, costmodel::piece_duration(p, part.op, part.costs), RecKind::Piece);

@@ -202,3 +202,29 @@ TEST(SimTpOverlap, CliSimulatesAModeAndRefusesABadOne) {
 
 }  // namespace
 }  // namespace stagecraft
+
+namespace stagecraft {
+namespace {
+
+// Transformer Engine's chunked overlap (te): the simulator runs each block's collective as the
+// two flows the inner schedule issues (n-1 of n chunks beside the compute, the last after it)
+// and agrees with the evaluator on one node, with and without recomputation, moving each
+// collective's bytes once.
+TEST(SimTpOverlap, TeChunksAgreeWithTheEvaluator) {
+  for (RecomputePolicy rc : {RecomputePolicy::None, RecomputePolicy::Full}) {
+    costmodel::ParallelPlan p = plan(TpOverlap::Te, rc);
+    p.sequence_parallel = true;
+    p.stack = "megatron-core-te";
+    const auto e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), one_node(), p);
+    const sim::SimResult r = simulate(e, true);
+    EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.01 * e.eval.iteration_time_s) << label(TpOverlap::Te, rc);
+    costmodel::ParallelPlan pb = p;
+    pb.tp_overlap = TpOverlap::Blocking;
+    const auto eb = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), one_node(), pb);
+    EXPECT_NEAR(tp_bytes(r), tp_bytes(simulate(eb, true)), 1e-6 * tp_bytes(r)) << label(TpOverlap::Te, rc);
+    EXPECT_LT(e.eval.iteration_time_s, eb.eval.iteration_time_s);
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft
