@@ -19,7 +19,8 @@ Each run's knobs become estimate flags: the stack (megatron-core-te where the re
 Megatron-Core with Transformer Engine), a fused attention core where it runs flash or cuDNN
 attention, --no-dropout where its dropout is 0, sequence parallelism, the distributed optimizer
 (--zero 1) with its overlapped gradient reduction and parameter gather, and the gradient bucket
-size the recipe states (else Megatron-Core's default of 40M parameters).
+size the recipe states (else Megatron-Core's default of 40M parameters), and Transformer Engine's
+tensor-parallel overlap (--tp-overlap te) where the recipe turns it on.
 """
 import json
 import os
@@ -79,6 +80,8 @@ def estimate(binary, run, extra, tmp):
             cmd.append("--no-dropout")
         if run.get("distributed_optimizer") and run.get("overlap_param_gather"):
             cmd.append("--overlap-param-gather")
+        if run.get("tp_comm_overlap") and run.get("sequence_parallel") and run["tp"] > 1:
+            cmd += ["--tp-overlap", "te"] + ([] if "--stack" in cmd else ["--stack", "megatron-core-te"])
     if run.get("overlap_grad_reduce"):
         cmd.append("--overlap-grad-reduce")
         # Megatron-Core's bucket: max(40M, 1M x dp) parameters of 16-bit gradients (distributed_data_parallel.py)
