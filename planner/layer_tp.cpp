@@ -53,16 +53,20 @@ DegreeCosts degree_costs(const ModelSpec& m, const ClusterSpec& c, const Paralle
   o.bwd_s[1] = ic.mlp_i_s + ic.mlp_w_s + (full ? ic.mlp_r_s : 0);
   o.comm_s = ic.comm_s;
   // Gradients of the layer over its dp * T/d replicas (a reduce-scatter and an all-gather of the
-  // parameters with a distributed optimizer), and its optimizer step, as costs.cpp prices them.
+  // parameters with a distributed optimizer), its optimizer step and static bytes: the cost
+  // table's own rules (costs.h: set_grad_reduction, set_rank_costs) on the layer's parameters.
   const double params = memory::layer_params_per_rank(m, d);  // one GPU's share of the layer
-  const double grad_bytes = params * costmodel::grad_bytes_per_param(m);
   const costmodel::Topology topo(c, q);
-  const costmodel::AllReducePath& path = topo.allreduce_path(costmodel::kDp);
-  if (q.dp > 1)
-    o.grad_reduce_s = q.zero >= 1 ? costmodel::reduce_scatter_s(grad_bytes, path) + costmodel::all_gather_s(grad_bytes, path)
-                                  : costmodel::allreduce_s(grad_bytes, path);
-  o.optimizer_s = costmodel::optimizer_step_s(m, c, params, q.zero, q.dp);
-  o.static_bytes = params * memory::static_bytes_per_param(m, q.zero, q.dp);
+  costmodel::StageCost layer;
+  layer.grad_bytes = params * costmodel::grad_bytes_per_param(m);
+  std::vector<std::string> notes;
+  costmodel::set_grad_reduction(layer, s, 0, topo, q, prof, notes);
+  costmodel::CostTable rank;
+  rank.params = {params};
+  costmodel::set_rank_costs(rank, m, c, q, topo, prof);
+  o.grad_reduce_s = layer.reduce_grad_s + rank.param_gather_s[0];
+  o.optimizer_s = rank.optimizer_s[0];
+  o.static_bytes = rank.static_bytes[0];
   // Kept per microbatch (pp = 1: one in flight) by costs.h's rule: the checkpoints with full
   // recomputation (one layer rebuilt at a time in B), else the (selective) activations.
   const int bb = o.samples / o.sub_batches;
