@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "costmodel/flops.h"
 #include "costmodel/profile.h"
@@ -102,25 +103,41 @@ void set_fit(Estimate& e) {
   e.fit = fit_verdict(e.max_memory_bytes, e.cluster);
 }
 
-namespace {
-
-Estimate estimate_as_given(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const EstimateOptions& opt) {
+Estimate assemble_estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, schedules::Schedule lowered,
+                           const Profile* profile, const EvaluatorFor& evaluator_for) {
   Estimate e;
   e.model = m;
-  std::vector<std::string> calibration;
-  e.cluster = opt.profile ? calibrated_cluster(c, *opt.profile, &calibration) : c;
+  e.cluster = c;
   e.plan = p;
-  e.schedule = plan_schedule(p, opt.lower);
-  e.costs = analytic_cost_table(m, e.cluster, p, e.schedule, opt.profile);
-  e.costs.notes.insert(e.costs.notes.end(), calibration.begin(), calibration.end());
-  if (p.overlap_grad_reduce) e.schedule = schedules::bucket_reductions(e.schedule, grad_buckets(e.costs, p));
-  if (opt.profile) e.profile_source = opt.profile->source.empty() ? "(in memory)" : opt.profile->source;
-  Evaluator ev(e.schedule, opt.eval);
-  e.eval = ev.evaluate(e.costs);
+  e.costs = analytic_cost_table(m, c, p, lowered, profile);
+  std::string buckets;
+  if (p.overlap_grad_reduce) {
+    const std::vector<int> n = grad_buckets(e.costs, p);
+    for (int x : n) buckets += "," + std::to_string(x);
+    lowered = schedules::bucket_reductions(lowered, n);
+  }
+  e.schedule = std::move(lowered);
+  e.eval = evaluator_for(e.schedule, buckets).evaluate(e.costs);
   e.model_flops = flops::model_flops_per_iteration(m, p.global_batch());
   e.hardware_flops = hardware_flops(e.schedule, m, p);
   set_rates(e);
   set_fit(e);
+  return e;
+}
+
+namespace {
+
+Estimate estimate_as_given(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const EstimateOptions& opt) {
+  std::vector<std::string> calibration;
+  const ClusterSpec cluster = opt.profile ? calibrated_cluster(c, *opt.profile, &calibration) : c;
+  std::unique_ptr<Evaluator> ev;
+  Estimate e = assemble_estimate(m, cluster, p, plan_schedule(p, opt.lower), opt.profile,
+                                 [&](const schedules::Schedule& s, const std::string&) -> const Evaluator& {
+                                   ev = std::make_unique<Evaluator>(s, opt.eval);
+                                   return *ev;
+                                 });
+  e.costs.notes.insert(e.costs.notes.end(), calibration.begin(), calibration.end());
+  if (opt.profile) e.profile_source = opt.profile->source.empty() ? "(in memory)" : opt.profile->source;
   return e;
 }
 

@@ -2,6 +2,9 @@
 // schedule, lower it, add recomputation, cost it analytically and evaluate it.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "costmodel/costs.h"
@@ -70,6 +73,15 @@ double hardware_flops(const schedules::Schedule& s, const ModelSpec& m, const Pa
 void set_rates(Estimate& e);
 // Fills max_memory_bytes, usable_memory_bytes, headroom_bytes and fits from the per-rank peaks.
 void set_fit(Estimate& e);
+
+// The one assembly of a prediction from a plan's lowered schedule (plan_schedule): the cost table
+// (analytic_cost_table, measured where `profile` says), the gradient buckets with
+// overlap_grad_reduce, the evaluation, FLOPs, rates and the fit verdict. `evaluator_for` gives
+// the compiled evaluator of the (bucketed) schedule; its second argument names the buckets
+// (empty without them), so that a caller can reuse evaluators (the planner's cache).
+using EvaluatorFor = std::function<const Evaluator&(const schedules::Schedule& s, const std::string& buckets)>;
+Estimate assemble_estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, schedules::Schedule lowered,
+                           const Profile* profile, const EvaluatorFor& evaluator_for);
 
 // The segment numbers fold3d-aiao's search tries: 1 to num_layers / pp, at most 16.
 int fold3d_max_segments(const ModelSpec& m, const ParallelPlan& p);

@@ -69,25 +69,14 @@ Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan&
     if (lowered.size() >= 16) lowered.clear();
     it = lowered.emplace(key, costmodel::plan_schedule(p)).first;
   }
-  schedules::Schedule s = it->second;
-  *stages = s.stages_per_chain();
-  costmodel::CostTable& costs = *table;
-  costs = costmodel::analytic_cost_table(m, c, p, s, nullptr);
-  std::string ekey = key;
-  if (p.overlap_grad_reduce) {
-    const std::vector<int> buckets = costmodel::grad_buckets(costs, p);
-    for (int n : buckets) ekey += "," + std::to_string(n);
-    s = schedules::bucket_reductions(s, buckets);
-  }
-  costmodel::Estimate e;
-  e.model = m;
-  e.cluster = c;
-  e.plan = p;
-  e.eval = cache.get(ekey, s, stats).evaluate(costs);
-  e.model_flops = costmodel::flops::model_flops_per_iteration(m, p.global_batch());
-  e.hardware_flops = costmodel::hardware_flops(s, m, p);
-  costmodel::set_rates(e);
-  return candidate_of(e, c, fits);
+  *stages = it->second.stages_per_chain();
+  costmodel::Estimate e = costmodel::assemble_estimate(
+      m, c, p, it->second, nullptr, [&](const schedules::Schedule& s, const std::string& buckets) -> const costmodel::Evaluator& {
+        return cache.get(key + buckets, s, stats);
+      });
+  Candidate out = candidate_of(e, c, fits);
+  *table = std::move(e.costs);
+  return out;
 }
 
 }  // namespace
