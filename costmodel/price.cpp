@@ -6,10 +6,11 @@ namespace stagecraft::costmodel {
 
 bool priced_by_shape(const ClusterSpec& c) { return c.gpu_sms > 0; }
 
-double block_s(const BlockWork& b, const LayerWork& w, const ClusterSpec& c, const KernelStack& k, std::vector<std::string>* notes) {
+double block_s(const BlockWork& b, const KernelContext& w, const ClusterSpec& c, const KernelStack& k, std::vector<std::string>* notes) {
   if (!priced_by_shape(c)) return b.flops() / (c.gpu_peak_flops_per_s * c.achieved_efficiency);
   double t = 0;
   for (const Gemm& g : b.gemms) t += shape::gemm_s(c, g.m, g.n, g.k, g.batch, w.element_bytes);
+  t += b.other_flops / (c.gpu_peak_flops_per_s * c.gemm_max_efficiency);
   if (b.flash_flops > 0) {
     const FlashEfficiency fe = flash_efficiency(k, c.gpu_name, w.head_dim, w.seq_length, w.causal);
     if (notes && !fe.note.empty()) notes->push_back(fe.note);

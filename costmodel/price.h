@@ -28,7 +28,7 @@ struct LayerTimes {
 // Whether the cluster is priced by shape (gpu_sms > 0) or at the flat rate.
 bool priced_by_shape(const ClusterSpec& c);
 // Seconds of one block's pass. `notes` (may be null) collects what the pricer had to assume.
-double block_s(const BlockWork& b, const LayerWork& w, const ClusterSpec& c, const KernelStack& k,
+double block_s(const BlockWork& b, const KernelContext& w, const ClusterSpec& c, const KernelStack& k,
                std::vector<std::string>* notes = nullptr);
 LayerTimes price_layer(const LayerWork& w, const ClusterSpec& c, const KernelStack& k, std::vector<std::string>* notes = nullptr);
 

@@ -3,7 +3,7 @@
 namespace stagecraft::costmodel {
 
 double BlockWork::flops() const {
-  double f = model_flops;
+  double f = model_flops + other_flops;
   for (const Gemm& g : gemms) f += g.flops();
   return f;
 }
@@ -13,7 +13,32 @@ void BlockWork::add(const BlockWork& o) {
   flash_flops += o.flash_flops;
   flash_backward = flash_backward || o.flash_backward;
   model_flops += o.model_flops;
+  other_flops += o.other_flops;
   memory_bytes += o.memory_bytes;
+}
+
+CoreWork attention_core_work(const KernelStack& k, double bb, double s, double heads, double d, bool fused, bool causal,
+                             bool dropout, double e) {
+  const MemoryTraffic& tr = k.traffic;
+  auto fwd = [](double mm, double nn, double kk, double batch) { return Gemm{mm, nn, kk, batch}; };
+  auto in_grad = [](double mm, double nn, double kk, double batch) { return Gemm{mm, kk, nn, batch}; };
+  const double scores = bb * heads * s * s;
+  const bool flash = fused && !k.flash.empty();  // a fused core without measured throughput: its products
+  CoreWork c;
+  if (flash) {
+    c.f.model_flops = 4 * bb * s * s * heads * d;  // 4bs^2h / t (flops.h)
+    c.f.flash_flops = c.f.model_flops * (causal ? 0.5 : 1.0);
+    c.i.model_flops = 2 * c.f.model_flops;
+    c.i.flash_flops = 2.5 * c.f.flash_flops;
+    c.i.flash_backward = true;
+    return c;
+  }
+  c.f.gemms = {fwd(s, s, d, bb * heads), fwd(s, d, s, bb * heads)};
+  if (!fused) c.f.memory_bytes = scores * e * (tr.softmax + (dropout ? tr.score_dropout : 0));
+  c.i.gemms = {in_grad(s, s, d, bb * heads), in_grad(s, s, d, bb * heads), in_grad(s, d, s, bb * heads),
+               in_grad(s, d, s, bb * heads)};
+  c.i.memory_bytes = 2 * c.f.memory_bytes;
+  return c;
 }
 
 // Shapes, for bb samples of s tokens (T = bb s), hidden h, a heads of d = h/a, FFN f, vocab V,
@@ -40,28 +65,11 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   auto in_grad = [](double mm, double nn, double kk, double batch = 1) { return Gemm{mm, kk, nn, batch}; };
   auto w_grad = [](double mm, double nn, double kk) { return Gemm{kk, nn, mm, 1}; };
   const double Th_outside = sp ? T * h / t : T * h;  // norms and residual adds: s/t of the sequence with sp
-  const double scores = bb * heads * s * s;
   const double resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
   // The attention core, forward: two batched products and the score traffic, or one kernel.
-  const bool flash = fused && !k.flash.empty();  // a fused core without measured throughput: its products
-  BlockWork core_f;
-  if (flash) {
-    core_f.model_flops = 4 * T * s * h / t;  // 4bs^2h / t (flops.h)
-    core_f.flash_flops = core_f.model_flops * (w.causal ? 0.5 : 1.0);
-  } else {
-    core_f.gemms = {fwd(s, s, d, bb * heads), fwd(s, d, s, bb * heads)};
-    if (!fused) core_f.memory_bytes = scores * e * (tr.softmax + (m.dropout ? tr.score_dropout : 0));
-  }
-  BlockWork core_i;  // its input gradient
-  if (flash) {
-    core_i.model_flops = 2 * core_f.model_flops;
-    core_i.flash_flops = 2.5 * core_f.flash_flops;
-    core_i.flash_backward = true;
-  } else {
-    core_i.gemms = {in_grad(s, s, d, bb * heads), in_grad(s, s, d, bb * heads), in_grad(s, d, s, bb * heads),
-                    in_grad(s, d, s, bb * heads)};
-    core_i.memory_bytes = 2 * core_f.memory_bytes;
-  }
+  const CoreWork core = attention_core_work(k, bb, s, heads, d, fused, w.causal, m.dropout, e);
+  const BlockWork& core_f = core.f;
+  const BlockWork& core_i = core.i;
   const double attn_mem_f = Th_outside * e * (tr.layer_norm + resid);
   w.attn_f.gemms = {fwd(T, qkv / t, h), fwd(T, h, h / t)};
   w.attn_f.memory_bytes = attn_mem_f;

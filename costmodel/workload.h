@@ -22,6 +22,15 @@ struct Gemm {
   double flops() const { return 2 * m * n * k * batch; }
 };
 
+// What a fused attention kernel's throughput depends on (stack.h's table) and the operand width
+// of the products.
+struct KernelContext {
+  int head_dim = 0;       // d = h / a
+  int seq_length = 0;     // s
+  bool causal = true;     // decoders mask the future; BERT does not
+  int element_bytes = 2;  // bytes of one operand element of the products
+};
+
 // One pass of one block: what its kernels compute and move.
 struct BlockWork {
   std::vector<Gemm> gemms;      // matrix products, priced by shape
@@ -30,6 +39,8 @@ struct BlockWork {
   bool flash_backward = false;  // the kernel is the backward (priced at its backward throughput)
   double model_flops = 0;       // the same kernel's FLOPs as MFU counts them (full count), for the
                                 // flat-rate pricer
+  double other_flops = 0;       // FLOPs of kernels known by their count alone (a graph node without
+                                // shapes): at the largest products' rate when priced by shape
   double memory_bytes = 0;      // memory-bound operations: bytes read and written
 
   // Every FLOP as the flat-rate pricer counts it: the products plus the core's model count.
@@ -37,22 +48,27 @@ struct BlockWork {
   void add(const BlockWork& o);  // appends o's kernels
 };
 
+// The attention core of bb samples of s tokens over `heads` heads of d on one rank: forward and
+// input gradient. Materialised: two batched products (four in the backward) and the score
+// matrix's softmax (and with dropout its dropout and mask) traffic; fused with a measured kernel
+// in the stack: one flash kernel, its FLOPs halved when causal, the backward 2.5 times the
+// forward (FlashAttention-2, Dao 2023, Sec. 4: five products against two); fused without one:
+// the products without the score traffic. One rule for layer_work and the graph route.
+struct CoreWork {
+  BlockWork f, i;
+};
+CoreWork attention_core_work(const KernelStack& k, double bb, double s, double heads, double d, bool fused, bool causal,
+                             bool dropout, double element_bytes);
+
 // One transformer layer and the head on one of t tensor-parallel ranks, for bb samples.
-struct LayerWork {
+struct LayerWork : KernelContext {
   BlockWork attn_f, attn_i, attn_w;  // LN, QKV, core, projection, bias-dropout-residual
   BlockWork mlp_f, mlp_i, mlp_w;     // LN, up (and gate), activation, down, bias-dropout-residual
   BlockWork head_f, head_i, head_w;  // final norm, logits (T x h x V/t), cross-entropy
-  int head_dim = 0;                  // d = h / a, for the fused kernel's efficiency
-  int seq_length = 0;                // s
-  bool causal = true;                // decoders mask the future; BERT does not
-  int element_bytes = 2;             // bytes of one operand element of the products
 };
 
-// The layer's work under `k` (what each memory-bound operation moves): for the attention core,
-// two batched products plus the score matrix's softmax (and dropout) traffic when materialised,
-// one flash kernel when fused and the stack has its measured throughput (else the two products
-// without the score traffic; its backward 2.5 times its forward FLOPs, FlashAttention-2,
-// Dao 2023, Sec. 4: five products against two); selective recomputation adds the core's
+// The layer's work under `k` (what each memory-bound operation moves; the core as
+// attention_core_work); selective recomputation adds the core's
 // forward to the input gradient; with sequence parallelism the (b, s, h) operations outside
 // the tensor-parallel blocks (norms, residual adds) work on s/t of the sequence; without
 // dropout there are no masks.

@@ -5,6 +5,7 @@
 #include "costmodel/comm.h"
 #include "costmodel/costs.h"
 #include "costmodel/memory.h"
+#include "costmodel/price.h"
 #include "costmodel/topology.h"
 #include "schedules/buckets.h"
 #include "graphs/partition.h"
@@ -25,12 +26,25 @@ void refuse_unpriced(const costmodel::ParallelPlan& p, const costmodel::Estimate
   if (opt.profile) no("a measured profile (--profile)", "the analytic costs");
 }
 
-// Stage costs from its subgraphs [first, first + count) as one tp rank runs them: FLOPs at the
-// flat rate plus the blocking tp all-reduces inside them (graphs/tp.h).
-costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePart& part, double rate, bool recompute_input_only,
+// How a stage's compute is priced: by shape (the nodes' work, costmodel/price.h) where the
+// cluster gives its GPU's shape, else its FLOPs at the flat rate.
+struct Pricing {
+  const costmodel::ClusterSpec& cluster;
+  const costmodel::KernelStack& stack;
+  double rate;  // flat FLOP/s
+  std::vector<std::string>* notes;
+};
+
+// Stage costs from its subgraphs [first, first + count) as one tp rank runs them: its nodes'
+// kernels priced (by shape: the input and weight gradients each from their own products; at
+// the flat rate: I = W = B/2, Qi et al. ICLR 2024) plus the blocking tp all-reduces inside them
+// (graphs/tp.h).
+costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePart& part, const Pricing& pr, bool recompute_input_only,
                                 int t, const costmodel::Link& tp_link) {
   costmodel::StageCost sc;
+  const double rate = pr.rate;
   double fwd = 0, bwd = 0, act = 0, work = 0, ar_f = 0, ar_b = 0, bytes = 0, fwd_s = 0, bwd_s = 0;
+  double shape_f = 0, shape_i = 0, shape_w = 0;  // by shape: the nodes' forward, input and weight gradients
   int n_f = 0, n_b = 0;
   for (int i = part.first; i < part.first + part.count; ++i) {
     const TpSubgraph& s = ts[static_cast<size_t>(i)];
@@ -42,12 +56,20 @@ costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePa
     work = std::max(work, s.act_bytes);  // a backward's working set: its largest subgraph's outputs
     for (double x : s.fwd_allreduce_bytes) ar_f += costmodel::ring_allreduce_s(x, t, tp_link), bytes += x, ++n_f;
     for (double x : s.bwd_allreduce_bytes) ar_b += costmodel::ring_allreduce_s(x, t, tp_link), bytes += x, ++n_b;
+    for (const NodeWork& w : s.work) {
+      shape_f += costmodel::block_s(w.f, w.ctx, pr.cluster, pr.stack, pr.notes);
+      shape_i += costmodel::block_s(w.i, w.ctx, pr.cluster, pr.stack, pr.notes);
+      shape_w += costmodel::block_s(w.w, w.ctx, pr.cluster, pr.stack, pr.notes);
+    }
   }
-  const double f = fwd / rate + fwd_s, b = bwd / rate + bwd_s;  // compute: FLOPs priced, or measured
+  const bool by_shape = costmodel::priced_by_shape(pr.cluster);
+  // compute: the nodes priced, plus the measured nodes' times
+  const double f = (by_shape ? shape_f : fwd / rate) + fwd_s, b = (by_shape ? shape_i + shape_w : bwd / rate) + bwd_s;
+  const double i = by_shape ? shape_i + bwd_s / 2 : b / 2;
   sc.f_s = f + ar_f;
   sc.b_s = b + ar_b;
-  sc.i_s = b / 2 + ar_b;  // split backward: input and weight gradients alike (Qi et al., ICLR 2024);
-  sc.w_s = b / 2;         // the input gradient's all-reduces are the I's
+  sc.i_s = i + ar_b;  // the input gradient's all-reduces are the I's
+  sc.w_s = b - i;
   sc.r_s = sc.f_s;
   sc.tp_allreduces_f = n_f;
   sc.tp_allreduces_i = n_b;
@@ -103,7 +125,10 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   const int per_chain = s.stages_per_chain();
   const double rate = flops_rate(c);
   const Partition parts = stage_partition(sh, c, p, per_chain);
-  const std::vector<TpSubgraph> ts = tp_subgraphs(g, sh, p.tp);
+  const costmodel::KernelStack& stack = costmodel::load_stack(p.stack);
+  const std::vector<TpSubgraph> ts = tp_subgraphs(g, sh, p.tp, &stack);
+  std::vector<std::string> notes;
+  const Pricing pricing{c, stack, rate, &notes};
   costmodel::Topology topo(c, p);
   const costmodel::Link tp_link = topo.group_link(costmodel::kTp);
   costmodel::CostTable& t = e.costs;
@@ -112,7 +137,7 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   for (const StagePart& sp : parts.stages) total_act += sp.act_bytes;
   for (int st = 0; st < s.num_stages; ++st) {
     const StagePart& part = parts.stages[static_cast<size_t>(s.model_part(st))];
-    costmodel::StageCost sc = stage_cost(ts, part, rate, p.recompute == costmodel::RecomputePolicy::Full, p.tp, tp_link);
+    costmodel::StageCost sc = stage_cost(ts, part, pricing, p.recompute == costmodel::RecomputePolicy::Full, p.tp, tp_link);
     sc.weight = total_act > 0 ? part.act_bytes * s.num_ranks / total_act : 1;
     const double out = ts[static_cast<size_t>(part.first + part.count - 1)].boundary_bytes;
     const double in = part.first > 0 ? ts[static_cast<size_t>(part.first - 1)].boundary_bytes : 0;
@@ -127,6 +152,9 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
     t.stages.push_back(sc);
   }
   costmodel::set_rank_costs(t, e.model, c, p, topo, nullptr);
+  std::sort(notes.begin(), notes.end());
+  notes.erase(std::unique(notes.begin(), notes.end()), notes.end());
+  t.notes.insert(t.notes.end(), notes.begin(), notes.end());
   t.notes.push_back("graph '" + g.name + "': " + std::to_string(sh.subgraphs.size()) + " subgraphs (Merak's graph sharding)");
   int measured = 0, operators = 0;
   for (const Node& n : g.nodes) {
@@ -146,13 +174,17 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   for (const Subgraph& x : sh.subgraphs) fb += x.fwd_flops + x.bwd_flops;
   const double replicas = static_cast<double>(p.dp) * p.num_microbatches;
   e.model_flops = fb * replicas;
+  // What an R repeats: its stage's forward FLOPs (measured nodes' seconds at the flat rate).
+  std::vector<double> part_fwd_flops;
+  for (const StagePart& part : parts.stages) {
+    double x = 0;
+    for (int i = part.first; i < part.first + part.count; ++i) x += ts[static_cast<size_t>(i)].fwd_flops + ts[static_cast<size_t>(i)].fwd_s * rate;
+    part_fwd_flops.push_back(x);
+  }
   double recomputed = 0;
   for (const auto& list : e.schedule.actions)
     for (const schedules::Action& a : list)
-      if (a.op == schedules::Op::R) {
-        const costmodel::StageCost& sc = e.costs.stages[static_cast<size_t>(a.stage)];
-        recomputed += a.fraction * (sc.f_s - sc.tp_comm_f_s) * rate;
-      }
+      if (a.op == schedules::Op::R) recomputed += a.fraction * part_fwd_flops[static_cast<size_t>(e.schedule.model_part(a.stage))];
   e.hardware_flops = e.model_flops + recomputed * p.dp * p.tp;
   costmodel::set_rates(e);
   costmodel::set_fit(e);

@@ -23,7 +23,7 @@ std::string text(const nlohmann::json& o, const char* key, const std::string& de
   return o.at(key).get<std::string>();
 }
 
-const std::set<std::string> kNodeFields = {"name", "kind", "inputs", "shape", "dtype", "param_bytes", "shares", "fwd_flops", "bwd_flops", "tp", "saved_bytes", "fwd_s", "bwd_s"};
+const std::set<std::string> kNodeFields = {"name", "kind", "inputs", "shape", "dtype", "param_bytes", "shares", "fwd_flops", "bwd_flops", "tp", "saved_bytes", "fwd_s", "bwd_s", "heads", "kernel", "causal", "dropout"};
 const std::set<std::string> kTpRules = {"", "column", "row", "vocab", "replicated"};
 
 }  // namespace
@@ -70,7 +70,7 @@ Graph from_json(const nlohmann::json& j, const std::string& what) {
     const std::string w = what + ".nodes[" + std::to_string(i) + "]";
     if (!o.is_object()) bad(w, "is not a JSON object");
     for (auto it = o.begin(); it != o.end(); ++it)
-      if (!kNodeFields.count(it.key())) bad(w + "." + it.key(), "is not a known field (allowed: name, kind, inputs, shape, dtype, param_bytes, shares, fwd_flops, bwd_flops, tp, saved_bytes, fwd_s, bwd_s)");
+      if (!kNodeFields.count(it.key())) bad(w + "." + it.key(), "is not a known field (allowed: name, kind, inputs, shape, dtype, param_bytes, shares, fwd_flops, bwd_flops, tp, saved_bytes, fwd_s, bwd_s, heads, kernel, causal, dropout)");
     Node n;
     n.name = text(o, "name", "", w);
     if (n.name.empty()) bad(w + ".name", "is missing");
@@ -115,6 +115,16 @@ Graph from_json(const nlohmann::json& j, const std::string& what) {
     if (o.contains("saved_bytes") && n.saved_bytes < 0)
       bad(w + ".saved_bytes = " + std::to_string(n.saved_bytes), "is invalid (must be at least 0; absent: the output's bytes)");
     if (!kTpRules.count(n.tp)) bad(w + ".tp = '" + n.tp + "'", "is invalid (allowed: column, row, vocab, replicated, or absent)");
+    if (o.contains("heads")) {
+      n.heads = schedules::json_int(o["heads"], w + ".heads");
+      if (n.heads < 1) bad(w + ".heads = " + std::to_string(n.heads), "is invalid (must be at least 1; absent: not given)");
+    }
+    n.kernel = text(o, "kernel", "materialized", w);
+    if (n.kernel != "materialized" && n.kernel != "fused") bad(w + ".kernel = '" + n.kernel + "'", "is invalid (allowed: materialized, fused)");
+    for (const char* k : {"causal", "dropout"})
+      if (o.contains(k) && !o.at(k).is_boolean()) bad(w + "." + k + " = " + o.at(k).dump(), "is invalid (expected true or false)");
+    n.causal = o.value("causal", true);
+    n.dropout = o.value("dropout", false);
     seen[n.name] = static_cast<int>(g.nodes.size());
     g.nodes.push_back(std::move(n));
   }
@@ -140,6 +150,10 @@ nlohmann::json to_json(const Graph& g) {
     if (n.saved_bytes >= 0) o["saved_bytes"] = n.saved_bytes;
     if (n.fwd_s >= 0) o["fwd_s"] = n.fwd_s;
     if (n.bwd_s >= 0) o["bwd_s"] = n.bwd_s;
+    if (n.heads > 0) o["heads"] = n.heads;
+    if (n.kernel != "materialized") o["kernel"] = n.kernel;
+    if (!n.causal) o["causal"] = false;
+    if (n.dropout) o["dropout"] = true;
     nodes.push_back(o);
   }
   return {{"format", "stagecraft-graph"}, {"name", g.name}, {"nodes", nodes}};

@@ -24,6 +24,11 @@ struct Node {
   std::string tp = "";              // tensor-parallel rule: "", column, row, vocab, replicated
   double fwd_s = -1;                // measured seconds of its forward, one microbatch (partition
   double bwd_s = -1;                // --measure); < 0: priced from its FLOPs at the cluster's rate
+  int heads = 0;                    // attention: query heads (0: not given; the core is then priced
+                                    // from its FLOPs alone)
+  std::string kernel = "materialized";  // attention: materialized or fused (one flash kernel)
+  bool causal = true;               // attention: masks the future (decoders)
+  bool dropout = false;             // attention: dropout on its probabilities; add: a bias-dropout-add
   double saved_bytes = -1;          // what its backward keeps that the node makes, one microbatch:
                                     // its output and internal tensors (an attention core's softmax
                                     // and dropout mask); < 0: its output alone

@@ -60,9 +60,14 @@ Graph model_graph(const costmodel::ModelSpec& m, int b) {
                      attn_matmul - proj, "column", act);
     int core = B.node(p + "attention", "attention", {qkv, attn_mask}, {b, s, h}, 0, fl::layer_attention_forward_flops(m, b), "", act);
     B.g.nodes.back().saved_bytes = A * bsh + costmodel::memory::attention_core_bytes(m, b, 1);  // 5as^2b at 2 bytes, or the fused kernel's
+    B.g.nodes.back().heads = m.num_heads;
+    B.g.nodes.back().kernel = std::string(costmodel::attention_kernel_name(m.attention_kernel));
+    B.g.nodes.back().causal = m.kind != costmodel::ModelKind::Bert;
+    B.g.nodes.back().dropout = m.dropout;
     int o = B.node(p + "proj", "linear", {core}, {b, s, h}, (h * h + bias * h) * P, proj, "row", act);
     B.g.nodes.back().saved_bytes = mask;
     int a1 = B.node(p + "add1", "add", {x, o}, {b, s, h}, 0, 0, "", act);
+    B.g.nodes.back().dropout = m.dropout;  // Megatron's bias-dropout-add
     int n2 = B.node(p + "norm2", llama ? "rmsnorm" : "layernorm", {a1}, {b, s, h}, norm * h * P, 0, "", act);
     const double up_w = llama ? 2.0 * h * f : h * f + bias * f;  // SwiGLU: gate and up
     const double mlp = fl::mlp_block_forward_flops(m, b), down = 2.0 * b * s * h * f;
@@ -71,6 +76,7 @@ Graph model_graph(const costmodel::ModelSpec& m, int b) {
     int dn = B.node(p + "down", "linear", {a}, {b, s, h}, (f * h + bias * h) * P, down, "row", act);
     B.g.nodes.back().saved_bytes = mask;
     x = B.node(p + "add2", "add", {a1, dn}, {b, s, h}, 0, 0, "", act);
+    B.g.nodes.back().dropout = m.dropout;
   }
   int nf = B.node("final_norm", llama ? "rmsnorm" : "layernorm", {x}, {b, s, h}, norm * h * P, 0, "", act);
   Node head;

@@ -1,6 +1,7 @@
 #include "graphs/tp.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "schedules/error.h"
@@ -34,9 +35,93 @@ std::vector<bool> split_outputs(const Graph& g) {
   return split;
 }
 
+double elements(const Node& n) {
+  double e = 1;
+  for (std::int64_t d : n.shape) e *= static_cast<double>(d);
+  return e;
+}
+
+// The first input that is not a graph input (the tensor a linear or a loss reads).
+const Node* data_input(const Graph& g, const Node& n) {
+  for (int p : n.inputs)
+    if (g.nodes[static_cast<size_t>(p)].kind != "input") return &g.nodes[static_cast<size_t>(p)];
+  return nullptr;
+}
+
+// NodeWork (tp.h) of node k on one of t ranks; `d` divides what the node computes, `share(x)`
+// the output of node x.
+NodeWork node_work(const Graph& g, int k, int t, double d, const std::function<double(int)>& share,
+                   const costmodel::KernelStack& stack) {
+  const Node& n = g.nodes[static_cast<size_t>(k)];
+  const costmodel::MemoryTraffic& tr = stack.traffic;
+  NodeWork w;
+  const double e = dtype_bytes(n.dtype, "node " + n.name + ".dtype");
+  w.ctx.element_bytes = static_cast<int>(e);
+  if (n.shape.size() >= 2) w.ctx.seq_length = static_cast<int>(n.shape[1]);
+  const double out = elements(n) / share(k);
+  auto by_flops = [&] {
+    w.f.other_flops = n.fwd_flops / d;
+    w.i.other_flops = w.w.other_flops = n.backward_flops() / d / 2;
+  };
+  auto memory = [&](double fwd_bytes) {
+    w.f.memory_bytes = fwd_bytes;
+    w.i.memory_bytes = 2 * fwd_bytes;
+  };
+  const Node* in = data_input(g, n);
+  if (n.kind == "linear") {
+    if (!in || in->shape.empty() || n.shape.empty()) {
+      by_flops();
+      return w;
+    }
+    double kk = static_cast<double>(in->shape.back()), nn = static_cast<double>(n.shape.back());
+    const double rows = elements(n) / nn;
+    if (t > 1 && (n.tp == "column" || (n.tp == "vocab" && d > 1))) nn /= t;
+    if (t > 1 && n.tp == "row") kk /= t;
+    w.f.gemms = {{rows, nn, kk, 1}};
+    w.i.gemms = {{rows, kk, nn, 1}};
+    w.w.gemms = {{kk, nn, rows, 1}};
+  } else if (n.kind == "attention") {
+    if (n.heads < 1 || n.shape.size() != 3) {
+      by_flops();
+      return w;
+    }
+    const double b = static_cast<double>(n.shape[0]), s = static_cast<double>(n.shape[1]), h = static_cast<double>(n.shape[2]);
+    w.ctx.head_dim = static_cast<int>(h / n.heads);
+    w.ctx.causal = n.causal;
+    const costmodel::CoreWork c =
+        costmodel::attention_core_work(stack, b, s, n.heads / d, h / n.heads, n.kernel == "fused", n.causal, n.dropout, e);
+    w.f = c.f;
+    w.i = c.i;
+  } else if (n.kind == "layernorm" || n.kind == "rmsnorm") {
+    memory(out * e * tr.layer_norm);
+  } else if (n.kind == "add") {
+    memory(out * e * (n.dropout ? tr.bias_dropout_residual : tr.residual));
+  } else if (n.kind == "gelu") {
+    memory(out * e * tr.gelu);
+  } else if (n.kind == "swiglu") {
+    memory(out * e * tr.swiglu);
+  } else if (n.kind == "loss" && in) {
+    const double logits = elements(*in) / d, ein = dtype_bytes(in->dtype, "node " + in->name + ".dtype");
+    w.f.memory_bytes = logits * ein * tr.cross_entropy;
+    w.i.memory_bytes = logits * ein * tr.cross_entropy_backward;
+  } else if (n.kind == "embedding") {
+    // a gather of rows: priced as nothing, as the preset's embedding (costs.cpp)
+  } else if (n.fwd_flops > 0) {
+    by_flops();
+  } else {
+    double bytes = out * e;
+    for (int p : n.inputs) {
+      const Node& x = g.nodes[static_cast<size_t>(p)];
+      if (x.kind != "input") bytes += elements(x) / share(p) * dtype_bytes(x.dtype, "node " + x.name + ".dtype");
+    }
+    memory(bytes);
+  }
+  return w;
+}
+
 }  // namespace
 
-std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t) {
+std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t, const costmodel::KernelStack* stack) {
   if (t < 1) throw InputError("tp = " + std::to_string(t) + " is invalid (must be at least 1)");
   const std::vector<bool> split = split_outputs(g);
   const double T = t;
@@ -54,6 +139,7 @@ std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t) 
       const double d = divided && t > 1 ? T : 1;
       if (n.fwd_s >= 0) ts.fwd_s += n.fwd_s / d;
       else ts.fwd_flops += n.fwd_flops / d;
+      if (stack && n.fwd_s < 0 && n.bwd_s < 0 && n.kind != "input") ts.work.push_back(node_work(g, k, t, d, share, *stack));
       if (n.bwd_s >= 0) ts.bwd_s += n.bwd_s / d;
       else ts.bwd_flops += n.backward_flops() / d;
       double params = n.param_bytes;

@@ -17,10 +17,24 @@
 
 #include <vector>
 
+#include "costmodel/stack.h"
+#include "costmodel/workload.h"
 #include "graphs/graph.h"
 #include "graphs/shard.h"
 
 namespace stagecraft::graphs {
+
+// One node's kernels on one tp rank (costmodel/workload.h), for pricing by shape: a linear node's
+// three products from its input and output shapes and its split (column: n/t, row: k/t), an
+// attention node's core (costmodel::attention_core_work, from its heads, kernel, causality and
+// dropout), the memory-bound nodes' traffic by kind at the stack's bytes per element (layernorm,
+// rmsnorm, add with or without dropout, gelu, swiglu, the loss's cross-entropy over its logits);
+// a node known only by its FLOPs (no shapes, an attention node without heads, any other kind with
+// FLOPs) as other_flops; any other node reads its inputs and writes its output once.
+struct NodeWork {
+  costmodel::KernelContext ctx;
+  costmodel::BlockWork f, i, w;  // forward, input gradient, weight gradient
+};
 
 struct TpSubgraph {
   double fwd_flops = 0, bwd_flops = 0;      // on one tp rank, one microbatch, of the nodes without
@@ -32,11 +46,13 @@ struct TpSubgraph {
   double boundary_bytes = 0;                // what it hands on (a split output: one rank's share)
   std::vector<double> fwd_allreduce_bytes;  // all-reduces inside its forward, one entry each
   std::vector<double> bwd_allreduce_bytes;  // inside its backward
+  std::vector<NodeWork> work;               // its nodes without measured times, when a stack is given
 };
 
 // Per subgraph of `sh`; with t = 1 and no measured times the subgraphs' own figures and no
 // all-reduces. Throws
 // InputError for t < 1.
-std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t);
+// With `stack`, each subgraph's `work` too.
+std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t, const costmodel::KernelStack* stack = nullptr);
 
 }  // namespace stagecraft::graphs

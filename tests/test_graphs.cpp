@@ -9,6 +9,7 @@
 
 #include "costmodel/flops.h"
 #include "costmodel/presets.h"
+#include "costmodel/price.h"
 #include "graphs/estimate.h"
 #include "graphs/model_graph.h"
 #include "graphs/partition.h"
@@ -355,4 +356,37 @@ TEST(Graphs, PlanSearchesAGraph) {
   wide.tp_degrees = {4};
   for (const planner::Candidate& cand : graphs::search_graph(g, c, wide).best) tp_tried = tp_tried || cand.plan.tp == 4;
   EXPECT_TRUE(tp_tried);
+}
+
+// Issue 33: on a cluster priced by shape the graph of a preset and the preset price the same
+// work: every node's kernels from its shapes (graphs/tp.h NodeWork) against layer_work, with
+// the attention kernel, dropout, GQA and tensor parallelism as options, within 2%.
+TEST(Graphs, GraphOfAPresetPricesAsThePresetByShape) {
+  const costmodel::ClusterSpec c = costmodel::load_cluster("h100-ib-1024");
+  ASSERT_TRUE(costmodel::priced_by_shape(c));
+  for (const char* name : {"gpt-1.4b", "llama3-8b"})
+    for (bool fused : {false, true})
+      for (bool dropout : {false, true})
+        for (int t : {1, 2, 4}) {
+          costmodel::ModelSpec m = costmodel::load_model(name);
+          m.attention_kernel = fused ? costmodel::AttentionKernel::Fused : costmodel::AttentionKernel::Materialized;
+          m.dropout = dropout;
+          costmodel::ParallelPlan p;
+          p.tp = t;
+          p.pp = 2;
+          p.dp = 1;
+          p.microbatch_size = 2;
+          p.num_microbatches = 8;
+          const costmodel::Estimate preset = costmodel::estimate(m, c, p);
+          const graphs::Graph g = graphs::model_graph(m, 2);
+          // The preset's stages: the first holds the embedding and half the layers, the last the
+          // rest and the head; in subgraphs (two per layer, the ends' own) as the sharding cuts them.
+          const int per = m.num_layers / 2, total = static_cast<int>(graphs::shard(g).subgraphs.size());
+          ASSERT_GE(total, 2 * m.num_layers + 2);
+          p.stage_layers = {2 * per + 1, total - 2 * per - 1};
+          const costmodel::Estimate graph = graphs::estimate_graph(g, c, p);
+          EXPECT_NEAR(graph.eval.iteration_time_s / preset.eval.iteration_time_s, 1.0, 0.02)
+              << name << (fused ? " fused" : " materialized") << (dropout ? " dropout" : "") << " tp " << t;
+          EXPECT_NEAR(graph.costs.stages[0].i_s / preset.costs.stages[0].i_s, 1.0, 0.02) << name << " tp " << t;
+        }
 }
