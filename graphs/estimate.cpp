@@ -24,6 +24,7 @@ void refuse_unpriced(const costmodel::ParallelPlan& p, const costmodel::Estimate
   if (p.sequence_parallel) no("plan.sequence_parallel = true", "false");
   if (!p.layer_tp.empty()) no("plan.layer_tp", "absent");
   if (opt.profile) no("a measured profile (--profile)", "the analytic costs");
+  if (p.recompute == costmodel::RecomputePolicy::Selective) no("plan.recompute = selective", "none, full");
 }
 
 // How a stage's compute is priced: by shape (the nodes' work, costmodel/price.h) where the
@@ -45,6 +46,7 @@ costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePa
   const double rate = pr.rate;
   double fwd = 0, bwd = 0, act = 0, work = 0, ar_f = 0, ar_b = 0, bytes = 0, fwd_s = 0, bwd_s = 0;
   double shape_f = 0, shape_i = 0, shape_w = 0;  // by shape: the nodes' forward, input and weight gradients
+  double end_f = 0;  // the forward of the model's ends (embedding, head and loss), which R does not repeat
   int n_f = 0, n_b = 0;
   for (int i = part.first; i < part.first + part.count; ++i) {
     const TpSubgraph& s = ts[static_cast<size_t>(i)];
@@ -54,13 +56,21 @@ costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePa
     bwd_s += s.bwd_s;
     act += s.act_bytes;
     work = std::max(work, s.act_bytes);  // a backward's working set: its largest subgraph's outputs
-    for (double x : s.fwd_allreduce_bytes) ar_f += costmodel::ring_allreduce_s(x, t, tp_link), bytes += x, ++n_f;
+    double sub_f = 0;  // this subgraph's forward: compute and its all-reduces
+    for (double x : s.fwd_allreduce_bytes) {
+      const double ar = costmodel::ring_allreduce_s(x, t, tp_link);
+      ar_f += ar, sub_f += ar, bytes += x, ++n_f;
+    }
     for (double x : s.bwd_allreduce_bytes) ar_b += costmodel::ring_allreduce_s(x, t, tp_link), bytes += x, ++n_b;
+    double sub_shape_f = 0;
     for (const NodeWork& w : s.work) {
-      shape_f += costmodel::block_s(w.f, w.ctx, pr.cluster, pr.stack, pr.notes);
+      sub_shape_f += costmodel::block_s(w.f, w.ctx, pr.cluster, pr.stack, pr.notes);
       shape_i += costmodel::block_s(w.i, w.ctx, pr.cluster, pr.stack, pr.notes);
       shape_w += costmodel::block_s(w.w, w.ctx, pr.cluster, pr.stack, pr.notes);
     }
+    shape_f += sub_shape_f;
+    sub_f += (costmodel::priced_by_shape(pr.cluster) ? sub_shape_f : s.fwd_flops / rate) + s.fwd_s;
+    if (s.end) end_f += sub_f;
   }
   const bool by_shape = costmodel::priced_by_shape(pr.cluster);
   // compute: the nodes priced, plus the measured nodes' times
@@ -70,7 +80,7 @@ costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePa
   sc.b_s = b + ar_b;
   sc.i_s = i + ar_b;  // the input gradient's all-reduces are the I's
   sc.w_s = b - i;
-  sc.r_s = sc.f_s;
+  sc.r_s = sc.f_s - end_f;
   sc.tp_allreduces_f = n_f;
   sc.tp_allreduces_i = n_b;
   sc.tp_allreduce_bytes = n_f + n_b > 0 ? bytes / (n_f + n_b) : 0;
@@ -174,11 +184,13 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   for (const Subgraph& x : sh.subgraphs) fb += x.fwd_flops + x.bwd_flops;
   const double replicas = static_cast<double>(p.dp) * p.num_microbatches;
   e.model_flops = fb * replicas;
-  // What an R repeats: its stage's forward FLOPs (measured nodes' seconds at the flat rate).
+  // What an R repeats: its stage's forward FLOPs but the model's ends (measured nodes' seconds at
+  // the flat rate).
   std::vector<double> part_fwd_flops;
   for (const StagePart& part : parts.stages) {
     double x = 0;
-    for (int i = part.first; i < part.first + part.count; ++i) x += ts[static_cast<size_t>(i)].fwd_flops + ts[static_cast<size_t>(i)].fwd_s * rate;
+    for (int i = part.first; i < part.first + part.count; ++i)
+      if (!ts[static_cast<size_t>(i)].end) x += ts[static_cast<size_t>(i)].fwd_flops + ts[static_cast<size_t>(i)].fwd_s * rate;
     part_fwd_flops.push_back(x);
   }
   double recomputed = 0;

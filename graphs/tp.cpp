@@ -140,6 +140,7 @@ std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t, 
       if (n.fwd_s >= 0) ts.fwd_s += n.fwd_s / d;
       else ts.fwd_flops += n.fwd_flops / d;
       if (stack && n.fwd_s < 0 && n.bwd_s < 0 && n.kind != "input") ts.work.push_back(node_work(g, k, t, d, share, *stack));
+      ts.end = ts.end || n.kind == "embedding" || n.kind == "loss";
       if (n.bwd_s >= 0) ts.bwd_s += n.bwd_s / d;
       else ts.bwd_flops += n.backward_flops() / d;
       double params = n.param_bytes;

@@ -47,6 +47,8 @@ struct TpSubgraph {
   std::vector<double> fwd_allreduce_bytes;  // all-reduces inside its forward, one entry each
   std::vector<double> bwd_allreduce_bytes;  // inside its backward
   std::vector<NodeWork> work;               // its nodes without measured times, when a stack is given
+  bool end = false;                         // holds an embedding or a loss: not recomputed under full
+                                            // recomputation (Megatron checkpoints the layers only)
 };
 
 // Per subgraph of `sh`; with t = 1 and no measured times the subgraphs' own figures and no

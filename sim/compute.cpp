@@ -227,7 +227,10 @@ void Runner::build_chains() {
   gather_end_.assign(static_cast<size_t>(K_), std::vector<Act>(static_cast<size_t>(U_), kNone));
   gather_tail_ = gather_end_;
   std::vector<Act> last(static_cast<size_t>(U_), kNone);
-  std::vector<int> tail_of(static_cast<size_t>(U_), -1);  // iteration whose overlapped gather awaits its join
+  // Per unit, the iteration whose overlapped gather awaits its join (-1: none) and its optimizer's
+  // position, where the join is recorded: a zero-length record at the optimizer's position holds
+  // no memory event and no compute time (metrics.cpp), as one at the forward's would.
+  std::vector<std::pair<int, int>> tail_of(static_cast<size_t>(U_), {-1, 0});
   for (int k = 0; k < K_; ++k)
     for (int u = 0; u < U_; ++u) {
       const auto& list = s_.actions[static_cast<size_t>(rank_of_unit(u))];
@@ -241,8 +244,8 @@ void Runner::build_chains() {
         if (schedules::is_compute(list[i].op)) {
           prev = compute_action(u, k, static_cast<int>(i), prev, &co[i]);
           // An overlapped gather's remaining buckets: the first compute after it ends no earlier.
-          if (int& g = tail_of[static_cast<size_t>(u)]; g >= 0 && list[i].op != Op::OPTIMIZER) {
-            Act j = exec(u, k, static_cast<int>(i), 0, RecKind::Compute);
+          if (auto& [g, opt_pos] = tail_of[static_cast<size_t>(u)]; g >= 0 && list[i].op != Op::OPTIMIZER) {
+            Act j = exec(u, k, opt_pos, 0, RecKind::Compute);
             add_edge(prev, j);
             prev = gather_tail_[static_cast<size_t>(g)][static_cast<size_t>(u)] = j;
             g = -1;
@@ -254,7 +257,7 @@ void Runner::build_chains() {
           Act g = exec(u, k, static_cast<int>(i), 0, RecKind::Compute);
           add_edge(prev, g);
           prev = gather_end_[static_cast<size_t>(k)][static_cast<size_t>(u)] = g;
-          if (w_.gather_head_share[static_cast<size_t>(rank_of_unit(u))] < 1) tail_of[static_cast<size_t>(u)] = k;
+          if (w_.gather_head_share[static_cast<size_t>(rank_of_unit(u))] < 1) tail_of[static_cast<size_t>(u)] = {k, static_cast<int>(i)};
         }
       }
     }
