@@ -27,31 +27,26 @@ void refuse_unpriced(const costmodel::ParallelPlan& p, const costmodel::Estimate
   if (p.recompute == costmodel::RecomputePolicy::Selective) no("plan.recompute = selective", "none, full");
 }
 
-// How a stage's compute is priced: by shape (the nodes' work, costmodel/price.h) where the
-// cluster gives its GPU's shape, else its FLOPs at the flat rate.
+// How a stage's kernels are priced (costmodel/price.h): by shape where the cluster gives its GPU's
+// shape, else their FLOPs at the flat rate.
 struct Pricing {
   const costmodel::ClusterSpec& cluster;
   const costmodel::KernelStack& stack;
-  double rate;  // flat FLOP/s
   std::vector<std::string>* notes;
 };
 
 // Stage costs from its subgraphs [first, first + count) as one tp rank runs them: its nodes'
-// kernels priced (by shape: the input and weight gradients each from their own products; at
-// the flat rate: I = W = B/2, Qi et al. ICLR 2024) plus the blocking tp all-reduces inside them
-// (graphs/tp.h).
+// kernels priced (the input and weight gradients each from their own products) plus the
+// blocking tp all-reduces inside them (graphs/tp.h).
 costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePart& part, const Pricing& pr, bool recompute_input_only,
                                 int t, const costmodel::Link& tp_link) {
   costmodel::StageCost sc;
-  const double rate = pr.rate;
-  double fwd = 0, bwd = 0, act = 0, work = 0, ar_f = 0, ar_b = 0, bytes = 0, fwd_s = 0, bwd_s = 0;
-  double shape_f = 0, shape_i = 0, shape_w = 0;  // by shape: the nodes' forward, input and weight gradients
+  double act = 0, work = 0, ar_f = 0, ar_b = 0, bytes = 0, fwd_s = 0, bwd_s = 0;
+  double shape_f = 0, shape_i = 0, shape_w = 0;  // the nodes' kernels: forward, input and weight gradients
   double end_f = 0;  // the forward of the model's ends (embedding, head and loss), which R does not repeat
   int n_f = 0, n_b = 0;
   for (int i = part.first; i < part.first + part.count; ++i) {
     const TpSubgraph& s = ts[static_cast<size_t>(i)];
-    fwd += s.fwd_flops;
-    bwd += s.bwd_flops;
     fwd_s += s.fwd_s;
     bwd_s += s.bwd_s;
     act += s.act_bytes;
@@ -69,13 +64,13 @@ costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePa
       shape_w += costmodel::block_s(w.w, w.ctx, pr.cluster, pr.stack, pr.notes);
     }
     shape_f += sub_shape_f;
-    sub_f += (costmodel::priced_by_shape(pr.cluster) ? sub_shape_f : s.fwd_flops / rate) + s.fwd_s;
+    sub_f += sub_shape_f + s.fwd_s;
     if (s.end) end_f += sub_f;
   }
-  const bool by_shape = costmodel::priced_by_shape(pr.cluster);
-  // compute: the nodes priced, plus the measured nodes' times
-  const double f = (by_shape ? shape_f : fwd / rate) + fwd_s, b = (by_shape ? shape_i + shape_w : bwd / rate) + bwd_s;
-  const double i = by_shape ? shape_i + bwd_s / 2 : b / 2;
+  // compute: the nodes' kernels priced (price.h: by shape, or their FLOPs at the flat rate), plus
+  // the measured nodes' times (a measured backward counted half input, half weight gradient)
+  const double f = shape_f + fwd_s, b = shape_i + shape_w + bwd_s;
+  const double i = shape_i + bwd_s / 2;
   sc.f_s = f + ar_f;
   sc.b_s = b + ar_b;
   sc.i_s = i + ar_b;  // the input gradient's all-reduces are the I's
@@ -138,7 +133,7 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   const costmodel::KernelStack& stack = costmodel::load_stack(p.stack);
   const std::vector<TpSubgraph> ts = tp_subgraphs(g, sh, p.tp, &stack);
   std::vector<std::string> notes;
-  const Pricing pricing{c, stack, rate, &notes};
+  const Pricing pricing{c, stack, &notes};
   costmodel::Topology topo(c, p);
   const costmodel::Link tp_link = topo.group_link(costmodel::kTp);
   costmodel::CostTable& t = e.costs;

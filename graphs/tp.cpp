@@ -139,7 +139,12 @@ std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t, 
       const double d = divided && t > 1 ? T : 1;
       if (n.fwd_s >= 0) ts.fwd_s += n.fwd_s / d;
       else ts.fwd_flops += n.fwd_flops / d;
-      if (stack && n.fwd_s < 0 && n.bwd_s < 0 && n.kind != "input") ts.work.push_back(node_work(g, k, t, d, share, *stack));
+      if (stack && (n.fwd_s < 0 || n.bwd_s < 0) && n.kind != "input") {
+        NodeWork w = node_work(g, k, t, d, share, *stack);
+        if (n.fwd_s >= 0) w.f = {};  // measured: its seconds, not its kernels
+        if (n.bwd_s >= 0) w.i = w.w = {};
+        ts.work.push_back(std::move(w));
+      }
       ts.end = ts.end || n.kind == "embedding" || n.kind == "loss";
       if (n.bwd_s >= 0) ts.bwd_s += n.bwd_s / d;
       else ts.bwd_flops += n.backward_flops() / d;

@@ -46,7 +46,7 @@ struct TpSubgraph {
   double boundary_bytes = 0;                // what it hands on (a split output: one rank's share)
   std::vector<double> fwd_allreduce_bytes;  // all-reduces inside its forward, one entry each
   std::vector<double> bwd_allreduce_bytes;  // inside its backward
-  std::vector<NodeWork> work;               // its nodes without measured times, when a stack is given
+  std::vector<NodeWork> work;               // its nodes' kernels where not measured, when a stack is given
   bool end = false;                         // holds an embedding or a loss: not recomputed under full
                                             // recomputation (Megatron checkpoints the layers only)
 };
