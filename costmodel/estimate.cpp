@@ -62,7 +62,10 @@ double recomputed_layer_samples(const schedules::Schedule& s, const ModelSpec& m
   double layers = 0;
   for (const auto& list : s.actions)
     for (const schedules::Action& a : list)
-      if (a.op == schedules::Op::R) layers += a.fraction * per_part[static_cast<size_t>(s.model_part(a.stage))];
+      if (a.op == schedules::Op::R) {
+        const double n = per_part[static_cast<size_t>(s.model_part(a.stage))];
+        layers += std::round(a.fraction * n);  // whole layers, as recomputed_layer_share (costs.h)
+      }
   return layers * p.dp * p.microbatch_size;
 }
 

@@ -64,8 +64,9 @@ struct Estimate {
 // grad_bucket_bytes), at least 1 (schedules/buckets.h).
 std::vector<int> grad_buckets(const CostTable& costs, const ParallelPlan& p);
 // Layer forwards times samples that the schedule's recompute actions repeat in one iteration,
-// over every replica: dp x microbatch size x the sum over R actions of fraction x the layers of
-// the action's stage (partition_layers).
+// over every replica: dp x microbatch size x the sum over R actions of round(fraction x the
+// layers of the action's stage) (partition_layers; recomputation by whole layers, as
+// recomputed_layer_share prices its time and memory).
 double recomputed_layer_samples(const schedules::Schedule& s, const ModelSpec& m, const ParallelPlan& p);
 // hardware_flops_per_iteration (flops.h) of plan p running schedule s.
 double hardware_flops(const schedules::Schedule& s, const ModelSpec& m, const ParallelPlan& p);

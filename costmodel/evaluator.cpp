@@ -433,12 +433,6 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
     slot[static_cast<size_t>(s.num_stages * kSlotsPerStage + 2 * R + r)] =
         static_cast<int>(c.param_gather_head_share.size()) == R ? c.param_gather_head_share[static_cast<size_t>(r)] : 1.0;
 
-  // Share of a stage's activations a copy moves: (1 - f) + f * ckpt/act for recompute share f.
-  std::vector<double> kept_share(static_cast<size_t>(s.num_stages), 1.0), ckpt_share(static_cast<size_t>(s.num_stages), 0.0);
-  for (int st = 0; st < s.num_stages; ++st) {
-    const StageCost& sc = c.stages[static_cast<size_t>(st)];
-    if (sc.act_bytes > 0) ckpt_share[static_cast<size_t>(st)] = sc.ckpt_bytes / sc.act_bytes - 1.0;
-  }
   const size_t N = nodes_.size();
   std::vector<double> start(N), end(N);
   std::vector<double> iter_end(static_cast<size_t>(K), 0.0);
@@ -457,12 +451,17 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
     }
     double d = 0;
     if (n.slot_a >= 0) d = slot[static_cast<size_t>(n.slot_a)] * n.factor_a;
+    if (n.slot_a >= 0 && n.slot_a < s.num_stages * kSlotsPerStage && n.slot_a % kSlotsPerStage == kR)  // whole layers
+      d = slot[static_cast<size_t>(n.slot_a)] * recomputed_layer_share(c.stages[static_cast<size_t>(n.slot_a / kSlotsPerStage)], n.factor_a);
     if (n.slot_a >= 0 && n.slot_a % kSlotsPerStage == kReduce && n.factor_a != 1) {
       // A share f of the reduction (a bucket) pays the collective's whole latency: a + f (T - a).
       const double lat = std::min(slot[static_cast<size_t>(n.slot_a - kReduce + kReduceLatency)], slot[static_cast<size_t>(n.slot_a)]);
       d = lat + n.factor_a * (slot[static_cast<size_t>(n.slot_a)] - lat);
     }
-    if (n.copy) d *= kept_share[static_cast<size_t>(n.slot_a / kSlotsPerStage)] + n.kept_fraction * ckpt_share[static_cast<size_t>(n.slot_a / kSlotsPerStage)];
+    if (n.copy) {  // what the forward kept (kept_activation_bytes: recomputation by whole layers)
+      const StageCost& sc = c.stages[static_cast<size_t>(n.slot_a / kSlotsPerStage)];
+      if (sc.act_bytes > 0) d *= kept_activation_bytes(sc, n.kept_fraction) / sc.act_bytes;
+    }
     if (n.slot_b >= 0) d += slot[static_cast<size_t>(n.slot_b)];
     start[i] = t;
     end[i] = t + d;

@@ -29,10 +29,12 @@ double Runner::duration(const Action& a, int rank, double* tp_s, double* tp_coun
     case Op::B: tp_i(a.stage); return st(a.stage).b_s;
     case Op::I: tp_i(a.stage); return st(a.stage).i_s;
     case Op::W: return st(a.stage).w_s;
-    case Op::R:
-      *tp_s = a.fraction * st(a.stage).tp_comm_f_s;
-      *tp_count = a.fraction * st(a.stage).tp_allreduces_f;
-      return a.fraction * st(a.stage).r_s;
+    case Op::R: {
+      const double f = costmodel::recomputed_layer_share(st(a.stage), a.fraction);  // whole layers
+      *tp_s = f * st(a.stage).tp_comm_f_s;
+      *tp_count = f * st(a.stage).tp_allreduces_f;
+      return f * st(a.stage).r_s;
+    }
     case Op::OVERLAP_F_B:
       *tp_s = st(a.stage).tp_comm_f_s;
       *tp_count = st(a.stage).tp_allreduces_f;

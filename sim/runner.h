@@ -142,13 +142,14 @@ class Runner {
   void preempt_on_start(Act id);
   void preempt_on_end(Act id);
 
-  // Share of a stage's activations one copy moves: (1 - f) + f * ckpt/act, f its recompute share.
+  // Share of a stage's activations one copy moves: what the forward kept over all of them
+  // (costmodel::kept_activation_bytes, recomputation by whole layers), f its recompute share.
   double kept_share(const schedules::Action& a) const {
     const auto& sc = c_.stages[static_cast<size_t>(a.stage)];
     double f = 0;
     for (const schedules::Action& x : s_.actions[static_cast<size_t>(s_.rank_of(a.stage))])
       if (x.op == schedules::Op::R && x.stage == a.stage && x.microbatch == a.microbatch) f = x.fraction;
-    return sc.act_bytes > 0 ? (1 - f) + f * sc.ckpt_bytes / sc.act_bytes : 1.0;
+    return sc.act_bytes > 0 ? costmodel::kept_activation_bytes(sc, f) / sc.act_bytes : 1.0;
   }
 
   // compute.cpp: compute actions and their explicit tensor-parallel collectives.
