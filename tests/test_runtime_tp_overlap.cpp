@@ -148,6 +148,15 @@ TEST(RuntimeTpOverlapInput, OddMicrobatchSizeIsRefused) {
   EXPECT_NE(r.cli.err.find("merak"), std::string::npos) << r.cli.err;
 }
 
+// Transformer Engine's chunked overlap (plan.tp_overlap = te) is priced but not run: the runtime
+// refuses it by name before any rank starts.
+TEST(RuntimeTpOverlapInput, TeIsRefusedBeforeTraining) {
+  TrainRun r = train(std::string("--model ") + kModel +
+                     " --nproc 2 --tp 2 --sequence-parallel --tp-overlap te --microbatches 2 --steps 1");
+  EXPECT_EQ(r.cli.exit_code, 2) << r.cli.err;
+  EXPECT_NE(r.cli.err.find("tp_overlap 'te'"), std::string::npos) << r.cli.err;
+}
+
 struct Event {
   double ts, end;
   int sub_batch;
