@@ -10,7 +10,7 @@
 #include "graphs/partition.h"
 #include "schedules/json_read.h"
 #ifdef STAGECRAFT_WITH_RUNTIME
-#include "runtime/torchscript_graph.h"
+#include "cli/runtime_plugin.h"
 #endif
 
 namespace stagecraft::cli {
@@ -37,7 +37,7 @@ graphs::Graph load(const PartitionOpts& o) {
     if (o.example_shape.empty()) throw InputError("--model " + o.model + " is TorchScript: --example-shape is required (e.g. 4,128,1024)");
     const auto shapes = example_shapes(o.example_shape);
 #ifdef STAGECRAFT_WITH_RUNTIME
-    return o.measure ? runtime::import_torchscript_measured(o.model, shapes) : runtime::import_torchscript(o.model, shapes);
+    return runtime_plugin().import_torchscript(o.model, shapes, o.measure);
 #else
     throw InputError("--model " + o.model + ": importing TorchScript needs the runtime (LibTorch), which this build lacks");
 #endif

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/progress.h"
+#include "cli/runtime_plugin.h"
 #include "costmodel/profile.h"
 #include "profiler/collectives.h"
 #include "profiler/layers.h"
@@ -135,7 +136,7 @@ void run_validate(const ValidateOpts& o) {
 
 void add_profile_command(CLI::App& app, int argc, char** argv) {
   auto o = std::make_shared<ProfileOpts>();
-  CLI::App* c = app.add_subcommand("profile", "measure layer and collective times on this machine into a profile");
+  CLI::App* c = app.add_subcommand("profile", runtime_command_description("profile"));
   c->add_option("--hidden", o->grid.hidden_sizes, "hidden sizes h (default 64)")->delimiter(',');
   c->add_option("--heads", o->grid.num_heads, "attention heads (default 4)")->delimiter(',');
   c->add_option("--seq", o->grid.seq_lengths, "sequence lengths (default 64)")->delimiter(',');
@@ -162,7 +163,7 @@ void add_profile_command(CLI::App& app, int argc, char** argv) {
 
 void add_validate_command(CLI::App& app) {
   auto o = std::make_shared<ValidateOpts>();
-  CLI::App* c = app.add_subcommand("validate", "predicted against measured iteration times over a sweep of configurations");
+  CLI::App* c = app.add_subcommand("validate", runtime_command_description("validate"));
   c->add_option("--sweep", o->sweep, "sweep JSON (e.g. experiments/validation/cpu-sweep.json)")->required();
   c->add_option("--profile", o->profile, "profile JSON for the predictions (default: the analytic cost model)");
   c->add_option("--out", o->out, "CSV with one row per configuration")->required();

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/runtime_plugin.h"
 #include "costmodel/presets.h"
 #include "runtime/train.h"
 #include "schedules/error.h"
@@ -56,7 +57,7 @@ int train(const TrainFlags& f, const std::vector<std::string>& argv) {
 
 void add_train_command(CLI::App& app, int argc, char** argv) {
   auto f = std::make_shared<TrainFlags>();
-  CLI::App* c = app.add_subcommand("train", "train a GPT model or a TorchScript module for real with the LibTorch runtime (Gloo on CPU, NCCL on GPUs)");
+  CLI::App* c = app.add_subcommand("train", runtime_command_description("train"));
   add_plan_flags(c, f->plan, true, /*with_cluster=*/false);
   c->add_option("--nproc", f->nproc, "start this many local ranks (default: one rank per process, placed by RANK/WORLD_SIZE, SLURM_* or OMPI_*)");
   c->add_option("--steps", f->run.steps, "optimizer steps to run (default 10)");

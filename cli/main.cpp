@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/runtime_plugin.h"
 #include "schedules/error.h"
 
 int main(int argc, char** argv) {
@@ -20,12 +21,15 @@ int main(int argc, char** argv) {
 #ifdef STAGECRAFT_HAVE_SIM
   stagecraft::cli::add_simulate_command(app);
 #endif
-#ifdef STAGECRAFT_WITH_RUNTIME
-  stagecraft::cli::add_train_command(app, argc, argv);
-  stagecraft::cli::add_profile_command(app, argc, argv);
-  stagecraft::cli::add_validate_command(app);
-#endif
   try {
+#ifdef STAGECRAFT_WITH_RUNTIME
+    // The runtime's commands come from its plugin, loaded only when one is named; otherwise they
+    // are listed (for --help) without loading LibTorch.
+    if (argc > 1 && stagecraft::cli::is_runtime_command(argv[1]))
+      stagecraft::cli::runtime_plugin().add_commands(app, argc, argv);
+    else
+      for (const auto& c : stagecraft::cli::kRuntimeCommands) app.add_subcommand(c.name, c.description);
+#endif
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -1,0 +1,1 @@
+// The target that builds tests/pch.h once for every test program (tests/CMakeLists.txt).
