@@ -389,6 +389,10 @@ void run(const PlanCmdFlags& f) {
   Progress progress(f.quiet);
   opt.progress = [&](long done, long total) { progress.report("plan: points", done, total); };
   const planner::SearchResult r = search(space_of(f, counts.empty() ? 0 : counts.front()), opt);
+  if (r.stats.considered == 0)  // nothing to search: the flags contradict one another
+    throw InputError("no plan satisfies the flags together (" + std::to_string(counts.empty() ? c.num_gpus() : counts.front()) +
+                     " GPUs, --global-batch " + std::to_string(f.global_batch) +
+                     "): dp must divide the global batch and the microbatch sizes, and each schedule fit a pp degree");
   if (r.best.empty())
     throw Error("no plan of the space fits in memory (" + std::to_string(r.stats.considered) + " points, " +
                 std::to_string(r.stats.pruned) + " pruned, " + std::to_string(r.stats.infeasible) + " evaluated too large)");

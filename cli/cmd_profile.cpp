@@ -1,142 +1,16 @@
-// `stagecraft profile` (layer and collective timings into a profile) and `stagecraft validate`
-// (predicted against measured iteration times over a sweep). Both need the runtime.
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
+// `stagecraft profile` and `stagecraft validate`: their flags (the work is the runtime plugin's,
+// run_profile.cpp).
 #include <memory>
-#include <unistd.h>
 
 #include "cli/commands.h"
-#include "cli/common.h"
-#include "cli/progress.h"
+#include "cli/runtime_commands.h"
 #include "cli/runtime_plugin.h"
-#include "costmodel/profile.h"
-#include "profiler/collectives.h"
-#include "profiler/layers.h"
-#include "profiler/validate.h"
-#include "runtime/train.h"
-#include "schedules/error.h"
 
 namespace stagecraft::cli {
-namespace {
-
-struct ProfileOpts {
-  profiler::LayerGridOptions grid;
-  profiler::CollectiveOptions coll;
-  int nproc = 2;
-  std::string out;
-  bool quiet = false;  // no progress lines
-};
-
-std::string self_path() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw Error("cannot find this program's path (/proc/self/exe)");
-  buf[n] = '\0';
-  return buf;
-}
-
-void print_layers(const std::vector<costmodel::LayerProfile>& layers) {
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& l : layers)
-    rows.push_back({l.kind, std::to_string(l.hidden_size), std::to_string(l.num_heads), std::to_string(l.tp),
-                    std::to_string(l.seq_length),
-                    std::to_string(l.microbatch_size), fmt_seconds(l.forward.median_s), fmt_seconds(l.backward.median_s),
-                    fmt_seconds(l.backward_input.median_s), fmt_seconds(l.backward_weight.median_s),
-                    fmt_num(100 * (l.forward.max_s - l.forward.min_s) / std::max(l.forward.median_s, 1e-12), 0) + "%",
-                    fmt_bytes(l.activation_bytes)});
-  std::cout << format_table({"layer", "h", "heads", "tp", "seq", "b", "forward", "backward", "  I", "  W", "F spread", "activations"},
-                            rows);
-}
-
-void run_profile(const ProfileOpts& o, int argc, char** argv) {
-  if (runtime::launched_locally()) {  // a child: measure collectives, rank 0 writes them
-    auto rows = profiler::profile_collectives(runtime::rank_env_from_environment(), o.coll);
-    if (!rows.empty()) {
-      costmodel::Profile p;
-      p.collectives = rows;
-      write_file_atomic(o.out + ".collectives.tmp", costmodel::to_json(p).dump());
-    }
-    std::cout.flush();
-    std::_Exit(0);
-  }
-  if (o.out.empty()) throw InputError("--out FILE is required (where the profile goes)");
-  if (o.nproc == 1 || o.nproc < 0) throw InputError("--nproc " + std::to_string(o.nproc) + " is invalid (0: no collectives, or 2 or more ranks)");
-  costmodel::Profile p;
-  p.device = profiler::describe_device(o.grid);
-  p.device["backend"] = o.coll.backend;
-  p.device["ranks"] = o.nproc;
-  std::cout << "profiling layers (" << o.grid.runs << " runs after " << o.grid.warmup << " warm-up, median kept)...\n";
-  Progress progress(o.quiet);
-  profiler::LayerGridOptions grid = o.grid;
-  grid.progress = [&](long done, long total) { progress.report("profile: shapes", done, total); };
-  p.layers = profiler::profile_layers(grid);
-  p.optimizer_s_per_param = profiler::profile_optimizer_s_per_param(o.grid);
-  print_layers(p.layers);
-  if (o.nproc >= 2) {
-    std::cout << "\nprofiling collectives among " << o.nproc << " local ranks (" << o.coll.backend << ")...\n";
-    int rc = runtime::launch_local(o.nproc, std::vector<std::string>(argv, argv + argc), o.coll.timeout_s);
-    if (rc != 0) throw Error("profile: the collective measurement failed (exit " + std::to_string(rc) + ")");
-    std::string tmp = o.out + ".collectives.tmp";
-    p.collectives = costmodel::load_profile(tmp).collectives;
-    std::filesystem::remove(tmp);
-    std::cout << profiler::collectives_table(p.collectives);
-    if (!o.quiet) std::cerr << "profile: collectives done, " << progress.eta(1, 1) << "\n";
-  }
-  write_file_atomic(o.out, costmodel::to_json(p).dump(1) + "\n");
-  std::cout << "\nprofile written to " << o.out << " (use it with --profile)\n";
-}
-
-struct ValidateOpts {
-  std::string sweep;
-  std::string profile;
-  std::string out;
-  std::string summary;
-  std::string work_dir = "out/validate-work";
-  bool no_sim = false;
-  bool quiet = false;  // no elapsed and remaining time on the measured lines
-};
-
-void run_validate(const ValidateOpts& o) {
-  profiler::Sweep s = profiler::load_sweep(o.sweep);
-  if (!o.profile.empty()) costmodel::load_profile(o.profile);  // bad profile: exit 2 before any run
-  profiler::ValidateOptions vo;
-  vo.program = self_path();
-  vo.profile = o.profile;
-  vo.work_dir = o.work_dir;
-  Progress progress(o.quiet);
-  if (!o.quiet) vo.eta = [&](long done, long total) { return progress.eta(done, total); };
-#ifdef STAGECRAFT_HAVE_SIM
-  vo.simulate = !o.no_sim;
-#else
-  vo.simulate = false;
-#endif
-  std::cout << "validating " << s.configs.size() << " configurations (" << s.steps << " steps each, median after "
-            << s.warmup << ")...\n";
-  auto rows = profiler::run_validation(s, vo, std::cout);
-  write_file_atomic(o.out, profiler::validation_csv(rows));
-  nlohmann::json sum = profiler::validation_summary(rows, vo.simulate);
-  sum["cost_model"] = o.profile.empty() ? "analytic" : "profiled: " + o.profile;
-  if (!o.summary.empty()) write_file_atomic(o.summary, sum.dump(2) + "\n");
-  std::vector<std::vector<std::string>> t;
-  for (const char* e : {"evaluator", "simulator"})
-    if (sum.contains(e))
-      t.push_back({e, fmt_num(sum[e]["spearman"].get<double>(), 3), fmt_num(sum[e]["kendall_tau_b"].get<double>(), 3),
-                   fmt_num(100 * sum[e]["mape"].get<double>(), 1) + "%"});
-  std::cout << "\n" << format_table({"engine", "Spearman", "Kendall tau-b", "MAPE"}, t);
-  if (sum.contains("memory"))
-    std::cout << "peak memory (largest rank), evaluator against measured: MAPE "
-              << fmt_num(100 * sum["memory"]["mape"].get<double>(), 1) << "%, largest error "
-              << fmt_num(100 * sum["memory"]["largest_error"].get<double>(), 1) << "%\n";
-  std::cout << "rows in " << o.out << "\n";
-}
-
-}  // namespace
 
 void add_profile_command(CLI::App& app, int argc, char** argv) {
   auto o = std::make_shared<ProfileOpts>();
-  CLI::App* c = app.add_subcommand("profile", runtime_command_description("profile"));
+  CLI::App* c = app.add_subcommand("profile", "measure layer and collective times on this machine into a profile");
   c->add_option("--hidden", o->grid.hidden_sizes, "hidden sizes h (default 64)")->delimiter(',');
   c->add_option("--heads", o->grid.num_heads, "attention heads (default 4)")->delimiter(',');
   c->add_option("--seq", o->grid.seq_lengths, "sequence lengths (default 64)")->delimiter(',');
@@ -158,12 +32,12 @@ void add_profile_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--max-bytes", o->coll.max_bytes, "largest collective message (default 4 MiB)");
   c->add_option("--out", o->out, "profile JSON to write")->required();
   c->add_flag("--quiet", o->quiet, "no progress lines (elapsed, estimated remaining) on standard error");
-  c->callback([o, argc, argv] { run_profile(*o, argc, argv); });
+  c->callback([o, argc, argv] { runtime_plugin().profile(*o, argc, argv); });
 }
 
 void add_validate_command(CLI::App& app) {
   auto o = std::make_shared<ValidateOpts>();
-  CLI::App* c = app.add_subcommand("validate", runtime_command_description("validate"));
+  CLI::App* c = app.add_subcommand("validate", "predicted against measured iteration times over a sweep of configurations");
   c->add_option("--sweep", o->sweep, "sweep JSON (e.g. experiments/validation/cpu-sweep.json)")->required();
   c->add_option("--profile", o->profile, "profile JSON for the predictions (default: the analytic cost model)");
   c->add_option("--out", o->out, "CSV with one row per configuration")->required();
@@ -171,7 +45,7 @@ void add_validate_command(CLI::App& app) {
   c->add_option("--work-dir", o->work_dir, "scratch directory for the children's files (default out/validate-work)");
   c->add_flag("--no-sim", o->no_sim, "skip the simulator");
   c->add_flag("--quiet", o->quiet, "no elapsed and estimated remaining time on the measured lines");
-  c->callback([o] { run_validate(*o); });
+  c->callback([o] { runtime_plugin().validate(*o); });
 }
 
 }  // namespace stagecraft::cli

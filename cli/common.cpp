@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "costmodel/presets.h"
@@ -327,6 +328,23 @@ std::string format_table(const std::vector<std::string>& header, const std::vect
   out << std::string(total - 2, '-') << "\n";
   for (const auto& r : rows) line(r);
   return out.str();
+}
+
+int report_exception(const std::exception& e) {
+  if (dynamic_cast<const InputError*>(&e)) {
+    std::cerr << "stagecraft: error: " << e.what() << "\n";
+    return 2;
+  }
+  std::cerr << "stagecraft: failed: " << e.what() << "\n";
+  return 1;
+}
+
+int exit_code_of(const std::function<int()>& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return report_exception(e);
+  }
 }
 
 }  // namespace stagecraft::cli

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -93,6 +94,12 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
 // Writes to PATH.tmp then renames, so a failure never leaves a half-written file; creates
 // missing parent directories. Throws Error on failure.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// The program's exit code for an exception, its one line printed on standard error: 2 for bad
+// input (InputError), 1 for any other failure. main and the forked training ranks share it.
+int report_exception(const std::exception& e);
+// Runs f, returning its exit code, or report_exception's when it throws.
+int exit_code_of(const std::function<int()>& f);
 
 std::vector<std::string> split_list(const std::string& s, char sep = ',');
 // True when `s` ends with `tail` and is longer than it (a file name with that extension).

@@ -4,7 +4,8 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/runtime_plugin.h"
+#include "cli/common.h"
+#include "cli/flag_bounds.h"
 #include "schedules/error.h"
 
 int main(int argc, char** argv) {
@@ -23,13 +24,12 @@ int main(int argc, char** argv) {
 #endif
   try {
 #ifdef STAGECRAFT_WITH_RUNTIME
-    // The runtime's commands come from its plugin, loaded only when one is named; otherwise they
-    // are listed (for --help) without loading LibTorch.
-    if (argc > 1 && stagecraft::cli::is_runtime_command(argv[1]))
-      stagecraft::cli::runtime_plugin().add_commands(app, argc, argv);
-    else
-      for (const auto& c : stagecraft::cli::kRuntimeCommands) app.add_subcommand(c.name, c.description);
+    // The runtime's commands: flags here, work in the plugin, loaded when one runs.
+    stagecraft::cli::add_train_command(app, argc, argv);
+    stagecraft::cli::add_profile_command(app, argc, argv);
+    stagecraft::cli::add_validate_command(app);
 #endif
+    stagecraft::cli::bound_numeric_flags(app);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
@@ -39,18 +39,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::RuntimeError& e) {  // a command's own exit code (train's ranks)
     return e.get_exit_code();
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
+  } catch (const CLI::ParseError& e) {  // a flag's value or a missing flag: one line, as every input error
+    std::cerr << "stagecraft: error: " << e.what() << "\nRun with --help for more information.\n";
     return 2;
-  } catch (const stagecraft::InputError& e) {
-    std::cerr << "stagecraft: error: " << e.what() << "\n";
-    return 2;
-  } catch (const stagecraft::Error& e) {
-    std::cerr << "stagecraft: failed: " << e.what() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "stagecraft: failed: " << e.what() << "\n";
-    return 1;
+  } catch (const std::exception& e) {  // InputError: 2; any other failure: 1
+    return stagecraft::cli::report_exception(e);
   }
   return 0;
 }

@@ -10,14 +10,6 @@
 
 namespace stagecraft::cli {
 
-bool is_runtime_command(const std::string& name) { return runtime_command_description(name) != nullptr; }
-
-const char* runtime_command_description(const std::string& name) {
-  for (const RuntimeCommand& c : kRuntimeCommands)
-    if (name == c.name) return c.description;
-  return nullptr;
-}
-
 namespace {
 
 std::string program_dir() {

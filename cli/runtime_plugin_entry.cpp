@@ -1,23 +1,17 @@
-// The plugin's side (bin/stagecraft-runtime.so): train, profile and validate, and TorchScript
-// import, behind the one C entry point the program looks up (cli/runtime_plugin.h).
-#include "cli/commands.h"
+// The plugin's side (bin/stagecraft-runtime.so): the work of train, profile and validate, and
+// TorchScript import, behind the one C entry point the program looks up (cli/runtime_plugin.h).
+#include "cli/runtime_commands.h"
 #include "cli/runtime_plugin.h"
 #include "runtime/torchscript_graph.h"
 
 namespace stagecraft::cli {
 namespace {
 
-void add_commands(CLI::App& app, int argc, char** argv) {
-  add_train_command(app, argc, argv);
-  add_profile_command(app, argc, argv);
-  add_validate_command(app);
-}
-
 graphs::Graph import_torchscript(const std::string& path, const std::vector<std::vector<std::int64_t>>& shapes, bool measure) {
   return measure ? runtime::import_torchscript_measured(path, shapes) : runtime::import_torchscript(path, shapes);
 }
 
-const RuntimePluginApi kApi{kRuntimePluginVersion, &add_commands, &import_torchscript};
+const RuntimePluginApi kApi{kRuntimePluginVersion, &run_train, &run_profile, &run_validate, &import_torchscript};
 
 }  // namespace
 }  // namespace stagecraft::cli

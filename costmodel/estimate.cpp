@@ -52,8 +52,15 @@ schedules::Schedule plan_schedule(const ParallelPlan& p, const schedules::LowerO
 
 std::vector<int> grad_buckets(const CostTable& costs, const ParallelPlan& p) {
   std::vector<int> out;
-  for (const StageCost& sc : costs.stages)
-    out.push_back(std::max(1, static_cast<int>(std::ceil(sc.grad_bytes / p.grad_bucket_bytes - 1e-9))));
+  constexpr double kMaxBuckets = 100000;  // per stage: far above any bucket size DDP or Megatron runs
+  for (const StageCost& sc : costs.stages) {
+    const double n = std::ceil(sc.grad_bytes / p.grad_bucket_bytes - 1e-9);
+    if (n > kMaxBuckets)
+      throw InputError("plan.grad_bucket_bytes = " + std::to_string(p.grad_bucket_bytes) + " cuts a stage's " +
+                       std::to_string(sc.grad_bytes) + " gradient bytes into " + std::to_string(n) +
+                       " buckets (allowed: at most 100000 per stage; raise --grad-bucket-mb)");
+    out.push_back(std::max(1, static_cast<int>(n)));
+  }
   return out;
 }
 

@@ -20,10 +20,15 @@ class Reader {
   Reader(const nlohmann::json& j, std::string what) : j_(j), what_(std::move(what)) {
     if (!j.is_object()) throw InputError(what_ + ": expected a JSON object, got " + std::string(j.type_name()));
   }
+  // A required field; a missing one is reported by done(), with every other missing field, so
+  // that one run names all that a file lacks. Until then it reads as T{}.
   template <class T>
   T req(const char* field) {
     seen_.insert(field);
-    if (!j_.contains(field)) throw InputError(what_ + "." + field + " is missing");
+    if (!j_.contains(field)) {
+      missing_.push_back(field);
+      return T{};
+    }
     return get<T>(field);
   }
   template <class T>
@@ -32,7 +37,14 @@ class Reader {
     if (!j_.contains(field)) return def;
     return get<T>(field);
   }
+  // Call after the last field: throws InputError naming every missing required field, else the
+  // first field the reader does not know.
   void done() const {
+    if (!missing_.empty()) {
+      std::string names;
+      for (const auto& f : missing_) names += (names.empty() ? "" : ", ") + what_ + "." + f;
+      throw InputError(names + (missing_.size() == 1 ? " is" : " are") + " missing (required)");
+    }
     for (auto it = j_.begin(); it != j_.end(); ++it)
       if (!seen_.count(it.key())) {
         std::string allowed;
@@ -67,6 +79,7 @@ class Reader {
   const nlohmann::json& j_;
   std::string what_;
   std::set<std::string> seen_;
+  std::vector<std::string> missing_;
 };
 
 }  // namespace stagecraft::costmodel

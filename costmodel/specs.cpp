@@ -228,7 +228,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   c.inter_node_link = r.opt<std::string>("inter_node_link", "");
   c.inter_node_bandwidth_Bps = r.req<double>("inter_node_bandwidth_Bps");
   c.inter_node_latency_s = r.req<double>("inter_node_latency_s");
-  c.nics_per_node = r.opt<int>("nics_per_node", 1);
+  c.nics_per_node = r.req<int>("nics_per_node");  // required: one NIC where a node has eight changes the answer by half
   c.inter_node_topology = r.opt<std::string>("inter_node_topology", "star");
   c.host_link_bandwidth_Bps = r.req<double>("host_link_bandwidth_Bps");
   c.intra_node_bus_efficiency = r.opt<double>("intra_node_bus_efficiency", 1.0);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "costmodel/estimate.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
 
@@ -46,8 +47,17 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
     bad("gpus", std::to_string(space.gpus), "must be 0 (all) or at most the " + std::to_string(c.num_gpus()) + " of cluster '" + c.name + "'");
   if (space.global_batch < 1) bad("global_batch", std::to_string(space.global_batch), "must be at least 1 sequence");
   if (space.schedules.empty()) bad("schedules", "(none)", "give at least one");
-  for (const ScheduleChoice& s : space.schedules)
+  for (const ScheduleChoice& s : space.schedules) {
     if (!s.params.is_object()) bad("schedules[" + s.name + "].params", s.params.dump(), "must be an object of generator parameters");
+    costmodel::ParallelPlan p;  // a parameter the generator does not take: InputError naming the ones it does
+    p.schedule = s.name;
+    p.schedule_params = s.params;
+    try {
+      costmodel::generator_options(p);
+    } catch (const InputError& e) {
+      bad("schedules[" + s.name + "].params", s.params.dump(), e.what());
+    }
+  }
   if (space.microbatch_sizes.empty()) bad("microbatch_sizes", "(none)", "give at least one");
   for (int b : space.microbatch_sizes)
     if (b < 1) bad("microbatch_sizes", std::to_string(b), "each must be at least 1");
@@ -57,10 +67,17 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   if (space.tp_overlap.empty()) bad("tp_overlap", "(none)", "give at least one (blocking: no overlap)");
   if (space.max_tp < 0) bad("max_tp", std::to_string(space.max_tp), "must be 0 (one node) or more");
   if (m.num_heads < 1 || m.num_layers < 1) bad("model", m.name, "needs layers and heads");
-  for (int t : space.tp_degrees)
+  for (int t : space.tp_degrees) {
     if (t < 1) bad("tp_degrees", std::to_string(t), "each must be at least 1");
-  for (int q : space.pp_degrees)
+    if (!costmodel::tp_divides(m, t))
+      bad("tp_degrees", std::to_string(t), "each must divide model '" + m.name + "''s " + std::to_string(m.num_heads) +
+                                               " heads (and its key/value heads, hidden and FFN sizes)");
+  }
+  for (int q : space.pp_degrees) {
     if (q < 1) bad("pp_degrees", std::to_string(q), "each must be at least 1");
+    if (q > m.num_layers)
+      bad("pp_degrees", std::to_string(q), "at most model '" + m.name + "''s " + std::to_string(m.num_layers) + " layers, one stage each");
+  }
   if (space.rank_orders.empty()) bad("rank_orders", "(none)", "give at least one, e.g. tp-dp-pp");
   for (const std::string& o : space.rank_orders) {
     costmodel::ParallelPlan p;

@@ -1,6 +1,9 @@
 #include "profiler/validate.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "costmodel/profile.h"
 #include "costmodel/presets.h"
@@ -39,12 +43,52 @@ std::string plan_flags(const SweepConfig& c, const std::string& model_path) {
   return o.str();
 }
 
+volatile std::sig_atomic_t g_interrupted = 0;  // SIGINT or SIGTERM arrived during run_validation
+extern "C" void on_interrupt(int) { g_interrupted = 1; }
+
 // Runs a child command with standard output to `out_path` and standard error to
-// `out_path`.err; returns its exit code.
+// `out_path`.err; returns its exit code. An interrupt (of this program, or of the child by the
+// terminal) stops the validation: Error, after which the work folder is removed.
 int run(const std::string& cmd, const std::string& out_path) {
   int status = std::system((cmd + " >" + out_path + " 2>" + out_path + ".err").c_str());
+  const bool child_interrupted = WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM);
+  if (g_interrupted || child_interrupted) throw Error("validate: interrupted; the rows completed so far are written");
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+// The children's folder of one validation: fresh inside work_dir, removed with everything in it
+// when the validation ends in any way (and work_dir too when this run created it and it is empty);
+// SIGINT and SIGTERM handled meanwhile so that an interrupt ends it through here.
+class WorkDir {
+ public:
+  explicit WorkDir(const std::string& parent) : parent_(parent) {
+    namespace fs = std::filesystem;
+    created_parent_ = !fs::exists(parent_);
+    fs::create_directories(parent_);
+    std::string tmpl = parent_ + "/validate-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw Error("validate: cannot create a work folder in " + parent_ + ": " + std::strerror(errno));
+    path_ = tmpl;
+    g_interrupted = 0;
+    old_int_ = std::signal(SIGINT, on_interrupt);
+    old_term_ = std::signal(SIGTERM, on_interrupt);
+  }
+  ~WorkDir() {
+    std::signal(SIGINT, old_int_);
+    std::signal(SIGTERM, old_term_);
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+    if (created_parent_ && std::filesystem::is_empty(parent_, ec)) std::filesystem::remove(parent_, ec);
+  }
+  WorkDir(const WorkDir&) = delete;
+  WorkDir& operator=(const WorkDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string parent_, path_;
+  bool created_parent_ = false;
+  void (*old_int_)(int) = SIG_DFL;
+  void (*old_term_)(int) = SIG_DFL;
+};
 
 std::string tail_of(const std::string& path) {
   std::ifstream f(path);
@@ -162,56 +206,102 @@ Sweep load_sweep(const std::string& path) {
   return s;
 }
 
-std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions& o, std::ostream& log) {
-  namespace fs = std::filesystem;
-  fs::create_directories(o.work_dir);
-  const size_t n = s.configs.size();
-  std::vector<ValidationRow> rows(n);
-  auto base = [&](size_t i) { return o.work_dir + "/cfg" + std::to_string(i); };
-  for (size_t i = 0; i < n; ++i) {
-    const std::string model = model_arg(s.configs[i], base(i));
-    rows[i].config = s.configs[i];
+namespace {
+
+// The predictions of row i (evaluator, then simulator): what a child reports, or the row's
+// `failed` when one cannot price it (the rest of the sweep goes on).
+void predict_row(const Sweep& s, const ValidateOptions& o, const std::string& model, const std::string& base, ValidationRow& row) {
+  try {
     // The evaluator's prediction comes from `simulate`'s report too, but ask `estimate` so the
     // evaluator is judged on its own.
-    const nlohmann::json est = predict("estimate", s, rows[i].config, o, model, base(i));
-    rows[i].evaluator_s = est.at("iteration_time_s").get<double>();
-    rows[i].evaluator_memory_bytes = largest(est.at("peak_memory_bytes"));
+    const nlohmann::json est = predict("estimate", s, row.config, o, model, base);
+    row.evaluator_s = est.at("iteration_time_s").get<double>();
+    row.evaluator_memory_bytes = largest(est.at("peak_memory_bytes"));
     // What the estimate settled (merak's alpha1, FOLD3D's segments and forward/backward ratio
     // when "auto" or absent) is what the simulator and the runtime are given: every engine and
     // the measurement see the same schedule (train alone would take the generators' defaults).
-    rows[i].config.plan.schedule_params = est.at("plan").at("schedule_params");
-    if (o.simulate)
-      rows[i].simulator_s = predict("simulate", s, rows[i].config, o, model, base(i)).at("iteration_time_s").get<double>();
+    row.config.plan.schedule_params = est.at("plan").at("schedule_params");
+  } catch (const Error& e) {
+    if (g_interrupted) throw;
+    row.failed = e.what();
+    return;
+  }
+  if (!o.simulate) return;
+  try {
+    row.simulator_s = predict("simulate", s, row.config, o, model, base).at("iteration_time_s").get<double>();
+  } catch (const Error& e) {
+    if (g_interrupted) throw;
+    row.failed = e.what();  // the evaluator's numbers and the measurement stay
+  }
+}
+
+}  // namespace
+
+std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions& o, std::ostream& log) {
+  WorkDir work(o.work_dir);
+  const size_t n = s.configs.size();
+  std::vector<ValidationRow> rows(n);
+  auto base = [&](size_t i) { return work.path() + "/cfg" + std::to_string(i); };
+  for (size_t i = 0; i < n; ++i) {
+    rows[i].config = s.configs[i];
+    predict_row(s, o, model_arg(s.configs[i], base(i)), base(i), rows[i]);
+    if (!rows[i].failed.empty()) log << "  " << rows[i].config.name << ": " << rows[i].failed << "\n";
   }
   // Measurements round-robin over the sweep, so that a slow or fast spell of a shared machine
   // spreads over every configuration instead of landing on one; the steps of all rounds pooled.
+  // A row the evaluator could not price is not run (its schedule was never settled).
   std::vector<std::vector<double>> steps(n);
+  std::vector<ValidationRow> done;
   for (int round = 0; round < s.rounds; ++round)
     for (size_t i = 0; i < n; ++i) {
       const SweepConfig& c = rows[i].config;  // with the schedule parameters the estimate settled
-      const Measured got = measure(s, c, o, model_arg(c, base(i)), base(i));
-      steps[i].insert(steps[i].end(), got.steps_s.begin(), got.steps_s.end());
-      rows[i].measured_memory_bytes = got.peak_memory_bytes;  // deterministic: the same every round
-      log << "  round " << (round + 1) << "/" << s.rounds << " [" << (i + 1) << "/" << n << "] " << c.name << ": median "
-          << costmodel::stats::median(got.steps_s) << " s";
-      if (round + 1 == s.rounds) {
-        rows[i].measured_s = costmodel::stats::median(steps[i]);
-        const double mib = 1024.0 * 1024.0;
-        log << "; over " << steps[i].size() << " steps " << rows[i].measured_s << " s, evaluator " << rows[i].evaluator_s
-            << " s" << (o.simulate ? ", simulator " + std::to_string(rows[i].simulator_s) + " s" : "") << "; peak memory "
-            << rows[i].measured_memory_bytes / mib << " MiB, evaluator " << rows[i].evaluator_memory_bytes / mib << " MiB";
+      const bool last = round + 1 == s.rounds;
+      if (rows[i].evaluator_s > 0) {
+        try {
+          const Measured got = measure(s, c, o, model_arg(c, base(i)), base(i));
+          steps[i].insert(steps[i].end(), got.steps_s.begin(), got.steps_s.end());
+          rows[i].measured_memory_bytes = got.peak_memory_bytes;  // deterministic: the same every round
+          log << "  round " << (round + 1) << "/" << s.rounds << " [" << (i + 1) << "/" << n << "] " << c.name << ": median "
+              << costmodel::stats::median(got.steps_s) << " s";
+        } catch (const Error& e) {
+          if (g_interrupted) throw;
+          rows[i].failed = e.what();
+          rows[i].evaluator_s = 0;  // not measured: left out of every engine's summary
+          log << "  " << c.name << ": " << e.what();
+        }
+        if (last && !steps[i].empty()) {
+          rows[i].measured_s = costmodel::stats::median(steps[i]);
+          const double mib = 1024.0 * 1024.0;
+          log << "; over " << steps[i].size() << " steps " << rows[i].measured_s << " s, evaluator " << rows[i].evaluator_s
+              << " s" << (o.simulate ? ", simulator " + std::to_string(rows[i].simulator_s) + " s" : "") << "; peak memory "
+              << rows[i].measured_memory_bytes / mib << " MiB, evaluator " << rows[i].evaluator_memory_bytes / mib << " MiB";
+        }
+        if (o.eta) log << " (" << o.eta(static_cast<long>(round * n + i + 1), static_cast<long>(s.rounds * n)) << ")";
+        log << "\n";
+        log.flush();
       }
-      if (o.eta) log << " (" << o.eta(static_cast<long>(round * n + i + 1), static_cast<long>(s.rounds * n)) << ")";
-      log << "\n";
-      log.flush();
+      if (last) {
+        done.push_back(rows[i]);
+        if (o.on_rows) o.on_rows(done);
+      }
     }
   return rows;
 }
 
+namespace {
+// A CSV field: quoted (with quotes doubled) when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char ch : v) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+}  // namespace
+
 std::string validation_csv(const std::vector<ValidationRow>& rows) {
   std::ostringstream o;
   o << "name,schedule,dp,tp,pp,microbatch_size,num_microbatches,recompute,model,predicted_evaluator_s,predicted_simulator_s,"
-       "measured_s,error_evaluator,error_simulator,predicted_memory_bytes,measured_memory_bytes,error_memory\n";
+       "measured_s,error_evaluator,error_simulator,predicted_memory_bytes,measured_memory_bytes,error_memory,failed\n";
   for (const auto& r : rows) {
     const auto& p = r.config.plan;
     auto err = [&](double pred) { return relative_error(pred, r.measured_s); };
@@ -222,7 +312,7 @@ std::string validation_csv(const std::vector<ValidationRow>& rows) {
                   std::string(costmodel::recompute_name(p.recompute)).c_str(), r.config.model.name.c_str(), r.evaluator_s,
                   r.simulator_s, r.measured_s, err(r.evaluator_s), err(r.simulator_s), r.evaluator_memory_bytes,
                   r.measured_memory_bytes, mem_err);
-    o << buf;
+    o << std::string(buf, std::strlen(buf) - 1) << "," << csv_field(r.failed) << "\n";
   }
   return o.str();
 }
@@ -230,25 +320,35 @@ std::string validation_csv(const std::vector<ValidationRow>& rows) {
 nlohmann::json validation_summary(const std::vector<ValidationRow>& rows, bool simulated) {
   std::vector<double> measured, ev, sim, mem_measured, mem_ev;
   double worst_mem = 0;  // the largest memory error, signed
+  std::vector<double> sim_measured;
   for (const auto& r : rows) {
+    if (r.measured_s <= 0 || r.evaluator_s <= 0) continue;  // a row an engine or the run could not do
     measured.push_back(r.measured_s);
     ev.push_back(r.evaluator_s);
-    sim.push_back(r.simulator_s);
+    if (r.simulator_s > 0) {
+      sim.push_back(r.simulator_s);
+      sim_measured.push_back(r.measured_s);
+    }
     if (r.measured_memory_bytes <= 0) continue;
     mem_measured.push_back(r.measured_memory_bytes);
     mem_ev.push_back(r.evaluator_memory_bytes);
     const double e = relative_error(r.evaluator_memory_bytes, r.measured_memory_bytes);
     if (std::abs(e) > std::abs(worst_mem)) worst_mem = e;
   }
-  auto engine = [&](const std::vector<double>& pred) {
-    return nlohmann::json{{"spearman", costmodel::stats::spearman(pred, measured)},
-                          {"kendall_tau_b", costmodel::stats::kendall_tau_b(pred, measured)},
-                          {"mape", costmodel::stats::mape(pred, measured)}};
+  auto engine = [&](const std::vector<double>& pred, const std::vector<double>& meas) {
+    if (pred.empty()) throw Error("validate: no configuration of the sweep was both predicted and measured");
+    nlohmann::json e = {{"spearman", nullptr}, {"kendall_tau_b", nullptr}, {"mape", nullptr}, {"rows", pred.size()}};
+    if (pred.size() >= 2) {  // the statistics need two rows (costmodel/stats.h); null otherwise
+      e["spearman"] = costmodel::stats::spearman(pred, meas);
+      e["kendall_tau_b"] = costmodel::stats::kendall_tau_b(pred, meas);
+      e["mape"] = costmodel::stats::mape(pred, meas);
+    }
+    return e;
   };
-  nlohmann::json j = {{"configurations", rows.size()}, {"evaluator", engine(ev)}};
-  if (!mem_measured.empty())
+  nlohmann::json j = {{"configurations", rows.size()}, {"evaluator", engine(ev, measured)}};
+  if (mem_measured.size() >= 2)
     j["memory"] = {{"mape", costmodel::stats::mape(mem_ev, mem_measured)}, {"largest_error", worst_mem}};
-  if (simulated) j["simulator"] = engine(sim);
+  if (simulated && !sim.empty()) j["simulator"] = engine(sim, sim_measured);
   return j;
 }
 

@@ -41,13 +41,18 @@ struct Sweep {
 // or an inline ModelSpec object. Throws InputError naming the field.
 Sweep load_sweep(const std::string& path);
 
+struct ValidationRow;
+
 struct ValidateOptions {
   std::string program;     // the stagecraft binary to run children with
   std::string profile;     // --profile for the predictions ("" = analytic)
   bool simulate = true;    // also predict with the simulator
-  std::string work_dir;    // where children's JSON files go (removed afterwards)
+  std::string work_dir;    // where children's files go: a fresh folder inside it, removed on success,
+                           // failure or interrupt (and work_dir itself when this run created it)
   std::function<std::string(long done, long total)> eta;  // appended to each measured line (time
                                                           // elapsed and left); empty: nothing
+  std::function<void(const std::vector<ValidationRow>&)> on_rows;  // after each row completes: the
+                                                          // rows so far (to write them as they come)
 };
 
 struct ValidationRow {
@@ -58,6 +63,8 @@ struct ValidationRow {
   double evaluator_memory_bytes = 0;  // the evaluator's peak memory of the largest rank
   double measured_memory_bytes = 0;   // the runtime's peak of its largest rank: live tensor bytes
                                       // (counting allocator on the CPU, caching allocator on a GPU)
+  std::string failed;  // why an engine or the run failed for this row ("" = none): the row is kept
+                       // and reported, its missing numbers 0 and left out of the summary
 };
 
 std::vector<ValidationRow> run_validation(const Sweep& sweep, const ValidateOptions& opt, std::ostream& log);

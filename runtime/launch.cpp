@@ -1,5 +1,6 @@
 // Rank discovery from the environment and the local launcher behind `train --nproc N`.
-// No torch here: the launcher forks and execs the same binary before LibTorch starts.
+// No torch here. The launcher forks each rank; a fork runs the rank itself (LibTorch already loaded
+// and no thread started) or execs the same binary again.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -9,6 +10,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -54,7 +58,8 @@ int free_port() {
   return port;
 }
 
-[[noreturn]] void exec_rank(int rank, int nproc, int port, const std::vector<std::string>& argv) {
+// The child's side of a launch: the rank's environment, and its death with the launcher's.
+void become_rank(int rank, int nproc, int port) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a rank never outlives its launcher
   ::setenv("RANK", std::to_string(rank).c_str(), 1);
   ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
@@ -63,11 +68,33 @@ int free_port() {
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   ::setenv("STAGECRAFT_LAUNCHED", "1", 1);
+}
+
+// Whether this process runs one thread only (Linux: /proc/self/task), so that a fork of it
+// holds every lock it needs.
+bool single_threaded() {
+  std::error_code ec;
+  long n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    ++n;
+  return !ec && n == 1;
+}
+
+[[noreturn]] void run_forked_rank(const std::function<int()>& rank_main) {
+  const int rc = rank_main();
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::_Exit(rc);  // the launcher's exit handlers and static objects stay the launcher's
+}
+
+[[noreturn]] void exec_rank(const std::vector<std::string>& argv) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   ::execv("/proc/self/exe", args.data());
-  std::cerr << "stagecraft train: cannot exec /proc/self/exe for rank " << rank << ": " << std::strerror(errno) << "\n";
+  std::cerr << "stagecraft train: cannot exec /proc/self/exe for rank " << std::getenv("RANK") << ": " << std::strerror(errno) << "\n";
   std::_Exit(127);
 }
 
@@ -109,13 +136,21 @@ RankEnv rank_env_from_environment() {
   return e;
 }
 
-int launch_local(int nproc, const std::vector<std::string>& argv, double timeout_s) {
+int launch_local(int nproc, const std::vector<std::string>& argv, double timeout_s, const std::function<int()>& rank_main) {
   const int port = free_port();
+  const bool fork_only = rank_main && single_threaded();
+  std::cout.flush();  // nothing buffered here is printed twice by the ranks
+  std::cerr.flush();
+  std::fflush(nullptr);
   std::vector<pid_t> pids;
   for (int r = 0; r < nproc; ++r) {
     pid_t pid = ::fork();
     if (pid < 0) throw Error("fork failed for rank " + std::to_string(r) + ": " + std::strerror(errno));
-    if (pid == 0) exec_rank(r, nproc, port, argv);
+    if (pid == 0) {
+      become_rank(r, nproc, port);
+      if (fork_only) run_forked_rank(rank_main);
+      exec_rank(argv);
+    }
     pids.push_back(pid);
   }
   int result = 0, alive = nproc;

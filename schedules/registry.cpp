@@ -1,5 +1,6 @@
 #include "schedules/registry.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "schedules/error.h"
@@ -52,8 +53,20 @@ const GeneratorInfo& find_generator(std::string_view name) {
   throw InputError("schedule '" + std::string(name) + "' is unknown (registered: " + names + ")");
 }
 
+void check_size(const std::string& schedule, const GeneratorOptions& opt) {
+  // F, B (or I and W) of every microbatch on every stage of every rank, before lowering adds the
+  // sends and receives: bounded so that no input makes generation allocate without bound.
+  const double slots = 3.0 * std::max(1, opt.ranks) * std::max(1, opt.chunks) * std::max(1, opt.microbatches);
+  if (slots > kMaxComputeActions)
+    throw InputError("schedule " + schedule + ": stages " + std::to_string(opt.ranks) + " x chunks " +
+                     std::to_string(std::max(1, opt.chunks)) + " x microbatches " + std::to_string(opt.microbatches) +
+                     " is too large (allowed: at most " + std::to_string(kMaxComputeActions) +
+                     " compute actions, 3 per microbatch and stage)");
+}
+
 Schedule generate(std::string_view name, const GeneratorOptions& opt) {
   const GeneratorInfo& g = find_generator(name);
+  check_size(g.name, opt);
   g.check(opt);
   Schedule s = g.build(opt);
   s.name = g.name;

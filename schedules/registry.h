@@ -40,6 +40,11 @@ const std::vector<GeneratorInfo>& generators();
 const GeneratorInfo& find_generator(std::string_view name);
 
 // check + build + validate. The result is compute-only; lower() it before evaluating.
+// The most compute actions a generated schedule may hold (ranks x chunks x microbatches x 3):
+// generate refuses larger ones with InputError (pp 128 x 1,024 microbatches x 4 chunks is 1.6M).
+inline constexpr long kMaxComputeActions = 1L << 24;
+void check_size(const std::string& schedule, const GeneratorOptions& opt);  // InputError above the bound
+
 Schedule generate(std::string_view name, const GeneratorOptions& opt);
 
 // Shared checks for generators, each throwing InputError that names the schedule and field.

@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
-./scripts/build.sh
+# The program first (no LibTorch: a few minutes on 2 cores), its first result, then the runtime's
+# plugin for the measured loop below; tests and benchmarks are left to scripts/test.sh.
+./scripts/build.sh --target stagecraft
 build/bin/stagecraft compare --model gpt3-39b --cluster h100-nvl-ib-64 --tp 8 --pp 4 --microbatches 16 \
   --schedules gpipe,1f1b,interleaved-1f1b,looped-bfs --trace-dir out/demo
 
@@ -16,7 +18,8 @@ build/bin/stagecraft compare --model gpt3-39b --cluster h100-nvl-ib-64 --tp 8 --
 # one run vary by 1.5x), so the demo pairs a profile with a run three times and reports each
 # pair and the median error. Chrome traces of the last prediction and run land side by side
 # in out/demo/.
-if [ -x build/bin/stagecraft ] && build/bin/stagecraft train --help >/dev/null 2>&1; then
+if grep -q '^stagecraft_runtime_cli:' <(cmake --build build --target help 2>/dev/null | sed 's/^\.\.\. //'); then
+  ./scripts/build.sh --target stagecraft_runtime_cli
   mkdir -p out/demo
   errors=()
   for round in 1 2 3; do
@@ -34,8 +37,8 @@ if [ -x build/bin/stagecraft ] && build/bin/stagecraft train --help >/dev/null 2
     awk -v r="$round" -v m="$measured" -v p="$predicted" 'BEGIN {
       printf "round %d: tiny, 2 CPU ranks, pp 2, 1F1B, 8 microbatches: measured %.1f ms per iteration, predicted %.1f ms from this machine'"'"'s profile (%+.1f%%)\n", r, m * 1e3, p * 1e3, 100 * (p / m - 1) }'
   done
-  printf '%s\n' "${errors[@]}" | sort -g | sed -n 2p | awk '{
-    a = $1 < 0 ? -$1 : $1
-    printf "median error of the three rounds: %+.1f%% (%s 15%%)\n", 100 * $1, a <= 0.15 ? "within" : "outside" }'
+  # The median of the absolute errors: a round off in either direction counts against it.
+  printf '%s\n' "${errors[@]}" | awk '{ print ($1 < 0 ? -$1 : $1) }' | sort -g | sed -n 2p | awk '{
+    printf "median absolute error of the three rounds: %.1f%% (%s 15%%)\n", 100 * $1, $1 <= 0.15 ? "within" : "outside" }'
   echo "traces: out/demo/estimate-tiny-trace.json (prediction), out/demo/train-tiny-trace.json (run)"
 fi

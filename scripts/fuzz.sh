@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang, ASan + UBSan; the `fuzz` preset, build-fuzz/) and runs
+# Builds the libFuzzer targets (clang, ASan + UBSan; the `sanitize` preset, build-sanitize/) and runs
 # each one from its corpus in fuzz/corpus/<target>/ (read only: new inputs go to a scratch
 # folder). Exits non-zero on the first crash, hang, leak or sanitizer report.
 # Usage: scripts/fuzz.sh [--seconds N | --runs N]   (default: 5 seconds per target, as CI runs it)
@@ -13,8 +13,10 @@ case "${1:-}" in
   *) echo "usage: scripts/fuzz.sh [--seconds N | --runs N]" >&2; exit 2 ;;
 esac
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake --preset fuzz > /dev/null
-cmake --build build-fuzz -j"$jobs"
+targets=$(basename -a fuzz/corpus/*/)
+cmake --preset sanitize > /dev/null
+# shellcheck disable=SC2086
+cmake --build build-sanitize -j"$jobs" --target $targets
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/stagecraft-fuzz.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 for dir in fuzz/corpus/*/; do
@@ -23,7 +25,7 @@ for dir in fuzz/corpus/*/; do
   echo "fuzz: $target ${limit[*]}"
   # -timeout: an input taking over 10 s is a hang; -rss_limit_mb: the default 2 GB.
   rc=0
-  (cd "$scratch" && "$OLDPWD/build-fuzz/bin/$target" "${limit[@]}" -timeout=10 -print_final_stats=1 \
+  (cd "$scratch" && "$OLDPWD/build-sanitize/bin/$target" "${limit[@]}" -timeout=10 -print_final_stats=1 \
       "$scratch/$target" "$OLDPWD/$dir" > "$scratch/$target.log" 2>&1) || rc=$?
   grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|Done|INFO: Done)" "$scratch/$target.log" || true
   if [ "$rc" -ne 0 ]; then

@@ -1,1 +1,3 @@
-// The target that builds tests/pch.h once for every test program (tests/CMakeLists.txt).
+// The program that builds tests/pch.h once for every test program (tests/CMakeLists.txt); it
+// is never run.
+int main() { return 0; }

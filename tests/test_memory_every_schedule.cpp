@@ -5,6 +5,7 @@
 // cpu-memory-sweep-bf16.json with a profile measured under autocast.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -48,46 +49,71 @@ TEST(MemoryEverySchedule, SweepCoversEveryRegisteredSchedule) {
   for (const auto& g : schedules::generators()) EXPECT_TRUE(in_sweep.count(g.name)) << g.name << " is not in " << kSweep;
 }
 
-// Per rank: measured within 5% of predicted; ranks whose predictions differ by more than 5%
-// are ordered alike by the measurement.
-void check_sweep(const std::string& sweep_path, const std::string& profile) {
+// One row of a sweep: its own test, so ctest spreads the rows over the machine's cores.
+struct Row {
+  std::string sweep, profile;
+  int index;
+  std::string name;
+};
+void PrintTo(const Row& r, std::ostream* os) { *os << r.name; }
+
+std::vector<Row> rows_of(const std::string& sweep_path, const std::string& profile) {
   const json sweep = json::parse(test::read_text(sweep_path));
-  for (const json& c : sweep["configs"]) {
-    const std::string name = c["name"].get<std::string>(), f = flags_of(c);
-    const int world = c["dp"].get<int>() * c["tp"].get<int>() * c["pp"].get<int>();
-    const std::string precision = c.value("precision", std::string("fp32"));
-    test::TrainRun run = test::train(f + " --nproc " + std::to_string(world) + " --steps 2 --threads 1 --precision " + precision);
-    ASSERT_EQ(run.cli.exit_code, 0) << name << ": " << run.cli.err;
-    test::RunResult est = test::run_cli("estimate " + f + " --cluster " + kCluster + " --profile " + profile + " --json");
-    ASSERT_EQ(est.exit_code, 0) << name << ": " << est.err;
-    const json e = json::parse(est.out);
-    const std::vector<double> predicted = e["peak_memory_bytes"].get<std::vector<double>>();  // (pp)
-    std::map<int, double> measured;                                                            // pp -> largest over dp, tp
-    for (const json& r : run.summary["ranks"]) {
-      ASSERT_EQ(r["peak_memory_kind"], "live tensors (counting allocator)") << name;
-      double& m = measured[r["pp"].get<int>()];
-      m = std::max(m, r["peak_memory_bytes"].get<double>());
-    }
-    ASSERT_EQ(measured.size(), predicted.size()) << name;
-    for (const auto& [pp, m] : measured) {
-      const double p = predicted[static_cast<size_t>(pp)], err = (p - m) / m;
-      EXPECT_LE(std::fabs(err), 0.05) << name << " rank " << pp << ": measured " << m << ", predicted " << p;
-    }
-    for (const auto& [i, mi] : measured)
-      for (const auto& [j, mj] : measured) {
-        const double pi = predicted[static_cast<size_t>(i)], pj = predicted[static_cast<size_t>(j)];
-        if (pi > 1.05 * pj) {
-          EXPECT_GT(mi, mj) << name << ": ranks " << i << " and " << j << " ordered otherwise than predicted";
-        }
-      }
-  }
+  std::vector<Row> rows;
+  for (const json& c : sweep["configs"]) rows.push_back({sweep_path, profile, static_cast<int>(rows.size()), c["name"].get<std::string>()});
+  return rows;
 }
 
-TEST(MemoryEverySchedule, MeasuredPeakPerRankWithinFivePercent) { check_sweep(kSweep, kProfile); }
+std::string test_name(const ::testing::TestParamInfo<Row>& info) {
+  std::string n;
+  for (char ch : info.param.name) n += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return n;
+}
+
+// Per rank: measured within 5% of predicted; ranks whose predictions differ by more than 5%
+// are ordered alike by the measurement.
+void check_row(const Row& row) {
+  const json c = json::parse(test::read_text(row.sweep))["configs"][static_cast<size_t>(row.index)];
+  const std::string name = row.name, f = flags_of(c);
+  const int world = c["dp"].get<int>() * c["tp"].get<int>() * c["pp"].get<int>();
+  const std::string precision = c.value("precision", std::string("fp32"));
+  test::TrainRun run = test::train(f + " --nproc " + std::to_string(world) + " --steps 2 --threads 1 --precision " + precision);
+  ASSERT_EQ(run.cli.exit_code, 0) << name << ": " << run.cli.err;
+  test::RunResult est = test::run_cli("estimate " + f + " --cluster " + kCluster + " --profile " + row.profile + " --json");
+  ASSERT_EQ(est.exit_code, 0) << name << ": " << est.err;
+  const json e = json::parse(est.out);
+  const std::vector<double> predicted = e["peak_memory_bytes"].get<std::vector<double>>();  // (pp)
+  std::map<int, double> measured;                                                            // pp -> largest over dp, tp
+  for (const json& r : run.summary["ranks"]) {
+    ASSERT_EQ(r["peak_memory_kind"], "live tensors (counting allocator)") << name;
+    double& m = measured[r["pp"].get<int>()];
+    m = std::max(m, r["peak_memory_bytes"].get<double>());
+  }
+  ASSERT_EQ(measured.size(), predicted.size()) << name;
+  for (const auto& [pp, m] : measured) {
+    const double p = predicted[static_cast<size_t>(pp)], err = (p - m) / m;
+    EXPECT_LE(std::fabs(err), 0.05) << name << " rank " << pp << ": measured " << m << ", predicted " << p;
+  }
+  for (const auto& [i, mi] : measured)
+    for (const auto& [j, mj] : measured) {
+      const double pi = predicted[static_cast<size_t>(i)], pj = predicted[static_cast<size_t>(j)];
+      if (pi > 1.05 * pj) {
+        EXPECT_GT(mi, mj) << name << ": ranks " << i << " and " << j << " ordered otherwise than predicted";
+      }
+    }
+}
+
+class MeasuredPeakPerRankWithinFivePercent : public ::testing::TestWithParam<Row> {};
+TEST_P(MeasuredPeakPerRankWithinFivePercent, Fp32) { check_row(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(MemoryEverySchedule, MeasuredPeakPerRankWithinFivePercent, ::testing::ValuesIn(rows_of(kSweep, kProfile)),
+                         test_name);
 
 // bf16 autocast: each forward keeps bf16 casts of its inputs and weights; the profile measured
 // under autocast prices them (docs/memory.md, "bf16").
-TEST(MemoryEverySchedule, Bf16PeakPerRankWithinFivePercent) { check_sweep(kSweepBf16, kProfileBf16); }
+class Bf16PeakPerRankWithinFivePercent : public ::testing::TestWithParam<Row> {};
+TEST_P(Bf16PeakPerRankWithinFivePercent, Bf16) { check_row(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(MemoryEverySchedule, Bf16PeakPerRankWithinFivePercent,
+                         ::testing::ValuesIn(rows_of(kSweepBf16, kProfileBf16)), test_name);
 
 }  // namespace
 }  // namespace stagecraft

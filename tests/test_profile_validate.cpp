@@ -3,6 +3,7 @@
 // every statistic is computed; accuracy is reported in docs/validation.md, not asserted.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -59,7 +60,7 @@ TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
   int rows = 0;
   while (std::getline(csv, line)) {
     ++rows;
-    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 16) << line;
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 17) << line;
   }
   EXPECT_EQ(rows, 3);
   auto s = nlohmann::json::parse(read_text(dir + "/v.json"));
@@ -78,7 +79,34 @@ TEST(ProfileValidate, TinyProfileThenThreeConfigurations) {
   ASSERT_TRUE(s.contains("memory")) << s.dump();
   EXPECT_GT(s["memory"]["mape"].get<double>(), 0);  // measured and predicted are both there and not identical
   EXPECT_LT(s["memory"]["mape"].get<double>(), 1);
-  EXPECT_FALSE(std::filesystem::exists(dir + "/scratch/cfg0.train.json"));  // children's files cleaned up
+  EXPECT_FALSE(std::filesystem::exists(dir + "/scratch"));  // the children's folder removed, and the one it made
+}
+
+// A configuration no engine can price (interleaved 1F1B needs the microbatches to be a multiple
+// of the stages) is reported in its row and left out of the statistics; the rest of the sweep
+// is measured and written, and the work folder is gone afterwards (issue 36).
+TEST(ProfileValidate, ARowThatCannotBePricedIsReportedAndTheRestKept) {
+  const std::string dir = stagecraft::test::scratch_path("one_bad_row");
+  std::filesystem::create_directories(dir + "/work");  // exists before: kept, emptied of this run's files
+  auto r = run_cli("validate --sweep " + stagecraft::test::data_path("sweep-one-bad.json") + " --out " + dir + "/v.csv --summary " +
+                   dir + "/v.json --work-dir " + dir + "/work --no-sim --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 of 2 rows failed"), std::string::npos) << r.out;
+  std::istringstream csv(read_text(dir + "/v.csv"));
+  std::string header, bad, good;
+  std::getline(csv, header);
+  std::getline(csv, bad);
+  std::getline(csv, good);
+  EXPECT_EQ(header.substr(header.rfind(',') + 1), "failed");
+  EXPECT_EQ(bad.rfind("interleaved-m3,", 0), 0u) << bad;
+  EXPECT_NE(bad.find("estimate of 'interleaved-m3' failed"), std::string::npos) << bad;
+  EXPECT_EQ(good.rfind("1f1b-pp2-m4,", 0), 0u) << good;
+  EXPECT_EQ(good.back(), ',');  // nothing failed in it
+  auto s = nlohmann::json::parse(read_text(dir + "/v.json"));
+  EXPECT_EQ(s["configurations"], 2);
+  EXPECT_EQ(s["evaluator"]["rows"], 1);
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/work"));
+  std::filesystem::remove_all(dir);
 }
 
 // Three ranks: the collectives check their own results (reduce-scatter's ring, all-gather's

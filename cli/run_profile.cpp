@@ -1,0 +1,123 @@
+// `stagecraft profile` (layer and collective timings into a profile) and `stagecraft validate`
+// (predicted against measured iteration times over a sweep), the plugin's side.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli/progress.h"
+#include "cli/runtime_commands.h"
+#include "costmodel/profile.h"
+#include "profiler/collectives.h"
+#include "profiler/layers.h"
+#include "profiler/validate.h"
+#include "runtime/train.h"
+#include "schedules/error.h"
+
+namespace stagecraft::cli {
+namespace {
+
+std::string self_path() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw Error("cannot find this program's path (/proc/self/exe)");
+  buf[n] = '\0';
+  return buf;
+}
+
+void print_layers(const std::vector<costmodel::LayerProfile>& layers) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& l : layers)
+    rows.push_back({l.kind, std::to_string(l.hidden_size), std::to_string(l.num_heads), std::to_string(l.tp),
+                    std::to_string(l.seq_length),
+                    std::to_string(l.microbatch_size), fmt_seconds(l.forward.median_s), fmt_seconds(l.backward.median_s),
+                    fmt_seconds(l.backward_input.median_s), fmt_seconds(l.backward_weight.median_s),
+                    fmt_num(100 * (l.forward.max_s - l.forward.min_s) / std::max(l.forward.median_s, 1e-12), 0) + "%",
+                    fmt_bytes(l.activation_bytes)});
+  std::cout << format_table({"layer", "h", "heads", "tp", "seq", "b", "forward", "backward", "  I", "  W", "F spread", "activations"},
+                            rows);
+}
+
+}  // namespace
+
+void run_profile(const ProfileOpts& o, int argc, char** argv) {
+  if (runtime::launched_locally()) {  // a child: measure collectives, rank 0 writes them
+    auto rows = profiler::profile_collectives(runtime::rank_env_from_environment(), o.coll);
+    if (!rows.empty()) {
+      costmodel::Profile p;
+      p.collectives = rows;
+      write_file_atomic(o.out + ".collectives.tmp", costmodel::to_json(p).dump());
+    }
+    std::cout.flush();
+    std::_Exit(0);
+  }
+  if (o.out.empty()) throw InputError("--out FILE is required (where the profile goes)");
+  if (o.nproc == 1 || o.nproc < 0) throw InputError("--nproc " + std::to_string(o.nproc) + " is invalid (0: no collectives, or 2 or more ranks)");
+  costmodel::Profile p;
+  p.device = profiler::describe_device(o.grid);
+  p.device["backend"] = o.coll.backend;
+  p.device["ranks"] = o.nproc;
+  std::cout << "profiling layers (" << o.grid.runs << " runs after " << o.grid.warmup << " warm-up, median kept)...\n";
+  Progress progress(o.quiet);
+  profiler::LayerGridOptions grid = o.grid;
+  grid.progress = [&](long done, long total) { progress.report("profile: shapes", done, total); };
+  p.layers = profiler::profile_layers(grid);
+  p.optimizer_s_per_param = profiler::profile_optimizer_s_per_param(o.grid);
+  print_layers(p.layers);
+  if (o.nproc >= 2) {
+    std::cout << "\nprofiling collectives among " << o.nproc << " local ranks (" << o.coll.backend << ")...\n";
+    int rc = runtime::launch_local(o.nproc, std::vector<std::string>(argv, argv + argc), o.coll.timeout_s);
+    if (rc != 0) throw Error("profile: the collective measurement failed (exit " + std::to_string(rc) + ")");
+    std::string tmp = o.out + ".collectives.tmp";
+    p.collectives = costmodel::load_profile(tmp).collectives;
+    std::filesystem::remove(tmp);
+    std::cout << profiler::collectives_table(p.collectives);
+    if (!o.quiet) std::cerr << "profile: collectives done, " << progress.eta(1, 1) << "\n";
+  }
+  write_file_atomic(o.out, costmodel::to_json(p).dump(1) + "\n");
+  std::cout << "\nprofile written to " << o.out << " (use it with --profile)\n";
+}
+
+void run_validate(const ValidateOpts& o) {
+  profiler::Sweep s = profiler::load_sweep(o.sweep);
+  if (!o.profile.empty()) costmodel::load_profile(o.profile);  // bad profile: exit 2 before any run
+  profiler::ValidateOptions vo;
+  vo.program = self_path();
+  vo.profile = o.profile;
+  vo.work_dir = o.work_dir;
+  Progress progress(o.quiet);
+  if (!o.quiet) vo.eta = [&](long done, long total) { return progress.eta(done, total); };
+#ifdef STAGECRAFT_HAVE_SIM
+  vo.simulate = !o.no_sim;
+#else
+  vo.simulate = false;
+#endif
+  std::cout << "validating " << s.configs.size() << " configurations (" << s.steps << " steps each, median after "
+            << s.warmup << ")...\n";
+  // Rows are written as they complete, so an interrupted or failing sweep keeps what it measured.
+  vo.on_rows = [&](const std::vector<profiler::ValidationRow>& done) { write_file_atomic(o.out, profiler::validation_csv(done)); };
+  auto rows = profiler::run_validation(s, vo, std::cout);
+  write_file_atomic(o.out, profiler::validation_csv(rows));
+  nlohmann::json sum = profiler::validation_summary(rows, vo.simulate);
+  sum["cost_model"] = o.profile.empty() ? "analytic" : "profiled: " + o.profile;
+  if (!o.summary.empty()) write_file_atomic(o.summary, sum.dump(2) + "\n");
+  std::vector<std::vector<std::string>> t;
+  for (const char* e : {"evaluator", "simulator"})
+    if (sum.contains(e))
+      t.push_back({e, sum[e]["spearman"].is_null() ? "-" : fmt_num(sum[e]["spearman"].get<double>(), 3),
+                   sum[e]["kendall_tau_b"].is_null() ? "-" : fmt_num(sum[e]["kendall_tau_b"].get<double>(), 3),
+                   sum[e]["mape"].is_null() ? "-" : fmt_num(100 * sum[e]["mape"].get<double>(), 1) + "%"});
+  std::cout << "\n" << format_table({"engine", "Spearman", "Kendall tau-b", "MAPE"}, t);
+  if (sum.contains("memory"))
+    std::cout << "peak memory (largest rank), evaluator against measured: MAPE "
+              << fmt_num(100 * sum["memory"]["mape"].get<double>(), 1) << "%, largest error "
+              << fmt_num(100 * sum["memory"]["largest_error"].get<double>(), 1) << "%\n";
+  long failed = 0;
+  for (const auto& r : rows) failed += !r.failed.empty();
+  if (failed) std::cout << failed << " of " << rows.size() << " rows failed in an engine or the run (the CSV's failed column)\n";
+  std::cout << "rows in " << o.out << "\n";
+}
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,54 @@
+// `stagecraft train`, the plugin's side: real training with the LibTorch runtime. With --nproc N
+// it starts N local ranks; under torchrun, srun or mpirun each process is one rank and reads its
+// place from the environment (docs/runtime.md).
+#include <iostream>
+
+#include "cli/runtime_commands.h"
+#include "costmodel/presets.h"
+#include "runtime/train.h"
+#include "schedules/error.h"
+
+namespace stagecraft::cli {
+
+namespace {
+
+runtime::TrainOptions resolve_train(const TrainFlags& f, int world) {
+  runtime::TrainOptions o = f.run;
+  o.plan = resolve_plan(f.plan, world, "ranks of the world (--nproc or WORLD_SIZE)");
+  if (!is_torchscript(f.plan.model)) {
+    if (!f.example_shape.empty()) throw InputError("--example-shape is for a TorchScript model (--model FILE.pt); --model is " + f.plan.model);
+    o.model = load_model_flags(f.plan);
+    return o;
+  }
+  if (!f.plan.attention_kernel.empty())
+    throw InputError("--attention-kernel is for the built-in decoders; --model " + f.plan.model + " is TorchScript and runs its own attention");
+  o.script_path = f.plan.model;
+  o.example_shapes = example_shapes(f.example_shape);
+  if (o.example_shapes.size() != 2)
+    throw InputError("--model " + f.plan.model + " is TorchScript: --example-shape is needed twice, for its forward's input and target (e.g. "
+                     "--example-shape 4,8,16 --example-shape 4,8,16); got " + std::to_string(o.example_shapes.size()));
+  if (!f.plan.microbatch_size) o.plan.microbatch_size = static_cast<int>(o.example_shapes[0][0]);
+  runtime::prepare_script(o);
+  return o;
+}
+
+// One rank: its place from the environment (the launcher's, torchrun's, srun's or mpirun's).
+int rank_main(const TrainFlags& f) {
+  runtime::RankEnv env = runtime::rank_env_from_environment();
+  if (f.nproc > 0 && env.world != f.nproc)
+    throw InputError("--nproc " + std::to_string(f.nproc) + " but WORLD_SIZE is " + std::to_string(env.world));
+  return runtime::run_rank(resolve_train(f, env.world), env);
+}
+
+}  // namespace
+
+int run_train(const TrainFlags& f, const std::vector<std::string>& argv) {
+  if (f.nproc > 0 && !runtime::launched_locally()) {
+    runtime::preflight(resolve_train(f, f.nproc), f.nproc);  // bad configs fail before any rank starts
+    // A forked rank reports its errors as the program does (exit 2 or 1, one line).
+    return runtime::launch_local(f.nproc, argv, f.run.timeout_s, [&f] { return exit_code_of([&f] { return rank_main(f); }); });
+  }
+  return rank_main(f);
+}
+
+}  // namespace stagecraft::cli
