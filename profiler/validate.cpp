@@ -289,11 +289,15 @@ std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions&
 }
 
 namespace {
-// A CSV field: quoted (with quotes doubled) when it holds a comma, a quote or a line break.
+// A CSV field on one line: line breaks become spaces; quoted (quotes doubled) when it holds a
+// comma or a quote.
 std::string csv_field(const std::string& v) {
-  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string one_line;
+  for (char ch : v) one_line += (ch == '\n' || ch == '\r') ? ' ' : ch;
+  while (!one_line.empty() && one_line.back() == ' ') one_line.pop_back();
+  if (one_line.find_first_of(",\"") == std::string::npos) return one_line;
   std::string q = "\"";
-  for (char ch : v) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  for (char ch : one_line) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
   return q + "\"";
 }
 }  // namespace
