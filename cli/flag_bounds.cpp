@@ -21,8 +21,6 @@ struct FlagBound {
   bool integer;         // whole numbers only
 };
 
-constexpr double kInf = HUGE_VAL;
-
 // clang-format off
 constexpr FlagBound kBounds[] = {
     // parallel plan (estimate, compare, simulate, train, plan, partition)
@@ -36,7 +34,7 @@ constexpr FlagBound kBounds[] = {
     {"", "--waves", 1, 64, true},
     {"", "--zero", 0, 3, true},
     {"", "--grad-bucket-mb", 1.0 / 1024, 1 << 20, false},  // 1 KiB to 1 TiB
-    {"", "--memory-margin", 0, 0.9, false},
+    {"", "--memory-margin", 0, 0.99, false},  // [0, 1) in the cluster spec
     {"", "--nodes", 1, 1 << 17, true},
     // simulate
     {"simulate", "--iterations", 1, 100, true},

@@ -41,8 +41,10 @@ const GeneratorInfo& find_generator(std::string_view name);
 
 // check + build + validate. The result is compute-only; lower() it before evaluating.
 // The most compute actions a generated schedule may hold (ranks x chunks x microbatches x 3):
-// generate refuses larger ones with InputError (pp 128 x 1,024 microbatches x 4 chunks is 1.6M).
-inline constexpr long kMaxComputeActions = 1L << 24;
+// generate refuses larger ones with InputError. Pricing one takes about 3 KB and 20 us per action
+// today (docs/benchmarks.md), so 2^20 keeps any input to seconds and a few GB; pp 64 x 2 chunks
+// x 2,048 microbatches (786k) fits.
+inline constexpr long kMaxComputeActions = 1L << 20;
 void check_size(const std::string& schedule, const GeneratorOptions& opt);  // InputError above the bound
 
 Schedule generate(std::string_view name, const GeneratorOptions& opt);
