@@ -1,6 +1,6 @@
 // Communication costs under the alpha-beta model: a message of S bytes over a link of
 // bandwidth B and latency alpha takes alpha + S/B. Ring collectives as NCCL runs them
-// (nccl-tests PERFORMANCE.md; facts.md): all-reduce 2(n-1)/n * S/B + 2(n-1)*alpha,
+// (nccl-tests PERFORMANCE.md): all-reduce 2(n-1)/n * S/B + 2(n-1)*alpha,
 // reduce-scatter and all-gather (n-1)/n * S/B + (n-1)*alpha. S is the whole buffer.
 #pragma once
 

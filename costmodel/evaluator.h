@@ -42,7 +42,7 @@ struct EvalResult {
   double iteration_time_s = 0;      // steady-state: end of the last iteration minus the one before
   std::vector<double> compute_s;    // (ranks) busy time of the compute stream in one iteration
   std::vector<double> idle_s;       // (ranks) iteration_time_s - compute_s
-  double bubble_over_compute = 0;   // (T - C) / C, C the busiest rank's compute (facts.md)
+  double bubble_over_compute = 0;   // (T - C) / C, C the busiest rank's compute (as Merak and Megatron-LM report it)
   double bubble_fraction = 0;       // (T - C) / T
   double mean_idle_fraction = 0;    // mean over ranks of idle_s / T
   std::vector<double> peak_activations;       // (ranks) microbatches held at the peak, weighted by

@@ -57,7 +57,7 @@ double layer_params(const ModelSpec& m) {
   double attention = h * qkv + h * h + (llama ? 0 : qkv + h);  // QKV and output projections: 4h^2 + 4h when g = a
   double mlp = llama ? 3 * h * f : 2 * h * f + f + h;
   double norms = llama ? 2 * h : 4 * h;
-  return attention + mlp + norms;  // 12h^2 + 13h for GPT with f = 4h (facts.md)
+  return attention + mlp + norms;  // 12h^2 + 13h for GPT with f = 4h (Megatron-LM SC21, Sec. 5.1)
 }
 
 double embedding_params(const ModelSpec& m) {

@@ -19,7 +19,7 @@ double layer_attention_forward_flops(const ModelSpec& m, int b);
 // (GELU) or 6bshf (SwiGLU). Attention block matmuls + core + MLP = layer_forward_flops.
 double attention_block_matmul_flops(const ModelSpec& m, int b);
 double mlp_block_forward_flops(const ModelSpec& m, int b);
-// Both: 24bsh^2 + 4bs^2h for f = 4h (facts.md, Megatron-LM SC21).
+// Both: 24bsh^2 + 4bs^2h for f = 4h (Megatron-LM SC21).
 double layer_forward_flops(const ModelSpec& m, int b);
 // Backward is twice the forward (Megatron-LM SC21). Split as zero-bubble runtimes split it
 // (Qi et al., ICLR 2024): the input-gradient part I repeats every product once (matrix
@@ -27,7 +27,7 @@ double layer_forward_flops(const ModelSpec& m, int b);
 // products: B = I + W = 2F.
 double layer_backward_input_flops(const ModelSpec& m, int b);
 double layer_backward_weight_flops(const ModelSpec& m, int b);
-// Logits of the LM head, forward: 2bshV (facts.md, Megatron-LM SC21). Its backward splits into
+// Logits of the LM head, forward: 2bshV (Megatron-LM SC21). Its backward splits into
 // 2bshV for the input and 2bshV for the weight.
 double head_forward_flops(const ModelSpec& m, int b);
 
@@ -44,7 +44,7 @@ double model_flops_per_iteration(const ModelSpec& m, long global_batch);
 // 96Bslh^2(1 + s/(6h) + V/(16lh)) for f = 4h.
 double hardware_flops_per_iteration(const ModelSpec& m, long global_batch, double recomputed_layer_samples,
                                     bool selective);
-// Parameters of one transformer layer: 12h^2 + 13h for GPT/BERT with f = 4h (facts.md);
+// Parameters of one transformer layer: 12h^2 + 13h for GPT/BERT with f = 4h (Megatron-LM SC21, Sec. 5.1);
 // LLaMA: 2h^2 + 2h h_kv + 3hf + 2h (no biases, RMSNorm; 4h^2 for the attention when g = a).
 double layer_params(const ModelSpec& m);
 // Token embedding V*h, plus learned positions s*h for GPT and BERT.

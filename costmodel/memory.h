@@ -64,7 +64,7 @@ double head_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp = false)
 // a 1/t slice of them with sequence parallelism (each tp rank sends its part).
 double boundary_message_bytes(const ModelSpec& m, int b, int t = 1, bool sp = false);
 // Bytes of one tensor-parallel all-reduce (Megatron: two per layer forward, two backward):
-// sbh elements (facts.md).
+// sbh elements (Megatron-LM, Shoeybi et al. 2019, Sec. 3).
 double tp_allreduce_bytes(const ModelSpec& m, int b);
 
 // Parameters of one layer held by one tensor-parallel rank: weight matrices split t ways,
@@ -77,7 +77,7 @@ double head_params_per_rank(const ModelSpec& m, int t);
 
 // Bytes per parameter for weights, gradients and Adam states: weight in bytes_per_param, gradient
 // in grad_bytes_per_param (specs.h), a 32-bit master copy when weights are narrower, two 32-bit
-// moments. 16 bytes for mixed-precision Adam (facts.md; ZeRO paper, Rajbhandari et al. SC20);
+// moments. 16 bytes for mixed-precision Adam (ZeRO paper, Rajbhandari et al. SC20);
 // 18 for bf16 as Megatron-LM trains it (fp32 gradients).
 // With a distributed optimizer over dp ranks (ZeRO, Rajbhandari et al. SC20, Sec. 5.1; Megatron's
 // distributed optimizer for zero = 1): zero = 1 divides the master copy and the moments by dp

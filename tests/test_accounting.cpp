@@ -24,7 +24,7 @@ ModelSpec gpt(int l, int h, int a, int s, int V) {
 }
 }  // namespace
 
-// Megatron-LM SC21 Sec. 5.1 / facts.md: 24bsh^2 + 4bs^2h per layer forward; 2bshV logits.
+// Megatron-LM SC21 Sec. 5.1: 24bsh^2 + 4bs^2h per layer forward; 2bshV logits.
 TEST(Accounting, LayerFlops) {
   ModelSpec m = gpt(2, 1024, 16, 512, 1000);
   double b = 3, s = 512, h = 1024;
@@ -42,7 +42,7 @@ TEST(Accounting, ModelFlopsPerIteration) {
   EXPECT_NEAR(flops::model_flops_per_iteration(m, 1536) / expect, 1.0, 1e-12);
 }
 
-// facts.md: 12h^2 + 13h per layer; GPT-3 175B has about 175e9 parameters (Brown et al. 2020).
+// Megatron-LM SC21 Sec. 5.1: 12h^2 + 13h per layer; GPT-3 175B has about 175e9 parameters (Brown et al. 2020).
 TEST(Accounting, Parameters) {
   ModelSpec m = gpt(2, 1024, 16, 512, 1000);
   EXPECT_DOUBLE_EQ(flops::layer_params(m), 12.0 * 1024 * 1024 + 13.0 * 1024);
@@ -79,7 +79,7 @@ TEST(Accounting, ActivationsKorthikanti) {
   EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(f32, 2, 1), 2 * memory::layer_activation_bytes(m, 2, 1));
 }
 
-// nccl-tests PERFORMANCE.md / facts.md: ring all-reduce 2(n-1)/n S/B + 2(n-1) alpha.
+// nccl-tests PERFORMANCE.md: ring all-reduce 2(n-1)/n S/B + 2(n-1) alpha.
 TEST(Accounting, Collectives) {
   Link l{10e9, 5e-6, "intra-node"};
   EXPECT_DOUBLE_EQ(p2p_s(1e9, l), 5e-6 + 0.1);

@@ -25,7 +25,7 @@ costmodel::EvalResult unit_eval(const char* name, int p, int m, int v = 0) {
 }  // namespace
 
 // GPipe and 1F1B: bubble/compute = (p-1)/m. Source: Narayanan et al., Megatron-LM, SC 2021,
-// Sec. 2.2.1; Merak Sec. 5.1 (facts.md, "Bubble ratios").
+// Sec. 2.2.1; Merak Sec. 5.1.
 TEST(BubbleClosedForms, GPipeAnd1F1BBubbleIsPMinus1OverM) {
   for (const char* name : {"gpipe", "1f1b"})
     for (int p = 2; p <= 16; ++p)
@@ -33,14 +33,14 @@ TEST(BubbleClosedForms, GPipeAnd1F1BBubbleIsPMinus1OverM) {
         costmodel::EvalResult r = unit_eval(name, p, m);
         double expect = static_cast<double>(p - 1) / m;
         ASSERT_NEAR(r.bubble_over_compute, expect, 1e-12) << name << " p=" << p << " m=" << m;
-        // bubble fraction = x / (1 + x) (facts.md)
+        // bubble fraction = x / (1 + x), from the two definitions
         ASSERT_NEAR(r.bubble_fraction, expect / (1 + expect), 1e-12);
         ASSERT_NEAR(r.iteration_time_s, 3.0 * (m + p - 1), 1e-9);
       }
 }
 
 // Peak activations: 1F1B stage i holds p - i microbatches, GPipe holds all m.
-// Source: Narayanan et al., PipeDream-flush, SC 2021 Sec. 2.2; facts.md "Memory".
+// Source: Narayanan et al., PipeDream-flush, SC 2021 Sec. 2.2.
 TEST(BubbleClosedForms, PeakActivations1F1BAndGPipe) {
   for (int p = 2; p <= 16; ++p)
     for (int m = p; m <= 4 * p; m += p) {

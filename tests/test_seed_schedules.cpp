@@ -49,7 +49,7 @@ double min_of(const std::vector<double>& v) { return *std::min_element(v.begin()
 
 }  // namespace
 
-// Merak Sec. 5.1 (facts.md): with T_F : T_R : T_B = 1 : 1 : 2 and no communication, 1F1B
+// Merak Sec. 5.1: with T_F : T_R : T_B = 1 : 1 : 2 and no communication, 1F1B
 // with recomputation ahead of the gradient has bubble/compute 3(p-1)/(4m); the shifted
 // critical path schedule 3(p-2)/(4m).
 TEST(SeedSchedules, MerakClosedForms) {

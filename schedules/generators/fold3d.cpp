@@ -11,7 +11,7 @@
 // right after the segment's last backward and overlaps the remaining segments' backwards; the
 // share rho is deferred to the next iteration and overlaps the earlier segments' forwards, with
 // rho = r / (c*r + 1), r the forward/backward time ratio and c = 2 with checkpointing
-// (FOLD3D's public prototype; facts.md). In the list the deferred shares of every segment open
+// (FOLD3D's public prototype). In the list the deferred shares of every segment open
 // the iteration, before any forward, so they reduce the previous iteration's gradients; each
 // segment's first forward waits for its own (and its parameters' update), so segment k's
 // share overlaps the forwards of segments 0..k-1, and segment 0's is exposed.
