@@ -1,5 +1,7 @@
 // `stagecraft estimate` (one configuration) and `stagecraft compare` (several schedules on
 // the same configuration): the analytic cost model and the fast evaluator.
+#include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -184,6 +186,7 @@ void run_compare(const CompareOpts& o) {
   std::vector<std::vector<std::string>> rows;
   std::vector<costmodel::Estimate> kept;  // for the SVG
   kept.reserve(cases.size());
+  std::vector<double> rank_key;  // a table row's iteration time; rejected rows last
   int ok = 0;
   for (const CompareRow& row : cases) {
     const std::string& name = row.label;
@@ -212,14 +215,24 @@ void run_compare(const CompareOpts& o) {
                       fmt_num(e.eval.bubble_fraction, 4), fmt_bytes(e.max_memory_bytes), fmt_signed_bytes(e.usable_memory_bytes - e.max_memory_bytes),
                       host > 0 ? fmt_bytes(host) : "-",
                       e.fit == costmodel::Fit::Fits ? "yes" : e.fit == costmodel::Fit::Tight ? "tight" : "NO (marked)"});
+      rank_key.push_back(e.eval.iteration_time_s);
       if (!o.svg.empty()) kept.push_back(std::move(e));
     } catch (const InputError& err) {
       std::string why = err.what();
       why = why.substr(0, why.find('\n'));
       all.push_back({{"schedule", row.schedule}, {"tp_overlap", mode_name}, {"rejected", why}});
       rows.push_back({name, mode_name, "-", "rejected: " + why});
+      rank_key.push_back(HUGE_VAL);
     }
   }
+  // The table ranks the rows by iteration time (rejected ones last, in the order asked); the JSON
+  // keeps the order asked.
+  std::vector<size_t> order(rows.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rank_key[a] < rank_key[b]; });
+  std::vector<std::vector<std::string>> ranked;
+  for (size_t i : order) ranked.push_back(rows[i]);
+  rows = std::move(ranked);
   if (o.json) {
     std::cout << all.dump(2) << "\n";
   } else {
@@ -231,7 +244,8 @@ void run_compare(const CompareOpts& o) {
             << (p.sequence_parallel ? ", sequence parallel" : "") << (p.overlap_grad_reduce ? ", bucketed gradient reduction" : "")
             << ", stack " << p.stack << ", attention " << costmodel::attention_kernel_name(in.model.attention_kernel)
             << (in.model.dropout ? "" : ", no dropout") << "\n"
-              << "costs: " << (in.profile ? "measured, profile " + o.plan.profile : std::string("analytic")) << "\n\n";
+              << "costs: " << (in.profile ? "measured, profile " + o.plan.profile : std::string("analytic"))
+              << "; rows ranked by iteration time\n\n";
     std::cout << format_table({"schedule", "tp overlap", "stages", "iteration", "tokens/s", "TFLOP/s/GPU", "bubble/compute",
                                "bubble frac", "peak GPU mem", "headroom", "host mem", "fits"},
                               rows);

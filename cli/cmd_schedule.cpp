@@ -136,7 +136,10 @@ void run(const ScheduleOpts& o) {
       std::string title = s.name + ", " + std::to_string(s.num_ranks) + " ranks, " + std::to_string(s.num_microbatches) +
                           " microbatches, unit costs " + (o.unit_costs.empty() ? "F=1,B=2,I=1,W=1,R=1" : o.unit_costs);
       write_file_atomic(o.svg, costmodel::schedule_svg({{title, &shown, &r}}, so));
-      if (o.unit_costs.empty() && o.format != "trace") return;
+      if (o.unit_costs.empty() && o.format != "trace") {
+        std::cout << "schedule " << s.name << " drawn in " << o.svg << "\n";
+        return;
+      }
     }
     if (o.format == "trace") {
       costmodel::TraceOptions to;

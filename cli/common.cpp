@@ -51,7 +51,8 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
                   "schedule's system: eager for chimera, chimera-wave, hanayo, looped-bfs; default)");
   app->add_flag("--preemptive-comm", f.preemptive_comm,
                 "pipeline transfers preempt gradient reductions on a node's network (FOLD3D Sec. V-A): the "
-                "simulator suspends the reduction flows, the runtime reduces in chunks that wait for the sends");
+                "simulator suspends the reduction flows, the runtime reduces in chunks that wait for the sends; "
+                "estimate notes that its evaluator, one link per transfer, cannot show it");
   app->add_option("--grad-bucket-mb", f.grad_bucket_mb, "gradient bucket size in MiB (default 25, as PyTorch DDP): the runtime's buckets, and the estimate's with --overlap-grad-reduce");
   app->add_option("--zero", f.zero,
                   "distributed optimizer over the dp group: 0 none, 1 optimizer states sharded (Megatron's), 2 and "

@@ -167,6 +167,9 @@ Sweep load_sweep(const std::string& path) {
     throw InputError("sweep file '" + path + "': field 'format' must be \"stagecraft-sweep\"");
   Sweep s;
   s.cluster = j.value("cluster", s.cluster);
+  // A cluster file is named relative to the sweep file, as its model files are.
+  if (s.cluster.size() > 5 && s.cluster.substr(s.cluster.size() - 5) == ".json" && !std::filesystem::path(s.cluster).is_absolute())
+    s.cluster = (std::filesystem::path(path).parent_path() / s.cluster).string();
   s.steps = j.value("steps", s.steps);
   s.warmup = j.value("warmup", s.warmup);
   s.threads = j.value("threads", s.threads);

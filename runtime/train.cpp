@@ -334,9 +334,25 @@ json trace_json(const schedules::Schedule& s, const std::vector<json>& ranks, in
 
 namespace {
 
+// Rank 0's last line, whatever --log-every says: what the run did and how fast (the summary's
+// figures), so a run without --json still ends with its result.
+void print_summary_line(const Run& r, const json& sum) {
+  const json& steps = sum.at("steps");
+  const double loss = steps.empty() ? 0.0 : steps.back().value("loss", 0.0);
+  double peak = 0;
+  for (const json& k : sum.at("ranks")) peak = std::max(peak, k.value("peak_memory_bytes", 0.0));
+  std::printf("trained %zu steps on %d ranks (dp %d, tp %d, pp %d, %s): final loss %.6f, mean iteration %.2f ms after warm-up, "
+              "%.0f tokens/s, peak memory %.1f MiB on the fullest rank\n",
+              steps.size(), r.env.world, r.opt.plan.dp, r.opt.plan.tp, r.opt.plan.pp, r.plan.schedule.name.c_str(), loss,
+              sum.at("mean_iteration_time_s").get<double>() * 1e3, sum.at("tokens_per_s").get<double>(), peak / (1024.0 * 1024.0));
+  std::fflush(stdout);
+}
+
 void write_outputs(Run& r, const std::vector<json>& ranks) {
   if (r.env.rank != 0) return;
-  if (!r.opt.json_path.empty()) write_atomic(r.opt.json_path, summary_json(r.opt, r.plan.schedule, ranks).dump(2) + "\n");
+  const json sum = summary_json(r.opt, r.plan.schedule, ranks);
+  print_summary_line(r, sum);
+  if (!r.opt.json_path.empty()) write_atomic(r.opt.json_path, sum.dump(2) + "\n");
   if (!r.opt.trace_path.empty()) {
     auto g = [&r](int tp, int dp, int pp) { return r.grid.global({tp, dp, pp}); };
     write_atomic(r.opt.trace_path, trace_json(r.plan.schedule, ranks, r.opt.plan.tp, r.opt.plan.dp, r.opt.plan.pp, g).dump() + "\n");

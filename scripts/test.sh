@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds, and runs every test; then the suite again under AddressSanitizer
-# and UndefinedBehaviorSanitizer (scripts/sanitize.sh) and each libFuzzer target for 5 seconds
-# from its corpus (scripts/fuzz.sh). Exits non-zero on any failure, and when the suite leaves
-# anything in its temporary folder (every test writes under its own scratch directory there and
-# removes it: tests/helpers.h, docs/testing.md).
+# Installs dependencies, builds, and runs every test; then the core programs of the suite (the
+# schedule IR, the parsers, the cost model) again under AddressSanitizer and
+# UndefinedBehaviorSanitizer (scripts/sanitize.sh; `scripts/sanitize.sh --all` for the whole
+# suite) and each libFuzzer target for 5 seconds from its corpus (scripts/fuzz.sh), from the same
+# clang build. Exits non-zero on any failure, and when the suite leaves anything in its temporary
+# folder (every test writes under its own scratch directory there and removes it: tests/helpers.h,
+# docs/testing.md). 20 minutes or less on a 2-core machine (docs/benchmarks.md).
 # Usage: scripts/test.sh [--quick]   (--quick: the main build's tests only)
 set -euo pipefail
 cd "$(dirname "$0")/.."

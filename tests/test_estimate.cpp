@@ -38,6 +38,23 @@ TEST(Estimate, ThroughputAndFlopsAreConsistent) {
   EXPECT_EQ(e.eval.peak_memory_bytes.size(), 4u);
 }
 
+// Preemptive communication acts where links are shared, which the evaluator's links never are: its
+// prediction is the same as without, and says so in a note (issue 36: it used to change nothing
+// silently).
+TEST(Estimate, PreemptiveCommIsNotedNotIgnored) {
+  ModelSpec m = load_model("gpt3-39b");
+  ClusterSpec c = load_cluster("h100-nvl-ib-64");
+  ParallelPlan p = plan(2, 8, 4, 16);
+  const Estimate plain = estimate(m, c, p);
+  p.preemptive_comm = true;
+  const Estimate e = estimate(m, c, p);
+  EXPECT_DOUBLE_EQ(e.eval.iteration_time_s, plain.eval.iteration_time_s);
+  bool noted = false;
+  for (const std::string& n : e.costs.notes) noted = noted || n.find("plan.preemptive_comm") != std::string::npos;
+  EXPECT_TRUE(noted);
+  for (const std::string& n : plain.costs.notes) EXPECT_EQ(n.find("preemptive"), std::string::npos) << n;
+}
+
 TEST(Estimate, RecomputationTradesTimeForMemory) {
   ModelSpec m = load_model("gpt3-18b");
   ClusterSpec c = load_cluster("fold3d-a100-128");

@@ -402,7 +402,10 @@ TEST(PlannerCli, BadInputExitsTwo) {
                                   "--gpus 8,16 --global-batch 32 --out x.json", "--global-batch 32 --verify eyes",
                                   "--global-batch 32 --tp-overlaps sideways", "--global-batch 32 --rank-orders tp-dp",
                                   "--global-batch 32 --tp 0", "--global-batch 32 --pp x",
-                                  "--gpus 8,16 --global-batch 32 --layer-tp", "--gpus 16-8 --global-batch 32"}) {
+                                  "--gpus 8,16 --global-batch 32 --layer-tp", "--gpus 16-8 --global-batch 32",
+                                  // issue 36: input errors, not "no plan fits" (32 heads, 32 layers)
+                                  "--global-batch 32 --tp 3", "--global-batch 32 --pp 1000",
+                                  "--global-batch 32 --schedules hanayo:wavez=2", "--gpus 64 --global-batch 3 --microbatch-sizes 2"}) {
     test::RunResult r = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 " + std::string(args));
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find("error"), std::string::npos) << args << ": " << r.err;

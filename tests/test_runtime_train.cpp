@@ -39,6 +39,9 @@ TEST(RuntimeTrain, SummaryHasPerRankTimesAndMemory) {
     EXPECT_LE(rk["compute_s"].get<double>(), rk["iteration_time_s"].get<double>() * 1.01);
   }
   for (const auto& st : s["steps"]) EXPECT_GT(st["iteration_time_s"].get<double>(), 0);
+  // The run ends with one line of its result (issue 36), even when it logs no step (--log-every 0).
+  EXPECT_NE(r.cli.out.find("trained 3 steps on 2 ranks (dp 1, tp 1, pp 2, 1f1b): final loss"), std::string::npos) << r.cli.out;
+  EXPECT_NE(r.cli.out.find("tokens/s, peak memory"), std::string::npos) << r.cli.out;
 }
 
 }  // namespace
