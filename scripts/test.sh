@@ -2,7 +2,7 @@
 # Installs dependencies, builds, and runs every test; then the core programs of the suite (the
 # schedule IR, the parsers, the cost model) again under AddressSanitizer and
 # UndefinedBehaviorSanitizer (scripts/sanitize.sh; `scripts/sanitize.sh --all` for the whole
-# suite) and each libFuzzer target for 5 seconds from its corpus (scripts/fuzz.sh), from the same
+# suite) and each libFuzzer target for 3 seconds from its corpus (scripts/fuzz.sh), from the same
 # clang build. Exits non-zero on any failure, and when the suite leaves anything in its temporary
 # folder (every test writes under its own scratch directory there and removes it: tests/helpers.h,
 # docs/testing.md). 20 minutes or less on a 2-core machine (docs/benchmarks.md).
@@ -16,7 +16,7 @@ status=0
 TEST_TMPDIR="$scratch/" TMPDIR="$scratch" ctest --test-dir build --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" || status=$?
 if [ "${1:-}" != "--quick" ]; then
   TEST_TMPDIR="$scratch/" TMPDIR="$scratch" ./scripts/sanitize.sh || status=1
-  TMPDIR="$scratch" ./scripts/fuzz.sh || status=1
+  TMPDIR="$scratch" ./scripts/fuzz.sh --seconds 3 || status=1
 fi
 left=$(find "$scratch" -mindepth 1 -maxdepth 2 | head -20)
 if [ -n "$left" ]; then
