@@ -2,6 +2,9 @@
 
 
 #include <cmath>
+#include <cstring>
+#include <cerrno>
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -329,6 +332,14 @@ std::string format_table(const std::vector<std::string>& header, const std::vect
   out << std::string(total - 2, '-') << "\n";
   for (const auto& r : rows) line(r);
   return out.str();
+}
+
+std::string program_path() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw Error("cannot find this program's path (/proc/self/exe): " + std::string(std::strerror(errno)));
+  buf[n] = '\0';
+  return buf;
 }
 
 int report_exception(const std::exception& e) {

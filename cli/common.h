@@ -95,6 +95,10 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
 // missing parent directories. Throws Error on failure.
 void write_file_atomic(const std::string& path, const std::string& content);
 
+// This program's path (/proc/self/exe); Error when it cannot be read. Children of validate run
+// it, and the runtime plugin is found beside it.
+std::string program_path();
+
 // The program's exit code for an exception, its one line printed on standard error: 2 for bad
 // input (InputError), 1 for any other failure. main and the forked training ranks share it.
 int report_exception(const std::exception& e);

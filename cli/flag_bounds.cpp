@@ -70,11 +70,13 @@ constexpr FlagBound kBounds[] = {
 // clang-format on
 
 const FlagBound* bound_of(const std::string& command, const std::string& flag) {
-  for (const FlagBound& b : kBounds)
-    if (flag == b.flag && command == b.command) return &b;
-  for (const FlagBound& b : kBounds)
-    if (flag == b.flag && std::string(b.command).empty()) return &b;
-  return nullptr;
+  const FlagBound* shared = nullptr;
+  for (const FlagBound& b : kBounds) {
+    if (flag != b.flag) continue;
+    if (command == b.command) return &b;  // the subcommand's own range wins
+    if (!shared && std::string(b.command).empty()) shared = &b;
+  }
+  return shared;
 }
 
 std::string num(double v) {  // whole numbers in full (16777216, not 1.67772e+07)

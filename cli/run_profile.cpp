@@ -19,14 +19,6 @@
 namespace stagecraft::cli {
 namespace {
 
-std::string self_path() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw Error("cannot find this program's path (/proc/self/exe)");
-  buf[n] = '\0';
-  return buf;
-}
-
 void print_layers(const std::vector<costmodel::LayerProfile>& layers) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& l : layers)
@@ -84,7 +76,7 @@ void run_validate(const ValidateOpts& o) {
   profiler::Sweep s = profiler::load_sweep(o.sweep);
   if (!o.profile.empty()) costmodel::load_profile(o.profile);  // bad profile: exit 2 before any run
   profiler::ValidateOptions vo;
-  vo.program = self_path();
+  vo.program = program_path();
   vo.profile = o.profile;
   vo.work_dir = o.work_dir;
   Progress progress(o.quiet);

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "cli/common.h"
 #include "schedules/error.h"
 
 namespace stagecraft::cli {
@@ -13,11 +14,7 @@ namespace stagecraft::cli {
 namespace {
 
 std::string program_dir() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw Error("cannot find this program's path (/proc/self/exe): " + std::string(std::strerror(errno)));
-  buf[n] = '\0';
-  std::string path(buf);
+  const std::string path = program_path();
   return path.substr(0, path.find_last_of('/'));
 }
 
