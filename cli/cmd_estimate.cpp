@@ -76,14 +76,14 @@ void print_estimate(const costmodel::Estimate& e) {
             << (p.zero ? ", zero " + std::to_string(p.zero) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
             << (p.sequence_parallel ? ", sequence parallel" : "") << (p.overlap_grad_reduce ? ", bucketed gradient reduction" : "")
             << ", stack " << p.stack << ", attention " << costmodel::attention_kernel_name(e.model.attention_kernel)
-            << (e.model.dropout ? "" : ", no dropout") << "\n"
+            << (e.model.dropout ? "" : ", no dropout") << (e.model.fp8 ? ", fp8" : "") << "\n"
             << "costs: " << (e.profile_source.empty() ? "analytic" : "measured, profile " + e.profile_source) << "\n";
   for (const std::string& n : e.costs.notes) std::cout << "  note: " << n << "\n";
   std::cout << "\n";
   std::vector<std::vector<std::string>> rows = {
       {"iteration time", fmt_seconds(e.eval.iteration_time_s)},
       {"throughput", fmt_num(e.tokens_per_s, 0) + " tokens/s"},
-      {"model TFLOP/s per GPU", fmt_num(e.tflops_per_gpu, 1) + " (MFU " + fmt_num(100 * e.mfu, 1) + "%, HFU " + fmt_num(100 * e.hfu, 1) + "%)"},
+      {"model TFLOP/s per GPU", utilization_cell(e)},
       {"bubble / compute", fmt_num(e.eval.bubble_over_compute, 4)},
       {"bubble fraction", fmt_num(e.eval.bubble_fraction, 4)},
       {"mean idle fraction", fmt_num(e.eval.mean_idle_fraction, 4)},

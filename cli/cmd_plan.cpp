@@ -43,6 +43,7 @@ struct PlanCmdFlags {
   std::string stack;                  // kernel set (default megatron-lm)
   std::string attention_kernel;       // overrides the model's: materialized | fused
   bool no_dropout = false;            // the model trains without dropout
+  bool fp8 = false;                   // the layers' linear products in FP8 (the model's fp8)
   int max_tp = 0;                     // largest tp tried; 0 = one node's GPUs
   std::string tp;                     // tp values tried; empty = every divisor up to max_tp
   std::string pp;                     // pp values tried; empty = every divisor
@@ -364,11 +365,9 @@ void run(const PlanCmdFlags& f) {
   const std::optional<graphs::Graph> graph = graph_arg(f.model);
   if (graph && !f.verify.empty()) throw InputError("--verify with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
   if (graph && f.layer_tp) throw InputError("--layer-tp with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
-  if (graph && (!f.attention_kernel.empty() || f.no_dropout))
-    throw InputError("--attention-kernel and --no-dropout with a graph (--model " + f.model + "): the graph's nodes say what they compute and keep");
+  if (graph) refuse_model_flags_for_graph(f.model, f.attention_kernel, f.no_dropout, f.fp8);
   costmodel::ModelSpec m = graph ? graphs::plan_model_of(*graph) : costmodel::load_model(f.model);
-  if (!f.attention_kernel.empty()) m.attention_kernel = costmodel::parse_attention_kernel(f.attention_kernel, "--attention-kernel");
-  if (f.no_dropout) m.dropout = false;
+  if (!graph) apply_model_flags(m, f.attention_kernel, f.no_dropout, f.fp8);
   costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   apply_memory_margin(c, f.memory_margin);
   apply_nodes(c, f.nodes);
@@ -455,9 +454,10 @@ void add_plan_command(CLI::App& app) {
   c->add_flag("--no-overlap-grad-reduce", f->no_overlap, "reduce gradients after the backward (default: in buckets during it)");
   c->add_flag("--no-overlap-param-gather", f->no_overlap_param_gather,
               "with ZeRO, gather the updated parameters after the step (default: bucket by bucket behind the next forward)");
-  c->add_option("--stack", f->stack, "kernel set every plan runs on: megatron-lm (default), megatron-core-te, pytorch-eager or a stack JSON");
+  c->add_option("--stack", f->stack, stack_flag_help("kernel set every plan runs on"));
   c->add_option("--attention-kernel", f->attention_kernel, "the model's attention core: materialized or fused (flash attention)");
   c->add_flag("--no-dropout", f->no_dropout, "the model trains without dropout");
+  c->add_flag("--fp8", f->fp8, "the transformer layers' linear products in FP8 (Transformer Engine; a GPU with FP8)");
   c->add_option("--top", f->top, "plans printed, fastest first")->capture_default_str();
   c->add_flag("--json", f->json, "print JSON instead of the table");
   c->add_option("--out", f->out, "write the best plan to this JSON file");

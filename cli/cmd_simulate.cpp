@@ -35,7 +35,7 @@ void print_simulation(const costmodel::Estimate& ev, const costmodel::Estimate& 
   std::vector<std::vector<std::string>> rows = {
       {"iteration time", fmt_seconds(e.eval.iteration_time_s) + " (evaluator " + fmt_seconds(ev.eval.iteration_time_s) + ")"},
       {"throughput", fmt_num(e.tokens_per_s, 0) + " tokens/s"},
-      {"model TFLOP/s per GPU", fmt_num(e.tflops_per_gpu, 1) + " (MFU " + fmt_num(100 * e.mfu, 1) + "%, HFU " + fmt_num(100 * e.hfu, 1) + "%)"},
+      {"model TFLOP/s per GPU", utilization_cell(e)},
       {"bubble / compute", fmt_num(e.eval.bubble_over_compute, 4)},
       {"bubble fraction", fmt_num(e.eval.bubble_fraction, 4)},
       {"exposed pipeline comm (worst rank)", fmt_seconds(max_of(r.exposed_pp_comm_s))},

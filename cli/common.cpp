@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "costmodel/presets.h"
+#include "costmodel/stack.h"
 #include "graphs/estimate.h"
 #include "schedules/registry.h"
 #include "schedules/error.h"
@@ -19,15 +20,30 @@
 
 namespace stagecraft::cli {
 
+std::string utilization_cell(const costmodel::Estimate& e) {
+  const std::string mfu = e.mfu_fp8 > 0 ? "MFU " + fmt_num(100 * e.mfu, 1) + "% of the bf16 peak, " + fmt_num(100 * e.mfu_fp8, 1) +
+                                              "% of the FP8 peak; HFU "
+                                        : "MFU " + fmt_num(100 * e.mfu, 1) + "%, HFU ";
+  return fmt_num(e.tflops_per_gpu, 1) + " (" + mfu + fmt_num(100 * e.hfu, 1) + "%)";
+}
+
+std::string stack_flag_help(const std::string& lead) {
+  std::string names;
+  for (const std::string& n : costmodel::stack_preset_names())
+    names += (names.empty() ? "" : ", ") + n + (n == costmodel::kDefaultStack ? " (default)" : "");
+  return lead + ": " + names + ", or a stack JSON file (docs/costmodel.md)";
+}
+
 void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster) {
   app->add_option("--model", f.model, "model preset name (see `stagecraft presets`) or a model JSON file")->required();
   app->add_option("--attention-kernel", f.attention_kernel,
                   "the model's attention core: materialized (scores kept, Korthikanti; the presets') or fused (flash attention: "
                   "no s x s tensor kept; the runtime needs LibTorch 2.x)");
   app->add_flag("--no-dropout", f.no_dropout, "the model trains without dropout (no masks kept or written)");
-  app->add_option("--stack", f.stack,
-                  "kernel set that runs the plan: megatron-lm (default), megatron-core-te, pytorch-eager, or a stack JSON "
-                  "file (docs/costmodel.md)");
+  app->add_flag("--fp8", f.fp8,
+                "the transformer layers' linear products in FP8 as Transformer Engine runs them (a GPU with FP8 and a "
+                "16-bit model; docs/costmodel.md \"FP8\")");
+  app->add_option("--stack", f.stack, stack_flag_help("kernel set that runs the plan"));
   if (with_cluster) app->add_option("--cluster", f.cluster, "cluster preset name or a cluster JSON file")->required();
   app->add_option("--plan", f.plan_file, "plan JSON file; the flags below override its fields");
   app->add_option("--dp", f.dp, "data-parallel degree (default: GPUs / (tp * pp))");
@@ -170,19 +186,29 @@ costmodel::Estimate estimate_inputs(const Inputs& in, const costmodel::ParallelP
   return in.graph ? graphs::estimate_graph(*in.graph, in.cluster, p, eo) : costmodel::estimate(in.model, in.cluster, p, eo);
 }
 
+void apply_model_flags(costmodel::ModelSpec& m, const std::string& attention_kernel, bool no_dropout, bool fp8) {
+  if (!attention_kernel.empty()) m.attention_kernel = costmodel::parse_attention_kernel(attention_kernel, "--attention-kernel");
+  if (no_dropout) m.dropout = false;
+  if (fp8) m.fp8 = true;
+  costmodel::check(m);
+}
+
+void refuse_model_flags_for_graph(const std::string& model, const std::string& attention_kernel, bool no_dropout, bool fp8) {
+  if (attention_kernel.empty() && !no_dropout && !fp8) return;
+  throw InputError(std::string(fp8 ? "--fp8" : no_dropout ? "--no-dropout" : "--attention-kernel") + " with a graph (--model " + model +
+                   "): the graph's nodes say what they compute and keep (saved_bytes)");
+}
+
 costmodel::ModelSpec load_model_flags(const PlanFlags& f) {
   costmodel::ModelSpec m = costmodel::load_model(f.model);
-  if (!f.attention_kernel.empty()) m.attention_kernel = costmodel::parse_attention_kernel(f.attention_kernel, "--attention-kernel");
-  if (f.no_dropout) m.dropout = false;
+  apply_model_flags(m, f.attention_kernel, f.no_dropout, f.fp8);
   return m;
 }
 
 Inputs resolve(const PlanFlags& f) {
   Inputs in;
   in.graph = graph_arg(f.model);
-  if (in.graph && (!f.attention_kernel.empty() || f.no_dropout))
-    throw InputError(std::string(f.no_dropout ? "--no-dropout" : "--attention-kernel") + " with a graph (--model " + f.model +
-                     "): the graph's nodes say what they compute and keep (saved_bytes)");
+  if (in.graph) refuse_model_flags_for_graph(f.model, f.attention_kernel, f.no_dropout, f.fp8);
   in.model = in.graph ? graphs::model_of(*in.graph) : load_model_flags(f);
   in.cluster = costmodel::load_cluster(f.cluster);
   apply_memory_margin(in.cluster, f.memory_margin);

@@ -34,6 +34,7 @@ struct PlanFlags {
   std::string model;              // preset name or JSON file
   std::string attention_kernel;   // overrides the model's: materialized | fused ("" keeps it)
   bool no_dropout = false;        // the model trains without dropout (overrides its dropout)
+  bool fp8 = false;               // the layers' linear products in FP8 (sets the model's fp8)
   std::string stack;              // kernel set (costmodel/presets/stacks; default: the plan's, else megatron-lm)
   bool overlap_param_gather = false;  // the distributed optimizer's gather behind the next forward
   std::string cluster;            // preset name or JSON file
@@ -60,6 +61,19 @@ struct PlanFlags {
 
 // with_cluster = false leaves out --cluster (train: the plan does not depend on a cluster).
 void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster = true);
+
+// "412.3 (MFU 41.7%, HFU 41.7%)": model TFLOP/s per GPU and the utilisations; with FP8 the MFU
+// against both peaks, named.
+std::string utilization_cell(const costmodel::Estimate& e);
+
+// --stack's help: `lead`, then the stack presets by name (the default marked) or a stack JSON.
+std::string stack_flag_help(const std::string& lead);
+
+// The model flags (--attention-kernel, --no-dropout, --fp8) applied to a model, checked; every
+// command that takes them goes through here. With a graph model they are refused (its nodes say
+// what they compute and keep), naming the flag.
+void apply_model_flags(costmodel::ModelSpec& m, const std::string& attention_kernel, bool no_dropout, bool fp8);
+void refuse_model_flags_for_graph(const std::string& model, const std::string& attention_kernel, bool no_dropout, bool fp8);
 
 // The model as --model names it, with --attention-kernel applied (InputError naming the flag).
 costmodel::ModelSpec load_model_flags(const PlanFlags& f);

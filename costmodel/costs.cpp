@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "costmodel/comm.h"
+#include "costmodel/shape.h"
 #include "costmodel/flops.h"
 #include "costmodel/memory.h"
 #include "costmodel/profile.h"
@@ -222,6 +223,10 @@ void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, cons
     t.static_bytes[r] = params * memory::static_bytes_per_param(m, p.zero, p.dp);
     t.optimizer_s[r] = prof && prof->optimizer_s_per_param > 0 ? params * prof->optimizer_s_per_param / shard
                                                                 : optimizer_step_s(m, c, params, p.zero, p.dp);
+    if (m.fp8 && r < t.fp8_params.size()) {  // every replica casts its whole weights (not 1/dp)
+      t.static_bytes[r] += t.fp8_params[r] * memory::kFp8WeightCopyBytes;
+      t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] * memory::kFp8WeightCastTrafficBytes);
+    }
     if (p.zero >= 1) {
       const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights
       t.param_gather_bytes[r] = bytes;
@@ -300,6 +305,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     return measured.emplace(bb, lc).first->second;
   };
   table.params.assign(static_cast<size_t>(s.num_ranks), 0.0);
+  table.fp8_params.assign(static_cast<size_t>(s.num_ranks), 0.0);
   for (int st = 0; st < s.num_stages; ++st) {
     StageCost& sc = table.stages[static_cast<size_t>(st)];
     const int part = s.model_part(st);
@@ -387,6 +393,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     double params = n * memory::layer_params_per_rank(m, t) + (first ? memory::embedding_params_per_rank(m, t) : 0) +
                     (last ? memory::head_params_per_rank(m, t) : 0);
     table.params[static_cast<size_t>(s.rank_of(st))] += params;
+    if (m.fp8) table.fp8_params[static_cast<size_t>(s.rank_of(st))] += n * memory::layer_linear_params_per_rank(m, t);
     sc.grad_bytes = params * grad_bytes_per_param(m);  // (params) one GPU's gradients
     set_grad_reduction(sc, s, st, topo, p, prof, table.notes);
     // Activations.

@@ -68,6 +68,8 @@ struct CostTable {
   std::vector<double> param_gather_bytes;  // (num_ranks) per GPU, the buffer all-gathered (16-bit weights)
   std::vector<double> static_bytes;   // (num_ranks) weights, gradients, optimizer states
   std::vector<double> params;         // (num_ranks) parameters held by one GPU of the rank
+  std::vector<double> fp8_params;     // (num_ranks) of them, the linear weights with FP8 copies
+                                      // (ModelSpec::fp8; else 0 or empty)
   std::vector<std::string> notes;     // where measured costs were interpolated or extrapolated
 };
 
@@ -141,6 +143,7 @@ void set_grad_reduction(StageCost& sc, const schedules::Schedule& s, int stage, 
 // Per rank, from t.params (one GPU's parameters of each pipeline rank): the optimizer step
 // (measured per parameter where the profile has it), static memory, and with a distributed
 // optimizer the parameter all-gather (bytes, seconds and the share the next forward waits for).
+// With FP8, t.fp8_params add their FP8 copies to static memory and their casts to the step.
 void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Topology& topo,
                     const Profile* prof);
 

@@ -86,6 +86,7 @@ void set_rates(Estimate& e) {
   e.tokens_per_s = T > 0 ? static_cast<double>(e.plan.global_batch()) * e.model.seq_length / T : 0;
   e.tflops_per_gpu = T > 0 ? e.model_flops / T / gpus / 1e12 : 0;
   e.mfu = e.tflops_per_gpu * 1e12 / peak;
+  e.mfu_fp8 = e.model.fp8 && e.cluster.gpu_fp8_peak_flops_per_s > 0 ? e.tflops_per_gpu * 1e12 / e.cluster.gpu_fp8_peak_flops_per_s : 0;
   e.hfu = T > 0 ? e.hardware_flops / T / gpus / peak : 0;
 }
 
@@ -270,6 +271,7 @@ nlohmann::json to_json(const Estimate& e) {
           {"samples_per_s", e.eval.iteration_time_s > 0 ? static_cast<double>(e.plan.global_batch()) / e.eval.iteration_time_s : 0.0},
           {"tflops_per_gpu", e.tflops_per_gpu},
           {"mfu", e.mfu},
+          {"mfu_fp8_peak", e.mfu_fp8},
           {"hfu", e.hfu},
           {"model_flops_per_iteration", e.model_flops},
           {"hardware_flops_per_iteration", e.hardware_flops},

@@ -49,7 +49,9 @@ struct Estimate {
   double tokens_per_s = 0;          // global batch * seq_length / iteration time
   double model_flops = 0;           // per iteration, no recomputation (flops.h)
   double tflops_per_gpu = 0;        // model FLOPs per second per GPU, in TFLOP/s
-  double mfu = 0;                   // tflops_per_gpu over the GPU's peak
+  double mfu = 0;                   // tflops_per_gpu over the GPU's (dense 16-bit) peak
+  double mfu_fp8 = 0;               // over its dense FP8 peak, when the model runs FP8 (else 0):
+                                    // published FP8 tables quote either
   double hardware_flops = 0;        // per iteration, recomputation counted (flops.h)
   double hfu = 0;                   // hardware FLOPs per second per GPU over the GPU's peak
   double max_memory_bytes = 0;      // largest per-rank peak

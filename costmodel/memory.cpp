@@ -16,12 +16,16 @@ double mlp_sharded(const ModelSpec& m) {
 }  // namespace
 
 double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp) {
-  // LN inputs 2 x 2sbh, QKV and MLP inputs 2 x 2sbh, and with dropout its two masks 2 x sbh.
-  const double full = m.dropout ? 10.0 : 8.0;
+  // LN inputs 2 x 2sbh, QKV and MLP inputs 2 x 2sbh, and with dropout its two masks 2 x sbh;
+  // with FP8 the two inputs kept in one byte (sbh each).
+  const double full = (m.dropout ? 10.0 : 8.0) - (m.fp8 ? 2.0 : 0.0);
   double replicated = sp ? full / t : full;
-  // Q 2sbh, K and V 2sbh g/a each, the projection's input 2sbh: Korthikanti's 8sbh when g = a.
-  double attention_sharded = 4.0 + 4.0 * kv_hidden_size(m) / D(m.hidden_size);
-  return sbh(m, b) * (replicated + (attention_sharded + mlp_sharded(m)) / t) * scale(m);
+  // Q 2sbh, K and V 2sbh g/a each, the projection's input 2sbh (sbh in FP8): Korthikanti's 8sbh
+  // when g = a.
+  double attention_sharded = (m.fp8 ? 3.0 : 4.0) + 4.0 * kv_hidden_size(m) / D(m.hidden_size);
+  // The down matrix's input, 2f/h of the MLP's, in one byte with FP8.
+  const double mlp = mlp_sharded(m) - (m.fp8 ? D(m.ffn_hidden_size) / D(m.hidden_size) : 0.0);
+  return sbh(m, b) * (replicated + (attention_sharded + mlp) / t) * scale(m);
 }
 
 double attention_core_bytes(const ModelSpec& m, int b, int t) {
@@ -84,6 +88,12 @@ double layer_params_per_rank(const ModelSpec& m, int t) {
   double h = D(m.hidden_size);
   double norms = m.kind == ModelKind::Llama ? 2 * h : 4 * h;
   return (flops::layer_params(m) - norms) / t + norms;
+}
+
+double layer_linear_params_per_rank(const ModelSpec& m, int t) {
+  const double h = D(m.hidden_size), f = D(m.ffn_hidden_size);
+  const double up = m.kind == ModelKind::Llama ? 2.0 : 1.0;
+  return (h * (h + 2 * kv_hidden_size(m)) + h * h + (up + 1) * h * f) / t;  // QKV, projection, MLP
 }
 
 double embedding_params_per_rank(const ModelSpec& m, int t) { return flops::embedding_params(m) / t; }

@@ -15,6 +15,10 @@ namespace stagecraft::costmodel::memory {
 // and activation outputs).
 // With sequence parallelism (sp) every term is split t ways: sbh/t (34 + 5as/h) (Korthikanti
 // Sec. 4.2.2, eq. 4).
+// FP8 (ModelSpec::fp8): the four linear products keep their inputs as the FP8 copies their casts
+// made (one byte, Transformer Engine's saved tensors) instead of 16-bit: the QKV and the first
+// MLP inputs (2sbh -> sbh each, replicated), the projection's (2sbh/t -> sbh/t) and the down
+// matrix's (2fsb/t -> fsb/t): sbh(8 + (19 + ...)/t) in place of sbh(10 + 24/t) for GPT, f = 4h.
 double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp = false);
 // The attention core's share of it: 5as^2b/t at 2 bytes when materialised; with a fused kernel
 // (AttentionKernel::Fused) only the softmax's per-row log-sum-exp, 4as b/t bytes in fp32
@@ -83,6 +87,16 @@ double head_params_per_rank(const ModelSpec& m, int t);
 // distributed optimizer for zero = 1): zero = 1 divides the master copy and the moments by dp
 // (2 + 2 + 12/dp bytes for 16-bit weights), zero = 2 the gradients as well (2 + 14/dp).
 double static_bytes_per_param(const ModelSpec& m, int zero = 0, int dp = 1);
+// FP8 (ModelSpec::fp8): each linear weight of the transformer layers also has an FP8 copy and
+// its FP8 transpose, made once per step and kept across the microbatches (Transformer Engine's
+// weight cache, `is_first_microbatch`): 2 bytes per such parameter, and 4 bytes of traffic per
+// step to make them (read 16 bits, write both copies).
+inline constexpr double kFp8WeightCopyBytes = 2;
+inline constexpr double kFp8WeightCastTrafficBytes = 4;
+// The matrices' parameters of one layer on one of t ranks (layer_params_per_rank less norms and
+// biases): what FP8 copies.
+double layer_linear_params_per_rank(const ModelSpec& m, int t);
+
 // Bytes an Adam step reads and writes per parameter (weight, gradient, master, moments in;
 // weight, master, moments out): the optimizer step is memory-bound.
 double optimizer_traffic_bytes_per_param(const ModelSpec& m);

@@ -25,11 +25,13 @@ double memory_s(const ClusterSpec& c, double bytes) {
   return bytes / (c.gpu_memory_bandwidth_Bps * c.memory_efficiency);
 }
 
-double gemm_s(const ClusterSpec& c, double m, double n, double k, double batch, double bytes) {
+double gemm_s(const ClusterSpec& c, double m, double n, double k, double batch, double bytes, double clock_share, bool fp8) {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
   const double flops = 2 * m * n * k * batch;
-  const double compute = flops / (c.gpu_peak_flops_per_s * c.gemm_max_efficiency * quantization(c, m, n, batch));
-  const double moved = (m * k + k * n + m * n) * batch * bytes;
+  const double rate = (fp8 ? c.gpu_fp8_peak_flops_per_s * c.gemm_max_efficiency_fp8 : c.gpu_peak_flops_per_s * c.gemm_max_efficiency) *
+                      clock_share;
+  const double compute = flops / (rate * quantization(c, m, n, batch));
+  const double moved = ((m * k + k * n) * (fp8 ? 1 : bytes) + m * n * bytes) * batch;
   return std::max(compute, memory_s(c, moved));
 }
 

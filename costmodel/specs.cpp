@@ -105,6 +105,7 @@ nlohmann::json to_json(const ModelSpec& m) {
   if (m.num_kv_heads != 0) j["num_kv_heads"] = m.num_kv_heads;
   if (m.bytes_per_grad != 0) j["bytes_per_grad"] = m.bytes_per_grad;
   if (!m.dropout) j["dropout"] = false;
+  if (m.fp8) j["fp8"] = true;
   if (m.attention_kernel != AttentionKernel::Materialized) j["attention_kernel"] = attention_kernel_name(m.attention_kernel);
   return j;
 }
@@ -123,6 +124,10 @@ nlohmann::json to_json(const ClusterSpec& c) {
           {"gemm_tile_n", c.gemm_tile_n},
           {"gemm_max_efficiency", c.gemm_max_efficiency},
           {"memory_efficiency", c.memory_efficiency},
+          {"gpu_fp8_peak_flops_per_s", c.gpu_fp8_peak_flops_per_s},
+          {"gemm_max_efficiency_fp8", c.gemm_max_efficiency_fp8},
+          {"gpu_boost_clock_mhz", c.gpu_boost_clock_mhz},
+          {"gpu_sustained_clock_mhz", c.gpu_sustained_clock_mhz},
           {"compute_source", c.compute_source},
           {"intra_node_link", c.intra_node_link},
           {"intra_node_bandwidth_Bps", c.intra_node_bandwidth_Bps},
@@ -194,6 +199,7 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.bytes_per_activation = r.opt<int>("bytes_per_activation", 2);
   m.bytes_per_grad = r.opt<int>("bytes_per_grad", 0);
   m.dropout = r.opt<bool>("dropout", true);
+  m.fp8 = r.opt<bool>("fp8", false);
   m.attention_kernel = parse_attention_kernel(r.opt<std::string>("attention_kernel", "materialized"));
   m.source = r.opt<std::string>("source", "");
   r.done();
@@ -217,6 +223,10 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   c.gemm_tile_n = r.opt<int>("gemm_tile_n", c.gemm_tile_n);
   c.gemm_max_efficiency = r.opt<double>("gemm_max_efficiency", 0.0);
   c.memory_efficiency = r.opt<double>("memory_efficiency", 0.0);
+  c.gpu_fp8_peak_flops_per_s = r.opt<double>("gpu_fp8_peak_flops_per_s", 0.0);
+  c.gemm_max_efficiency_fp8 = r.opt<double>("gemm_max_efficiency_fp8", 0.0);
+  c.gpu_boost_clock_mhz = r.opt<double>("gpu_boost_clock_mhz", 0.0);
+  c.gpu_sustained_clock_mhz = r.opt<double>("gpu_sustained_clock_mhz", 0.0);
   c.compute_source = r.opt<std::string>("compute_source", "");
   c.intra_node_link = r.opt<std::string>("intra_node_link", "pcie");
   c.intra_node_bandwidth_Bps = r.req<double>("intra_node_bandwidth_Bps");
@@ -290,7 +300,24 @@ void check(const ModelSpec& m) {
     if (v != 1 && v != 2 && v != 4) bad(w, field, std::to_string(v), "allowed: 1, 2, 4");
   if (m.bytes_per_grad != 0 && m.bytes_per_grad != 2 && m.bytes_per_grad != 4)
     bad(w, "bytes_per_grad", std::to_string(m.bytes_per_grad), "allowed: 0 (as bytes_per_param), 2, 4");
+  if (m.fp8 && m.bytes_per_activation != 2)
+    bad(w, "fp8", "true with bytes_per_activation = " + std::to_string(m.bytes_per_activation),
+        "FP8 products take 16-bit (bf16) activations as Transformer Engine's do: bytes_per_activation = 2");
 }
+
+namespace {
+// Both clocks or neither; the sustained one no higher than the boost; only where compute is
+// priced by shape (a flat achieved_efficiency is measured end to end, clocks included).
+void check_clocks(const std::string& w, const ClusterSpec& c) {
+  const double boost = c.gpu_boost_clock_mhz, held = c.gpu_sustained_clock_mhz;
+  if (boost == 0 && held == 0) return;
+  if (c.gpu_sms == 0)
+    bad(w, "gpu_boost_clock_mhz", num(boost), "clocks apply to compute by shape only: set gpu_sms, or leave both clocks 0");
+  if (!(boost > 0)) bad(w, "gpu_boost_clock_mhz", num(boost), "must be > 0 when gpu_sustained_clock_mhz is given");
+  if (!(held > 0 && held <= boost))
+    bad(w, "gpu_sustained_clock_mhz", num(held), "must be in (0, gpu_boost_clock_mhz = " + num(boost) + "]");
+}
+}  // namespace
 
 void check(const ClusterSpec& c) {
   const std::string w = "cluster '" + c.name + "'";
@@ -308,6 +335,10 @@ void check(const ClusterSpec& c) {
     for (auto [field, v] : {std::pair{"gemm_max_efficiency", c.gemm_max_efficiency}, {"memory_efficiency", c.memory_efficiency}})
       if (!(v > 0 && v <= 1)) bad(w, field, num(v), "must be in (0, 1] when gpu_sms > 0");
   }
+  check_clocks(w, c);
+  non_negative(w, "gpu_fp8_peak_flops_per_s", c.gpu_fp8_peak_flops_per_s);
+  if (c.gpu_fp8_peak_flops_per_s > 0 && c.gpu_sms > 0 && !(c.gemm_max_efficiency_fp8 > 0 && c.gemm_max_efficiency_fp8 <= 1))
+    bad(w, "gemm_max_efficiency_fp8", num(c.gemm_max_efficiency_fp8), "must be in (0, 1] when gpu_fp8_peak_flops_per_s > 0");
   if (c.intra_node_link != "pcie" && c.intra_node_link != "nvlink" && c.intra_node_link != "nvswitch")
     bad(w, "intra_node_link", "\"" + c.intra_node_link + "\"", "allowed: pcie, nvlink, nvswitch");
   positive(w, "intra_node_bandwidth_Bps", c.intra_node_bandwidth_Bps);
@@ -401,6 +432,12 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
           "estimate, compare, simulate and train run every layer at tp = " + std::to_string(p.tp) +
               "; per-layer degrees are priced by `stagecraft plan --layer-tp` (Oases Sec. V) only, not yet executed");
   check_tp_overlap(p);
+  if (m.fp8 && !(c.gpu_fp8_peak_flops_per_s > 0 && c.gpu_sms > 0))
+    bad("model '" + m.name + "'", "fp8", "true",
+        "cluster '" + c.name + "' (" + c.gpu_name + ") " +
+            (c.gpu_fp8_peak_flops_per_s > 0 ? "prices compute at a flat rate (gpu_sms = 0); FP8 is priced by shape"
+                                             : "has no FP8 tensor cores (gpu_fp8_peak_flops_per_s = 0)") +
+            "; allowed: a cluster of GPUs with FP8 (H100, H200) priced by shape, or drop --fp8");
 }
 
 void check_tp_overlap(const ParallelPlan& p) {

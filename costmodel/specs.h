@@ -50,6 +50,11 @@ struct ModelSpec {
   bool dropout = true;            // hidden and attention dropout with p > 0: the layers keep their
                                   // masks (Korthikanti et al.); false: p = 0 or none (PyTorch's
                                   // dropout returns its input at p = 0), no mask is kept
+  bool fp8 = false;               // the transformer layers' linear products in FP8 as Transformer
+                                  // Engine runs them (docs/costmodel.md "FP8"): products at the FP8
+                                  // rate, their inputs cast (and transposed) to FP8 and kept so,
+                                  // FP8 copies of the weights; the attention core, the norms and
+                                  // the head stay 16-bit. Needs 2-byte activations and a GPU with FP8
   std::string source;             // where the figures come from
 };
 
@@ -69,6 +74,14 @@ struct ClusterSpec {
   int gemm_tile_n = 256;                // columns of that tile
   double gemm_max_efficiency = 0;       // fraction of peak the largest 16-bit GEMMs measure, (0, 1]
   double memory_efficiency = 0;         // fraction of memory bandwidth streaming kernels reach, (0, 1]
+  double gpu_fp8_peak_flops_per_s = 0;  // dense FP8 tensor peak of one GPU; 0: the GPU has no FP8
+  double gemm_max_efficiency_fp8 = 0;   // fraction of that peak the largest FP8 products measure, (0, 1]
+  // The SM clocks behind the compute-bound figures (shape.h, "Clocks"); 0 for both: kernels run
+  // at the clock they were measured at.
+  double gpu_boost_clock_mhz = 0;       // clock of the short benchmarks behind gemm_max_efficiency and
+                                        // the stack's attention tables: the GPU's maximum boost
+  double gpu_sustained_clock_mhz = 0;   // clock the SMs hold in training: at the board's power limit
+                                        // with the tensor cores busy, <= gpu_boost_clock_mhz
   std::string compute_source;           // where these figures come from
   std::string intra_node_link;          // "pcie", "nvlink" or "nvswitch"
   double intra_node_bandwidth_Bps = 0;  // per GPU, per direction
@@ -105,6 +118,12 @@ struct ClusterSpec {
   double usable_memory_bytes() const { return (1 - memory_margin) * gpu_memory_bytes; }
 
   int num_gpus() const { return nodes * gpus_per_node; }
+  // Share of the measured compute rate a training step gets: sustained over boost clock (1 when
+  // the clocks are not given). Memory-bound kernels keep their rate (the power limit lowers the
+  // SM clock, not the memory clock).
+  double sustained_clock_share() const {
+    return gpu_boost_clock_mhz > 0 ? gpu_sustained_clock_mhz / gpu_boost_clock_mhz : 1;
+  }
   // What a transfer or a collective gets from each link kind: nominal times efficiency. Every
   // engine (costmodel/topology.cpp, sim/platform.cpp) reads links through these.
   double intra_node_achieved_Bps() const { return intra_node_bandwidth_Bps * intra_node_bus_efficiency; }

@@ -13,9 +13,9 @@
 namespace stagecraft::costmodel {
 namespace {
 
-MemoryTraffic traffic_from_json(const nlohmann::json& j) {
+// Fields not given keep `t`'s (the defaults, or the stack a stack extends).
+MemoryTraffic traffic_from_json(const nlohmann::json& j, MemoryTraffic t) {
   Reader r(j, "stack.memory_traffic");
-  MemoryTraffic t;
   t.layer_norm = r.opt<double>("layer_norm", t.layer_norm);
   t.bias_dropout_residual = r.opt<double>("bias_dropout_residual", t.bias_dropout_residual);
   t.residual = r.opt<double>("residual", t.residual);
@@ -25,6 +25,7 @@ MemoryTraffic traffic_from_json(const nlohmann::json& j) {
   t.swiglu = r.opt<double>("swiglu", t.swiglu);
   t.cross_entropy = r.opt<double>("cross_entropy", t.cross_entropy);
   t.cross_entropy_backward = r.opt<double>("cross_entropy_backward", t.cross_entropy_backward);
+  t.fp8_cast_transpose = r.opt<double>("fp8_cast_transpose", t.fp8_cast_transpose);
   r.done();
   return t;
 }
@@ -33,7 +34,7 @@ nlohmann::json to_json(const MemoryTraffic& t) {
   return {{"layer_norm", t.layer_norm}, {"bias_dropout_residual", t.bias_dropout_residual}, {"residual", t.residual},
           {"softmax", t.softmax},       {"score_dropout", t.score_dropout},                 {"gelu", t.gelu},
           {"swiglu", t.swiglu},         {"cross_entropy", t.cross_entropy},
-          {"cross_entropy_backward", t.cross_entropy_backward}};
+          {"cross_entropy_backward", t.cross_entropy_backward}, {"fp8_cast_transpose", t.fp8_cast_transpose}};
 }
 
 FlashPoint point_from_json(const nlohmann::json& j, const std::string& what) {
@@ -129,16 +130,23 @@ nlohmann::json to_json(const KernelStack& k) {
 
 KernelStack stack_from_json(const nlohmann::json& j) {
   Reader r(j, "stack");
-  KernelStack k;
+  // A stack may extend another (a preset name or a file): it starts from that stack's figures
+  // and replaces the ones it gives (memory_traffic field by field, flash as a whole).
+  const std::string base = r.opt<std::string>("extends", "");
+  KernelStack k = base.empty() ? KernelStack{} : load_stack(base);
   k.name = r.req<std::string>("name");
-  if (j.contains("memory_traffic")) k.traffic = traffic_from_json(j.at("memory_traffic"));
+  if (j.contains("memory_traffic")) k.traffic = traffic_from_json(j.at("memory_traffic"), k.traffic);
   r.opt<nlohmann::json>("memory_traffic", nlohmann::json::object());
-  k.flash_kernel = r.opt<std::string>("flash_kernel", "");
-  const nlohmann::json flash = r.opt<nlohmann::json>("flash", nlohmann::json::array());
-  if (!flash.is_array()) throw InputError("stack.flash = " + flash.dump() + " is invalid (expected an array of measured points)");
-  for (size_t i = 0; i < flash.size(); ++i) k.flash.push_back(point_from_json(flash[i], "stack.flash[" + std::to_string(i) + "]"));
-  k.tp_overlap_comm_sms = r.opt<int>("tp_overlap_comm_sms", 0);
-  k.source = r.opt<std::string>("source", "");
+  k.flash_kernel = r.opt<std::string>("flash_kernel", k.flash_kernel);
+  if (j.contains("flash")) {
+    const nlohmann::json flash = r.opt<nlohmann::json>("flash", nlohmann::json::array());
+    if (!flash.is_array()) throw InputError("stack.flash = " + flash.dump() + " is invalid (expected an array of measured points)");
+    k.flash.clear();
+    for (size_t i = 0; i < flash.size(); ++i) k.flash.push_back(point_from_json(flash[i], "stack.flash[" + std::to_string(i) + "]"));
+  }
+  k.tp_overlap_comm_sms = r.opt<int>("tp_overlap_comm_sms", k.tp_overlap_comm_sms);
+  const std::string own = r.opt<std::string>("source", "");
+  k.source = base.empty() ? own : own + " Extends '" + base + "': " + k.source;
   r.done();
   check(k);
   return k;
@@ -157,7 +165,8 @@ void check(const KernelStack& k) {
                                                    {"gelu", t.gelu},
                                                    {"swiglu", t.swiglu},
                                                    {"cross_entropy", t.cross_entropy},
-                                                   {"cross_entropy_backward", t.cross_entropy_backward}};
+                                                   {"cross_entropy_backward", t.cross_entropy_backward},
+                                                   {"fp8_cast_transpose", t.fp8_cast_transpose}};
   for (const auto& [name, v] : fields)
     if (!(v >= 0) || !std::isfinite(v)) bad(std::string("memory_traffic.") + name, v, "bytes per element, 0 or more");
   for (size_t i = 0; i < k.flash.size(); ++i) {
@@ -180,9 +189,9 @@ std::vector<std::string> stack_preset_names() {
 }
 
 const KernelStack& load_stack(const std::string& name) {
-  static std::mutex mu;
+  static std::recursive_mutex mu;  // a stack that extends another loads it under the same lock
   static std::map<std::string, KernelStack> cache;
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::recursive_mutex> lock(mu);
   if (auto it = cache.find(name); it != cache.end()) return it->second;
   for (const auto& e : preset_entries())
     if (e.kind == "stack" && e.name == name)

@@ -28,6 +28,10 @@ struct MemoryTraffic {
   double swiglu = 3;                 // gate and up in, product out (f columns)
   double cross_entropy = 3;          // logits in, softmax out, loss (V columns)
   double cross_entropy_backward = 2; // softmax minus one-hot, scaled (V columns)
+  // FP8 (ModelSpec::fp8): Transformer Engine's fused cast-transpose of an FP8 product's input
+  // (forward) or output gradient (backward): read 16 bits, write the FP8 tensor and its FP8
+  // transpose (the weight gradient reads the transpose), the amax reduced in the same pass.
+  double fp8_cast_transpose = 4;
 };
 
 // One measured point of a flash-attention kernel: throughput in TFLOP/s of its forward and of

@@ -64,6 +64,12 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   auto fwd = [](double mm, double nn, double kk, double batch = 1) { return Gemm{mm, nn, kk, batch}; };
   auto in_grad = [](double mm, double nn, double kk, double batch = 1) { return Gemm{mm, kk, nn, batch}; };
   auto w_grad = [](double mm, double nn, double kk) { return Gemm{kk, nn, mm, 1}; };
+  // The transformer layers' linear products, in FP8 with ModelSpec::fp8 (the attention core's
+  // products and the head's stay 16-bit, as Megatron-Core's output layer and TE's attention).
+  auto linear = [&](Gemm g) {
+    g.fp8 = m.fp8;
+    return g;
+  };
   const double Th_outside = sp ? T * h / t : T * h;  // norms and residual adds: s/t of the sequence with sp
   const double resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
   // The attention core, forward: two batched products and the score traffic, or one kernel.
@@ -71,27 +77,32 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   const BlockWork& core_f = core.f;
   const BlockWork& core_i = core.i;
   const double attn_mem_f = Th_outside * e * (tr.layer_norm + resid);
-  w.attn_f.gemms = {fwd(T, qkv / t, h), fwd(T, h, h / t)};
+  w.attn_f.gemms = {linear(fwd(T, qkv / t, h)), linear(fwd(T, h, h / t))};
   w.attn_f.memory_bytes = attn_mem_f;
+  const double cast = m.fp8 ? tr.fp8_cast_transpose : 0;  // bytes per element cast to FP8 (stack.h)
+  // FP8 casts, forward: the inputs of QKV (s/t of the sequence with sp: cast before the
+  // all-gather) and of the projection; backward: the output gradients of QKV and the projection.
+  w.attn_f.memory_bytes += cast * (Th_outside + T * h / t);
   w.attn_f.add(core_f);
-  w.attn_i.gemms = {in_grad(T, qkv / t, h), in_grad(T, h, h / t)};
-  w.attn_i.memory_bytes = 2 * attn_mem_f;
+  w.attn_i.gemms = {linear(in_grad(T, qkv / t, h)), linear(in_grad(T, h, h / t))};
+  w.attn_i.memory_bytes = 2 * attn_mem_f + cast * (T * qkv / t + Th_outside);
   w.attn_i.add(core_i);
   if (selective) w.attn_i.add(core_f);  // the core's forward again, inside the backward
-  w.attn_w.gemms = {w_grad(T, qkv / t, h), w_grad(T, h, h / t)};
+  w.attn_w.gemms = {linear(w_grad(T, qkv / t, h)), linear(w_grad(T, h, h / t))};
   // MLP block.
   const int up = swiglu ? 2 : 1;
   const double mlp_mem_f = Th_outside * e * (tr.layer_norm + resid) + T * f / t * e * (swiglu ? tr.swiglu : tr.gelu);
   for (int i = 0; i < up; ++i) {
-    w.mlp_f.gemms.push_back(fwd(T, f / t, h));
-    w.mlp_i.gemms.push_back(in_grad(T, f / t, h));
-    w.mlp_w.gemms.push_back(w_grad(T, f / t, h));
+    w.mlp_f.gemms.push_back(linear(fwd(T, f / t, h)));
+    w.mlp_i.gemms.push_back(linear(in_grad(T, f / t, h)));
+    w.mlp_w.gemms.push_back(linear(w_grad(T, f / t, h)));
   }
-  w.mlp_f.gemms.push_back(fwd(T, h, f / t));
-  w.mlp_i.gemms.push_back(in_grad(T, h, f / t));
-  w.mlp_w.gemms.push_back(w_grad(T, h, f / t));
-  w.mlp_f.memory_bytes = mlp_mem_f;
-  w.mlp_i.memory_bytes = 2 * mlp_mem_f;
+  w.mlp_f.gemms.push_back(linear(fwd(T, h, f / t)));
+  w.mlp_i.gemms.push_back(linear(in_grad(T, h, f / t)));
+  w.mlp_w.gemms.push_back(linear(w_grad(T, h, f / t)));
+  w.mlp_f.memory_bytes = mlp_mem_f + cast * (Th_outside + T * f / t);   // inputs of up (and gate) and down
+  w.mlp_i.memory_bytes = 2 * mlp_mem_f + cast * (up * T * f / t + Th_outside);  // their output gradients
+
   // Head: the final norm, the logits over V/t columns and the cross-entropy.
   const double logits = T * V / t;
   w.head_f.gemms = {fwd(T, V / t, h)};

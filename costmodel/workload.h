@@ -3,8 +3,9 @@
 // its shape, the fused attention kernel with its FLOPs, and the memory-bound traffic, per pass;
 // for each stage, what it sends, reduces, keeps and gathers, in bytes (stage_workload in
 // costs.h). Every model and plan option changes the work here and only here: the attention
-// kernel, dropout, the activation, grouped-query attention, sequence parallelism and selective
-// recomputation. The evaluator, the simulator, the planner and the graph route all price what
+// kernel, dropout, the activation, grouped-query attention, sequence parallelism, selective
+// recomputation and FP8 (the linear products at the FP8 rate, the casts of their inputs and
+// output gradients as memory-bound traffic). The evaluator, the simulator, the planner and the graph route all price what
 // this builds.
 #pragma once
 
@@ -19,6 +20,7 @@ namespace stagecraft::costmodel {
 // `batch` independent products of (m x k) x (k x n) matrices.
 struct Gemm {
   double m = 0, n = 0, k = 0, batch = 1;
+  bool fp8 = false;  // FP8 operands at the FP8 rate (ModelSpec::fp8), 16-bit output
   double flops() const { return 2 * m * n * k * batch; }
 };
 

@@ -42,6 +42,11 @@ const std::vector<Option>& options() {
          m.attention_kernel = costmodel::AttentionKernel::Fused;
          p.stack = "megatron-core-te";
        }},
+      {"fp8", [](costmodel::ModelSpec& m, ParallelPlan& p) {
+         m.fp8 = true;
+         m.attention_kernel = costmodel::AttentionKernel::Fused;
+         p.stack = "megatron-core-te";
+       }, false},
       {"sequence parallel", [](costmodel::ModelSpec&, ParallelPlan& p) { p.sequence_parallel = true; }, false},
       {"selective recompute", [](costmodel::ModelSpec&, ParallelPlan& p) { p.recompute = costmodel::RecomputePolicy::Selective; }, false},
       {"full recompute", [](costmodel::ModelSpec&, ParallelPlan& p) { p.recompute = costmodel::RecomputePolicy::Full; }},

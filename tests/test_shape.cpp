@@ -76,7 +76,8 @@ TEST(Shape, LayerTimesAreProductsPlusMemoryBoundOperations) {
   const ModelSpec m = load_model("gpt3-175b");
   const ClusterSpec& c = h100();
   const shape::LayerTimes lt = shape::layer_times(m, c, 1, 8, false);
-  const double ideal = flops::layer_forward_flops(m, 1) / 8 / (c.gpu_peak_flops_per_s * c.gemm_max_efficiency);
+  const double ideal = flops::layer_forward_flops(m, 1) / 8 /
+                       (c.gpu_peak_flops_per_s * c.gemm_max_efficiency * c.sustained_clock_share());
   EXPECT_GT(lt.attn_f_s + lt.mlp_f_s, ideal);
   EXPECT_LT(lt.attn_f_s + lt.mlp_f_s, 1.6 * ideal);
   const shape::LayerTimes sel = shape::layer_times(m, c, 1, 8, true);
@@ -91,6 +92,7 @@ TEST(Shape, LayerTimesAreProductsPlusMemoryBoundOperations) {
   EXPECT_NEAR(e.costs.stages[0].inner.mlp_f_s, lt.mlp_f_s, 1e-15);
   ClusterSpec flat = c;
   flat.gpu_sms = 0;
+  flat.gpu_boost_clock_mhz = flat.gpu_sustained_clock_mhz = 0;  // clocks belong to compute by shape
   Estimate f = estimate(m, flat, p);
   EXPECT_NEAR(f.costs.stages[0].inner.mlp_f_s,
               flops::mlp_block_forward_flops(m, 1) / 8 / (c.gpu_peak_flops_per_s * c.achieved_efficiency), 1e-15);
@@ -102,4 +104,51 @@ TEST(Shape, ClusterFieldsAreChecked) {
   const std::string msg = error_of([&] { cluster_from_json(j); });
   EXPECT_NE(msg.find("gemm_max_efficiency = 0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("when gpu_sms > 0"), std::string::npos) << msg;
+}
+
+// A training step runs compute-bound kernels at the clock the GPU holds at its power limit, not
+// at the boost clock of the short benchmarks behind gemm_max_efficiency and the attention
+// tables: their time grows by boost / sustained; memory-bound traffic keeps its time.
+TEST(Shape, TrainingComputesAtTheSustainedClock) {
+  const ClusterSpec& c = h100();
+  ASSERT_EQ(c.gpu_boost_clock_mhz, 1980);
+  ASSERT_EQ(c.gpu_sustained_clock_mhz, 1575);
+  ClusterSpec boost = c;
+  boost.gpu_sustained_clock_mhz = boost.gpu_boost_clock_mhz;
+  const KernelStack& k = load_stack("megatron-core-te");
+  KernelContext ctx;
+  ctx.head_dim = 128;
+  ctx.seq_length = 4096;
+  BlockWork gemm;  // compute-bound: 8192 x 8192 x 8192
+  gemm.gemms.push_back({8192, 8192, 8192, 1});
+  EXPECT_NEAR(block_s(gemm, ctx, c, k), shape::gemm_s(c, 8192, 8192, 8192) * 1980 / 1575, 1e-12);
+  EXPECT_NEAR(block_s(gemm, ctx, c, k) / block_s(gemm, ctx, boost, k), 1980.0 / 1575, 1e-12);
+  BlockWork flash;  // the fused core
+  flash.flash_flops = 1e12;
+  EXPECT_NEAR(block_s(flash, ctx, c, k) / block_s(flash, ctx, boost, k), 1980.0 / 1575, 1e-12);
+  BlockWork streaming;  // memory-bound
+  streaming.memory_bytes = 1e9;
+  EXPECT_EQ(block_s(streaming, ctx, c, k), block_s(streaming, ctx, boost, k));
+  BlockWork narrow;  // a product too narrow to be compute-bound at either clock
+  narrow.gemms.push_back({16384, 16384, 16, 1});
+  EXPECT_EQ(block_s(narrow, ctx, c, k), block_s(narrow, ctx, boost, k));
+}
+
+TEST(Shape, ClocksAreChecked) {
+  nlohmann::json j = to_json(h100());
+  j["gpu_sustained_clock_mhz"] = 2100;
+  std::string msg = error_of([&] { cluster_from_json(j); });
+  EXPECT_NE(msg.find("gpu_sustained_clock_mhz = 2100"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(0, gpu_boost_clock_mhz = 1980]"), std::string::npos) << msg;
+  j = to_json(h100());
+  j["gpu_boost_clock_mhz"] = 0;
+  msg = error_of([&] { cluster_from_json(j); });
+  EXPECT_NE(msg.find("gpu_boost_clock_mhz = 0"), std::string::npos) << msg;
+  j = to_json(h100());
+  j["gpu_sms"] = 0;
+  msg = error_of([&] { cluster_from_json(j); });
+  EXPECT_NE(msg.find("compute by shape only"), std::string::npos) << msg;
+  j["gpu_boost_clock_mhz"] = 0;
+  j["gpu_sustained_clock_mhz"] = 0;
+  EXPECT_NO_THROW(cluster_from_json(j));
 }

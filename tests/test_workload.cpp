@@ -49,7 +49,8 @@ TEST(Workload, FusedAttentionIsOneKernelAtItsMeasuredThroughput) {
   EXPECT_NEAR(fe.fwd, 319.0 / 989, 1e-12);
   BlockWork core;
   core.flash_flops = w.attn_f.flash_flops;
-  EXPECT_NEAR(block_s(core, w, c, k), full / 2 / (319.0 / 989 * c.gpu_peak_flops_per_s), 1e-12);
+  // at the training clock (shape.h "Clocks"): the table's rate x sustained / boost
+  EXPECT_NEAR(block_s(core, w, c, k), full / 2 / (319.0 / 989 * c.gpu_peak_flops_per_s * c.sustained_clock_share()), 1e-12);
   // Materialised, the same layer pays the score traffic and two batched products.
   ModelSpec m4k_mat = m4k;
   m4k_mat.attention_kernel = AttentionKernel::Materialized;
@@ -163,4 +164,28 @@ TEST(Workload, FitVerdict) {
   EXPECT_EQ(fit_verdict(79.7e9, c), Fit::Tight);  // a run trained at 79.7 GB predicted
   EXPECT_EQ(fit_verdict(81 * gib, c), Fit::DoesNotFit);
   EXPECT_EQ(fit_name(Fit::Tight), "tight");
+}
+
+// A stack may extend another: megatron-core-te-flash2 is megatron-lm's kernels and its
+// FlashAttention-2 table with Transformer Engine's overlap SMs added, not a copy of them; a file
+// that extends a preset replaces only the fields it gives.
+TEST(Workload, StackExtendsAnother) {
+  const KernelStack& lm = load_stack("megatron-lm");
+  const KernelStack& f2 = load_stack("megatron-core-te-flash2");
+  EXPECT_EQ(f2.name, "megatron-core-te-flash2");
+  EXPECT_EQ(f2.flash_kernel, lm.flash_kernel);
+  ASSERT_EQ(f2.flash.size(), lm.flash.size());
+  for (size_t i = 0; i < lm.flash.size(); ++i) EXPECT_EQ(f2.flash[i].fwd_tflops, lm.flash[i].fwd_tflops) << i;
+  EXPECT_EQ(f2.traffic.softmax, lm.traffic.softmax);
+  EXPECT_EQ(lm.tp_overlap_comm_sms, 0);
+  EXPECT_EQ(f2.tp_overlap_comm_sms, 16);
+  EXPECT_NE(f2.source.find("Extends 'megatron-lm'"), std::string::npos);
+  const KernelStack k = stack_from_json(
+      nlohmann::json{{"name", "wide-softmax"}, {"extends", "pytorch-eager"}, {"memory_traffic", {{"softmax", 9}}}});
+  const KernelStack& eager = load_stack("pytorch-eager");
+  EXPECT_EQ(k.traffic.softmax, 9);
+  EXPECT_EQ(k.traffic.bias_dropout_residual, eager.traffic.bias_dropout_residual);
+  EXPECT_EQ(k.flash.size(), eager.flash.size());
+  const std::string msg = error_of([] { stack_from_json(nlohmann::json{{"name", "x"}, {"extends", "no-such-stack"}}); });
+  EXPECT_NE(msg.find("no-such-stack"), std::string::npos) << msg;
 }

@@ -15,9 +15,9 @@ Usage: experiments/validation/compare-published.py [path/to/stagecraft] [--runs 
 what the A100-era model expressed (stack, fused attention, no dropout, the overlapped gather), to
 show what each mechanism moves.
 
-Each run's knobs become estimate flags: the stack (megatron-core-te where the recipe runs
-Megatron-Core with Transformer Engine), a fused attention core where it runs flash or cuDNN
-attention, --no-dropout where its dropout is 0, sequence parallelism, the distributed optimizer
+Each run's knobs become estimate flags: the stack (Megatron-Core with Transformer Engine: with
+FlashAttention-2 where the recipe runs TE's flash backend, megatron-core-te-flash2, with cuDNN's
+fused attention where it allows that backend, megatron-core-te), a fused attention core, --no-dropout where its dropout is 0, sequence parallelism, the distributed optimizer
 (--zero 1) with its overlapped gradient reduction and parameter gather, and the gradient bucket
 size the recipe states (else Megatron-Core's default of 40M parameters), and Transformer Engine's
 tensor-parallel overlap (--tp-overlap te) where the recipe turns it on.
@@ -31,6 +31,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLUSTERS = {"A100-SXM4-80GB": "dgx-a100-80gb.json",  # the GPU as published -> cluster file here
             "H100-SXM5-80GB": os.path.join("..", "..", "costmodel", "presets", "clusters", "h100-ib-1024.json")}
+# The attention backend a recipe runs -> the kernel set it names (costmodel/presets/stacks): TE's
+# flash backend (NVTE_FUSED_ATTN=0) is FlashAttention-2, its fused backend cuDNN's attention.
+STACKS = {"flash": "megatron-core-te-flash2", "cudnn-fused": "megatron-core-te"}
 RUN_CLUSTERS = {"bloom-176b-384gpu": "jean-zay-a100-80gb.json"}  # runs on another machine than Selene
 
 
@@ -48,6 +51,8 @@ def estimate(binary, run, extra, tmp):
     cluster["nodes"] = run["gpus"] // cluster["gpus_per_node"]
     if CONSTANT_EFFICIENCY:
         cluster["gpu_sms"] = 0
+        cluster.pop("gpu_boost_clock_mhz", None)  # the clocks belong to compute by shape
+        cluster.pop("gpu_sustained_clock_mhz", None)
     cluster["name"] = f"{cluster['name']}-{run['gpus']}"
     md = run["model"]
     model = {"name": run["id"], "kind": md.get("kind") if md.get("kind") in ("gpt", "llama") else "gpt",
@@ -74,8 +79,8 @@ def estimate(binary, run, extra, tmp):
     if run.get("distributed_optimizer"):
         cmd += ["--zero", "1"]
     if not AS_2023:
-        if run.get("attention") in ("flash", "cudnn-fused"):
-            cmd += ["--attention-kernel", "fused", "--stack", "megatron-core-te"]
+        if run.get("attention") in STACKS:
+            cmd += ["--attention-kernel", "fused", "--stack", STACKS[run["attention"]]]
         if run.get("dropout") is False:
             cmd.append("--no-dropout")
         if run.get("distributed_optimizer") and run.get("overlap_param_gather"):
