@@ -432,6 +432,10 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
           "estimate, compare, simulate and train run every layer at tp = " + std::to_string(p.tp) +
               "; per-layer degrees are priced by `stagecraft plan --layer-tp` (Oases Sec. V) only, not yet executed");
   check_tp_overlap(p);
+  check_fp8(m, c);
+}
+
+void check_fp8(const ModelSpec& m, const ClusterSpec& c) {
   if (m.fp8 && !(c.gpu_fp8_peak_flops_per_s > 0 && c.gpu_sms > 0))
     bad("model '" + m.name + "'", "fp8", "true",
         "cluster '" + c.name + "' (" + c.gpu_name + ") " +

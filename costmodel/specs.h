@@ -220,6 +220,9 @@ void check(const ParallelPlan& p);
 void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p);
 // The tensor-parallel overlap modes: two sub-batches need an even microbatch size (tp > 1).
 void check_tp_overlap(const ParallelPlan& p);
+// FP8 (ModelSpec::fp8) needs a cluster priced by shape whose GPU has FP8; InputError naming the
+// field otherwise. Part of check_fit; the planner checks it once before its search.
+void check_fp8(const ModelSpec& m, const ClusterSpec& c);
 
 // The same cluster with `nodes` nodes (a preset scaled out or in; each node and the network keep
 // their figures; the name says so). InputError naming `field` when nodes < 1.

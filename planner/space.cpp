@@ -43,6 +43,7 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   auto bad = [](const std::string& field, const std::string& value, const std::string& allowed) {
     throw InputError("plan space: " + field + " = " + value + " is invalid (" + allowed + ")");
   };
+  costmodel::check_fp8(m, c);
   if (space.gpus < 0 || space.gpus > c.num_gpus())
     bad("gpus", std::to_string(space.gpus), "must be 0 (all) or at most the " + std::to_string(c.num_gpus()) + " of cluster '" + c.name + "'");
   if (space.global_batch < 1) bad("global_batch", std::to_string(space.global_batch), "must be at least 1 sequence");

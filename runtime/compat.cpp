@@ -153,18 +153,22 @@ void wait(const WorkPtr& w, std::chrono::milliseconds timeout) {
   if (w) w->wait(timeout);
 }
 
-void all_gather(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout) {
+WorkPtr all_gather_async(Group& g, const torch::Tensor& in, torch::Tensor& out) {
   const int64_t k = in.numel();
   if (out.numel() != k * g.size()) throw Error("all_gather: output has " + std::to_string(out.numel()) + " elements, not n*k");
   if (!g.pg) {
     out.copy_(in.reshape(out.sizes()));
-    return;
+    return {};
   }
   std::vector<torch::Tensor> input{in.contiguous()};
   std::vector<std::vector<torch::Tensor>> output(1);
   torch::Tensor flat = out.view({-1});
   for (int i = 0; i < g.size(); ++i) output[0].push_back(flat.narrow(0, i * k, k));
-  wait(g.pg->allgather(output, input), timeout);
+  return g.pg->allgather(output, input);
+}
+
+void all_gather(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout) {
+  wait(all_gather_async(g, in, out), timeout);
 }
 
 void reduce_scatter_sum(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout) {

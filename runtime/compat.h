@@ -61,6 +61,9 @@ bool all_reduce_widens(const Group& g, const torch::Tensor& t);
 void all_reduce_max_blocking(Group& g, torch::Tensor& t, std::chrono::milliseconds timeout);
 // All-gather of every member's `in` (k elements) into `out` (n*k, member i's at i*k); blocking.
 void all_gather(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout);
+// The same, asynchronous: `out` holds the result once the returned work is waited for (empty
+// work: done already, a group of one).
+WorkPtr all_gather_async(Group& g, const torch::Tensor& in, torch::Tensor& out);
 // Reduce-scatter (sum) of `in` (n*k elements) into `out` (k, this member's block); blocking.
 // NCCL's own collective; on Gloo (LibTorch 1.13 has no Gloo reduce_scatter) a ring of n-1
 // send/receive steps of k elements, the reduce-scatter half of a ring all-reduce.

@@ -58,6 +58,15 @@ struct Bucket {              // one in-flight gradient all-reduce (with zero: a 
   std::vector<torch::Tensor> params;
   compat::Group* group = nullptr;  // dp group, or the group of the part's copies
   size_t span = 0;
+  int stage = -1;            // whose parameters
+};
+
+struct Gather {              // one bucket's parameter all-gather after the step (zero)
+  compat::WorkPtr work;      // empty: finished
+  torch::Tensor out;         // (dp * chunk) every member's updated chunk
+  std::vector<torch::Tensor> params;
+  compat::Group* group = nullptr;
+  int stage = -1;
 };
 
 }  // namespace
@@ -89,6 +98,7 @@ struct Executor::Impl {
   std::map<int, size_t> reduce_cursor;        // stage -> next parameter to reduce
   std::map<int, double> reduced_share;        // stage -> fraction reduced so far
   std::vector<Bucket> gathers;                // zero: reduced buckets whose parameters the step all-gathers
+  std::vector<Gather> in_flight;              // zero: their all-gathers, until each stage's next compute
   std::vector<AdamW::Owned> shards;           // zero: the elements this member reduces and updates
   // overlap_grad_reduce: buckets launched from gradient hooks during the stage's last backward.
   struct HookBucket {
@@ -619,7 +629,9 @@ struct Executor::Impl {
     }
   }
 
-  // zero: after the step, every member's updated chunk of every bucket to every member.
+  // zero: after the step, every member's updated chunk of every bucket to every member, one
+  // asynchronous all-gather per bucket; without overlap_param_gather all finished at once, with
+  // it each stage's when that stage next computes (finish_gathers).
   void gather_parameters() {
     torch::NoGradGuard ng;
     for (Bucket& b : gathers) {
@@ -632,15 +644,48 @@ struct Executor::Impl {
       torch::Tensor mine = torch::zeros({len}, all.options());
       const int64_t have = std::max<int64_t>(0, std::min(n, lo + len) - lo);
       if (have > 0) mine.narrow(0, 0, have).copy_(all.narrow(0, lo, have));
-      torch::Tensor out = torch::empty({len * g.size()}, all.options());
-      compat::all_gather(g, mine, out, cfg.timeout);
+      Gather x;
+      x.out = torch::empty({len * g.size()}, all.options());
+      try {
+        x.work = compat::all_gather_async(g, mine, x.out);
+      } catch (const std::exception& e) {
+        comm_failure("parameter all-gather in the " + g.name, -1, e);
+      }
+      x.params = b.params;
+      x.group = &g;
+      x.stage = b.stage;
+      in_flight.push_back(std::move(x));
+    }
+    gathers.clear();
+    if (!cfg.overlap_param_gather) finish_gathers(-1);
+  }
+
+  // Waits for the parameter all-gathers of `stage` (-1: all) and writes them into the
+  // parameters; the time waited counts as waiting inside the action that needed them.
+  void finish_gathers(int stage) {
+    if (in_flight.empty()) return;
+    torch::NoGradGuard ng;
+    std::vector<Gather> rest;
+    for (Gather& x : in_flight) {
+      if (stage >= 0 && x.stage != stage) {
+        rest.push_back(std::move(x));
+        continue;
+      }
+      auto a = Clock::now();
+      try {
+        compat::wait(x.work, cfg.timeout);
+      } catch (const std::exception& e) {
+        comm_failure("parameter all-gather in the " + x.group->name, -1, e);
+      }
+      wait_in_action += seconds(a, Clock::now());
+      if (stage >= 0) ++rec.gathers_overlapped;
       int64_t off = 0;
-      for (auto& p : b.params) {
-        p.detach().view({-1}).copy_(out.narrow(0, off, p.numel()));
+      for (auto& p : x.params) {
+        p.detach().view({-1}).copy_(x.out.narrow(0, off, p.numel()));
         off += p.numel();
       }
     }
-    gathers.clear();
+    in_flight = std::move(rest);
   }
 
   // The bucket's all-reduce: one asynchronous call, or queued chunk by chunk behind the sends.
@@ -666,6 +711,7 @@ struct Executor::Impl {
     b.params = params;
     b.group = &g;
     b.span = span;
+    b.stage = stage;
     if (cfg.zero == 0) launch(g, b);  // zero: reduce-scattered when finished
     into.push_back(std::move(b));
   }
@@ -778,6 +824,8 @@ struct Executor::Impl {
   }
 
   void compute(const Action& a) {
+    if (schedules::is_compute(a.op)) finish_gathers(a.stage);  // its parameters, gathered after the last step
+    if (a.op == Op::OVERLAP_F_B) finish_gathers(a.b_stage);
     switch (a.op) {
       case Op::F: wait_inputs(a.stage, a.microbatch, false); forward(a.stage, a.microbatch); break;
       case Op::B: wait_inputs(a.stage, a.microbatch, true); backward(a.stage, a.microbatch, false); break;
@@ -880,6 +928,7 @@ Executor::Executor(ExecConfig cfg, std::map<int, ModelPart*> parts, AdamW* optim
 
 void Executor::flush() {
   Impl& m = *impl_;
+  m.finish_gathers(-1);
   for (const auto& [stage, share] : m.late)
     if (m.late_stages.erase(stage)) m.apply_late(stage, share, std::numeric_limits<size_t>::max());
   m.late.clear();

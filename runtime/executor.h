@@ -44,6 +44,8 @@ struct StepRecord {
   long p2p_groups = 0;            // groups of consecutive sends and receives issued together
                                   // (compat::begin_p2p / end_p2p): one per run of them in the list
   long buckets_in_backward = 0;   // gradient buckets whose all-reduce started inside the backward
+  long gathers_overlapped = 0;    // the last step's parameter all-gathers (overlap_param_gather)
+                                  // this step finished inside a compute action, not at the step
                                   // (overlap_grad_reduce)
   long preempt_chunks = 0;        // preemptive_comm: reduction chunks all-reduced in the step
   long preempt_yields = 0;        // of those, chunks that waited for a pipeline send first
@@ -80,6 +82,10 @@ struct ExecConfig {
   int zero = 0;                           // distributed optimizer (plan.zero): each bucket's gradients
                                           // reduce-scattered over dp, AdamW updating this member's chunk,
                                           // the parameters all-gathered after the step
+  bool overlap_param_gather = false;      // with zero: those all-gathers left in flight after the step,
+                                          // each stage's waited for at its first compute of the next
+                                          // step (plan.overlap_param_gather; Megatron-Core
+                                          // --overlap-param-gather)
   torch::Device device = torch::kCPU;     // where the parts, activations and received buffers live
   Precision precision = Precision::Fp32;  // bf16: forwards and recomputes under autocast
   // How each stage's tp collectives overlap its compute (plan.overlap_of its model part; with
@@ -96,8 +102,9 @@ class Executor {
   // Runs the action list once. `t0` is the run's time origin for the spans.
   StepRecord run_step(const BatchFn& batch, std::chrono::steady_clock::time_point t0);
   // Applies the gradient shares whose reduction the list defers to the next iteration
-  // (FOLD3D), as that iteration would before its forwards: call after the last step, before
-  // a checkpoint, so that every parameter has seen every step.
+  // (FOLD3D), as that iteration would before its forwards, and finishes the parameter
+  // all-gathers left in flight (overlap_param_gather): call after the last step, before a
+  // checkpoint, so that every parameter has seen every step.
   void flush();
 
  private:

@@ -58,16 +58,19 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
     bool have = false;
     long collectives = 0;  // tp collectives issued by every rank in this step
     long early = 0;        // gradient buckets every rank launched inside its backward
+    long gathers = 0;      // parameter all-gathers every rank finished inside a compute action
     double grad_sq = 0;    // squared gradients summed over every rank's parameters
     for (const json& r : ranks) {
       t = std::max(t, r["steps"][i]["time_s"].get<double>());
       collectives += r["steps"][i].value("tp_collectives", 0L);
       early += r["steps"][i].value("buckets_in_backward", 0L);
+      gathers += r["steps"][i].value("gathers_overlapped", 0L);
       grad_sq += r["steps"][i].value("grad_sq", 0.0);
       if (!have && r["steps"][i].contains("loss")) loss = r["steps"][i]["loss"].get<double>(), have = true;
     }
     steps.push_back({{"step", first[i]["step"]}, {"loss", loss}, {"iteration_time_s", t}, {"tp_collectives", collectives},
                      {"grad_sq_sum", grad_sq}, {"buckets_in_backward", early}});
+    if (opt.plan.zero > 0) steps.back()["gathers_overlapped"] = gathers;
   }
   json per_rank = json::array();
   for (const json& r : ranks) {

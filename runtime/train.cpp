@@ -172,6 +172,7 @@ void build_model(Run& r) {
   c.microbatch_size = r.opt.plan.microbatch_size;
   c.bucket_bytes = r.opt.plan.grad_bucket_bytes;
   c.zero = r.opt.plan.zero;
+  c.overlap_param_gather = r.opt.plan.overlap_param_gather;
   c.overlap_grad_reduce = r.opt.plan.overlap_grad_reduce;
   c.preemptive_comm = r.opt.plan.preemptive_comm;
   c.device = r.device;
@@ -265,6 +266,7 @@ void train_loop(Run& r) {
     json s = {{"step", step}, {"time_s", rec.time_s}, {"compute_s", rec.compute_s}, {"comm_s", rec.comm_s}, {"wait_s", rec.wait_s},
               {"tp_collectives", rec.tp_collectives}, {"p2p_groups", rec.p2p_groups}, {"grad_sq", rec.grad_sq},
               {"buckets_in_backward", rec.buckets_in_backward}, {"peak_memory_bytes", rec.peak_bytes}};
+    if (r.opt.plan.zero > 0) s["gathers_overlapped"] = rec.gathers_overlapped;
     if (r.opt.plan.preemptive_comm)
       s["preempt"] = {{"chunks", rec.preempt_chunks}, {"yields", rec.preempt_yields}, {"expired", rec.preempt_expired},
                       {"yield_s", rec.preempt_yield_s}};

@@ -14,9 +14,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "costmodel/specs.h"
 #include "schedules/error.h"
 
 namespace stagecraft::test {
+
+// A plan from its degrees and microbatch count, every other field at its default.
+inline costmodel::ParallelPlan plan_of(int dp, int tp, int pp, int microbatches) {
+  costmodel::ParallelPlan p;
+  p.dp = dp;
+  p.tp = tp;
+  p.pp = pp;
+  p.num_microbatches = microbatches;
+  return p;
+}
 
 // The test process's scratch directory: a fresh directory under the temporary folder
 // (::testing::TempDir(), TEST_TMPDIR when set), created on first use and removed with all it

@@ -1,20 +1,12 @@
-// Helpers shared by the simulator's tests: a plan from its degrees, and the options that fold
+// Helpers shared by the simulator's tests (plan_of is in helpers.h): the options that fold
 // tensor-parallel all-reduces into compute as the evaluator counts them.
 #pragma once
 
 #include "costmodel/specs.h"
+#include "helpers.h"  // plan_of
 #include "sim/simulate.h"
 
 namespace stagecraft::test {
-
-inline costmodel::ParallelPlan plan_of(int dp, int tp, int pp, int microbatches) {
-  costmodel::ParallelPlan p;
-  p.dp = dp;
-  p.tp = tp;
-  p.pp = pp;
-  p.num_microbatches = microbatches;
-  return p;
-}
 
 inline sim::SimOptions folded_tp() {
   sim::SimOptions o;

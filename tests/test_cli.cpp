@@ -194,6 +194,9 @@ TEST(Cli, BadInputExitsTwoWithMessage) {
       {"schedule --schedule merak --stages 4 --microbatches 8 --alpha1 auto", "needs a model and a cluster"},
       {"schedule --schedule 1f1b --stages 4 --waves 2", "takes no parameter 'waves'"},
       {"schedule --schedule fold3d --stages 2 --microbatches 4 --param offload=maybe", "offload = \"maybe\" is invalid"},
+      {"estimate --model gpt-8.3b --cluster merak-3090-64 --pp 4 --fp8", "gpu_fp8_peak_flops_per_s = 0"},
+      {"plan --model gpt-8.3b --cluster merak-3090-64 --global-batch 64 --fp8", "gpu_fp8_peak_flops_per_s = 0"},
+      {"estimate --model gpt-8.3b --cluster merak-3090-64 --stack nowhere", "stack 'nowhere' is not a preset"},
   };
   for (const auto& c : cases) {
     auto r = run_cli(c.args);

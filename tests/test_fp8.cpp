@@ -89,12 +89,8 @@ TEST(Fp8, ActivationsKeepTheFp8Inputs) {
 // bandwidth), not divided by dp under a distributed optimizer.
 TEST(Fp8, WeightCopiesAndTheirCasts) {
   const ClusterSpec c = load_cluster("h100-ib-1024");
-  ParallelPlan p;
-  p.tp = 8;
-  p.pp = 8;
-  p.dp = 2;
+  ParallelPlan p = stagecraft::test::plan_of(2, 8, 8, 16);
   p.zero = 1;
-  p.num_microbatches = 16;
   const Estimate bf = estimate(gpt3(false), c, p), f8 = estimate(gpt3(true), c, p);
   const double h = 12288, per_layer = 12 * h * h / 8, layers = 96 / 8;
   EXPECT_NEAR(memory::layer_linear_params_per_rank(gpt3(true), 8), per_layer, 1);
@@ -112,11 +108,7 @@ TEST(Fp8, WeightCopiesAndTheirCasts) {
 }
 
 TEST(Fp8, RefusedWhereItCannotRun) {
-  ParallelPlan p;
-  p.tp = 8;
-  p.dp = 1;
-  p.pp = 1;
-  p.num_microbatches = 1;
+  const ParallelPlan p = stagecraft::test::plan_of(1, 8, 1, 1);
   std::string msg = error_of([&] { estimate(gpt3(true), load_cluster("hanayo-fc-a100-8"), p); });
   EXPECT_NE(msg.find("fp8"), std::string::npos) << msg;
   EXPECT_NE(msg.find("gpu_fp8_peak_flops_per_s = 0"), std::string::npos) << msg;

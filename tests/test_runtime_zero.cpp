@@ -8,10 +8,11 @@
 namespace stagecraft::test {
 namespace {
 
-void expect_same_training(const std::string& flags, int zero) {
+// `extra`: flags of the sharded run alone (the plain run has no distributed optimizer).
+void expect_same_training(const std::string& flags, int zero, const std::string& extra = "") {
   TrainRun plain = train(flags + " --zero 0");
   ASSERT_EQ(plain.cli.exit_code, 0) << plain.cli.err;
-  TrainRun sharded = train(flags + " --zero " + std::to_string(zero));
+  TrainRun sharded = train(flags + " --zero " + std::to_string(zero) + extra);
   ASSERT_EQ(sharded.cli.exit_code, 0) << sharded.cli.err;
   std::vector<double> a = losses(plain.summary), b = losses(sharded.summary);
   ASSERT_EQ(a.size(), b.size());
@@ -30,6 +31,27 @@ TEST(RuntimeZero, ShardedOptimizerTrainsAsTheWholeOne) {
 
 TEST(RuntimeZero, WithAPipeline) {
   expect_same_training("--model tiny --nproc 4 --pp 2 --dp 2 --microbatches 4 --schedule 1f1b --steps 4 --seed 5", 1);
+}
+
+// Megatron-Core's --overlap-param-gather: the all-gathers stay in flight after the step and each
+// stage waits for its own at its first compute of the next step; the same training.
+TEST(RuntimeZero, OverlappedParameterGather) {
+  const std::string flags = "--model tiny --nproc 4 --pp 2 --dp 2 --microbatches 4 --schedule 1f1b --steps 4 --seed 5";
+  expect_same_training(flags, 1, " --overlap-param-gather");
+  // Every step after the first finishes the previous step's gathers inside its compute actions;
+  // without the flag the step finishes them itself.
+  for (const char* overlap : {" --overlap-param-gather", ""}) {
+    TrainRun r = train(flags + " --zero 1" + overlap);
+    ASSERT_EQ(r.cli.exit_code, 0) << r.cli.err;
+    const auto& steps = r.summary["steps"];
+    ASSERT_EQ(steps.size(), 4u);
+    EXPECT_EQ(steps[0]["gathers_overlapped"].get<double>(), 0);
+    for (size_t i = 1; i < steps.size(); ++i)
+      if (*overlap) EXPECT_GT(steps[i]["gathers_overlapped"].get<double>(), 0) << "step " << i;
+      else EXPECT_EQ(steps[i]["gathers_overlapped"].get<double>(), 0) << "step " << i;
+  }
+  expect_same_training("--model tiny --nproc 2 --dp 2 --microbatches 2 --steps 4 --seed 6 --grad-bucket-mb 0.01", 1,
+                       " --overlap-param-gather");
 }
 
 // Zero 2 shards the gradients too, which needs one microbatch per iteration (no accumulation);
@@ -62,6 +84,15 @@ TEST(RuntimeZero, CheckpointsHoldTheShards) {
   for (int i = 0; i < 2; ++i) EXPECT_EQ(c[static_cast<size_t>(i)], a[static_cast<size_t>(i + 2)]) << "step " << i + 2;
   TrainRun unsharded = train("--model tiny --nproc 2 --dp 2 --microbatches 2 --seed 7 --zero 0 --steps 1 --resume " + dir);
   EXPECT_NE(unsharded.cli.exit_code, 0);
+  std::filesystem::remove_all(dir);
+  // With the gathers in flight at the end of a step, the checkpoint holds them finished.
+  TrainRun first_o = train(flags + " --overlap-param-gather --steps 2 --save " + dir);
+  ASSERT_EQ(first_o.cli.exit_code, 0) << first_o.cli.err;
+  TrainRun second_o = train(flags + " --overlap-param-gather --steps 2 --resume " + dir);
+  ASSERT_EQ(second_o.cli.exit_code, 0) << second_o.cli.err;
+  std::vector<double> d = losses(second_o.summary);
+  ASSERT_EQ(d.size(), 2u);
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(d[static_cast<size_t>(i)], a[static_cast<size_t>(i + 2)], 1e-6) << "step " << i + 2;
   std::filesystem::remove_all(dir);
 }
 
