@@ -342,7 +342,7 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
     std::cout << out.dump(2) << "\n";
     return;
   }
-  std::cout << "model " << m.name << " on cluster " << c.name << ", global batch " << f.global_batch << " sequences"
+  std::cout << "model " << m.name << (m.fp8 ? " (fp8)" : "") << " on cluster " << c.name << ", global batch " << f.global_batch << " sequences"
             << (f.tokens > 0 ? ", " + fmt_tokens(f.tokens) + " tokens to train" : "") << "\n\n";
   std::cout << format_table({"GPUs", "best plan (dp/tp/pp)", "iteration", "tokens/s", "tokens/GPU-hour", "MFU", "time to train",
                              "GPU-hours", "search"},
@@ -404,7 +404,7 @@ void run(const PlanCmdFlags& f) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << "model " << m.name << " on " << r.best.front().plan.num_gpus() << " GPUs of cluster " << c.name << ", global batch "
+  std::cout << "model " << m.name << (m.fp8 ? " (fp8)" : "") << " on " << r.best.front().plan.num_gpus() << " GPUs of cluster " << c.name << ", global batch "
             << f.global_batch << " sequences; a plan fits in " << fmt_bytes(c.usable_memory_bytes()) << " per GPU ("
             << fmt_bytes(c.gpu_memory_bytes) << " less a margin of " << fmt_percent(c.memory_margin) << ")\n\n";
   print_table(r, simulated);
@@ -426,7 +426,9 @@ void run(const PlanCmdFlags& f) {
               << fmt_num(100 * max_relative_difference(evaluated, simulated), 2) << "%\n";
   }
   if (f.layer_tp) print_layer_tp(layer_tp, r);
-  if (!f.out.empty()) std::cout << "best plan written to " << f.out << " (estimate --plan reads it)\n";
+  if (!f.out.empty())
+    std::cout << "best plan written to " << f.out << " (estimate --plan reads it"
+              << (m.fp8 ? "; FP8 is the model's, not the plan's: give estimate --fp8 too" : "") << ")\n";
 }
 
 }  // namespace

@@ -20,6 +20,37 @@
 
 namespace stagecraft::cli {
 
+std::string wrap_text(const std::string& text, std::size_t width) {
+  std::string out, line, word;
+  std::istringstream in(text);
+  while (in >> word) {
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  return out + line;
+}
+
+std::string WrappingFormatter::make_option_desc(const CLI::Option* opt) const {
+  return wrap_text(CLI::Formatter::make_option_desc(opt), kHelpWidth - get_column_width());
+}
+
+std::string WrappingFormatter::make_description(const CLI::App* app) const {
+  std::istringstream in(CLI::Formatter::make_description(app));
+  std::string out;
+  for (std::string line; std::getline(in, line);) out += wrap_text(line, kHelpWidth) + "\n";
+  return out;
+}
+
+std::string WrappingFormatter::make_subcommand(const CLI::App* sub) const {
+  std::stringstream out;
+  CLI::detail::format_help(out, sub->get_display_name(true), wrap_text(sub->get_description(), kHelpWidth - get_column_width()),
+                           get_column_width());
+  return out.str();
+}
+
 std::string utilization_cell(const costmodel::Estimate& e) {
   const std::string mfu = e.mfu_fp8 > 0 ? "MFU " + fmt_num(100 * e.mfu, 1) + "% of the bf16 peak, " + fmt_num(100 * e.mfu_fp8, 1) +
                                               "% of the FP8 peak; HFU "

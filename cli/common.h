@@ -66,6 +66,19 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
 // against both peaks, named.
 std::string utilization_cell(const costmodel::Estimate& e);
 
+// Help within kHelpWidth columns: option and subcommand descriptions wrapped at spaces into the
+// right column (CLI11 indents the lines after a newline), set on the root app before its
+// subcommands so that they inherit it.
+inline constexpr std::size_t kHelpWidth = 100;
+class WrappingFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_desc(const CLI::Option* opt) const override;
+  std::string make_subcommand(const CLI::App* sub) const override;
+  std::string make_description(const CLI::App* app) const override;  // the command's own line
+};
+// `text` broken at spaces into lines of at most `width` characters (a longer word stays whole).
+std::string wrap_text(const std::string& text, std::size_t width);
+
 // --stack's help: `lead`, then the stack presets by name (the default marked) or a stack JSON.
 std::string stack_flag_help(const std::string& lead);
 

@@ -10,6 +10,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"stagecraft: simulate, run and compare pipeline and 3D-parallel training schedules"};
+  app.formatter(std::make_shared<stagecraft::cli::WrappingFormatter>());  // before the subcommands: they inherit it
   app.require_subcommand(1);
   app.set_version_flag("--version", "stagecraft 0.1.0");
   stagecraft::cli::add_presets_command(app);

@@ -196,12 +196,16 @@ RunPlan make_run_plan(const costmodel::ModelSpec& m, const costmodel::ParallelPl
 Precision parse_precision(const std::string& s) {
   if (s == "fp32") return Precision::Fp32;
   if (s == "bf16") return Precision::Bf16;
-  throw InputError("--precision '" + s + "' is invalid (allowed: fp32, bf16)");
+  throw InputError("--precision '" + s + "' is invalid (allowed: fp32, bf16; FP8 is the model's --fp8, which estimate, compare, "
+                   "simulate and plan price and the runtime does not run)");
 }
 
 void preflight(const TrainOptions& opt, int world) {
   costmodel::check(opt.plan);
   const auto& p = opt.plan;
+  if (opt.model.fp8)
+    throw InputError("runtime: model.fp8 = true (--fp8) is not implemented by the runtime: its linear layers run in fp32 "
+                     "or bf16 (allowed: --precision fp32 or bf16; FP8 products need torch._scaled_mm on an H100-class GPU)");
   check_sub_batches(p);  // before the cost model's fit checks: the runtime's own reason
   if (p.num_gpus() != world)
     throw InputError("plan: dp*tp*pp = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
@@ -210,9 +214,6 @@ void preflight(const TrainOptions& opt, int world) {
   if (opt.script_path.empty()) check_decoder(opt.model, p, world);
   if (p.sequence_parallel)
     throw InputError("runtime: sequence parallelism (plan.sequence_parallel) is not implemented by the runtime");
-  if (opt.model.fp8)
-    throw InputError("runtime: model.fp8 = true (--fp8) is not implemented by the runtime: its linear layers run in fp32 "
-                     "or bf16 (allowed: --precision fp32 or bf16; FP8 products need torch._scaled_mm on an H100-class GPU)");
   check_script(opt);
   if (opt.steps < 1) throw InputError("--steps = " + std::to_string(opt.steps) + " must be at least 1");
   if (opt.timeout_s <= 0) throw InputError("--timeout must be positive");

@@ -30,10 +30,7 @@ Schedule lowered_1f1b(int ranks, int mb) {
 }
 
 costmodel::ParallelPlan plan(int dp, int pp, int mb, bool overlap) {
-  costmodel::ParallelPlan p;
-  p.dp = dp;
-  p.pp = pp;
-  p.num_microbatches = mb;
+  costmodel::ParallelPlan p = stagecraft::test::plan_of(dp, 1, pp, mb);
   p.overlap_grad_reduce = overlap;
   return p;
 }

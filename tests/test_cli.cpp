@@ -149,6 +149,20 @@ TEST(Cli, ScheduleListFitsHundredColumns) {
   }
 }
 
+// Every command's help fits 100 columns: descriptions wrap into the right column (cli/common.h,
+// WrappingFormatter).
+TEST(Cli, HelpFitsHundredColumns) {
+  for (const char* command : {"", "schedule", "estimate", "compare", "plan", "presets", "experiment", "partition", "simulate",
+                              "train", "profile", "validate"}) {
+    auto r = run_cli(std::string(command) + " --help");
+    ASSERT_EQ(r.exit_code, 0) << command << "\n" << r.err;
+    std::istringstream in(r.out);
+    int lines = 0;
+    for (std::string line; std::getline(in, line); ++lines) EXPECT_LE(line.size(), 100u) << command << ": " << line;
+    EXPECT_GT(lines, 3) << command;
+  }
+}
+
 // --nodes scales a preset: 32 nodes of h100-nvl-ib-64 are 256 GPUs, and a 70B-class Llama
 // question needs no hand-written JSON.
 TEST(Cli, NodesScalesAClusterPreset) {
