@@ -51,13 +51,17 @@ double hardware_flops_per_iteration(const ModelSpec& m, long global_batch, doubl
   return model_flops_per_iteration(m, global_batch) + recomputed_layer_samples * layer_forward_flops(m, 1) + core;
 }
 
+double layer_matrix_params(const ModelSpec& m) {
+  double h = D(m.hidden_size), f = D(m.ffn_hidden_size), qkv = h + 2 * kv_hidden_size(m);
+  return h * qkv + h * h + (m.kind == ModelKind::Llama ? 3 : 2) * h * f;  // QKV, projection, MLP (gate, up, down)
+}
+
 double layer_params(const ModelSpec& m) {
   double h = D(m.hidden_size), f = D(m.ffn_hidden_size), qkv = h + 2 * kv_hidden_size(m);
-  bool llama = m.kind == ModelKind::Llama;                         // no biases, RMSNorm with one vector
-  double attention = h * qkv + h * h + (llama ? 0 : qkv + h);  // QKV and output projections: 4h^2 + 4h when g = a
-  double mlp = llama ? 3 * h * f : 2 * h * f + f + h;
+  bool llama = m.kind == ModelKind::Llama;  // no biases, RMSNorm with one vector
+  double biases = llama ? 0 : qkv + h + f + h;
   double norms = llama ? 2 * h : 4 * h;
-  return attention + mlp + norms;  // 12h^2 + 13h for GPT with f = 4h (Megatron-LM SC21, Sec. 5.1)
+  return layer_matrix_params(m) + biases + norms;  // 12h^2 + 13h for GPT with f = 4h (Megatron-LM SC21, Sec. 5.1)
 }
 
 double embedding_params(const ModelSpec& m) {

@@ -44,6 +44,8 @@ double model_flops_per_iteration(const ModelSpec& m, long global_batch);
 // 96Bslh^2(1 + s/(6h) + V/(16lh)) for f = 4h.
 double hardware_flops_per_iteration(const ModelSpec& m, long global_batch, double recomputed_layer_samples,
                                     bool selective);
+// The matrices of one layer alone (QKV, projection, MLP), no biases or norms.
+double layer_matrix_params(const ModelSpec& m);
 // Parameters of one transformer layer: 12h^2 + 13h for GPT/BERT with f = 4h (Megatron-LM SC21, Sec. 5.1);
 // LLaMA: 2h^2 + 2h h_kv + 3hf + 2h (no biases, RMSNorm; 4h^2 for the attention when g = a).
 double layer_params(const ModelSpec& m);

@@ -90,11 +90,7 @@ double layer_params_per_rank(const ModelSpec& m, int t) {
   return (flops::layer_params(m) - norms) / t + norms;
 }
 
-double layer_linear_params_per_rank(const ModelSpec& m, int t) {
-  const double h = D(m.hidden_size), f = D(m.ffn_hidden_size);
-  const double up = m.kind == ModelKind::Llama ? 2.0 : 1.0;
-  return (h * (h + 2 * kv_hidden_size(m)) + h * h + (up + 1) * h * f) / t;  // QKV, projection, MLP
-}
+double layer_linear_params_per_rank(const ModelSpec& m, int t) { return flops::layer_matrix_params(m) / t; }
 
 double embedding_params_per_rank(const ModelSpec& m, int t) { return flops::embedding_params(m) / t; }
 
