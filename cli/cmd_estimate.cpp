@@ -73,7 +73,7 @@ void print_estimate(const costmodel::Estimate& e) {
             << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << ", microbatch size " << p.microbatch_size
             << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << " ("
             << e.schedule.num_stages << " stages), recompute " << costmodel::recompute_name(p.recompute)
-            << (p.zero ? ", zero " + std::to_string(p.zero) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
+            << (p.zero ? ", zero " + zero_label(p) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
             << (p.sequence_parallel ? ", sequence parallel" : "") << (p.overlap_grad_reduce ? ", bucketed gradient reduction" : "")
             << ", stack " << p.stack << ", attention " << costmodel::attention_kernel_name(e.model.attention_kernel)
             << (e.model.dropout ? "" : ", no dropout") << (e.model.fp8 ? ", fp8" : "") << "\n"
@@ -92,6 +92,13 @@ void print_estimate(const costmodel::Estimate& e) {
                                 fmt_percent(e.cluster.memory_margin) + ")"},
       {"headroom (fullest rank)", fmt_signed_bytes(e.usable_memory_bytes - e.max_memory_bytes) + " (" + std::string(fit_verdict_line(e)) + ")"},
   };
+  if (p.zero == 3) {  // the first stage's collectives (costmodel/fsdp.h); --json has every stage's
+    const costmodel::FsdpStage& fs = e.costs.stages.front().fsdp;
+    rows.push_back({"FSDP, stage 0, per microbatch",
+                    std::to_string(fs.gathers_f + fs.gathers_b) + " all-gathers (" + fmt_bytes(fs.gather_bytes) + " a pass), " +
+                        std::to_string(fs.reduce_scatters) + " reduce-scatters (" + fmt_bytes(fs.scatter_bytes) + ")"});
+    rows.push_back({"FSDP, stage 0, exposed", "forward " + fmt_seconds(fs.exposed_f_s) + ", backward " + fmt_seconds(fs.exposed_b_s)});
+  }
   std::cout << format_table({"metric", "value"}, rows) << "\n";
   std::vector<std::vector<std::string>> ranks;
   for (int r = 0; r < e.schedule.num_ranks; ++r) {
@@ -240,7 +247,7 @@ void run_compare(const CompareOpts& o) {
     std::cout << "model " << in.model.name << " on cluster " << in.cluster.name << ": dp " << p.dp << ", tp " << p.tp
               << ", pp " << p.pp << ", microbatch size " << p.microbatch_size << ", " << p.num_microbatches
               << " microbatches, recompute " << costmodel::recompute_name(p.recompute)
-              << (p.zero ? ", zero " + std::to_string(p.zero) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
+              << (p.zero ? ", zero " + zero_label(p) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
             << (p.sequence_parallel ? ", sequence parallel" : "") << (p.overlap_grad_reduce ? ", bucketed gradient reduction" : "")
             << ", stack " << p.stack << ", attention " << costmodel::attention_kernel_name(in.model.attention_kernel)
             << (in.model.dropout ? "" : ", no dropout") << "\n"

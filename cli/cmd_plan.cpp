@@ -35,7 +35,9 @@ struct PlanCmdFlags {
   std::string schedules = "1f1b,interleaved-1f1b:2,interleaved-1f1b:4,zb-h1";  // NAME or NAME:CHUNKS
   std::string microbatch_sizes = "1,2,4,8";
   std::string recompute = "none,selective,full";
-  std::string zero = "0,1";
+  std::string zero = "0,1,3";
+  std::string shard_groups = "0";     // zero 3: shard groups tried (0: the whole dp group)
+  bool no_reshard_after_forward = false;  // zero 3: keep layers gathered from forward to backward
   std::string sequence_parallel = "off,on";
   std::string tp_overlaps = "blocking";  // tensor-parallel overlap modes tried where tp > 1
   bool no_overlap = false;            // reduce gradients after the backward instead of in buckets
@@ -111,6 +113,9 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
   for (const std::string& v : split_list(f.recompute)) s.recompute.push_back(costmodel::parse_recompute(v));
   s.zero.clear();
   for (const std::string& v : split_list(f.zero)) s.zero.push_back(parse_int("--zero", v));
+  s.shard_groups.clear();
+  for (const std::string& v : split_list(f.shard_groups)) s.shard_groups.push_back(parse_int("--shard-groups", v));
+  s.reshard_after_forward = !f.no_reshard_after_forward;
   for (const std::string& v : split_list(f.tp)) s.tp_degrees.push_back(parse_int("--tp", v));
   for (const std::string& v : split_list(f.pp)) s.pp_degrees.push_back(parse_int("--pp", v));
   s.rank_orders = split_list(f.rank_orders);
@@ -158,7 +163,7 @@ void print_table(const planner::SearchResult& r, const std::vector<double>& simu
                     fmt_num(100 * c.mfu, 1) + "%", fmt_bytes(c.max_memory_bytes), fmt_signed_bytes(c.headroom_bytes) + (c.fit == costmodel::Fit::Tight ? " (tight)" : ""), fmt_num(c.bubble_fraction, 3),
                     dims_label(p), std::to_string(p.microbatch_size) + " x " + std::to_string(p.num_microbatches), schedule_label(p),
                     std::string(costmodel::recompute_name(p.recompute)), p.sequence_parallel ? "on" : "off",
-                    std::to_string(p.zero), layers_label(p)});
+                    zero_label(p), layers_label(p)});
   }
   std::vector<std::string> header = {"#", "iteration"};
   if (!simulated.empty()) header.push_back("simulated");
@@ -224,7 +229,7 @@ std::vector<LayerTpRow> plan_layer_tp(const PlanCmdFlags& f, const costmodel::Mo
   if (!f.layer_tp) return out;
   for (size_t i = 0; i < r.best.size(); ++i) {
     const costmodel::ParallelPlan& p = r.best[i].plan;
-    if (p.pp != 1 || p.tp < 2) continue;
+    if (p.pp != 1 || p.tp < 2 || p.zero == 3) continue;  // what layer_tp_problem plans (planner/layer_tp.h)
     const planner::LayerTpProblem pr = planner::layer_tp_problem(m, r.cluster, p);
     LayerTpRow row;
     row.rank = i;
@@ -324,7 +329,7 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
                     dims_label(p) + " b" +
                         std::to_string(p.microbatch_size) + " " + schedule_label(p) + " " +
                         std::string(costmodel::recompute_name(p.recompute)) + (p.sequence_parallel ? " sp" : "") +
-                        (p.zero ? " zero" + std::to_string(p.zero) : ""),
+                        (p.zero ? " zero" + zero_label(p) : ""),
                     fmt_seconds(b.iteration_time_s), fmt_num(b.tokens_per_s, 0), fmt_tokens(b.tokens_per_s * 3600 / n),
                     fmt_num(100 * b.mfu, 1) + "%",
                     f.tokens > 0 ? fmt_num(train_s / 86400, 2) + " days" : "-",
@@ -446,7 +451,12 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--schedules", f->schedules, "schedules tried, comma-separated: NAME, NAME:CHUNKS or NAME:KEY=VALUE[:KEY=VALUE] (e.g. hanayo:waves=2)")->capture_default_str();
   c->add_option("--microbatch-sizes", f->microbatch_sizes, "microbatch sizes tried")->capture_default_str();
   c->add_option("--recompute", f->recompute, "recomputation policies tried (none, selective, full)")->capture_default_str();
-  c->add_option("--zero", f->zero, "ZeRO stages tried where dp > 1 (0, 1, 2)")->capture_default_str();
+  c->add_option("--zero", f->zero, "ZeRO stages tried where dp > 1 (0, 1, 2, 3: FSDP)")->capture_default_str();
+  c->add_option("--shard-groups", f->shard_groups,
+                "with zero 3: shard groups tried, 0 the whole dp group (FSDP) or a size dividing dp (HSDP, e.g. 0,8)")
+      ->capture_default_str();
+  c->add_flag("--no-reshard-after-forward", f->no_reshard_after_forward,
+              "with zero 3: keep each layer gathered from its forward to its backward");
   c->add_option("--sequence-parallel", f->sequence_parallel, "sequence parallelism tried where tp > 1 (off, on)")->capture_default_str();
   c->add_option("--tp-overlaps", f->tp_overlaps, "tensor-parallel overlap modes tried where tp > 1 (blocking, merak, cross-pass, oases, te)")->capture_default_str();
   c->add_option("--max-tp", f->max_tp, "largest tensor-parallel degree tried (default: one node's GPUs)");

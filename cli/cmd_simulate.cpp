@@ -31,7 +31,7 @@ void print_simulation(const costmodel::Estimate& ev, const costmodel::Estimate& 
             << (so.platform_file.empty() ? "" : ", platform " + so.platform_file) << ")\n"
             << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << ", microbatch size " << p.microbatch_size
             << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << ", tp comm "
-            << sim::tp_comm_name(so.tp_comm) << (p.zero ? ", zero " + std::to_string(p.zero) : "") << "\n\n";
+            << sim::tp_comm_name(so.tp_comm) << (p.zero ? ", zero " + zero_label(p) : "") << "\n\n";
   std::vector<std::vector<std::string>> rows = {
       {"iteration time", fmt_seconds(e.eval.iteration_time_s) + " (evaluator " + fmt_seconds(ev.eval.iteration_time_s) + ")"},
       {"throughput", fmt_num(e.tokens_per_s, 0) + " tokens/s"},

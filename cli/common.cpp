@@ -106,7 +106,13 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   app->add_option("--grad-bucket-mb", f.grad_bucket_mb, "gradient bucket size in MiB (default 25, as PyTorch DDP): the runtime's buckets, and the estimate's with --overlap-grad-reduce");
   app->add_option("--zero", f.zero,
                   "distributed optimizer over the dp group: 0 none, 1 optimizer states sharded (Megatron's), 2 and "
-                  "gradients (default 0)");
+                  "gradients, 3 and parameters, each layer gathered for its passes (FSDP; default 0)");
+  app->add_option("--shard-group", f.shard_group,
+                  "with --zero 3: dp ranks each parameter is sharded over, a divisor of dp; the copies all-reduce "
+                  "their shards once per iteration (hybrid sharding, HSDP; default 0: the whole dp group)");
+  app->add_flag("--no-reshard-after-forward", f.no_reshard_after_forward,
+                "with --zero 3: keep each layer gathered from its forward to its backward (one all-gather per "
+                "layer and microbatch instead of two; FSDP's SHARD_GRAD_OP)");
   if (with_cluster) add_memory_margin_flag(app, f.memory_margin);
   if (with_cluster) add_nodes_flag(app, f.nodes);
   if (with_cluster)
@@ -280,6 +286,8 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (!f.rank_order.empty()) p.rank_order = f.rank_order;
   if (!f.tp_overlap.empty()) p.tp_overlap = schedules::parse_tp_overlap(f.tp_overlap, "--tp-overlap");
   if (f.zero) p.zero = *f.zero;
+  if (f.shard_group) p.shard_group = *f.shard_group;
+  if (f.no_reshard_after_forward) p.reshard_after_forward = false;
   if (f.overlap_grad_reduce) p.overlap_grad_reduce = true;
   if (f.overlap_param_gather) p.overlap_param_gather = true;
   if (!f.stack.empty()) p.stack = f.stack;
@@ -414,6 +422,13 @@ int exit_code_of(const std::function<int()>& f) {
   } catch (const std::exception& e) {
     return report_exception(e);
   }
+}
+
+std::string zero_label(const costmodel::ParallelPlan& p) {
+  std::string z = std::to_string(p.zero);
+  if (p.zero == 3 && p.shard_group > 0) z += " hsdp" + std::to_string(p.shard_group);
+  if (p.zero == 3 && !p.reshard_after_forward) z += " kept";
+  return z;
 }
 
 }  // namespace stagecraft::cli

@@ -48,7 +48,9 @@ struct PlanFlags {
   std::string stage_layers;       // comma-separated layers per stage
   bool sequence_parallel = false; // Megatron sequence parallelism
   std::string tp_overlap;         // blocking | merak | cross-pass | oases (default: the plan's, else blocking)
-  std::optional<int> zero;        // distributed optimizer stage 0 | 1 | 2 (default: the plan's, else 0)
+  std::optional<int> zero;        // distributed optimizer stage 0 | 1 | 2 | 3 (default: the plan's, else 0)
+  std::optional<int> shard_group; // zero 3: dp ranks a parameter is sharded over (HSDP); 0 = all dp
+  bool no_reshard_after_forward = false;  // zero 3: keep each layer gathered from forward to backward
   bool overlap_grad_reduce = false;       // bucketed gradient reduction during the backward
   std::string grad_reduce_at;             // auto | rank-end | stage-end (default: the plan's, else auto)
   bool preemptive_comm = false;           // pipeline transfers preempt gradient reductions (FOLD3D)
@@ -150,5 +152,9 @@ std::string fmt_num(double v, int precision = 3);
 
 // Plain text table with a header row; columns right-aligned except the first.
 std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+
+// A plan's ZeRO stage for tables: "1", "3", "3 hsdp8" under hybrid sharding, "3 kept" without
+// resharding after the forward.
+std::string zero_label(const costmodel::ParallelPlan& p);
 
 }  // namespace stagecraft::cli

@@ -33,6 +33,7 @@ constexpr FlagBound kBounds[] = {
     {"", "--stages", 1, 4096, true},
     {"", "--waves", 1, 64, true},
     {"", "--zero", 0, 3, true},
+    {"", "--shard-group", 0, 1 << 20, true},  // 0: the whole dp group
     {"", "--grad-bucket-mb", 1.0 / 1024, 1 << 20, false},  // 1 KiB to 1 TiB
     {"", "--memory-margin", 0, 0.99, false},  // [0, 1) in the cluster spec
     {"", "--nodes", 1, 1 << 17, true},

@@ -169,8 +169,8 @@ double param_gather_head_share(const ParallelPlan& p, double grad_bytes) {
   return std::min(1.0, p.grad_bucket_bytes / grad_bytes);
 }
 
-double optimizer_step_s(const ModelSpec& m, const ClusterSpec& c, double params, int zero, int dp) {
-  return params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps / (zero >= 1 ? dp : 1);
+double optimizer_step_s(const ModelSpec& m, const ClusterSpec& c, double params, int shard) {
+  return params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps / shard;
 }
 
 void set_boundary_transfers(StageCost& sc, const Schedule& s, int stage, const Topology& topo, double out_bytes, double in_bytes,
@@ -192,7 +192,15 @@ void set_grad_reduction(StageCost& sc, const Schedule& s, int stage, const Topol
   const double bytes = sc.grad_bytes;
   const Link dp_link = topo.group_link(kDp);
   const AllReducePath& dp_path = topo.allreduce_path(kDp);
-  if (p.zero >= 1) {
+  if (p.zero == 3) {
+    // Fully sharded: each backward reduce-scatters its units (set_fsdp); hybrid sharding
+    // all-reduces each shard once more over the copies that hold it.
+    const int shard = shard_degree(p), copies = p.dp / shard;
+    const AllReducePath replicas = topo.allreduce_path(kDp, copies, shard);
+    const double shard_bytes = bytes / shard;
+    sc.reduce_grad_s = copies > 1 ? comm_s(prof, "all_reduce", copies, shard_bytes, replicas.flat, allreduce_s(shard_bytes, replicas), notes) : 0;
+    sc.reduce_grad_latency_s = copies > 1 ? allreduce_latency_s(shard_bytes, replicas) : 0;
+  } else if (p.zero >= 1) {
     // Distributed optimizer: the gradients are reduce-scattered over the dp group (Megatron-LM
     // distributed optimizer; ZeRO, Rajbhandari et al. SC20), the parameters all-gathered after
     // the step (CostTable::param_gather_s).
@@ -209,6 +217,41 @@ void set_grad_reduction(StageCost& sc, const Schedule& s, int stage, const Topol
   }
 }
 
+void set_fsdp(StageCost& sc, const ModelSpec& m, const ParallelPlan& p, const Topology& topo, bool first, bool last,
+              const Profile* prof, std::vector<std::string>& notes) {
+  if (sc.layers < 1)
+    throw InputError("plan.zero = 3 shards by layers; a stage with " + std::to_string(sc.layers) +
+                     " layers (unit costs) has none to gather");
+  const InnerCosts& ic = sc.inner;
+  const double sb = ic.sub_batches, n = sc.layers;
+  FsdpUnitWork embed{memory::embedding_params_per_rank(m, p.tp), sb * ic.embed_f_s, sb * ic.embed_b_s, sb * ic.embed_b_s, 0};
+  FsdpUnitWork head{memory::head_params_per_rank(m, p.tp), sb * ic.head_f_s, sb * (ic.head_i_s + ic.head_w_s),
+                    sb * ic.head_i_s, sb * ic.head_w_s};
+  if (!first) embed = {};
+  if (!last) head = {};
+  const FsdpUnitWork layer{memory::layer_params_per_rank(m, p.tp), (sc.f_s - embed.f_s - head.f_s) / n,
+                           (sc.b_s - embed.b_s - head.b_s) / n, (sc.i_s - embed.i_s - head.i_s) / n,
+                           (sc.w_s - embed.w_s - head.w_s) / n};
+  std::vector<FsdpUnitWork> units;
+  if (first) units.push_back(embed);
+  units.insert(units.end(), static_cast<size_t>(n), layer);
+  if (last) units.push_back(head);
+  const int shard = shard_degree(p);
+  const AllReducePath path = topo.allreduce_path(kDp, shard, 1);
+  auto gather = [&](double bytes) {
+    return shard > 1 ? comm_s(prof, "all_gather", shard, bytes, path.flat, all_gather_s(bytes, path), notes) : 0.0;
+  };
+  auto scatter = [&](double bytes) {
+    return shard > 1 ? comm_s(prof, "reduce_scatter", shard, bytes, path.flat, reduce_scatter_s(bytes, path), notes) : 0.0;
+  };
+  sc.fsdp = fsdp_stage(units, m, p.reshard_after_forward, gather, scatter);
+  sc.f_s += sc.fsdp.exposed_f_s;
+  sc.b_s += sc.fsdp.exposed_b_s;
+  sc.i_s += sc.fsdp.exposed_i_s;
+  sc.w_s += sc.fsdp.exposed_w_s;
+  sc.work_bytes += sc.fsdp.gathered_bytes;
+}
+
 void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Topology& topo,
                     const Profile* prof) {
   const size_t R = t.params.size();
@@ -217,17 +260,20 @@ void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, cons
   t.param_gather_bytes.assign(R, 0.0);
   t.param_gather_head_share.assign(R, 1.0);
   t.static_bytes.assign(R, 0.0);
-  const double shard = p.zero >= 1 ? p.dp : 1;  // the optimizer steps 1/dp of the parameters
+  const int shard = shard_degree(p);  // the optimizer steps 1/shard of the parameters
   for (size_t r = 0; r < R; ++r) {
     const double params = t.params[r];
-    t.static_bytes[r] = params * memory::static_bytes_per_param(m, p.zero, p.dp);
+    t.static_bytes[r] = params * memory::static_bytes_per_param(m, p.zero, shard);
+    // Zero 3 without resharding after the forward: the rank's units stay gathered (16-bit) from
+    // their first forward to their last backward, every microbatch of a pipeline overlapping.
+    if (p.zero == 3 && !p.reshard_after_forward) t.static_bytes[r] += params * m.bytes_per_param;
     t.optimizer_s[r] = prof && prof->optimizer_s_per_param > 0 ? params * prof->optimizer_s_per_param / shard
-                                                                : optimizer_step_s(m, c, params, p.zero, p.dp);
+                                                                : optimizer_step_s(m, c, params, shard);
     if (m.fp8 && r < t.fp8_params.size()) {  // every replica casts its whole weights (not 1/dp)
       t.static_bytes[r] += t.fp8_params[r] * memory::kFp8WeightCopyBytes;
       t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] * memory::kFp8WeightCastTrafficBytes);
     }
-    if (p.zero >= 1) {
+    if (p.zero == 1 || p.zero == 2) {
       const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights
       t.param_gather_bytes[r] = bytes;
       t.param_gather_s[r] = comm_s(prof, "all_gather", p.dp, bytes, topo.group_link(kDp), all_gather_s(bytes, topo.allreduce_path(kDp)), t.notes);
@@ -430,6 +476,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     }
     sc.offload_s = sc.act_bytes / c.host_link_bandwidth_Bps;
     sc.reload_s = sc.offload_s;
+    if (p.zero == 3) set_fsdp(sc, m, p, topo, first, last, prof, table.notes);
   }
   set_rank_costs(table, m, c, p, topo, prof);
   table.notes.insert(table.notes.end(), notes.begin(), notes.end());

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/fsdp.h"
 #include "costmodel/inner.h"
 #include "costmodel/specs.h"
 #include "costmodel/topology.h"
@@ -55,6 +56,8 @@ struct StageCost {        // one stage, one microbatch
   InnerCosts inner;
   double tp_exposed_f_s = 0;      // collective time F does not hide (= tp_comm_f_s when blocking)
   double tp_exposed_b_s = 0;      // the same for B
+  FsdpStage fsdp;                 // zero 3: its collectives per microbatch, already in f_s, b_s, i_s
+                                  // and w_s (exposed_*), and its gathered units (in work_bytes)
 };
 
 struct CostTable {
@@ -135,10 +138,19 @@ struct Profile;
 void set_boundary_transfers(StageCost& sc, const schedules::Schedule& s, int stage, const Topology& topo, double out_bytes,
                             double in_bytes, const Profile* prof, std::vector<std::string>& notes);
 // The data-parallel reduction of sc.grad_bytes: a reduce-scatter with a distributed optimizer
-// (zero >= 1), else an all-reduce on the dp group's path, or with several chains one ring over
-// their copies (chain_reduce_link). Fills reduce_grad_s and reduce_grad_latency_s.
+// (zero 1 or 2), else an all-reduce on the dp group's path, or with several chains one ring over
+// their copies (chain_reduce_link). Fills reduce_grad_s and reduce_grad_latency_s. Zero 3
+// reduce-scatters inside each backward (fsdp.h): nothing at the iteration's end, or under hybrid
+// sharding an all-reduce of the shard (grad_bytes / shard_group) over the replica groups.
 void set_grad_reduction(StageCost& sc, const schedules::Schedule& s, int stage, const Topology& topo, const ParallelPlan& p,
                         const Profile* prof, std::vector<std::string>& notes);
+
+// Zero 3 (fsdp.h): the stage's units (its embedding, `layers` layers, its head) gathered and
+// reduce-scattered on the shard group, with the compute of each from the stage's durations and
+// `ic`'s end pieces; adds the exposed collectives to f_s, b_s, i_s, w_s and the gathered units
+// to work_bytes. InputError where a stage has no layers to shard by (unit costs).
+void set_fsdp(StageCost& sc, const ModelSpec& m, const ParallelPlan& p, const Topology& topo, bool first, bool last,
+              const Profile* prof, std::vector<std::string>& notes);
 
 // Per rank, from t.params (one GPU's parameters of each pipeline rank): the optimizer step
 // (measured per parameter where the profile has it), static memory, and with a distributed
@@ -148,8 +160,9 @@ void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, cons
                     const Profile* prof);
 
 // Seconds of one optimizer step over `params` parameters of one GPU, analytic: its memory
-// traffic (memory.h) at the GPU's bandwidth, 1/dp of it with a distributed optimizer (zero >= 1).
-double optimizer_step_s(const ModelSpec& m, const ClusterSpec& c, double params, int zero, int dp);
+// traffic (memory.h) at the GPU's bandwidth, 1/shard of it with a distributed optimizer (zero >= 1,
+// shard_degree in fsdp.h).
+double optimizer_step_s(const ModelSpec& m, const ClusterSpec& c, double params, int shard);
 
 // Analytic costs: FLOPs (flops.h) over achieved throughput (peak x efficiency), tensor-parallel
 // all-reduces folded into F, B, I and R (two per layer each way, Megatron-LM) on the tp

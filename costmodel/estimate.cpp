@@ -261,7 +261,7 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& 
 }
 
 nlohmann::json to_json(const Estimate& e) {
-  return {{"model", e.model.name},
+  nlohmann::json j = {{"model", e.model.name},
           {"attention_kernel", attention_kernel_name(e.model.attention_kernel)},
           {"cluster", e.cluster.name},
           {"plan", to_json(e.plan)},
@@ -298,6 +298,12 @@ nlohmann::json to_json(const Estimate& e) {
           {"stack", e.plan.stack},
           {"cost_model", e.profile_source.empty() ? std::string("analytic") : "profiled: " + e.profile_source},
           {"cost_notes", e.costs.notes}};
+  if (e.plan.zero == 3) {  // what fully sharded data parallelism adds to each stage (fsdp.h)
+    nlohmann::json stages = nlohmann::json::array();
+    for (const StageCost& sc : e.costs.stages) stages.push_back(to_json(sc.fsdp, e.plan.num_microbatches));
+    j["fsdp_stages"] = stages;
+  }
+  return j;
 }
 
 }  // namespace stagecraft::costmodel

@@ -103,6 +103,9 @@ double static_bytes_per_param(const ModelSpec& m, int zero, int dp) {
   const double master = m.bytes_per_param < 4 ? 4.0 : 0.0;
   const double weights = m.bytes_per_param, grads = grad_bytes_per_param(m), states = master + 8.0;
   const double shard = zero >= 1 ? dp : 1;
+  // Zero 3 keeps the 16-bit copy only while a unit is gathered (FSDP's param_dtype cast of the
+  // gathered 32-bit shard), so what stays is the master shard and the rest.
+  if (zero == 3) return (master > 0 ? master : weights) / shard + grads / shard + 8.0 / shard;
   return weights + (zero >= 2 ? grads / dp : grads) + states / shard;
 }
 

@@ -85,7 +85,11 @@ double head_params_per_rank(const ModelSpec& m, int t);
 // 18 for bf16 as Megatron-LM trains it (fp32 gradients).
 // With a distributed optimizer over dp ranks (ZeRO, Rajbhandari et al. SC20, Sec. 5.1; Megatron's
 // distributed optimizer for zero = 1): zero = 1 divides the master copy and the moments by dp
-// (2 + 2 + 12/dp bytes for 16-bit weights), zero = 2 the gradients as well (2 + 14/dp).
+// (2 + 2 + 12/dp bytes for 16-bit weights), zero = 2 the gradients as well (2 + 14/dp), zero = 3
+// the weights too, whose 16-bit copy exists only while gathered (PyTorch FSDP's mixed precision
+// casts the gathered 32-bit shard to param_dtype): (4 + g + 8)/dp, 16/dp for fp32 gradients
+// (ZeRO-3, Rajbhandari et al. Sec. 5.3, counts (2 + 2 + 12)/N_d, keeping a 16-bit shard as
+// well). `dp` is the shard group under hybrid sharding (fsdp.h shard_degree).
 double static_bytes_per_param(const ModelSpec& m, int zero = 0, int dp = 1);
 // FP8 (ModelSpec::fp8): each linear weight of the transformer layers also has an FP8 copy and
 // its FP8 transpose, made once per step and kept across the microbatches (Transformer Engine's

@@ -180,6 +180,10 @@ nlohmann::json to_json(const ParallelPlan& p) {
           {"stack", p.stack},
           {"zero", p.zero}};
   if (!p.layer_tp.empty()) j["layer_tp"] = p.layer_tp;
+  if (p.zero == 3) {
+    j["reshard_after_forward"] = p.reshard_after_forward;
+    j["shard_group"] = p.shard_group;
+  }
   return j;
 }
 
@@ -277,6 +281,8 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.overlap_param_gather = r.opt<bool>("overlap_param_gather", false);
   p.stack = r.opt<std::string>("stack", p.stack);
   p.zero = r.opt<int>("zero", 0);
+  p.reshard_after_forward = r.opt<bool>("reshard_after_forward", true);
+  p.shard_group = r.opt<int>("shard_group", 0);
   p.layer_tp = r.opt<std::vector<int>>("layer_tp", {});
   r.done();
   check(p);
@@ -395,11 +401,22 @@ void check(const ParallelPlan& p) {
       bad(w, ("layer_tp[" + std::to_string(i) + "]").c_str(), std::to_string(d),
           "must be a power of two dividing tp = " + std::to_string(p.tp));
   }
-  if (p.zero < 0 || p.zero > 2)
-    bad(w, "zero", std::to_string(p.zero), "allowed: 0 (no sharding), 1 (optimizer states), 2 (and gradients)");
-  if (p.overlap_param_gather && p.zero < 1)
+  if (p.zero < 0 || p.zero > 3)
+    bad(w, "zero", std::to_string(p.zero),
+        "allowed: 0 (no sharding), 1 (optimizer states), 2 (and gradients), 3 (and parameters, FSDP)");
+  if (p.overlap_param_gather && (p.zero < 1 || p.zero > 2))
     bad(w, "overlap_param_gather", "true with zero = " + std::to_string(p.zero),
-        "overlapping the parameter all-gather needs a distributed optimizer (zero 1 or 2), which gathers them");
+        p.zero == 3 ? "zero 3 gathers each layer before its forward, behind the previous layer's compute; the "
+                      "option is for zero 1 and 2, which gather all parameters after the step"
+                    : "overlapping the parameter all-gather needs a distributed optimizer (zero 1 or 2), which gathers them");
+  if (p.shard_group != 0 && p.zero != 3)
+    bad(w, "shard_group", std::to_string(p.shard_group) + " with zero = " + std::to_string(p.zero),
+        "hybrid sharding shards parameters (zero 3); use 0 otherwise");
+  if (p.shard_group < 0 || (p.shard_group > 0 && p.dp % p.shard_group != 0))
+    bad(w, "shard_group", std::to_string(p.shard_group), "must be 0 (the whole dp group) or a divisor of dp = " + std::to_string(p.dp));
+  if (!p.reshard_after_forward && p.zero != 3)
+    bad(w, "reshard_after_forward", "false with zero = " + std::to_string(p.zero),
+        "only zero 3 gathers layers for their passes; leave it true otherwise");
   load_stack(p.stack);  // InputError naming the presets when unknown
   // Gradients summed over several microbatches cannot be sharded without a reduce-scatter
   // after every microbatch (DeepSpeed's ZeRO-2 does that, and refuses pipeline parallelism);
@@ -433,6 +450,10 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
               "; per-layer degrees are priced by `stagecraft plan --layer-tp` (Oases Sec. V) only, not yet executed");
   check_tp_overlap(p);
   check_fp8(m, c);
+  if (p.zero == 3 && m.fp8)
+    bad("plan", "zero", "3 with model '" + m.name + "' in FP8",
+        "zero 0, 1 or 2 with FP8: gathering FP8 weight shards (torchao's float8 all-gather, Transformer Engine's FP8 "
+        "parameters) is not modelled yet");
 }
 
 void check_fp8(const ModelSpec& m, const ClusterSpec& c) {

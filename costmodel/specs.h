@@ -174,7 +174,16 @@ struct ParallelPlan {
   std::string stack = "megatron-lm"; // the kernel set that runs the plan (stack.h, costmodel/presets/stacks)
   int zero = 0;                      // distributed optimizer over the dp group: 0 none, 1 optimizer
                                      // states sharded (ZeRO-1, Megatron's --use-distributed-optimizer),
-                                     // 2 gradients sharded too (ZeRO-2); docs/costmodel.md
+                                     // 2 gradients sharded too (ZeRO-2), 3 parameters as well, each
+                                     // layer gathered for its passes (ZeRO-3 as PyTorch's FSDP2 runs
+                                     // it; costmodel/fsdp.h); docs/costmodel.md
+  bool reshard_after_forward = true; // zero 3: free each gathered layer after its forward and gather it
+                                     // again for its backward (FSDP2's default); false: keep it
+                                     // gathered from the forward to the backward
+  int shard_group = 0;               // zero 3: dp ranks each parameter is sharded over, a divisor of dp
+                                     // (consecutive dp ranks); the dp / shard_group copies all-reduce
+                                     // their shards' gradients once per iteration (hybrid sharding,
+                                     // HSDP). 0: the whole dp group (FSDP)
 
   // The mode of model part (stage within a chain) `part`.
   schedules::TpOverlap overlap_of(int part) const {

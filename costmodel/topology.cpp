@@ -74,18 +74,19 @@ Link Topology::p2p_link(int pp_a, int pp_b) const {
   return worst;
 }
 
-std::vector<std::vector<int>> Topology::groups(Axis axis) const {
-  const int n = size_[axis], total = size_[0] * size_[1] * size_[2];
+std::vector<std::vector<int>> Topology::groups(Axis axis, int size, int stride) const {
+  const int total = size_[0] * size_[1] * size_[2];
   std::vector<std::vector<int>> out;
   for (int g = 0; g < total; ++g) {
     Coords c = coords(g);
-    if (c[axis] != 0) continue;  // one group per member with coordinate 0 along the axis
+    if ((c[axis] / stride) % size != 0) continue;  // one group per member with index 0 in its group
     std::vector<int> members;
-    for (int k = 0; k < n; ++k) {
+    for (int k = 0; k < size; ++k) {
       Coords m = c;
-      if (axis == kTp) m.tp = k;
-      if (axis == kDp) m.dp = k;
-      if (axis == kPp) m.pp = k;
+      const int v = c[axis] + k * stride;
+      if (axis == kTp) m.tp = v;
+      if (axis == kDp) m.dp = v;
+      if (axis == kPp) m.pp = v;
       members.push_back(global_rank(m));
     }
     out.push_back(std::move(members));
@@ -93,16 +94,19 @@ std::vector<std::vector<int>> Topology::groups(Axis axis) const {
   return out;
 }
 
-AllReducePath Topology::allreduce_path(Axis axis) const {
-  if (auto it = path_cache_.find(axis); it != path_cache_.end()) return it->second;
+AllReducePath Topology::allreduce_path(Axis axis) const { return allreduce_path(axis, size_[axis], 1); }
+
+AllReducePath Topology::allreduce_path(Axis axis, int size, int stride) const {
+  const GroupKey key{axis, size, stride};
+  if (auto it = path_cache_.find(key); it != path_cache_.end()) return it->second;
   AllReducePath path;
-  path.ranks = size_[axis];
-  path.flat = group_link(axis);
+  path.ranks = size;
+  path.flat = group_link(axis, size, stride);
   int L = 0, N = 0;
   bool uniform = path.ranks > 1;  // every group has L members on each of its N >= 2 nodes
   std::map<std::pair<int, int>, int> nic_flows;  // (node, nic) -> cross-node rings through it
   Link intra{0, 0, "self"};
-  for (const auto& mem : groups(axis)) {
+  for (const auto& mem : groups(axis, size, stride)) {
     std::map<int, std::vector<int>> by_node;  // members of this group on each node, in ring order
     for (int g : mem) by_node[node_of(g)].push_back(g);
     const int l = static_cast<int>(by_node.begin()->second.size()), nn = static_cast<int>(by_node.size());
@@ -126,17 +130,19 @@ AllReducePath Topology::allreduce_path(Axis axis) const {
     path.intra = intra;
     path.inter = {cluster_.inter_node_achieved_Bps() / worst, cluster_.inter_node_latency_s, "inter-node"};
   }
-  path_cache_[axis] = path;
+  path_cache_[key] = path;
   return path;
 }
 
-Link Topology::group_link(Axis axis) const {
-  if (auto it = group_cache_.find(axis); it != group_cache_.end()) return it->second;
-  int n = size_[axis];
+Link Topology::group_link(Axis axis) const { return group_link(axis, size_[axis], 1); }
+
+Link Topology::group_link(Axis axis, int size, int stride) const {
+  const GroupKey key{axis, size, stride};
+  if (auto it = group_cache_.find(key); it != group_cache_.end()) return it->second;
   Link worst{0, 0, "self"};
-  if (n > 1) {
+  if (size > 1) {
     int total = size_[0] * size_[1] * size_[2];
-    const std::vector<std::vector<int>> groups = this->groups(axis);
+    const std::vector<std::vector<int>> groups = this->groups(axis, size, stride);
     std::vector<int> group_of(static_cast<size_t>(total), -1);
     for (size_t i = 0; i < groups.size(); ++i)
       for (int mbr : groups[i]) group_of[static_cast<size_t>(mbr)] = static_cast<int>(i);
@@ -172,7 +178,7 @@ Link Topology::group_link(Axis axis) const {
       }
     }
   }
-  group_cache_[axis] = worst;
+  group_cache_[key] = worst;
   return worst;
 }
 

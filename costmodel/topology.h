@@ -45,6 +45,11 @@ class Topology {
   // the node's NICs as the simulator's platform wires them: GPU with local index i sends
   // through NIC i % nics_per_node.
   AllReducePath allreduce_path(Axis axis) const;
+  // The same for sub-groups along an axis: `size` members whose coordinates are `stride` apart
+  // (size x stride divides the axis's degree). Hybrid sharding's shard groups are (dp, S, 1),
+  // its replica groups (dp, dp / S, S). The whole axis is (axis, degree, 1).
+  Link group_link(Axis axis, int size, int stride) const;
+  AllReducePath allreduce_path(Axis axis, int size, int stride) const;
 
  private:
   ClusterSpec cluster_;
@@ -52,11 +57,13 @@ class Topology {
   std::array<Axis, 3> order_{};  // fastest first
   int gpus_per_node_ = 1;
   mutable std::map<std::pair<int, int>, Link> p2p_cache_;
-  mutable std::map<int, Link> group_cache_;
-  mutable std::map<int, AllReducePath> path_cache_;
+  using GroupKey = std::array<int, 3>;  // axis, size, stride
+  mutable std::map<GroupKey, Link> group_cache_;
+  mutable std::map<GroupKey, AllReducePath> path_cache_;
   Link inter_node_shared(int flows) const;
-  // The groups along an axis: ranks sharing the two other coordinates, in axis order.
-  std::vector<std::vector<int>> groups(Axis axis) const;
+  // The groups along an axis: ranks sharing the two other coordinates, in axis order; with
+  // `size` and `stride`, the sub-groups described at group_link.
+  std::vector<std::vector<int>> groups(Axis axis, int size, int stride) const;
 };
 
 }  // namespace stagecraft::costmodel

@@ -25,6 +25,7 @@ void refuse_unpriced(const costmodel::ParallelPlan& p, const costmodel::Estimate
   if (!p.layer_tp.empty()) no("plan.layer_tp", "absent");
   if (opt.profile) no("a measured profile (--profile)", "the analytic costs");
   if (p.recompute == costmodel::RecomputePolicy::Selective) no("plan.recompute = selective", "none, full");
+  if (p.zero == 3) no("plan.zero = 3", "0, 1, 2");
 }
 
 // How a stage's kernels are priced (costmodel/price.h): by shape where the cluster gives its GPU's

@@ -132,6 +132,9 @@ LayerTpProblem layer_tp_problem(const ModelSpec& m, const ClusterSpec& c, const 
                      ": per-layer tensor-parallel degrees are planned without pipelining, as Oases runs them "
                      "(Sec. VI-A); use pp = 1");
   if (p.tp < 2) throw InputError("plan.tp = " + std::to_string(p.tp) + ": per-layer degrees need tp >= 2");
+  if (p.zero == 3)
+    throw InputError("plan.zero = 3: per-layer degrees are planned with whole parameters on each rank, as Oases "
+                     "trains; use zero 0, 1 or 2");
   if (p.rank_order.rfind("tp", 0) != 0)
     throw InputError("plan.rank_order = '" + p.rank_order + "': per-layer degrees need tp varying fastest (tp-dp-pp or tp-pp-dp)");
   LayerTpProblem pr;

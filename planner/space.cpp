@@ -63,7 +63,10 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   for (int b : space.microbatch_sizes)
     if (b < 1) bad("microbatch_sizes", std::to_string(b), "each must be at least 1");
   for (int z : space.zero)
-    if (z < 0 || z > 2) bad("zero", std::to_string(z), "allowed: 0, 1, 2");
+    if (z < 0 || z > 3) bad("zero", std::to_string(z), "allowed: 0, 1, 2, 3");
+  if (space.shard_groups.empty()) bad("shard_groups", "(none)", "give at least one (0: the whole dp group)");
+  for (int g : space.shard_groups)
+    if (g < 0) bad("shard_groups", std::to_string(g), "each must be 0 (the whole dp group) or a group size of at least 1");
   if (space.recompute.empty()) bad("recompute", "(none)", "give at least one");
   if (space.tp_overlap.empty()) bad("tp_overlap", "(none)", "give at least one (blocking: no overlap)");
   if (space.max_tp < 0) bad("max_tp", std::to_string(space.max_tp), "must be 0 (one node) or more");
@@ -123,10 +126,12 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
               if (sp && tp == 1) continue;
               for (schedules::TpOverlap o : space.tp_overlap)
               for (int z : space.zero)
+              for (int shard : z == 3 ? space.shard_groups : std::vector<int>{0})
               for (const std::string& order : space.rank_orders) {
                 if (o != schedules::TpOverlap::Blocking && tp == 1) continue;  // nothing to overlap
                 if (z > 0 && dp == 1) continue;
                 if (z == 2 && mb > 1) continue;  // zero 2 shards gradients: no accumulation (costmodel check)
+                if (shard > 0 && (shard >= dp || dp % shard != 0)) continue;  // HSDP needs two copies or more
                 ParallelPlan p;
                 p.dp = dp;
                 p.tp = tp;
@@ -140,8 +145,10 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                 p.sequence_parallel = sp;
                 p.tp_overlap = o;
                 p.zero = z;
+                p.shard_group = shard;
+                p.reshard_after_forward = z != 3 || space.reshard_after_forward;
                 p.overlap_grad_reduce = space.overlap_grad_reduce;
-                p.overlap_param_gather = space.overlap_param_gather && z > 0;
+                p.overlap_param_gather = space.overlap_param_gather && (z == 1 || z == 2);
                 p.stack = space.stack;
                 p.rank_order = order;
                 out.push_back(p);

@@ -27,7 +27,10 @@ struct PlanSpace {
   std::vector<costmodel::RecomputePolicy> recompute = {costmodel::RecomputePolicy::None,
                                                        costmodel::RecomputePolicy::Selective,
                                                        costmodel::RecomputePolicy::Full};
-  std::vector<int> zero = {0, 1};            // ZeRO stages tried where dp > 1
+  std::vector<int> zero = {0, 1};            // ZeRO stages tried where dp > 1 (3: FSDP, costmodel/fsdp.h)
+  std::vector<int> shard_groups = {0};       // with zero 3: shard groups tried, 0 the whole dp group
+                                             // (FSDP), else a size dividing dp and below it (HSDP)
+  bool reshard_after_forward = true;         // with zero 3: gather each layer again for its backward
   std::vector<bool> sequence_parallel = {false, true};  // tried where tp > 1
   std::vector<schedules::TpOverlap> tp_overlap = {schedules::TpOverlap::Blocking};  // modes tried where tp > 1
   bool overlap_grad_reduce = true;           // every plan reduces its gradients in buckets during the backward
@@ -47,7 +50,7 @@ void check(const PlanSpace& space, const costmodel::ModelSpec& m, const costmode
 // one partly used when gpus is not a multiple of a node).
 costmodel::ClusterSpec plan_cluster(const costmodel::ClusterSpec& c, const PlanSpace& space);
 // Every point of the space, in a fixed order (tp, pp, b, schedule, recompute, sp, tp overlap, zero,
-// rank order).
+// shard group, rank order).
 std::vector<costmodel::ParallelPlan> enumerate(const PlanSpace& space, const costmodel::ModelSpec& m,
                                                const costmodel::ClusterSpec& c);
 

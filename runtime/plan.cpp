@@ -206,6 +206,9 @@ void preflight(const TrainOptions& opt, int world) {
   if (opt.model.fp8)
     throw InputError("runtime: model.fp8 = true (--fp8) is not implemented by the runtime: its linear layers run in fp32 "
                      "or bf16 (allowed: --precision fp32 or bf16; FP8 products need torch._scaled_mm on an H100-class GPU)");
+  if (p.zero == 3)
+    throw InputError("runtime: plan.zero = 3 (fully sharded parameters, FSDP) is not implemented by the runtime yet; "
+                     "estimate, simulate and plan price it (allowed here: 0, 1, 2)");
   check_sub_batches(p);  // before the cost model's fit checks: the runtime's own reason
   if (p.num_gpus() != world)
     throw InputError("plan: dp*tp*pp = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) + "*" + std::to_string(p.pp) +

@@ -12,15 +12,20 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
   if (c.stages.size() != n)
     throw InputError("simulator: cost table has " + std::to_string(c.stages.size()) + " stages; schedule '" + s.name + "' has " +
                      std::to_string(n));
+  if (p.zero == 3 && p.shard_group > 0)
+    throw InputError("simulator: plan.shard_group = " + std::to_string(p.shard_group) +
+                     " (hybrid sharding): its replica all-reduce is not simulated yet (allowed: 0; estimate prices it)");
   Workload w;
   for (const costmodel::StageCost& sc : c.stages) {
     w.send_f_bytes.push_back(sc.send_f_bytes);
     w.send_b_bytes.push_back(sc.send_b_bytes);
-    w.reduce_bytes.push_back(p.dp * s.num_chains > 1 ? sc.grad_bytes : 0.0);
+    // Zero 3 reduce-scatters inside each backward (in the stage's durations, costmodel/fsdp.h):
+    // nothing is left for the iteration's end.
+    w.reduce_bytes.push_back(p.dp * s.num_chains > 1 && p.zero != 3 ? sc.grad_bytes : 0.0);
     w.copy_bytes.push_back(sc.act_bytes);
     w.tp_bytes.push_back(sc.tp_allreduces_f > 0 ? sc.tp_allreduce_bytes : 0.0);
   }
-  w.reduce_scatter = p.zero >= 1;
+  w.reduce_scatter = p.zero == 1 || p.zero == 2;
   w.gather_bytes.assign(static_cast<size_t>(s.num_ranks), 0.0);
   w.gather_head_share.assign(static_cast<size_t>(s.num_ranks), 1.0);
   for (size_t r = 0; r < w.gather_bytes.size() && c.param_gather_bytes.size() == w.gather_bytes.size(); ++r) {

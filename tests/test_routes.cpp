@@ -55,6 +55,11 @@ const std::vector<Option>& options() {
          p.overlap_param_gather = true;  // the default 25 MiB buckets, as the planner's plans
        }},
       {"bucketed gradient reduction", [](costmodel::ModelSpec&, ParallelPlan& p) { p.overlap_grad_reduce = true; }},
+      {"zero 3 (fsdp)", [](costmodel::ModelSpec&, ParallelPlan& p) { p.zero = 3; }, false},
+      {"zero 3 kept from forward to backward", [](costmodel::ModelSpec&, ParallelPlan& p) {
+         p.zero = 3;
+         p.reshard_after_forward = false;
+       }, false},
       {"tp overlap oases", [](costmodel::ModelSpec&, ParallelPlan& p) { p.tp_overlap = schedules::TpOverlap::Oases; }, false},
       {"tp overlap te", [](costmodel::ModelSpec&, ParallelPlan& p) {
          p.sequence_parallel = true;
@@ -104,6 +109,8 @@ TEST(Routes, EveryOptionAgreesInEveryEngine) {
     s.microbatch_sizes = {p.microbatch_size};
     s.recompute = {p.recompute};
     s.zero = {p.zero};
+    s.shard_groups = {p.shard_group};
+    s.reshard_after_forward = p.reshard_after_forward;
     s.sequence_parallel = {p.sequence_parallel};
     s.tp_overlap = {p.tp_overlap};
     s.tp_degrees = {p.tp};
