@@ -20,6 +20,24 @@ const PresetEntry* find(const std::string& kind, const std::string& name) {
   return nullptr;
 }
 
+// A cluster that names a preset in "extends" takes that preset's fields (resolved the same way)
+// and overrides them with its own: a GPU variant or a cluster size without copying the figures.
+nlohmann::json resolve_cluster(nlohmann::json j, const std::string& what, int depth = 0) {
+  if (!j.is_object() || !j.contains("extends")) return j;
+  const nlohmann::json& base_name = j.at("extends");
+  if (!base_name.is_string())
+    throw InputError(what + ": extends = " + base_name.dump() + " is invalid (allowed: the name of a cluster preset)");
+  const std::string name = base_name.get<std::string>();
+  const PresetEntry* e = find("cluster", name);
+  if (!e)
+    throw InputError(what + ": extends = \"" + name + "\" is not a cluster preset (presets: " + names_of(cluster_preset_names()) + ")");
+  if (depth > 8) throw InputError(what + ": extends = \"" + name + "\" makes a chain longer than 8 (a cycle?)");
+  nlohmann::json merged = resolve_cluster(schedules::parse_json(e->json, "cluster preset " + name), "cluster preset " + name, depth + 1);
+  j.erase("extends");
+  for (auto it = j.begin(); it != j.end(); ++it) merged[it.key()] = it.value();
+  return merged;
+}
+
 }  // namespace
 
 std::vector<std::string> model_preset_names() {
@@ -45,9 +63,9 @@ ModelSpec load_model(const std::string& name) {
 
 ClusterSpec load_cluster(const std::string& name) {
   if (const PresetEntry* e = find("cluster", name))
-    return cluster_from_json(schedules::parse_json(e->json, "cluster preset " + name));
+    return cluster_from_json(resolve_cluster(schedules::parse_json(e->json, "cluster preset " + name), "cluster preset " + name));
   if (ends_with_json(name))
-    return cluster_from_json(schedules::read_json_file(name, "cluster file"));
+    return cluster_from_json(resolve_cluster(schedules::read_json_file(name, "cluster file"), "cluster file " + name));
   throw InputError("cluster '" + name + "' is not a preset (presets: " + names_of(cluster_preset_names()) +
                    ") nor a .json file");
 }

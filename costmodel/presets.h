@@ -21,7 +21,8 @@ const std::vector<PresetEntry>& preset_entries();
 std::vector<std::string> model_preset_names();
 std::vector<std::string> cluster_preset_names();
 
-// A preset name or the path of a JSON file; throws InputError listing the presets.
+// A preset name or the path of a JSON file; throws InputError listing the presets. A cluster's
+// JSON may name a cluster preset in "extends": it takes that preset's fields and overrides them.
 ModelSpec load_model(const std::string& name_or_path);
 ClusterSpec load_cluster(const std::string& name_or_path);
 ParallelPlan load_plan_file(const std::string& path);

@@ -184,8 +184,11 @@ TEST(Planner, BadSpacesAreRefused) {
   s = small_space(0);
   EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, c); }).find("global_batch = 0 is invalid"), std::string::npos);
   s = small_space(32);
-  s.zero = {3};
-  EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, c); }).find("zero = 3 is invalid"), std::string::npos);
+  s.zero = {4};
+  EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, c); }).find("zero = 4 is invalid"), std::string::npos);
+  s = small_space(32);
+  s.shard_groups = {-8};
+  EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, c); }).find("shard_groups = -8 is invalid"), std::string::npos);
 }
 
 // Tensor-parallel overlap modes join the space where tp > 1; modes that split a microbatch need

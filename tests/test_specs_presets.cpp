@@ -39,6 +39,26 @@ TEST(Presets, PaperClustersArePresent) {
     EXPECT_NO_THROW(load_model(n)) << n;
 }
 
+// A cluster that extends a preset takes its fields and overrides some: the H200 is the H100's
+// GPU with more and faster memory; a user's file can extend a preset the same way.
+TEST(Presets, ClusterExtendsAPreset) {
+  const ClusterSpec h100 = load_cluster("h100-ib-1024"), h200 = load_cluster("h200-ib-1024");
+  EXPECT_EQ(h200.gpu_memory_bytes, 141e9);
+  EXPECT_EQ(h200.gpu_memory_bandwidth_Bps, 4.8e12);
+  EXPECT_EQ(h200.gpu_peak_flops_per_s, h100.gpu_peak_flops_per_s);
+  EXPECT_EQ(h200.gpu_fp8_peak_flops_per_s, h100.gpu_fp8_peak_flops_per_s);
+  EXPECT_EQ(h200.num_gpus(), h100.num_gpus());
+  EXPECT_NE(h200.source, h100.source);
+  const std::string file = test::scratch_path("two-h200-nodes.json");
+  std::ofstream(file) << R"({"extends": "h200-ib-1024", "name": "mine", "nodes": 2})";
+  const ClusterSpec mine = load_cluster(file);
+  EXPECT_EQ(mine.num_gpus(), 16);
+  EXPECT_EQ(mine.gpu_memory_bytes, 141e9);
+  std::ofstream(file) << R"({"extends": "h300", "name": "mine"})";
+  EXPECT_NE(error_of([&] { load_cluster(file); }).find("extends = \"h300\" is not a cluster preset"), std::string::npos)
+      << error_of([&] { load_cluster(file); });
+}
+
 TEST(Specs, JsonRoundTrip) {
   ModelSpec m = load_model("llama-7b");
   EXPECT_EQ(model_from_json(to_json(m)).ffn_hidden_size, m.ffn_hidden_size);

@@ -106,9 +106,9 @@ TEST(Zero, PlanFieldAndErrors) {
   p.num_microbatches = 1;
   EXPECT_EQ(plan_from_json(to_json(p)).zero, 2);
   nlohmann::json j = to_json(p);
-  j["zero"] = 3;
+  j["zero"] = 4;
   const std::string msg = error_of([&] { plan_from_json(j); });
-  EXPECT_NE(msg.find("plan.zero = 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("plan.zero = 4"), std::string::npos) << msg;
   EXPECT_NE(msg.find("allowed: 0"), std::string::npos) << msg;
   // Chimera's chains reduce copies of a stage together: not with a sharded optimizer.
   ParallelPlan ch = plan(4, 1, 2, 1);
