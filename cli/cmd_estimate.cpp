@@ -70,7 +70,8 @@ void print_estimate(const costmodel::Estimate& e) {
   const bool fused = e.model.attention_kernel == costmodel::AttentionKernel::Fused;
   std::cout << "model " << e.model.name << (fused ? " (fused attention)" : "") << " on cluster " << e.cluster.name << " (" << e.cluster.num_gpus() << " x "
             << e.cluster.gpu_name << ")\n"
-            << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << ", microbatch size " << p.microbatch_size
+            << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << (p.cp > 1 ? ", cp " + std::to_string(p.cp) : "")
+            << ", microbatch size " << p.microbatch_size
             << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << " ("
             << e.schedule.num_stages << " stages), recompute " << costmodel::recompute_name(p.recompute)
             << (p.zero ? ", zero " + zero_label(p) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
@@ -92,6 +93,14 @@ void print_estimate(const costmodel::Estimate& e) {
                                 fmt_percent(e.cluster.memory_margin) + ")"},
       {"headroom (fullest rank)", fmt_signed_bytes(e.usable_memory_bytes - e.max_memory_bytes) + " (" + std::string(fit_verdict_line(e)) + ")"},
   };
+  if (p.cp > 1) {  // one layer's ring (costmodel/cp.h); --json has every stage's
+    const costmodel::CpLayer& cl = e.costs.stages.front().cp;
+    rows.push_back({"context parallel, per layer", std::to_string(cl.exchanges_f) + " key/value chunks of " +
+                                                      fmt_bytes(cl.chunk_bytes) + " forward, " +
+                                                      std::to_string(cl.exchanges_b) + " backward (with gradients)"});
+    rows.push_back({"context parallel, exposed", "forward " + fmt_seconds(cl.exposed_f_s) + ", backward " +
+                                                    fmt_seconds(cl.exposed_b_s) + " per layer and sub-batch"});
+  }
   if (p.zero == 3) {  // the first stage's collectives (costmodel/fsdp.h); --json has every stage's
     const costmodel::FsdpStage& fs = e.costs.stages.front().fsdp;
     rows.push_back({"FSDP, stage 0, per microbatch",

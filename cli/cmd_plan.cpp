@@ -43,12 +43,11 @@ struct PlanCmdFlags {
   bool no_overlap = false;            // reduce gradients after the backward instead of in buckets
   bool no_overlap_param_gather = false;  // gather parameters after the step instead of behind the forward
   std::string stack;                  // kernel set (default megatron-lm)
-  std::string attention_kernel;       // overrides the model's: materialized | fused
-  bool no_dropout = false;            // the model trains without dropout
-  bool fp8 = false;                   // the layers' linear products in FP8 (the model's fp8)
+  ModelFlags model_flags;             // --attention-kernel, --no-dropout, --fp8, --seq-length
   int max_tp = 0;                     // largest tp tried; 0 = one node's GPUs
   std::string tp;                     // tp values tried; empty = every divisor up to max_tp
   std::string pp;                     // pp values tried; empty = every divisor
+  std::string cp = "1";               // context-parallel degrees tried
   std::string rank_orders = "tp-dp-pp";  // rank orders tried
   int top = 10;                       // plans printed
   bool json = false;                  // JSON instead of the table
@@ -118,6 +117,8 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
   s.reshard_after_forward = !f.no_reshard_after_forward;
   for (const std::string& v : split_list(f.tp)) s.tp_degrees.push_back(parse_int("--tp", v));
   for (const std::string& v : split_list(f.pp)) s.pp_degrees.push_back(parse_int("--pp", v));
+  s.cp_degrees.clear();
+  for (const std::string& v : split_list(f.cp)) s.cp_degrees.push_back(parse_int("--cp", v));
   s.rank_orders = split_list(f.rank_orders);
   s.tp_overlap.clear();
   for (const std::string& v : split_list(f.tp_overlaps)) s.tp_overlap.push_back(schedules::parse_tp_overlap(v, "--tp-overlaps"));
@@ -141,6 +142,7 @@ std::string schedule_label(const costmodel::ParallelPlan& p) {
 // "dp/tp/pp", with the rank order where it is not Megatron-LM's.
 std::string dims_label(const costmodel::ParallelPlan& p) {
   std::string out = std::to_string(p.dp) + "/" + std::to_string(p.tp) + "/" + std::to_string(p.pp);
+  if (p.cp > 1) out += " cp" + std::to_string(p.cp);
   return p.rank_order == "tp-dp-pp" ? out : out + " " + p.rank_order;
 }
 
@@ -229,7 +231,7 @@ std::vector<LayerTpRow> plan_layer_tp(const PlanCmdFlags& f, const costmodel::Mo
   if (!f.layer_tp) return out;
   for (size_t i = 0; i < r.best.size(); ++i) {
     const costmodel::ParallelPlan& p = r.best[i].plan;
-    if (p.pp != 1 || p.tp < 2 || p.zero == 3) continue;  // what layer_tp_problem plans (planner/layer_tp.h)
+    if (p.pp != 1 || p.tp < 2 || p.zero == 3 || p.cp > 1) continue;  // what layer_tp_problem plans (planner/layer_tp.h)
     const planner::LayerTpProblem pr = planner::layer_tp_problem(m, r.cluster, p);
     LayerTpRow row;
     row.rank = i;
@@ -370,9 +372,9 @@ void run(const PlanCmdFlags& f) {
   const std::optional<graphs::Graph> graph = graph_arg(f.model);
   if (graph && !f.verify.empty()) throw InputError("--verify with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
   if (graph && f.layer_tp) throw InputError("--layer-tp with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
-  if (graph) refuse_model_flags_for_graph(f.model, f.attention_kernel, f.no_dropout, f.fp8);
+  if (graph) refuse_model_flags_for_graph(f.model, f.model_flags);
   costmodel::ModelSpec m = graph ? graphs::plan_model_of(*graph) : costmodel::load_model(f.model);
-  if (!graph) apply_model_flags(m, f.attention_kernel, f.no_dropout, f.fp8);
+  if (!graph) apply_model_flags(m, f.model_flags);
   costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   apply_memory_margin(c, f.memory_margin);
   apply_nodes(c, f.nodes);
@@ -462,14 +464,16 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--max-tp", f->max_tp, "largest tensor-parallel degree tried (default: one node's GPUs)");
   c->add_option("--tp", f->tp, "tensor-parallel degrees tried, comma-separated (default: every divisor up to --max-tp)");
   c->add_option("--pp", f->pp, "pipeline degrees tried, comma-separated (default: every divisor)");
+  c->add_option("--cp", f->cp,
+                "context-parallel degrees tried, comma-separated, e.g. 1,2,4 (where 2 cp divides the sequence; needs "
+                "--attention-kernel fused)")
+      ->capture_default_str();
   c->add_option("--rank-orders", f->rank_orders, "rank orders tried, fastest axis first (tp-dp-pp, tp-pp-dp, dp-tp-pp, ...)")->capture_default_str();
   c->add_flag("--no-overlap-grad-reduce", f->no_overlap, "reduce gradients after the backward (default: in buckets during it)");
   c->add_flag("--no-overlap-param-gather", f->no_overlap_param_gather,
               "with ZeRO, gather the updated parameters after the step (default: bucket by bucket behind the next forward)");
   c->add_option("--stack", f->stack, stack_flag_help("kernel set every plan runs on"));
-  c->add_option("--attention-kernel", f->attention_kernel, "the model's attention core: materialized or fused (flash attention)");
-  c->add_flag("--no-dropout", f->no_dropout, "the model trains without dropout");
-  c->add_flag("--fp8", f->fp8, "the transformer layers' linear products in FP8 (Transformer Engine; a GPU with FP8)");
+  add_model_flags(c, f->model_flags);
   c->add_option("--top", f->top, "plans printed, fastest first")->capture_default_str();
   c->add_flag("--json", f->json, "print JSON instead of the table");
   c->add_option("--out", f->out, "write the best plan to this JSON file");

@@ -67,19 +67,16 @@ std::string stack_flag_help(const std::string& lead) {
 
 void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster) {
   app->add_option("--model", f.model, "model preset name (see `stagecraft presets`) or a model JSON file")->required();
-  app->add_option("--attention-kernel", f.attention_kernel,
-                  "the model's attention core: materialized (scores kept, Korthikanti; the presets') or fused (flash attention: "
-                  "no s x s tensor kept; the runtime needs LibTorch 2.x)");
-  app->add_flag("--no-dropout", f.no_dropout, "the model trains without dropout (no masks kept or written)");
-  app->add_flag("--fp8", f.fp8,
-                "the transformer layers' linear products in FP8 as Transformer Engine runs them (a GPU with FP8 and a "
-                "16-bit model; docs/costmodel.md \"FP8\")");
+  add_model_flags(app, f.model_flags);
   app->add_option("--stack", f.stack, stack_flag_help("kernel set that runs the plan"));
   if (with_cluster) app->add_option("--cluster", f.cluster, "cluster preset name or a cluster JSON file")->required();
   app->add_option("--plan", f.plan_file, "plan JSON file; the flags below override its fields");
-  app->add_option("--dp", f.dp, "data-parallel degree (default: GPUs / (tp * pp))");
+  app->add_option("--dp", f.dp, "data-parallel degree (default: GPUs / (tp * pp * cp))");
   app->add_option("--tp", f.tp, "tensor-parallel degree (default 1)");
   app->add_option("--pp", f.pp, "pipeline-parallel degree: pipeline ranks (default 1)");
+  app->add_option("--cp", f.cp,
+                  "context-parallel degree: each sequence split over cp ranks, attention as a ring of key/value "
+                  "chunks (Megatron-Core's; needs fused attention; default 1)");
   app->add_option("--microbatch-size", f.microbatch_size, "samples per microbatch (default 1)");
   app->add_option("--microbatches", f.microbatches, "microbatches per iteration (default: 4 * pp)");
   if (single_schedule) app->add_option("--schedule", f.schedule, "schedule name (default 1f1b; see `stagecraft schedule --list`)");
@@ -223,29 +220,42 @@ costmodel::Estimate estimate_inputs(const Inputs& in, const costmodel::ParallelP
   return in.graph ? graphs::estimate_graph(*in.graph, in.cluster, p, eo) : costmodel::estimate(in.model, in.cluster, p, eo);
 }
 
-void apply_model_flags(costmodel::ModelSpec& m, const std::string& attention_kernel, bool no_dropout, bool fp8) {
-  if (!attention_kernel.empty()) m.attention_kernel = costmodel::parse_attention_kernel(attention_kernel, "--attention-kernel");
-  if (no_dropout) m.dropout = false;
-  if (fp8) m.fp8 = true;
+void add_model_flags(CLI::App* app, ModelFlags& f) {
+  app->add_option("--attention-kernel", f.attention_kernel,
+                  "the model's attention core: materialized (scores kept, Korthikanti; the presets') or fused (flash attention: "
+                  "no s x s tensor kept; the runtime needs LibTorch 2.x)");
+  app->add_flag("--no-dropout", f.no_dropout, "the model trains without dropout (no masks kept or written)");
+  app->add_flag("--fp8", f.fp8,
+                "the transformer layers' linear products in FP8 as Transformer Engine runs them (a GPU with FP8 and a "
+                "16-bit model; docs/costmodel.md \"FP8\")");
+  app->add_option("--seq-length", f.seq_length, "tokens per sample, in place of the model's seq_length (e.g. 32768)");
+}
+
+void apply_model_flags(costmodel::ModelSpec& m, const ModelFlags& f) {
+  if (!f.attention_kernel.empty()) m.attention_kernel = costmodel::parse_attention_kernel(f.attention_kernel, "--attention-kernel");
+  if (f.no_dropout) m.dropout = false;
+  if (f.fp8) m.fp8 = true;
+  if (f.seq_length) m.seq_length = *f.seq_length;
   costmodel::check(m);
 }
 
-void refuse_model_flags_for_graph(const std::string& model, const std::string& attention_kernel, bool no_dropout, bool fp8) {
-  if (attention_kernel.empty() && !no_dropout && !fp8) return;
-  throw InputError(std::string(fp8 ? "--fp8" : no_dropout ? "--no-dropout" : "--attention-kernel") + " with a graph (--model " + model +
+void refuse_model_flags_for_graph(const std::string& model, const ModelFlags& f) {
+  if (!f.any()) return;
+  const char* flag = f.fp8 ? "--fp8" : f.no_dropout ? "--no-dropout" : f.seq_length ? "--seq-length" : "--attention-kernel";
+  throw InputError(std::string(flag) + " with a graph (--model " + model +
                    "): the graph's nodes say what they compute and keep (saved_bytes)");
 }
 
 costmodel::ModelSpec load_model_flags(const PlanFlags& f) {
   costmodel::ModelSpec m = costmodel::load_model(f.model);
-  apply_model_flags(m, f.attention_kernel, f.no_dropout, f.fp8);
+  apply_model_flags(m, f.model_flags);
   return m;
 }
 
 Inputs resolve(const PlanFlags& f) {
   Inputs in;
   in.graph = graph_arg(f.model);
-  if (in.graph) refuse_model_flags_for_graph(f.model, f.attention_kernel, f.no_dropout, f.fp8);
+  if (in.graph) refuse_model_flags_for_graph(f.model, f.model_flags);
   in.model = in.graph ? graphs::model_of(*in.graph) : load_model_flags(f);
   in.cluster = costmodel::load_cluster(f.cluster);
   apply_memory_margin(in.cluster, f.memory_margin);
@@ -257,7 +267,7 @@ Inputs resolve(const PlanFlags& f) {
 }
 
 costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::string& gpus_from) {
-  for (const auto& [name, v] : {std::pair{"dp", f.dp}, {"tp", f.tp}, {"pp", f.pp}, {"microbatch-size", f.microbatch_size},
+  for (const auto& [name, v] : {std::pair{"dp", f.dp}, {"tp", f.tp}, {"pp", f.pp}, {"cp", f.cp}, {"microbatch-size", f.microbatch_size},
                                 {"microbatches", f.microbatches}, {"chunks", f.chunks}})
     if (v && *v < 1)
       throw InputError(std::string("--") + name + " = " + std::to_string(*v) + " is invalid (" + name + " must be at least 1)");
@@ -266,13 +276,15 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (!f.plan_file.empty()) p = costmodel::load_plan_file(f.plan_file);
   if (f.tp) p.tp = *f.tp;
   if (f.pp) p.pp = *f.pp;
+  if (f.cp) p.cp = *f.cp;
   if (f.dp) {
     p.dp = *f.dp;
   } else if (f.plan_file.empty()) {
-    if (p.tp < 1 || p.pp < 1 || gpus % (p.tp * p.pp) != 0)
-      throw InputError("--dp not given and tp*pp = " + std::to_string(p.tp * p.pp) + " does not divide the " +
-                       std::to_string(gpus) + " " + gpus_from + "; give --dp");
-    p.dp = gpus / (p.tp * p.pp);
+    const int other = p.tp * p.pp * p.cp;
+    if (p.tp < 1 || p.pp < 1 || p.cp < 1 || gpus % other != 0)
+      throw InputError("--dp not given and tp*pp" + std::string(p.cp > 1 ? "*cp" : "") + " = " + std::to_string(other) +
+                       " does not divide the " + std::to_string(gpus) + " " + gpus_from + "; give --dp");
+    p.dp = gpus / other;
   }
   if (f.microbatch_size) p.microbatch_size = *f.microbatch_size;
   if (f.microbatches) p.num_microbatches = *f.microbatches;

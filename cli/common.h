@@ -29,17 +29,28 @@ nlohmann::json schedule_params_json(const ScheduleParamFlags& f);
 // Only the keys a generator reads (compare passes one set of flags to every schedule).
 nlohmann::json params_for(const std::string& schedule, const nlohmann::json& params);
 
+// What the model flags change in the model: every command that takes a model preset applies
+// them through apply_model_flags.
+struct ModelFlags {
+  std::string attention_kernel;    // overrides the model's: materialized | fused ("" keeps it)
+  bool no_dropout = false;         // the model trains without dropout (overrides its dropout)
+  bool fp8 = false;                // the layers' linear products in FP8 (sets the model's fp8)
+  std::optional<int> seq_length;   // tokens per sample (overrides the model's seq_length)
+  bool any() const { return !attention_kernel.empty() || no_dropout || fp8 || seq_length.has_value(); }
+};
+// Adds --attention-kernel, --no-dropout, --fp8 and --seq-length to a command.
+void add_model_flags(CLI::App* app, ModelFlags& f);
+
 // Flags of `estimate`, `compare` (and later `simulate`, `train`) that define a configuration.
 struct PlanFlags {
   std::string model;              // preset name or JSON file
-  std::string attention_kernel;   // overrides the model's: materialized | fused ("" keeps it)
-  bool no_dropout = false;        // the model trains without dropout (overrides its dropout)
-  bool fp8 = false;               // the layers' linear products in FP8 (sets the model's fp8)
+  ModelFlags model_flags;         // --attention-kernel, --no-dropout, --fp8, --seq-length
   std::string stack;              // kernel set (costmodel/presets/stacks; default: the plan's, else megatron-lm)
   bool overlap_param_gather = false;  // the distributed optimizer's gather behind the next forward
   std::string cluster;            // preset name or JSON file
   std::string plan_file;          // optional JSON plan; flags given override its fields
-  std::optional<int> dp, tp, pp;  // dp defaults to GPUs / (tp * pp)
+  std::optional<int> dp, tp, pp;  // dp defaults to GPUs / (tp * pp * cp)
+  std::optional<int> cp;          // context-parallel degree (default: the plan's, else 1)
   std::optional<int> microbatch_size, microbatches;
   std::string schedule;           // empty: the plan file's, else 1f1b
   std::optional<int> chunks;      // stages per rank, for schedules that take it
@@ -84,11 +95,11 @@ std::string wrap_text(const std::string& text, std::size_t width);
 // --stack's help: `lead`, then the stack presets by name (the default marked) or a stack JSON.
 std::string stack_flag_help(const std::string& lead);
 
-// The model flags (--attention-kernel, --no-dropout, --fp8) applied to a model, checked; every
+// The model flags (--attention-kernel, --no-dropout, --fp8, --seq-length) applied to a model, checked; every
 // command that takes them goes through here. With a graph model they are refused (its nodes say
 // what they compute and keep), naming the flag.
-void apply_model_flags(costmodel::ModelSpec& m, const std::string& attention_kernel, bool no_dropout, bool fp8);
-void refuse_model_flags_for_graph(const std::string& model, const std::string& attention_kernel, bool no_dropout, bool fp8);
+void apply_model_flags(costmodel::ModelSpec& m, const ModelFlags& f);
+void refuse_model_flags_for_graph(const std::string& model, const ModelFlags& f);
 
 // The model as --model names it, with --attention-kernel applied (InputError naming the flag).
 costmodel::ModelSpec load_model_flags(const PlanFlags& f);

@@ -27,6 +27,8 @@ constexpr FlagBound kBounds[] = {
     {"", "--dp", 1, 1 << 20, true},
     {"", "--tp", 1, 1024, true},
     {"", "--pp", 1, 4096, true},
+    {"", "--cp", 1, 1024, true},
+    {"", "--seq-length", 1, 1 << 22, true},
     {"", "--microbatch-size", 1, 1 << 16, true},
     {"", "--microbatches", 1, 1 << 16, true},
     {"", "--chunks", 1, 256, true},

@@ -20,8 +20,9 @@ runtime::TrainOptions resolve_train(const TrainFlags& f, int world) {
     o.model = load_model_flags(f.plan);
     return o;
   }
-  if (!f.plan.attention_kernel.empty() || f.plan.fp8)
-    throw InputError(std::string(f.plan.fp8 ? "--fp8" : "--attention-kernel") + " is for the built-in decoders; --model " +
+  if (!f.plan.model_flags.attention_kernel.empty() || f.plan.model_flags.fp8 || f.plan.model_flags.seq_length)
+    throw InputError(std::string(f.plan.model_flags.fp8 ? "--fp8" : f.plan.model_flags.seq_length ? "--seq-length" : "--attention-kernel") +
+                     " is for the built-in decoders; --model " +
                      f.plan.model + " is TorchScript and runs its own layers");
   o.script_path = f.plan.model;
   o.example_shapes = example_shapes(f.example_shape);

@@ -190,13 +190,16 @@ void set_boundary_transfers(StageCost& sc, const Schedule& s, int stage, const T
 void set_grad_reduction(StageCost& sc, const Schedule& s, int stage, const Topology& topo, const ParallelPlan& p,
                         const Profile* prof, std::vector<std::string>& notes) {
   const double bytes = sc.grad_bytes;
-  const Link dp_link = topo.group_link(kDp);
-  const AllReducePath& dp_path = topo.allreduce_path(kDp);
+  // The gradients' group: dp, and with context parallelism dp x cp (each cp rank holds gradients
+  // of its share of the sequence).
+  const Link dp_link = topo.group_link(kDpCp);
+  const AllReducePath& dp_path = topo.allreduce_path(kDpCp);
+  const int dp_ranks = topo.group_size(kDpCp);
   if (p.zero == 3) {
     // Fully sharded: each backward reduce-scatters its units (set_fsdp); hybrid sharding
     // all-reduces each shard once more over the copies that hold it.
-    const int shard = shard_degree(p), copies = p.dp / shard;
-    const AllReducePath replicas = topo.allreduce_path(kDp, copies, shard);
+    const int shard = shard_degree(p), copies = dp_ranks / shard;
+    const AllReducePath replicas = topo.allreduce_path(kDpCp, copies, shard);
     const double shard_bytes = bytes / shard;
     sc.reduce_grad_s = copies > 1 ? comm_s(prof, "all_reduce", copies, shard_bytes, replicas.flat, allreduce_s(shard_bytes, replicas), notes) : 0;
     sc.reduce_grad_latency_s = copies > 1 ? allreduce_latency_s(shard_bytes, replicas) : 0;
@@ -204,10 +207,10 @@ void set_grad_reduction(StageCost& sc, const Schedule& s, int stage, const Topol
     // Distributed optimizer: the gradients are reduce-scattered over the dp group (Megatron-LM
     // distributed optimizer; ZeRO, Rajbhandari et al. SC20), the parameters all-gathered after
     // the step (CostTable::param_gather_s).
-    sc.reduce_grad_s = comm_s(prof, "reduce_scatter", p.dp, bytes, dp_link, reduce_scatter_s(bytes, dp_path), notes);
+    sc.reduce_grad_s = comm_s(prof, "reduce_scatter", dp_ranks, bytes, dp_link, reduce_scatter_s(bytes, dp_path), notes);
     sc.reduce_grad_latency_s = allreduce_latency_s(bytes, dp_path, /*tree_allowed=*/false) / 2;
   } else if (s.num_chains == 1) {
-    sc.reduce_grad_s = comm_s(prof, "all_reduce", p.dp, bytes, dp_link, allreduce_s(bytes, dp_path), notes);
+    sc.reduce_grad_s = comm_s(prof, "all_reduce", dp_ranks, bytes, dp_link, allreduce_s(bytes, dp_path), notes);
     sc.reduce_grad_latency_s = allreduce_latency_s(bytes, dp_path);
   } else {
     const Link link = chain_reduce_link(s, stage, topo, dp_link);
@@ -237,7 +240,7 @@ void set_fsdp(StageCost& sc, const ModelSpec& m, const ParallelPlan& p, const To
   units.insert(units.end(), static_cast<size_t>(n), layer);
   if (last) units.push_back(head);
   const int shard = shard_degree(p);
-  const AllReducePath path = topo.allreduce_path(kDp, shard, 1);
+  const AllReducePath path = topo.allreduce_path(kDpCp, shard, 1);
   auto gather = [&](double bytes) {
     return shard > 1 ? comm_s(prof, "all_gather", shard, bytes, path.flat, all_gather_s(bytes, path), notes) : 0.0;
   };
@@ -276,7 +279,7 @@ void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, cons
     if (p.zero == 1 || p.zero == 2) {
       const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights
       t.param_gather_bytes[r] = bytes;
-      t.param_gather_s[r] = comm_s(prof, "all_gather", p.dp, bytes, topo.group_link(kDp), all_gather_s(bytes, topo.allreduce_path(kDp)), t.notes);
+      t.param_gather_s[r] = comm_s(prof, "all_gather", shard, bytes, topo.group_link(kDpCp), all_gather_s(bytes, topo.allreduce_path(kDpCp)), t.notes);
       t.param_gather_head_share[r] = param_gather_head_share(p, params * grad_bytes_per_param(m));
     }
   }
@@ -285,6 +288,10 @@ void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, cons
 CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Schedule& s,
                               const Profile* prof) {
   check_fit(m, c, p);
+  if (p.cp > 1 && prof)
+    throw InputError("plan.cp = " + std::to_string(p.cp) + " with a measured profile: the profile's layers ran whole "
+                     "sequences, not a ring of chunks (allowed: cp = 1 with --profile, or the analytic costs)");
+  const ModelSpec ms = cp_rank_model(m, p.cp);  // the tokens one rank holds: s / cp per sample (cp.h)
   if (s.num_ranks != p.pp)
     throw InputError("schedule '" + s.name + "' has " + std::to_string(s.num_ranks) + " ranks but plan.pp = " +
                      std::to_string(p.pp));
@@ -307,7 +314,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
   // parallelism an all-gather and a reduce-scatter of the same buffer in its place
   // (Korthikanti et al., MLSys 2023), measured ones where the profile has both.
   auto tp_collective_s = [&](int bb) {
-    const double bytes = memory::tp_allreduce_bytes(m, 1) * bb;
+    const double bytes = memory::tp_allreduce_bytes(ms, 1) * bb;
     double ar = comm_s(prof, "all_reduce", t, bytes, tp_link, ring_allreduce_s(bytes, t, tp_link), notes);
     if (!sp) return ar;
     std::vector<std::string> sp_notes;
@@ -325,7 +332,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
   // all-reduces of its row maxima, (bb s) fp32, and exponent sums with target logits, (bb s, 2).
   // Not in tp_comm_f_s / tp_allreduces_f, which count the blocks' collectives of one size.
   auto add_vocab_parallel_ends = [&](InnerCosts& ic, int bb) {
-    const double rows_bytes = 4.0 * bb * m.seq_length;  // (bb s) fp32
+    const double rows_bytes = 4.0 * bb * ms.seq_length;  // (bb s) fp32
     const double loss_s = comm_s(prof, "all_reduce", t, rows_bytes, tp_link, ring_allreduce_s(rows_bytes, t, tp_link), notes) +
                           comm_s(prof, "all_reduce", t, 2 * rows_bytes, tp_link, ring_allreduce_s(2 * rows_bytes, t, tp_link), notes);
     const double part = sp ? ic.comm_s / 2 : ic.comm_s;
@@ -335,7 +342,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
       ic.head_i_s += part;
     }
   };
-  const double msg_bytes = memory::boundary_message_bytes(m, b, t, sp);
+  const double msg_bytes = memory::boundary_message_bytes(ms, b, t, sp);
   const bool selective = p.recompute == RecomputePolicy::Selective;
 
   table.stages.resize(static_cast<size_t>(s.num_stages));
@@ -373,7 +380,8 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     const double mlp = flops::mlp_block_forward_flops(m, bb);
     if (!prof) {
       // The layer's work (workload.h) priced by shape or at the flat rate (price.h).
-      const LayerTimes lt = price_layer(layer_work(m, stack, bb, t, sp, selective), c, stack, &notes);
+      const LayerWork lw = layer_work(m, stack, bb, t, sp, selective, p.cp);
+      const LayerTimes lt = price_layer(lw, c, stack, &notes);
       ic.attn_f_s = lt.attn_f_s;
       ic.mlp_f_s = lt.mlp_f_s;
       ic.attn_i_s = lt.attn_i_s;
@@ -385,6 +393,13 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
       ic.head_f_s = last ? lt.head_f_s : 0;
       ic.head_i_s = last ? lt.head_i_s : 0;
       ic.head_w_s = last ? lt.head_w_s : 0;
+      if (p.cp > 1) {  // the ring of key/value chunks beside the core's kernels (cp.h)
+        sc.cp = cp_layer(m, bb, t, p.cp, block_s(lw.core.f, lw, c, stack, &notes), block_s(lw.core.i, lw, c, stack, &notes),
+                         topo.group_link(kCp));
+        ic.attn_f_s += sc.cp.exposed_f_s;
+        ic.attn_r_s += sc.cp.exposed_f_s;
+        ic.attn_i_s += sc.cp.exposed_b_s;
+      }
     } else {
       // Measured shards at this tp and sub-batch size (profiler/layers.h), split into the two
       // blocks by their FLOP shares; the collectives come from tp_collective_s.
@@ -405,7 +420,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
       ic.embed_f_s = first ? embed_m.f_s : 0;
       ic.embed_b_s = first ? embed_m.b_s : 0;
     }
-    ic.comm_bytes = t > 1 ? memory::tp_allreduce_bytes(m, 1) * bb : 0;
+    ic.comm_bytes = t > 1 ? memory::tp_allreduce_bytes(ms, 1) * bb : 0;
     ic.comm_s = t > 1 ? tp_collective_s(bb) : 0;
     if (mode == schedules::TpOverlap::Te) {
       // Transformer Engine's userbuffers: each collective in t chunks (one per ring step), its
@@ -446,16 +461,17 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     // Activations: what every sub-batch keeps (Korthikanti's formulas are linear in b, so the
     // sub-batches add up to the microbatch). Oases' fine-grained recomputation keeps each
     // block's input (the output of the collective before it): two checkpoints per layer.
-    const LayerSavedBytes layer = layer_saved_bytes(m, bb, t, sp, selective, mode);
-    double extra = (first ? memory::embedding_activation_bytes(m, bb, t, sp) : 0) +
-                   (last ? memory::head_activation_bytes(m, bb, t, sp) : 0);
+    const LayerSavedBytes layer = layer_saved_bytes(ms, bb, t, sp, selective, mode);
+    double extra = (first ? memory::embedding_activation_bytes(ms, bb, t, sp) : 0) +
+                   (last ? memory::head_activation_bytes(ms, bb, t, sp) : 0);
     sc.act_bytes = sb * (n * layer.act_bytes + extra);
     sc.ckpt_bytes = sb * (n * layer.ckpt_bytes + extra);
     // A backward's working set comes on top of everything held: the head's first on the last
     // stage, then one layer's at a time (the layers behind it already freed), so the larger.
-    sc.work_bytes = sb * std::max(n > 0 ? memory::layer_backward_working_bytes(m, bb, t, sp) : 0.0,
-                                  last ? memory::head_backward_working_bytes(m, bb, t, sp) : 0.0);
-    sc.w_kept_bytes = sb * (n * memory::layer_weight_kept_bytes(m, bb, t, sp) + (last ? memory::head_weight_kept_bytes(m, bb, t, sp) : 0));
+    sc.work_bytes = sb * std::max(n > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp) : 0.0,
+                                  last ? memory::head_backward_working_bytes(ms, bb, t, sp) : 0.0);
+    sc.work_bytes += sb * 8 * sc.cp.chunk_bytes;  // the ring's K, V and, backward, dK, dV: in use and arriving
+    sc.w_kept_bytes = sb * (n * memory::layer_weight_kept_bytes(ms, bb, t, sp) + (last ? memory::head_weight_kept_bytes(ms, bb, t, sp) : 0));
     const bool measured_bytes = prof && !sp && (!selective || measured_at(bb)[0].selective_activation_bytes > 0);
     if (measured_bytes) {
       const auto& [layer_m, head_m, embed_m] = measured_at(bb);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/cp.h"
 #include "costmodel/fsdp.h"
 #include "costmodel/inner.h"
 #include "costmodel/specs.h"
@@ -56,6 +57,8 @@ struct StageCost {        // one stage, one microbatch
   InnerCosts inner;
   double tp_exposed_f_s = 0;      // collective time F does not hide (= tp_comm_f_s when blocking)
   double tp_exposed_b_s = 0;      // the same for B
+  CpLayer cp;                     // cp > 1: one layer's ring of key/value chunks, per sub-batch (its
+                                  // exposed time already in the attention pieces of `inner`)
   FsdpStage fsdp;                 // zero 3: its collectives per microbatch, already in f_s, b_s, i_s
                                   // and w_s (exposed_*), and its gathered units (in work_bytes)
 };

@@ -298,6 +298,11 @@ nlohmann::json to_json(const Estimate& e) {
           {"stack", e.plan.stack},
           {"cost_model", e.profile_source.empty() ? std::string("analytic") : "profiled: " + e.profile_source},
           {"cost_notes", e.costs.notes}};
+  if (e.plan.cp > 1) {  // each stage's ring of key/value chunks, one layer and sub-batch (cp.h)
+    nlohmann::json stages = nlohmann::json::array();
+    for (const StageCost& sc : e.costs.stages) stages.push_back(to_json(sc.cp));
+    j["cp_stages"] = stages;
+  }
   if (e.plan.zero == 3) {  // what fully sharded data parallelism adds to each stage (fsdp.h)
     nlohmann::json stages = nlohmann::json::array();
     for (const StageCost& sc : e.costs.stages) stages.push_back(to_json(sc.fsdp, e.plan.num_microbatches));

@@ -6,7 +6,7 @@ namespace stagecraft::costmodel {
 
 int shard_degree(const ParallelPlan& p) {
   if (p.zero < 1) return 1;
-  return p.zero == 3 && p.shard_group > 0 ? p.shard_group : p.dp;
+  return p.zero == 3 && p.shard_group > 0 ? p.shard_group : p.dp * p.cp;
 }
 
 double fsdp_pass_s(const std::vector<FsdpUnit>& units) {

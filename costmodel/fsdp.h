@@ -21,8 +21,9 @@
 
 namespace stagecraft::costmodel {
 
-// The ranks one parameter is sharded over: dp for zero 1-3 (or shard_group under HSDP), 1 without
-// sharding. What divides the optimizer's states and its step.
+// The ranks one parameter is sharded over: dp x cp for zero 1-3 (the gradients' group, with
+// context parallelism too), or shard_group under HSDP; 1 without sharding. What divides the
+// optimizer's states and its step.
 int shard_degree(const ParallelPlan& p);
 
 // One unit of one stage, per microbatch.

@@ -180,6 +180,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
           {"stack", p.stack},
           {"zero", p.zero}};
   if (!p.layer_tp.empty()) j["layer_tp"] = p.layer_tp;
+  if (p.cp > 1) j["cp"] = p.cp;
   if (p.zero == 3) {
     j["reshard_after_forward"] = p.reshard_after_forward;
     j["shard_group"] = p.shard_group;
@@ -281,6 +282,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.overlap_param_gather = r.opt<bool>("overlap_param_gather", false);
   p.stack = r.opt<std::string>("stack", p.stack);
   p.zero = r.opt<int>("zero", 0);
+  p.cp = r.opt<int>("cp", 1);
   p.reshard_after_forward = r.opt<bool>("reshard_after_forward", true);
   p.shard_group = r.opt<int>("shard_group", 0);
   p.layer_tp = r.opt<std::vector<int>>("layer_tp", {});
@@ -375,6 +377,7 @@ void check(const ParallelPlan& p) {
   at_least_one(w, "dp", p.dp);
   at_least_one(w, "tp", p.tp);
   at_least_one(w, "pp", p.pp);
+  at_least_one(w, "cp", p.cp);
   at_least_one(w, "microbatch_size", p.microbatch_size);
   at_least_one(w, "num_microbatches", p.num_microbatches);
   if (!p.schedule_params.is_object()) bad(w, "schedule_params", p.schedule_params.dump(), "must be a JSON object");
@@ -390,8 +393,9 @@ void check(const ParallelPlan& p) {
   }
   std::vector<std::string> sorted = parts;
   std::sort(sorted.begin(), sorted.end());
-  if (sorted != std::vector<std::string>{"dp", "pp", "tp"})
-    bad(w, "rank_order", "\"" + p.rank_order + "\"", "a permutation of tp, dp, pp joined by '-', fastest first, e.g. tp-dp-pp");
+  if (sorted != std::vector<std::string>{"dp", "pp", "tp"} && sorted != std::vector<std::string>{"cp", "dp", "pp", "tp"})
+    bad(w, "rank_order", "\"" + p.rank_order + "\"",
+        "a permutation of tp, dp, pp (or tp, cp, dp, pp) joined by '-', fastest first, e.g. tp-dp-pp or tp-cp-dp-pp");
   for (size_t i = 0; i < p.stage_layers.size(); ++i)
     if (p.stage_layers[i] < 1) bad(w, ("stage_layers[" + std::to_string(i) + "]").c_str(), std::to_string(p.stage_layers[i]), "must be at least 1");
   positive(w, "grad_bucket_bytes", p.grad_bucket_bytes);
@@ -412,8 +416,10 @@ void check(const ParallelPlan& p) {
   if (p.shard_group != 0 && p.zero != 3)
     bad(w, "shard_group", std::to_string(p.shard_group) + " with zero = " + std::to_string(p.zero),
         "hybrid sharding shards parameters (zero 3); use 0 otherwise");
-  if (p.shard_group < 0 || (p.shard_group > 0 && p.dp % p.shard_group != 0))
-    bad(w, "shard_group", std::to_string(p.shard_group), "must be 0 (the whole dp group) or a divisor of dp = " + std::to_string(p.dp));
+  if (p.shard_group < 0 || (p.shard_group > 0 && (p.dp * p.cp) % p.shard_group != 0))
+    bad(w, "shard_group", std::to_string(p.shard_group),
+        "must be 0 (the whole dp group) or a divisor of dp" + std::string(p.cp > 1 ? " x cp = " : " = ") +
+            std::to_string(p.dp * p.cp));
   if (!p.reshard_after_forward && p.zero != 3)
     bad(w, "reshard_after_forward", "false with zero = " + std::to_string(p.zero),
         "only zero 3 gathers layers for their passes; leave it true otherwise");
@@ -429,7 +435,8 @@ void check(const ParallelPlan& p) {
 
 void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) {
   if (p.num_gpus() > c.num_gpus())
-    throw InputError("plan: dp*tp*pp = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
+    throw InputError("plan: dp*tp*pp" + std::string(p.cp > 1 ? "*cp" : "") + " = " + std::to_string(p.dp) + "*" +
+                     std::to_string(p.tp) + "*" + std::to_string(p.pp) + (p.cp > 1 ? "*" + std::to_string(p.cp) : "") +
                      " = " + std::to_string(p.num_gpus()) + " GPUs, but cluster '" + c.name + "' has " +
                      std::to_string(c.num_gpus()) + " (" + std::to_string(c.nodes) + " nodes x " +
                      std::to_string(c.gpus_per_node) + "); a plan uses at most the cluster's GPUs");
@@ -450,6 +457,14 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
               "; per-layer degrees are priced by `stagecraft plan --layer-tp` (Oases Sec. V) only, not yet executed");
   check_tp_overlap(p);
   check_fp8(m, c);
+  if (p.cp > 1 && m.seq_length % (2 * p.cp) != 0)
+    bad("plan", "cp", std::to_string(p.cp),
+        "2 cp must divide the model's seq_length = " + std::to_string(m.seq_length) +
+            " (each rank takes two chunks of s / 2cp tokens, balancing the causal mask)");
+  if (p.cp > 1 && m.attention_kernel != AttentionKernel::Fused)
+    bad("plan", "cp", std::to_string(p.cp) + " with model '" + m.name + "' on materialized attention",
+        "context parallelism runs a fused attention kernel per key/value chunk (Megatron-Core through Transformer "
+        "Engine); give --attention-kernel fused, or cp = 1");
   if (p.zero == 3 && m.fp8)
     bad("plan", "zero", "3 with model '" + m.name + "' in FP8",
         "zero 0, 1 or 2 with FP8: gathering FP8 weight shards (torchao's float8 all-gather, Transformer Engine's FP8 "

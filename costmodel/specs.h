@@ -141,12 +141,15 @@ struct ParallelPlan {
   int dp = 1;                        // data-parallel degree
   int tp = 1;                        // tensor-parallel degree
   int pp = 1;                        // pipeline ranks
+  int cp = 1;                        // context-parallel degree: each sample's sequence split over cp
+                                     // ranks, attention as a ring of key/value chunks (costmodel/cp.h)
   int microbatch_size = 1;           // b, samples per microbatch
   int num_microbatches = 1;          // m, microbatches per iteration (per data-parallel rank)
   std::string schedule = "1f1b";     // registered schedule name
   nlohmann::json schedule_params = nlohmann::json::object();  // e.g. {"chunks": 2}
   RecomputePolicy recompute = RecomputePolicy::None;
-  std::string rank_order = "tp-dp-pp";  // fastest-varying first; any permutation of tp, dp, pp
+  std::string rank_order = "tp-dp-pp";  // fastest-varying first; any permutation of tp, dp, pp, or of
+                                     // tp, cp, dp, pp (without cp: cp right after tp, topology.h)
   std::vector<int> stage_layers;     // layers per stage of one pipeline chain; empty = balanced
   bool sequence_parallel = false;    // Megatron sequence parallelism: the activations outside the
                                      // tensor-parallel blocks split t ways too (Korthikanti et al.)
@@ -190,7 +193,7 @@ struct ParallelPlan {
     return stage_tp_overlap.empty() ? tp_overlap : stage_tp_overlap.at(static_cast<size_t>(part));
   }
 
-  int num_gpus() const { return dp * tp * pp; }
+  int num_gpus() const { return dp * tp * pp * cp; }
   long global_batch() const { return static_cast<long>(dp) * microbatch_size * num_microbatches; }
 };
 

@@ -5,13 +5,20 @@
 
 namespace stagecraft::costmodel {
 
+std::array<Axis, kAxes> rank_axes(const std::string& rank_order) {
+  std::vector<Axis> axes;
+  for (size_t i = 0; i < rank_order.size(); i += 3) {
+    const std::string n = rank_order.substr(i, 2);
+    axes.push_back(n == "tp" ? kTp : n == "dp" ? kDp : n == "pp" ? kPp : kCp);
+  }
+  if (axes.size() == 3) axes.insert(std::find(axes.begin(), axes.end(), kTp) + 1, kCp);
+  return {axes[0], axes[1], axes[2], axes[3]};
+}
+
 Topology::Topology(const ClusterSpec& cluster, const ParallelPlan& plan) : cluster_(cluster) {
-  size_ = {plan.tp, plan.dp, plan.pp};
+  size_ = {plan.tp, plan.dp, plan.pp, plan.cp};
   gpus_per_node_ = cluster.gpus_per_node;
-  // rank_order was checked by check(ParallelPlan): "a-b-c", fastest first.
-  std::string o = plan.rank_order;
-  auto axis = [](const std::string& n) { return n == "tp" ? kTp : n == "dp" ? kDp : kPp; };
-  order_ = {axis(o.substr(0, 2)), axis(o.substr(3, 2)), axis(o.substr(6, 2))};
+  order_ = rank_axes(plan.rank_order);
 }
 
 int Topology::global_rank(const Coords& c) const {
@@ -26,11 +33,8 @@ int Topology::global_rank(const Coords& c) const {
 Coords Topology::coords(int g) const {
   Coords c;
   for (Axis a : order_) {
-    int v = g % size_[a];
+    c.set(a, g % size_[a]);
     g /= size_[a];
-    if (a == kTp) c.tp = v;
-    if (a == kDp) c.dp = v;
-    if (a == kPp) c.pp = v;
   }
   return c;
 }
@@ -55,46 +59,59 @@ Link Topology::p2p_link(int pp_a, int pp_b) const {
   if (auto it = p2p_cache_.find(key); it != p2p_cache_.end()) return it->second;
   Link worst{0, 0, "self"};
   for (int t = 0; t < size_[kTp]; ++t)
-    for (int d = 0; d < size_[kDp]; ++d) {
-      int a = global_rank({t, d, pp_a}), b = global_rank({t, d, pp_b});
-      Link l = raw_link(a, b);
-      if (l.kind == "self") continue;
-      if (l.kind == "inter-node") {
-        // Every rank of stage pp_a on this node that talks to stage pp_b off-node sends at once.
-        int flows = 0, node = node_of(a);
-        for (int g = node * gpus_per_node_; g < (node + 1) * gpus_per_node_; ++g) {
-          Coords c = coords(g);
-          if (c.pp == pp_a && node_of(global_rank({c.tp, c.dp, pp_b})) != node) ++flows;
+    for (int d = 0; d < size_[kDp]; ++d)
+      for (int x = 0; x < size_[kCp]; ++x) {
+        int a = global_rank({t, d, pp_a, x}), b = global_rank({t, d, pp_b, x});
+        Link l = raw_link(a, b);
+        if (l.kind == "self") continue;
+        if (l.kind == "inter-node") {
+          // Every rank of stage pp_a on this node that talks to stage pp_b off-node sends at once.
+          int flows = 0, node = node_of(a);
+          for (int g = node * gpus_per_node_; g < (node + 1) * gpus_per_node_; ++g) {
+            Coords c = coords(g);
+            if (c.pp == pp_a && node_of(global_rank({c.tp, c.dp, pp_b, c.cp})) != node) ++flows;
+          }
+          l = inter_node_shared(flows);
         }
-        l = inter_node_shared(flows);
+        if (worst.kind == "self" || l.bandwidth_Bps < worst.bandwidth_Bps) worst = l;
       }
-      if (worst.kind == "self" || l.bandwidth_Bps < worst.bandwidth_Bps) worst = l;
-    }
   p2p_cache_[key] = worst;
   return worst;
 }
 
+int Topology::index(const Coords& c, Axis axis) const {
+  if (axis != kDpCp) return c[axis];
+  const bool cp_first = std::find(order_.begin(), order_.end(), kCp) < std::find(order_.begin(), order_.end(), kDp);
+  return cp_first ? c.cp + size_[kCp] * c.dp : c.dp + size_[kDp] * c.cp;
+}
+
+Coords Topology::with_index(Coords c, Axis axis, int v) const {
+  if (axis != kDpCp) {
+    c.set(axis, v);
+    return c;
+  }
+  const bool cp_first = std::find(order_.begin(), order_.end(), kCp) < std::find(order_.begin(), order_.end(), kDp);
+  const Axis fast = cp_first ? kCp : kDp, slow = cp_first ? kDp : kCp;
+  c.set(fast, v % size_[fast]);
+  c.set(slow, v / size_[fast]);
+  return c;
+}
+
 std::vector<std::vector<int>> Topology::groups(Axis axis, int size, int stride) const {
-  const int total = size_[0] * size_[1] * size_[2];
+  const int total = size_[0] * size_[1] * size_[2] * size_[3];
   std::vector<std::vector<int>> out;
   for (int g = 0; g < total; ++g) {
-    Coords c = coords(g);
-    if ((c[axis] / stride) % size != 0) continue;  // one group per member with index 0 in its group
+    const Coords c = coords(g);
+    const int i = index(c, axis);
+    if ((i / stride) % size != 0) continue;  // one group per member with index 0 in its group
     std::vector<int> members;
-    for (int k = 0; k < size; ++k) {
-      Coords m = c;
-      const int v = c[axis] + k * stride;
-      if (axis == kTp) m.tp = v;
-      if (axis == kDp) m.dp = v;
-      if (axis == kPp) m.pp = v;
-      members.push_back(global_rank(m));
-    }
+    for (int k = 0; k < size; ++k) members.push_back(global_rank(with_index(c, axis, i + k * stride)));
     out.push_back(std::move(members));
   }
   return out;
 }
 
-AllReducePath Topology::allreduce_path(Axis axis) const { return allreduce_path(axis, size_[axis], 1); }
+AllReducePath Topology::allreduce_path(Axis axis) const { return allreduce_path(axis, group_size(axis), 1); }
 
 AllReducePath Topology::allreduce_path(Axis axis, int size, int stride) const {
   const GroupKey key{axis, size, stride};
@@ -134,14 +151,14 @@ AllReducePath Topology::allreduce_path(Axis axis, int size, int stride) const {
   return path;
 }
 
-Link Topology::group_link(Axis axis) const { return group_link(axis, size_[axis], 1); }
+Link Topology::group_link(Axis axis) const { return group_link(axis, group_size(axis), 1); }
 
 Link Topology::group_link(Axis axis, int size, int stride) const {
   const GroupKey key{axis, size, stride};
   if (auto it = group_cache_.find(key); it != group_cache_.end()) return it->second;
   Link worst{0, 0, "self"};
   if (size > 1) {
-    int total = size_[0] * size_[1] * size_[2];
+    int total = size_[0] * size_[1] * size_[2] * size_[3];
     const std::vector<std::vector<int>> groups = this->groups(axis, size, stride);
     std::vector<int> group_of(static_cast<size_t>(total), -1);
     for (size_t i = 0; i < groups.size(); ++i)

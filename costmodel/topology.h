@@ -1,10 +1,12 @@
 // Where the ranks of a plan sit on a cluster, and which link a transfer or a collective uses.
 // Ranks are numbered with one axis varying fastest, Megatron-LM's order by default
-// (tp fastest, then dp, then pp); GPU g sits on node g / gpus_per_node.
+// (tp fastest, then cp, then dp, then pp); GPU g sits on node g / gpus_per_node. A rank order
+// that does not name cp places it right after tp, as Megatron-Core does (tp-cp-ep-dp-pp).
 #pragma once
 
 #include <array>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -13,12 +15,20 @@
 
 namespace stagecraft::costmodel {
 
-enum Axis { kTp = 0, kDp = 1, kPp = 2 };
+enum Axis { kTp = 0, kDp = 1, kPp = 2, kCp = 3, kDpCp = 4 };
+inline constexpr int kAxes = 4;  // kDpCp is not an axis of its own: the dp and cp axes together,
+                                 // the group that reduces gradients (Megatron-Core's data-parallel
+                                 // group with context parallelism), numbered faster axis first
 
 struct Coords {
-  int tp = 0, dp = 0, pp = 0;
-  int operator[](Axis a) const { return a == kTp ? tp : a == kDp ? dp : pp; }
+  int tp = 0, dp = 0, pp = 0, cp = 0;
+  int operator[](Axis a) const { return a == kTp ? tp : a == kDp ? dp : a == kPp ? pp : cp; }
+  void set(Axis a, int v) { (a == kTp ? tp : a == kDp ? dp : a == kPp ? pp : cp) = v; }
 };
+
+// The axes of plan.rank_order, fastest first, cp inserted after tp where the order does not
+// name it (check(ParallelPlan) has checked the names).
+std::array<Axis, kAxes> rank_axes(const std::string& rank_order);
 
 class Topology {
  public:
@@ -31,14 +41,14 @@ class Topology {
   // Link between two ranks, before sharing: fast group, intra-node or inter-node.
   Link raw_link(int a, int b) const;
   // The link a point-to-point transfer between pipeline ranks pp_a and pp_b sees: the slowest
-  // over every (tp, dp) pair, with a node's NICs shared by every rank of that node that sends
+  // over every (tp, cp, dp) triple, with a node's NICs shared by every rank of that node that sends
   // across nodes at the same time (all tp*dp ranks of a stage send together).
   Link p2p_link(int pp_a, int pp_b) const;
   // The bottleneck link of the ring collectives of the groups along an axis (tp or dp): the
   // slowest hop of the slowest group; inter-node hops share the node's NICs among the groups
   // of that axis that cross the node at the same time.
   Link group_link(Axis axis) const;
-  int group_size(Axis axis) const { return size_[axis]; }
+  int group_size(Axis axis) const { return axis == kDpCp ? size_[kDp] * size_[kCp] : size_[axis]; }
   // How the groups along an axis all-reduce (comm.h): where every group has the same L >= 1
   // members on each of N >= 2 nodes, the path offers the tree (and, for L >= 2, the ring
   // with a channel per member's NIC) beside the flat ring on group_link(axis). The cross-node traffic of all groups shares
@@ -53,8 +63,8 @@ class Topology {
 
  private:
   ClusterSpec cluster_;
-  std::array<int, 3> size_{};    // degree of each axis
-  std::array<Axis, 3> order_{};  // fastest first
+  std::array<int, kAxes> size_{};    // degree of each axis
+  std::array<Axis, kAxes> order_{};  // fastest first
   int gpus_per_node_ = 1;
   mutable std::map<std::pair<int, int>, Link> p2p_cache_;
   using GroupKey = std::array<int, 3>;  // axis, size, stride
@@ -64,6 +74,9 @@ class Topology {
   // The groups along an axis: ranks sharing the two other coordinates, in axis order; with
   // `size` and `stride`, the sub-groups described at group_link.
   std::vector<std::vector<int>> groups(Axis axis, int size, int stride) const;
+  // A rank's index along an axis (kDpCp: along dp and cp together), and the rank with it changed.
+  int index(const Coords& c, Axis axis) const;
+  Coords with_index(Coords c, Axis axis, int v) const;
 };
 
 }  // namespace stagecraft::costmodel

@@ -41,6 +41,20 @@ CoreWork attention_core_work(const KernelStack& k, double bb, double s, double h
   return c;
 }
 
+CoreWork cp_core_work(const KernelStack& k, double bb, double s_local, double heads, double d, bool causal, int cp) {
+  // One fused kernel per key/value chunk the ring brings (cp of them): the rank's s_local
+  // queries against s_local keys each, so cp times one chunk's work; causal: the rank's two
+  // chunks (load balancing) see half of all the keys on average, half of that, as a whole
+  // sequence's causal count over cp.
+  CoreWork c = attention_core_work(k, bb, s_local, heads, d, true, false, false, 2);
+  for (BlockWork* b : {&c.f, &c.i}) {
+    b->model_flops *= cp;
+    b->flash_flops *= cp * (causal ? 0.5 : 1.0);
+    for (Gemm& g : b->gemms) g.batch *= cp * (causal ? 0.5 : 1.0);
+  }
+  return c;
+}
+
 // Shapes, for bb samples of s tokens (T = bb s), hidden h, a heads of d = h/a, FFN f, vocab V,
 // on one of t tensor-parallel ranks (Megatron-LM: QKV and the MLP's first matrices split by
 // columns, the projections by rows; a/t heads per rank). Forward products (m x k) x (k x n):
@@ -50,15 +64,18 @@ CoreWork attention_core_work(const KernelStack& k, double bb, double s, double h
 // output and inner sizes swapped ((T x n) x (n x k)); the core's two products need two each
 // (flops.h); the weight gradient is (k x T) x (T x n). Memory-bound operations move the stack's
 // bytes per element (stack.h); in the backward about twice their forward.
-LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective) {
+LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp) {
   const MemoryTraffic& tr = k.traffic;
-  const double s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, V = m.vocab_size, e = m.bytes_per_activation;
+  // With context parallelism every token-wise product and operation sees the rank's s / cp
+  // tokens; the core attends them to all s keys (cp_core_work).
+  const double s = static_cast<double>(m.seq_length) / cp, h = m.hidden_size, f = m.ffn_hidden_size, V = m.vocab_size,
+               e = m.bytes_per_activation;
   const double T = static_cast<double>(bb) * s, heads = static_cast<double>(m.num_heads) / t, d = h / m.num_heads;
   const double qkv = h + 2 * kv_hidden_size(m);  // 3h with multi-head attention
   const bool swiglu = m.kind == ModelKind::Llama, fused = m.attention_kernel == AttentionKernel::Fused;
   LayerWork w;
   w.head_dim = static_cast<int>(d);
-  w.seq_length = m.seq_length;
+  w.seq_length = static_cast<int>(s);  // the kernels' length: one chunk's under cp
   w.causal = m.kind != ModelKind::Bert;
   w.element_bytes = m.bytes_per_activation;
   auto fwd = [](double mm, double nn, double kk, double batch = 1) { return Gemm{mm, nn, kk, batch}; };
@@ -73,7 +90,9 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   const double Th_outside = sp ? T * h / t : T * h;  // norms and residual adds: s/t of the sequence with sp
   const double resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
   // The attention core, forward: two batched products and the score traffic, or one kernel.
-  const CoreWork core = attention_core_work(k, bb, s, heads, d, fused, w.causal, m.dropout, e);
+  const CoreWork core = cp > 1 ? cp_core_work(k, bb, s, heads, d, w.causal, cp)
+                                : attention_core_work(k, bb, s, heads, d, fused, w.causal, m.dropout, e);
+  w.core = core;
   const BlockWork& core_f = core.f;
   const BlockWork& core_i = core.i;
   const double attn_mem_f = Th_outside * e * (tr.layer_norm + resid);

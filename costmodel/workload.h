@@ -62,11 +62,19 @@ struct CoreWork {
 CoreWork attention_core_work(const KernelStack& k, double bb, double s, double heads, double d, bool fused, bool causal,
                              bool dropout, double element_bytes);
 
+// The core of context parallelism (plan.cp): the rank's s_local = s / cp queries against each of
+// the cp key/value chunks the ring brings, one fused kernel per chunk of s_local x s_local
+// (non-causal but for the rank's own chunks); in all 1/cp of the whole sequence's core, causal
+// included (Megatron-Core's load balancing gives each rank two chunks, one from each end). The
+// model FLOPs are the full sequence's over cp; the kernels run at one chunk's length.
+CoreWork cp_core_work(const KernelStack& k, double bb, double s_local, double heads, double d, bool causal, int cp);
+
 // One transformer layer and the head on one of t tensor-parallel ranks, for bb samples.
 struct LayerWork : KernelContext {
   BlockWork attn_f, attn_i, attn_w;  // LN, QKV, core, projection, bias-dropout-residual
   BlockWork mlp_f, mlp_i, mlp_w;     // LN, up (and gate), activation, down, bias-dropout-residual
   BlockWork head_f, head_i, head_w;  // final norm, logits (T x h x V/t), cross-entropy
+  CoreWork core;                     // the attention core alone (in attn_f and attn_i already)
 };
 
 // The layer's work under `k` (what each memory-bound operation moves; the core as
@@ -74,6 +82,7 @@ struct LayerWork : KernelContext {
 // forward to the input gradient; with sequence parallelism the (b, s, h) operations outside
 // the tensor-parallel blocks (norms, residual adds) work on s/t of the sequence; without
 // dropout there are no masks.
-LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective);
+// With cp > 1 (context parallelism) the rank's s / cp tokens, the core as cp_core_work.
+LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp = 1);
 
 }  // namespace stagecraft::costmodel

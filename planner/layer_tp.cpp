@@ -132,6 +132,7 @@ LayerTpProblem layer_tp_problem(const ModelSpec& m, const ClusterSpec& c, const 
                      ": per-layer tensor-parallel degrees are planned without pipelining, as Oases runs them "
                      "(Sec. VI-A); use pp = 1");
   if (p.tp < 2) throw InputError("plan.tp = " + std::to_string(p.tp) + ": per-layer degrees need tp >= 2");
+  if (p.cp > 1) throw InputError("plan.cp = " + std::to_string(p.cp) + ": per-layer degrees are planned on whole sequences; use cp = 1");
   if (p.zero == 3)
     throw InputError("plan.zero = 3: per-layer degrees are planned with whole parameters on each rank, as Oases "
                      "trains; use zero 0, 1 or 2");

@@ -64,6 +64,9 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
     if (b < 1) bad("microbatch_sizes", std::to_string(b), "each must be at least 1");
   for (int z : space.zero)
     if (z < 0 || z > 3) bad("zero", std::to_string(z), "allowed: 0, 1, 2, 3");
+  if (space.cp_degrees.empty()) bad("cp_degrees", "(none)", "give at least one (1: no context parallelism)");
+  for (int x : space.cp_degrees)
+    if (x < 1) bad("cp_degrees", std::to_string(x), "each must be at least 1");
   if (space.shard_groups.empty()) bad("shard_groups", "(none)", "give at least one (0: the whole dp group)");
   for (int g : space.shard_groups)
     if (g < 0) bad("shard_groups", std::to_string(g), "each must be 0 (the whole dp group) or a group size of at least 1");
@@ -107,9 +110,12 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
   std::vector<ParallelPlan> out;
   for (int tp : divisors(gpus)) {
     if (tp > max_tp || !costmodel::tp_divides(m, tp) || !allowed(space.tp_degrees, tp)) continue;
-    for (int pp : divisors(gpus / tp)) {
+    for (int pp : divisors(gpus / tp))
+    for (int cp : space.cp_degrees) {
       if (pp > m.num_layers || !allowed(space.pp_degrees, pp)) continue;
-      const int dp = gpus / (tp * pp);
+      if ((gpus / (tp * pp)) % cp != 0) continue;
+      if (cp > 1 && (m.seq_length % (2 * cp) != 0 || m.attention_kernel != costmodel::AttentionKernel::Fused)) continue;
+      const int dp = gpus / (tp * pp * cp);
       if (space.global_batch % dp != 0) continue;
       for (int b : space.microbatch_sizes) {
         if ((space.global_batch / dp) % b != 0) continue;
@@ -129,13 +135,14 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
               for (int shard : z == 3 ? space.shard_groups : std::vector<int>{0})
               for (const std::string& order : space.rank_orders) {
                 if (o != schedules::TpOverlap::Blocking && tp == 1) continue;  // nothing to overlap
-                if (z > 0 && dp == 1) continue;
+                if (z > 0 && dp * cp == 1) continue;
                 if (z == 2 && mb > 1) continue;  // zero 2 shards gradients: no accumulation (costmodel check)
-                if (shard > 0 && (shard >= dp || dp % shard != 0)) continue;  // HSDP needs two copies or more
+                if (shard > 0 && (shard >= dp * cp || (dp * cp) % shard != 0)) continue;  // HSDP: two copies or more
                 ParallelPlan p;
                 p.dp = dp;
                 p.tp = tp;
                 p.pp = pp;
+                p.cp = cp;
                 p.microbatch_size = b;
                 p.num_microbatches = static_cast<int>(mb);
                 p.schedule = s.name;

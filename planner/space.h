@@ -40,6 +40,8 @@ struct PlanSpace {
   int max_tp = 0;                            // largest tp; 0 = the GPUs of one node (Megatron keeps tp in a node)
   std::vector<int> tp_degrees;               // tp values tried; empty = every divisor of gpus up to max_tp
   std::vector<int> pp_degrees;               // pp values tried; empty = every divisor (Oases runs pp = 1)
+  std::vector<int> cp_degrees = {1};         // context-parallel degrees tried (costmodel/cp.h), where 2 cp
+                                             // divides the sequence and the model's attention is fused
   std::vector<std::string> rank_orders = {"tp-dp-pp"};  // rank orders tried (fastest-varying axis first)
 };
 
@@ -49,8 +51,8 @@ void check(const PlanSpace& space, const costmodel::ModelSpec& m, const costmode
 // The cluster the plans run on: the nodes of `c` that hold its first `space.gpus` GPUs (the last
 // one partly used when gpus is not a multiple of a node).
 costmodel::ClusterSpec plan_cluster(const costmodel::ClusterSpec& c, const PlanSpace& space);
-// Every point of the space, in a fixed order (tp, pp, b, schedule, recompute, sp, tp overlap, zero,
-// shard group, rank order).
+// Every point of the space, in a fixed order (tp, pp, cp, b, schedule, recompute, sp, tp overlap,
+// zero, shard group, rank order).
 std::vector<costmodel::ParallelPlan> enumerate(const PlanSpace& space, const costmodel::ModelSpec& m,
                                                const costmodel::ClusterSpec& c);
 

@@ -206,6 +206,9 @@ void preflight(const TrainOptions& opt, int world) {
   if (opt.model.fp8)
     throw InputError("runtime: model.fp8 = true (--fp8) is not implemented by the runtime: its linear layers run in fp32 "
                      "or bf16 (allowed: --precision fp32 or bf16; FP8 products need torch._scaled_mm on an H100-class GPU)");
+  if (p.cp > 1)
+    throw InputError("runtime: plan.cp = " + std::to_string(p.cp) +
+                     " (context parallelism) is not implemented by the runtime yet; estimate and plan price it (allowed here: 1)");
   if (p.zero == 3)
     throw InputError("runtime: plan.zero = 3 (fully sharded parameters, FSDP) is not implemented by the runtime yet; "
                      "estimate, simulate and plan price it (allowed here: 0, 1, 2)");

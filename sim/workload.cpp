@@ -12,6 +12,9 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
   if (c.stages.size() != n)
     throw InputError("simulator: cost table has " + std::to_string(c.stages.size()) + " stages; schedule '" + s.name + "' has " +
                      std::to_string(n));
+  if (p.cp > 1)
+    throw InputError("simulator: plan.cp = " + std::to_string(p.cp) +
+                     ": context-parallel ranks and their ring are not simulated yet (allowed: 1; estimate and plan price it)");
   if (p.zero == 3 && p.shard_group > 0)
     throw InputError("simulator: plan.shard_group = " + std::to_string(p.shard_group) +
                      " (hybrid sharding): its replica all-reduce is not simulated yet (allowed: 0; estimate prices it)");

@@ -1,0 +1,34 @@
+#include "costmodel/cp.h"
+
+#include <algorithm>
+
+namespace stagecraft::costmodel {
+
+CpLayer cp_layer(const ModelSpec& m, int bb, int t, int cp, double core_f_s, double core_i_s, const Link& ring) {
+  CpLayer c;
+  if (cp < 2) return c;
+  const double steps = cp - 1;
+  c.exchanges_f = 2 * (cp - 1);
+  c.exchanges_b = 4 * (cp - 1);
+  c.chunk_bytes = static_cast<double>(bb) * m.seq_length / cp * kv_hidden_size(m) / t * m.bytes_per_activation;
+  c.step_f_s = p2p_s(2 * c.chunk_bytes, ring);
+  c.step_b_s = p2p_s(4 * c.chunk_bytes, ring);
+  c.exposed_f_s = steps * std::max(0.0, c.step_f_s - core_f_s / cp);
+  c.exposed_b_s = steps * std::max(0.0, c.step_b_s - core_i_s / cp);
+  return c;
+}
+
+nlohmann::json to_json(const CpLayer& c) {
+  return {{"exchanges_forward", c.exchanges_f},      {"exchanges_backward", c.exchanges_b},
+          {"chunk_bytes", c.chunk_bytes},            {"step_forward_s", c.step_f_s},
+          {"step_backward_s", c.step_b_s},           {"exposed_forward_s", c.exposed_f_s},
+          {"exposed_backward_s", c.exposed_b_s}};
+}
+
+ModelSpec cp_rank_model(const ModelSpec& m, int cp) {
+  ModelSpec r = m;
+  r.seq_length = m.seq_length / cp;
+  return r;
+}
+
+}  // namespace stagecraft::costmodel
