@@ -48,6 +48,7 @@ struct PlanCmdFlags {
   std::string tp;                     // tp values tried; empty = every divisor up to max_tp
   std::string pp;                     // pp values tried; empty = every divisor
   std::string cp = "1";               // context-parallel degrees tried
+  std::string precisions = "bf16";    // precisions tried: bf16, fp8
   std::string rank_orders = "tp-dp-pp";  // rank orders tried
   int top = 10;                       // plans printed
   bool json = false;                  // JSON instead of the table
@@ -119,6 +120,11 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
   for (const std::string& v : split_list(f.pp)) s.pp_degrees.push_back(parse_int("--pp", v));
   s.cp_degrees.clear();
   for (const std::string& v : split_list(f.cp)) s.cp_degrees.push_back(parse_int("--cp", v));
+  s.fp8.clear();
+  for (const std::string& v : split_list(f.precisions)) {
+    if (v != "bf16" && v != "fp8") throw InputError("--precisions \"" + v + "\" is invalid (allowed: bf16, fp8)");
+    s.fp8.push_back(v == "fp8");
+  }
   s.rank_orders = split_list(f.rank_orders);
   s.tp_overlap.clear();
   for (const std::string& v : split_list(f.tp_overlaps)) s.tp_overlap.push_back(schedules::parse_tp_overlap(v, "--tp-overlaps"));
@@ -156,6 +162,8 @@ std::string layers_label(const costmodel::ParallelPlan& p) {
 void print_table(const planner::SearchResult& r, const std::vector<double>& simulated) {
   std::vector<std::vector<std::string>> rows;
   int rank = 0;
+  // A precision column where FP8 was priced (plan --precisions or --fp8).
+  const bool precision = std::any_of(r.best.begin(), r.best.end(), [](const planner::Candidate& c) { return c.fp8; });
   for (const planner::Candidate& c : r.best) {
     const auto& p = c.plan;
     const size_t i = static_cast<size_t>(rank);
@@ -166,10 +174,12 @@ void print_table(const planner::SearchResult& r, const std::vector<double>& simu
                     dims_label(p), std::to_string(p.microbatch_size) + " x " + std::to_string(p.num_microbatches), schedule_label(p),
                     std::string(costmodel::recompute_name(p.recompute)), p.sequence_parallel ? "on" : "off",
                     zero_label(p), layers_label(p)});
+    if (precision) rows.back().insert(rows.back().end() - 1, c.fp8 ? "fp8" : "bf16");
   }
   std::vector<std::string> header = {"#", "iteration"};
   if (!simulated.empty()) header.push_back("simulated");
   header.insert(header.end(), {"tokens/s", "MFU", "memory", "headroom", "bubble", "dp/tp/pp", "b x m", "schedule", "recompute", "sp", "zero", "stage layers"});
+  if (precision) header.insert(header.end() - 1, "precision");
   std::cout << format_table(header, rows);
 }
 
@@ -177,6 +187,7 @@ nlohmann::json result_json(const planner::SearchResult& r, const std::vector<dou
   nlohmann::json best = nlohmann::json::array();
   for (const planner::Candidate& c : r.best) {
     best.push_back({{"plan", costmodel::to_json(c.plan)},
+                    {"fp8", c.fp8},
                     {"iteration_time_s", c.iteration_time_s},
                     {"tokens_per_s", c.tokens_per_s},
                     {"mfu", c.mfu},
@@ -209,8 +220,11 @@ std::vector<double> verify_on_sim(const PlanCmdFlags& f, const costmodel::ModelS
   if (f.verify != "sim") throw InputError("--verify = '" + f.verify + "' is invalid (allowed: sim)");
 #ifdef STAGECRAFT_HAVE_SIM
   std::vector<double> out;
-  for (const planner::Candidate& c : r.best)
-    out.push_back(sim::simulated_estimate(costmodel::estimate(m, r.cluster, c.plan)).eval.iteration_time_s);
+  for (const planner::Candidate& c : r.best) {
+    costmodel::ModelSpec mc = m;
+    mc.fp8 = c.fp8;
+    out.push_back(sim::simulated_estimate(costmodel::estimate(mc, r.cluster, c.plan)).eval.iteration_time_s);
+  }
   return out;
 #else
   (void)m;
@@ -331,7 +345,7 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
                     dims_label(p) + " b" +
                         std::to_string(p.microbatch_size) + " " + schedule_label(p) + " " +
                         std::string(costmodel::recompute_name(p.recompute)) + (p.sequence_parallel ? " sp" : "") +
-                        (p.zero ? " zero" + zero_label(p) : ""),
+                        (p.zero ? " zero" + zero_label(p) : "") + (b.fp8 ? " fp8" : ""),
                     fmt_seconds(b.iteration_time_s), fmt_num(b.tokens_per_s, 0), fmt_tokens(b.tokens_per_s * 3600 / n),
                     fmt_num(100 * b.mfu, 1) + "%",
                     f.tokens > 0 ? fmt_num(train_s / 86400, 2) + " days" : "-",
@@ -435,7 +449,7 @@ void run(const PlanCmdFlags& f) {
   if (f.layer_tp) print_layer_tp(layer_tp, r);
   if (!f.out.empty())
     std::cout << "best plan written to " << f.out << " (estimate --plan reads it"
-              << (m.fp8 ? "; FP8 is the model's, not the plan's: give estimate --fp8 too" : "") << ")\n";
+              << (r.best.front().fp8 ? "; FP8 is the model's, not the plan's: give estimate --fp8 too" : "") << ")\n";
 }
 
 }  // namespace
@@ -464,6 +478,10 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--max-tp", f->max_tp, "largest tensor-parallel degree tried (default: one node's GPUs)");
   c->add_option("--tp", f->tp, "tensor-parallel degrees tried, comma-separated (default: every divisor up to --max-tp)");
   c->add_option("--pp", f->pp, "pipeline degrees tried, comma-separated (default: every divisor)");
+  c->add_option("--precisions", f->precisions,
+                "precisions tried, comma-separated: bf16, fp8 (the layers' linear products in FP8; a GPU with FP8). "
+                "--fp8 prices every plan in FP8")
+      ->capture_default_str();
   c->add_option("--cp", f->cp,
                 "context-parallel degrees tried, comma-separated, e.g. 1,2,4 (where 2 cp divides the sequence; needs "
                 "--attention-kernel fused)")

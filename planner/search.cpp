@@ -95,12 +95,13 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   // Evaluates q and keeps it among the best when it fits; false when a check refuses it.
   costmodel::CostTable costs;
   int stages = 0;
+  ModelSpec model = m;  // the model at the precision being searched
   auto price = [&](const ParallelPlan& q, bool& fits) {
-    costmodel::check_fit(m, res.cluster, q);
+    costmodel::check_fit(model, res.cluster, q);
     // Parameters the cost model chooses (merak alpha1 auto, FOLD3D segments auto and its
     // forward/backward ratio) are settled as `estimate` settles them.
-    const ParallelPlan r = costmodel::resolve_schedule_params(m, res.cluster, q);
-    return evaluate(m, res.cluster, r, cache, lowered, res.stats, fits, &costs, &stages);
+    const ParallelPlan r = costmodel::resolve_schedule_params(model, res.cluster, q);
+    return evaluate(model, res.cluster, r, cache, lowered, res.stats, fits, &costs, &stages);
   };
   auto consider = [&](const ParallelPlan& q) {
     Candidate cand;
@@ -108,6 +109,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
     try {
       costmodel::check(q);
       cand = custom ? candidate_of(opt.estimate(res.cluster, q), res.cluster, fits) : price(q, fits);
+      cand.fp8 = model.fp8;
     } catch (const InputError&) {
       return false;
     }
@@ -122,28 +124,34 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
     if (static_cast<int>(res.best.size()) > opt.top_k) res.best.pop_back();
     return true;
   };
-  for (const ParallelPlan& p : points) {
-    if (opt.progress && res.stats.considered % 64 == 0) opt.progress(res.stats.considered, static_cast<long>(points.size()));
-    ++res.stats.considered;
-    if (opt.prune && !custom && memory_lower_bound_bytes(m, p) > res.cluster.gpu_memory_bytes) {  // tight plans are kept
-      ++res.stats.pruned;
-      continue;
+  // Each precision of the space over every point (a model already in FP8: FP8 only).
+  const std::vector<bool> precisions = m.fp8 || custom ? std::vector<bool>{m.fp8} : space.fp8;
+  const long total = static_cast<long>(points.size() * precisions.size());
+  for (bool fp8 : precisions) {
+    model.fp8 = fp8;
+    for (const ParallelPlan& p : points) {
+      if (opt.progress && res.stats.considered % 64 == 0) opt.progress(res.stats.considered, total);
+      ++res.stats.considered;
+      if (opt.prune && !custom && memory_lower_bound_bytes(model, p) > res.cluster.gpu_memory_bytes) {  // tight plans are kept
+        ++res.stats.pruned;
+        continue;
+      }
+      if (!consider(p)) {
+        ++res.stats.rejected;
+        continue;
+      }
+      if (!opt.balance || custom || stages < 2 || !p.stage_layers.empty()) continue;
+      // Merak's stage balancing: the same plan with the layers moved away from the embedding
+      // and the head, when that changes the partition.
+      ParallelPlan q = p;
+      q.stage_layers = balance_stages(m.num_layers, stages, stage_time_model(costs, p.recompute == costmodel::RecomputePolicy::Full));
+      if (q.stage_layers == costmodel::partition_layers(m, p, stages)) continue;
+      ++res.stats.balanced;
+      consider(q);
     }
-    if (!consider(p)) {
-      ++res.stats.rejected;
-      continue;
-    }
-    if (!opt.balance || custom || stages < 2 || !p.stage_layers.empty()) continue;
-    // Merak's stage balancing: the same plan with the layers moved away from the embedding
-    // and the head, when that changes the partition.
-    ParallelPlan q = p;
-    q.stage_layers = balance_stages(m.num_layers, stages, stage_time_model(costs, p.recompute == costmodel::RecomputePolicy::Full));
-    if (q.stage_layers == costmodel::partition_layers(m, p, stages)) continue;
-    ++res.stats.balanced;
-    consider(q);
   }
   res.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (opt.progress) opt.progress(res.stats.considered, static_cast<long>(points.size()));
+  if (opt.progress) opt.progress(res.stats.considered, total);
   return res;
 }
 

@@ -44,6 +44,18 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
     throw InputError("plan space: " + field + " = " + value + " is invalid (" + allowed + ")");
   };
   costmodel::check_fp8(m, c);
+  if (space.fp8.empty()) bad("precisions", "(none)", "give at least one (bf16, fp8)");
+  for (bool f : space.fp8)
+    if (f && !m.fp8) {
+      ModelSpec f8 = m;
+      f8.fp8 = true;
+      try {
+        costmodel::check(f8);
+        costmodel::check_fp8(f8, c);
+      } catch (const InputError& e) {
+        bad("precisions", "fp8", e.what());
+      }
+    }
   if (space.gpus < 0 || space.gpus > c.num_gpus())
     bad("gpus", std::to_string(space.gpus), "must be 0 (all) or at most the " + std::to_string(c.num_gpus()) + " of cluster '" + c.name + "'");
   if (space.global_batch < 1) bad("global_batch", std::to_string(space.global_batch), "must be at least 1 sequence");

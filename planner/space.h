@@ -40,6 +40,9 @@ struct PlanSpace {
   int max_tp = 0;                            // largest tp; 0 = the GPUs of one node (Megatron keeps tp in a node)
   std::vector<int> tp_degrees;               // tp values tried; empty = every divisor of gpus up to max_tp
   std::vector<int> pp_degrees;               // pp values tried; empty = every divisor (Oases runs pp = 1)
+  std::vector<bool> fp8 = {false};           // precisions tried: the layers' linear products in 16 bits
+                                             // (false) or in FP8 (true; a GPU with FP8, costmodel
+                                             // check_fp8); a model with fp8 set is FP8 only
   std::vector<int> cp_degrees = {1};         // context-parallel degrees tried (costmodel/cp.h), where 2 cp
                                              // divides the sequence and the model's attention is fused
   std::vector<std::string> rank_orders = {"tp-dp-pp"};  // rank orders tried (fastest-varying axis first)
