@@ -14,10 +14,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "costmodel/presets.h"
 #include "costmodel/specs.h"
 #include "schedules/error.h"
 
 namespace stagecraft::test {
+
+// A cluster preset with `nodes` nodes (costmodel::set_nodes).
+inline costmodel::ClusterSpec cluster_of(const std::string& preset, int nodes) {
+  costmodel::ClusterSpec c = costmodel::load_cluster(preset);
+  costmodel::set_nodes(c, nodes, "nodes");
+  return c;
+}
 
 // A plan from its degrees and microbatch count, every other field at its default.
 inline costmodel::ParallelPlan plan_of(int dp, int tp, int pp, int microbatches) {

@@ -29,11 +29,7 @@ ModelSpec llama(int seq) {
   return m;
 }
 
-ClusterSpec h100(int nodes) {
-  ClusterSpec c = load_cluster("h100-ib-1024");
-  set_nodes(c, nodes, "nodes");
-  return c;
-}
+ClusterSpec h100(int nodes) { return test::cluster_of("h100-ib-1024", nodes); }
 
 ParallelPlan plan(int dp, int tp, int cp) {
   ParallelPlan p = test::plan_of(dp, tp, 1, 2);

@@ -140,8 +140,7 @@ TEST(Fp8, PlannerSearchesPrecision) {
   s.microbatch_sizes = {1};
   s.fp8 = {false, true};
   ModelSpec m = load_model("llama3-8b");
-  ClusterSpec c = load_cluster("h100-ib-1024");
-  set_nodes(c, 1, "nodes");
+  const ClusterSpec c = stagecraft::test::cluster_of("h100-ib-1024", 1);
   stagecraft::planner::SearchOptions o;
   o.top_k = 1000;
   const stagecraft::planner::SearchResult r = stagecraft::planner::search(m, c, s, o);

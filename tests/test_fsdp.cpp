@@ -33,11 +33,7 @@ ParallelPlan dp8(int zero, int microbatches = 2) {
   return p;
 }
 
-ClusterSpec h100(int nodes) {
-  ClusterSpec c = load_cluster("h100-ib-1024");
-  set_nodes(c, nodes, "nodes");
-  return c;
-}
+ClusterSpec h100(int nodes) { return test::cluster_of("h100-ib-1024", nodes); }
 
 }  // namespace
 
