@@ -4,8 +4,9 @@
 // for each stage, what it sends, reduces, keeps and gathers, in bytes (stage_workload in
 // costs.h). Every model and plan option changes the work here and only here: the attention
 // kernel, dropout, the activation, grouped-query attention, sequence parallelism, selective
-// recomputation and FP8 (the linear products at the FP8 rate, the casts of their inputs and
-// output gradients as memory-bound traffic). The evaluator, the simulator, the planner and the graph route all price what
+// recomputation, FP8 (the linear products at the FP8 rate, the casts of their inputs and
+// output gradients as memory-bound traffic) and context parallelism (s / cp tokens, the core
+// per key/value chunk). The evaluator, the simulator, the planner and the graph route all price what
 // this builds.
 #pragma once
 
