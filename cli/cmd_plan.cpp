@@ -183,6 +183,25 @@ void print_table(const planner::SearchResult& r, const std::vector<double>& simu
   std::cout << format_table(header, rows);
 }
 
+// Each value of the choices the space varied (zero, shard group, cp, precision): its fastest plan
+// that fits against the best, or why none does.
+void print_choices(const planner::SearchResult& r) {
+  if (r.choices.empty() || r.best.empty()) return;
+  const double best = r.best.front().iteration_time_s;
+  std::vector<std::vector<std::string>> rows;
+  for (const planner::ChoiceBest& c : r.choices) {
+    std::string fastest = "no plan fits", gap = "-";
+    if (c.best) {
+      fastest = fmt_seconds(c.best->iteration_time_s) + " (" + dims_label(c.best->plan) + ")";
+      gap = c.best->iteration_time_s <= best ? "the best" : "+" + fmt_num(100 * (c.best->iteration_time_s / best - 1), 1) + "%";
+    }
+    rows.push_back({c.choice, fastest, gap, std::to_string(c.fitting) + " of " + std::to_string(c.evaluated),
+                    std::to_string(c.pruned)});
+  }
+  std::cout << "\nby choice, the fastest plan that fits with it:\n"
+            << format_table({"choice", "fastest", "against the best", "fit of evaluated", "pruned"}, rows);
+}
+
 nlohmann::json result_json(const planner::SearchResult& r, const std::vector<double>& simulated) {
   nlohmann::json best = nlohmann::json::array();
   for (const planner::Candidate& c : r.best) {
@@ -198,8 +217,17 @@ nlohmann::json result_json(const planner::SearchResult& r, const std::vector<dou
                     {"bubble_fraction", c.bubble_fraction}});
     if (!simulated.empty()) best.back()["simulated_iteration_time_s"] = simulated[best.size() - 1];
   }
+  nlohmann::json choices = nlohmann::json::array();
+  for (const planner::ChoiceBest& c : r.choices)
+    choices.push_back({{"choice", c.choice},
+                       {"pruned", c.pruned},
+                       {"evaluated", c.evaluated},
+                       {"fitting", c.fitting},
+                       {"best_iteration_time_s", c.best ? nlohmann::json(c.best->iteration_time_s) : nlohmann::json(nullptr)},
+                       {"best_plan", c.best ? costmodel::to_json(c.best->plan) : nlohmann::json(nullptr)}});
   const auto& s = r.stats;
   return {{"cluster", r.cluster.name},
+          {"choices", choices},
           {"gpus", r.best.empty() ? r.cluster.num_gpus() : r.best.front().plan.num_gpus()},
           {"best", best},
           {"stats",
@@ -429,6 +457,7 @@ void run(const PlanCmdFlags& f) {
             << f.global_batch << " sequences; a plan fits in " << fmt_bytes(c.usable_memory_bytes()) << " per GPU ("
             << fmt_bytes(c.gpu_memory_bytes) << " less a margin of " << fmt_percent(c.memory_margin) << ")\n\n";
   print_table(r, simulated);
+  print_choices(r);
   const auto& s = r.stats;
   std::cout << "\nsearched " << s.considered << " plans: " << s.pruned << " pruned by the memory bound, " << s.rejected
             << " refused by a plan check, " << s.evaluated << " evaluated (" << s.balanced << " of them with balanced stage layers, "

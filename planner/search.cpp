@@ -79,6 +79,30 @@ Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan&
   return out;
 }
 
+// The choices of the space with more than one value, each value's key, in the space's order.
+std::vector<std::string> choice_keys(const PlanSpace& space, const std::vector<bool>& precisions) {
+  std::vector<std::string> keys;
+  if (space.zero.size() > 1)
+    for (int z : space.zero) keys.push_back("zero " + std::to_string(z));
+  if (space.shard_groups.size() > 1)
+    for (int g : space.shard_groups) keys.push_back("shard group " + std::to_string(g));
+  if (space.cp_degrees.size() > 1)
+    for (int x : space.cp_degrees) keys.push_back("cp " + std::to_string(x));
+  if (precisions.size() > 1)
+    for (bool f : precisions) keys.push_back(f ? "fp8" : "bf16");
+  return keys;
+}
+
+// The keys a point belongs to (those of choice_keys).
+std::vector<std::string> keys_of(const ParallelPlan& p, bool fp8, const PlanSpace& space, const std::vector<bool>& precisions) {
+  std::vector<std::string> keys;
+  if (space.zero.size() > 1) keys.push_back("zero " + std::to_string(p.zero));
+  if (space.shard_groups.size() > 1 && p.zero == 3) keys.push_back("shard group " + std::to_string(p.shard_group));
+  if (space.cp_degrees.size() > 1) keys.push_back("cp " + std::to_string(p.cp));
+  if (precisions.size() > 1) keys.push_back(fp8 ? "fp8" : "bf16");
+  return keys;
+}
+
 }  // namespace
 
 SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& space, const SearchOptions& opt) {
@@ -96,6 +120,14 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   costmodel::CostTable costs;
   int stages = 0;
   ModelSpec model = m;  // the model at the precision being searched
+  // Each precision of the space over every point (a model already in FP8: FP8 only).
+  const std::vector<bool> precisions = m.fp8 || custom ? std::vector<bool>{m.fp8} : space.fp8;
+  for (const std::string& k : choice_keys(space, precisions)) res.choices.push_back({k});
+  auto choice = [&](const std::string& key) -> ChoiceBest* {
+    for (ChoiceBest& c : res.choices)
+      if (c.choice == key) return &c;
+    return nullptr;
+  };
   auto price = [&](const ParallelPlan& q, bool& fits) {
     costmodel::check_fit(model, res.cluster, q);
     // Parameters the cost model chooses (merak alpha1 auto, FOLD3D segments auto and its
@@ -114,6 +146,13 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
       return false;
     }
     ++res.stats.evaluated;
+    for (const std::string& k : keys_of(q, model.fp8, space, precisions))
+      if (ChoiceBest* c = choice(k)) {
+        ++c->evaluated;
+        if (!fits) continue;
+        ++c->fitting;
+        if (!c->best || cand.iteration_time_s < c->best->iteration_time_s) c->best = cand;
+      }
     if (!fits) {
       ++res.stats.infeasible;
       return true;
@@ -124,8 +163,6 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
     if (static_cast<int>(res.best.size()) > opt.top_k) res.best.pop_back();
     return true;
   };
-  // Each precision of the space over every point (a model already in FP8: FP8 only).
-  const std::vector<bool> precisions = m.fp8 || custom ? std::vector<bool>{m.fp8} : space.fp8;
   const long total = static_cast<long>(points.size() * precisions.size());
   for (bool fp8 : precisions) {
     model.fp8 = fp8;
@@ -134,6 +171,8 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
       ++res.stats.considered;
       if (opt.prune && !custom && memory_lower_bound_bytes(model, p) > res.cluster.gpu_memory_bytes) {  // tight plans are kept
         ++res.stats.pruned;
+        for (const std::string& k : keys_of(p, fp8, space, precisions))
+          if (ChoiceBest* c = choice(k)) ++c->pruned;
         continue;
       }
       if (!consider(p)) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,9 +51,21 @@ struct SearchOptions {
   std::function<costmodel::Estimate(const costmodel::ClusterSpec&, const costmodel::ParallelPlan&)> estimate;
 };
 
+// One value of a choice the space offers more than one of (its zero stage, shard group, context
+// parallelism, precision): what became of its points, and its fastest plan that fits. What
+// `plan` reports for the choices the best plan did not make.
+struct ChoiceBest {
+  std::string choice;             // "zero 3", "shard group 8", "cp 2", "fp8", ...
+  long pruned = 0;                // its points dropped by the memory bound
+  long evaluated = 0;             // evaluated (balanced variants included)
+  long fitting = 0;               // of them, the plans that fit
+  std::optional<Candidate> best;  // its fastest plan that fits; empty when none does
+};
+
 struct SearchResult {
   costmodel::ClusterSpec cluster;   // the cluster the plans run on (PlanSpace::gpus of it)
   std::vector<Candidate> best;      // up to top_k plans that fit, fastest first
+  std::vector<ChoiceBest> choices;  // per value of each choice with several, in the space's order
   SearchStats stats;
 };
 

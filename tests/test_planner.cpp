@@ -93,6 +93,45 @@ TEST(Planner, BestEqualsTheExhaustiveOptimum) {
   for (size_t i = 1; i < r.best.size(); ++i) EXPECT_LE(r.best[i - 1].iteration_time_s, r.best[i].iteration_time_s);
 }
 
+// For each value of a choice the space varies (here the zero stage), the search reports its
+// fastest plan that fits and its counts: what an exhaustive pass of `estimate` over the points
+// with that value finds; the best plan's own value reports the best.
+TEST(Planner, ChoicesReportEachValuesFastest) {
+  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const ClusterSpec c = h100_nodes(2);
+  PlanSpace s = small_space(32);
+  s.zero = {0, 1, 3};
+  planner::SearchOptions o;
+  o.balance = false;
+  o.prune = false;
+  const planner::SearchResult r = planner::search(m, c, s, o);
+  ASSERT_EQ(r.choices.size(), 3u);
+  const std::vector<costmodel::Estimate> all = estimates_of(m, c, s);
+  for (int z : {0, 1, 3}) {
+    const planner::ChoiceBest& ch = r.choices[static_cast<size_t>(z == 3 ? 2 : z)];
+    EXPECT_EQ(ch.choice, "zero " + std::to_string(z));
+    long evaluated = 0, fitting = 0;
+    double fastest = 0;
+    for (const costmodel::Estimate& e : all) {
+      if (e.plan.zero != z) continue;
+      ++evaluated;
+      if (e.fit == costmodel::Fit::DoesNotFit) continue;
+      ++fitting;
+      if (fastest == 0 || e.eval.iteration_time_s < fastest) fastest = e.eval.iteration_time_s;
+    }
+    EXPECT_EQ(ch.evaluated, evaluated) << ch.choice;
+    EXPECT_EQ(ch.fitting, fitting) << ch.choice;
+    ASSERT_EQ(ch.best.has_value(), fitting > 0) << ch.choice;
+    if (ch.best) EXPECT_NEAR(ch.best->iteration_time_s, fastest, 1e-9 * fastest) << ch.choice;
+  }
+  const planner::ChoiceBest& own = r.choices[static_cast<size_t>(r.best.front().plan.zero == 3 ? 2 : r.best.front().plan.zero)];
+  ASSERT_TRUE(own.best);
+  EXPECT_EQ(own.best->iteration_time_s, r.best.front().iteration_time_s);
+  PlanSpace one = small_space(32);
+  one.zero = {1};
+  EXPECT_TRUE(planner::search(m, c, one, o).choices.empty());  // one value each: nothing to report
+}
+
 // The bound is below the evaluated peak of every plan, so a pruned plan cannot fit: checked on
 // random spaces (model, nodes, batch) by evaluating what the bound prunes.
 TEST(Planner, PruningNeverDropsAPlanThatFits) {
