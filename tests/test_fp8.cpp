@@ -13,7 +13,6 @@
 #include "costmodel/shape.h"
 #include "costmodel/workload.h"
 #include "helpers.h"
-#include "planner/search.h"
 
 using namespace stagecraft::costmodel;
 using stagecraft::test::error_of;
@@ -127,33 +126,4 @@ TEST(Fp8, RefusedWhereItCannotRun) {
   j["gemm_max_efficiency_fp8"] = 0;
   msg = error_of([&] { cluster_from_json(j); });
   EXPECT_NE(msg.find("gemm_max_efficiency_fp8 = 0"), std::string::npos) << msg;
-}
-
-// Precision as a dimension of the planner's space: each point priced in bf16 and in FP8, the
-// candidates marked; on H100 the FP8 plans lead (their products at twice the rate). A GPU
-// without FP8 refuses the dimension, naming it.
-TEST(Fp8, PlannerSearchesPrecision) {
-  stagecraft::planner::PlanSpace s;
-  s.gpus = 8;
-  s.global_batch = 16;
-  s.schedules = {{"1f1b", 0}};
-  s.microbatch_sizes = {1};
-  s.fp8 = {false, true};
-  ModelSpec m = load_model("llama3-8b");
-  const ClusterSpec c = stagecraft::test::cluster_of("h100-ib-1024", 1);
-  stagecraft::planner::SearchOptions o;
-  o.top_k = 1000;
-  const stagecraft::planner::SearchResult r = stagecraft::planner::search(m, c, s, o);
-  ASSERT_FALSE(r.best.empty());
-  EXPECT_TRUE(r.best.front().fp8);
-  EXPECT_EQ(r.stats.considered % 2, 0);
-  bool bf16 = false;
-  for (const auto& cand : r.best) bf16 = bf16 || !cand.fp8;
-  EXPECT_TRUE(bf16);  // both precisions were priced
-  // The best FP8 candidate is what estimate says of it with --fp8.
-  ModelSpec f8 = m;
-  f8.fp8 = true;
-  EXPECT_DOUBLE_EQ(estimate(f8, r.cluster, r.best.front().plan).eval.iteration_time_s, r.best.front().iteration_time_s);
-  const std::string msg = error_of([&] { stagecraft::planner::search(m, load_cluster("hanayo-fc-a100-8"), s, o); });
-  EXPECT_NE(msg.find("precisions = fp8 is invalid"), std::string::npos) << msg;
 }

@@ -2,8 +2,9 @@
 // each unit gathered before its forward and again before its backward (or kept), its gradients
 // reduce-scattered after its backward, the next unit's collective behind the current unit's
 // compute; hybrid sharding inside a shard group. Closed forms by hand for the passes, the
-// counts, the bytes and the memory; refusals naming the field; the planner picking it when only
-// sharded parameters fit. The simulator and the planner agree with the evaluator in test_routes.
+// counts, the bytes and the memory; refusals naming the field. The simulator and the planner agree
+// with the evaluator in test_routes; the planner picks it where only sharded parameters fit
+// (test_planner).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -15,7 +16,6 @@
 #include "costmodel/presets.h"
 #include "costmodel/topology.h"
 #include "helpers.h"
-#include "planner/search.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
@@ -163,25 +163,4 @@ TEST(Fsdp, RefusalsNameTheField) {
   EXPECT_EQ(back.shard_group, 8);
   EXPECT_FALSE(back.reshard_after_forward);
   EXPECT_FALSE(to_json(dp8(1)).contains("shard_group"));
-}
-
-// llama3-8b on eight GPUs without tensor or pipeline parallelism, selective recomputation:
-// replicated weights and gradients (zero 1: 2 + g + 12/8 bytes per parameter) leave too little
-// of the usable 68 GB for two sequences of 8,192 tokens' activations (89 GiB in all); sharded
-// parameters fit (65 GiB), and the search says so by choosing them.
-TEST(Fsdp, PlannerChoosesShardedParametersWhereTheyAloneFit) {
-  const ModelSpec m = load_model("llama3-8b");
-  planner::PlanSpace s;
-  s.gpus = 8;
-  s.global_batch = 16;
-  s.schedules = {{"1f1b", 0}};
-  s.microbatch_sizes = {1};
-  s.recompute = {RecomputePolicy::Selective};
-  s.zero = {0, 1, 3};
-  s.tp_degrees = {1};
-  s.pp_degrees = {1};
-  s.sequence_parallel = {false};
-  const planner::SearchResult r = planner::search(m, h100(1), s);
-  ASSERT_FALSE(r.best.empty());
-  for (const planner::Candidate& c : r.best) EXPECT_EQ(c.plan.zero, 3);
 }

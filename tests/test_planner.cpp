@@ -455,4 +455,77 @@ TEST(PlannerCli, BadInputExitsTwo) {
 }
 
 }  // namespace
+// Precision as a dimension of the planner's space: each point priced in bf16 and in FP8, the
+// candidates marked; on H100 the FP8 plans lead (their products at twice the rate). A GPU
+// without FP8 refuses the dimension, naming it.
+TEST(PlannerSpace, PrecisionIsADimension) {
+  planner::PlanSpace s;
+  s.gpus = 8;
+  s.global_batch = 16;
+  s.schedules = {{"1f1b", 0}};
+  s.microbatch_sizes = {1};
+  s.fp8 = {false, true};
+  ModelSpec m = costmodel::load_model("llama3-8b");
+  const ClusterSpec c = test::cluster_of("h100-ib-1024", 1);
+  planner::SearchOptions o;
+  o.top_k = 1000;
+  const planner::SearchResult r = planner::search(m, c, s, o);
+  ASSERT_FALSE(r.best.empty());
+  EXPECT_TRUE(r.best.front().fp8);
+  EXPECT_EQ(r.stats.considered % 2, 0);
+  bool bf16 = false;
+  for (const auto& cand : r.best) bf16 = bf16 || !cand.fp8;
+  EXPECT_TRUE(bf16);  // both precisions were priced
+  // The best FP8 candidate is what estimate says of it with --fp8.
+  ModelSpec f8 = m;
+  f8.fp8 = true;
+  EXPECT_DOUBLE_EQ(costmodel::estimate(f8, r.cluster, r.best.front().plan).eval.iteration_time_s, r.best.front().iteration_time_s);
+  const std::string msg = test::error_of([&] { planner::search(m, costmodel::load_cluster("hanayo-fc-a100-8"), s, o); });
+  EXPECT_NE(msg.find("precisions = fp8 is invalid"), std::string::npos) << msg;
+}
+
+// llama3-8b on eight GPUs without tensor or pipeline parallelism, selective recomputation:
+// replicated weights and gradients (zero 1: 2 + g + 12/8 bytes per parameter) leave too little
+// of the usable 68 GB for two sequences of 8,192 tokens' activations (89 GiB in all); sharded
+// parameters fit (65 GiB), and the search says so by choosing them.
+TEST(PlannerSpace, ChoosesShardedParametersWhereTheyAloneFit) {
+  const ModelSpec m = costmodel::load_model("llama3-8b");
+  planner::PlanSpace s;
+  s.gpus = 8;
+  s.global_batch = 16;
+  s.schedules = {{"1f1b", 0}};
+  s.microbatch_sizes = {1};
+  s.recompute = {costmodel::RecomputePolicy::Selective};
+  s.zero = {0, 1, 3};
+  s.tp_degrees = {1};
+  s.pp_degrees = {1};
+  s.sequence_parallel = {false};
+  const planner::SearchResult r = planner::search(m, test::cluster_of("h100-ib-1024", 1), s);
+  ASSERT_FALSE(r.best.empty());
+  for (const planner::Candidate& c : r.best) EXPECT_EQ(c.plan.zero, 3);
+}
+
+// Llama 3 8B at 65,536 tokens a sample with the given attention core.
+ModelSpec long_llama(costmodel::AttentionKernel k) {
+  ModelSpec m = costmodel::load_model("llama3-8b");
+  m.seq_length = 65536;
+  m.attention_kernel = k;
+  return m;
+}
+
+// Llama 3 8B on 16 GPUs at 65,536 tokens a sample: the search, offered cp 1, 2 and 4, runs the
+// sequence over several ranks; without fused attention it offers none.
+TEST(PlannerSpace, SplitsLongSequencesOverContextParallelRanks) {
+  planner::PlanSpace s;
+  s.gpus = 16;
+  s.global_batch = 8;
+  s.schedules = {{"1f1b", 0}};
+  s.cp_degrees = {1, 2, 4};
+  const planner::SearchResult r = planner::search(long_llama(costmodel::AttentionKernel::Fused), test::cluster_of("h100-ib-1024", 2), s);
+  ASSERT_FALSE(r.best.empty());
+  EXPECT_GT(r.best.front().plan.cp, 1);
+  ModelSpec mat = long_llama(costmodel::AttentionKernel::Materialized);
+  for (const ParallelPlan& p : planner::enumerate(s, mat, test::cluster_of("h100-ib-1024", 2))) EXPECT_EQ(p.cp, 1);
+}
+
 }  // namespace stagecraft
