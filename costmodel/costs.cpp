@@ -276,7 +276,7 @@ void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, cons
       t.static_bytes[r] += t.fp8_params[r] * memory::kFp8WeightCopyBytes;
       t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] * memory::kFp8WeightCastTrafficBytes);
     }
-    if (p.zero == 1 || p.zero == 2) {
+    if (gathers_after_step(p)) {
       const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights
       t.param_gather_bytes[r] = bytes;
       t.param_gather_s[r] = comm_s(prof, "all_gather", shard, bytes, topo.group_link(kDpCp), all_gather_s(bytes, topo.allreduce_path(kDpCp)), t.notes);

@@ -86,6 +86,12 @@ double kv_hidden_size(const ModelSpec& m) {
   return static_cast<double>(kv_heads(m)) * m.hidden_size / m.num_heads;
 }
 
+bool cp_divides(const ModelSpec& m, int cp) {
+  return cp == 1 || (m.seq_length % (2 * cp) == 0 && m.attention_kernel == AttentionKernel::Fused);
+}
+
+bool gathers_after_step(const ParallelPlan& p) { return p.zero == 1 || p.zero == 2; }
+
 bool tp_divides(const ModelSpec& m, int t) {
   return t >= 1 && m.num_heads % t == 0 && kv_heads(m) % t == 0 && m.ffn_hidden_size % t == 0;
 }
@@ -408,7 +414,7 @@ void check(const ParallelPlan& p) {
   if (p.zero < 0 || p.zero > 3)
     bad(w, "zero", std::to_string(p.zero),
         "allowed: 0 (no sharding), 1 (optimizer states), 2 (and gradients), 3 (and parameters, FSDP)");
-  if (p.overlap_param_gather && (p.zero < 1 || p.zero > 2))
+  if (p.overlap_param_gather && !gathers_after_step(p))
     bad(w, "overlap_param_gather", "true with zero = " + std::to_string(p.zero),
         p.zero == 3 ? "zero 3 gathers each layer before its forward, behind the previous layer's compute; the "
                       "option is for zero 1 and 2, which gather all parameters after the step"
@@ -457,14 +463,15 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
               "; per-layer degrees are priced by `stagecraft plan --layer-tp` (Oases Sec. V) only, not yet executed");
   check_tp_overlap(p);
   check_fp8(m, c);
-  if (p.cp > 1 && m.seq_length % (2 * p.cp) != 0)
+  if (!cp_divides(m, p.cp)) {
+    if (m.attention_kernel != AttentionKernel::Fused)
+      bad("plan", "cp", std::to_string(p.cp) + " with model '" + m.name + "' on materialized attention",
+          "context parallelism runs a fused attention kernel per key/value chunk (Megatron-Core through Transformer "
+          "Engine); give --attention-kernel fused, or cp = 1");
     bad("plan", "cp", std::to_string(p.cp),
         "2 cp must divide the model's seq_length = " + std::to_string(m.seq_length) +
             " (each rank takes two chunks of s / 2cp tokens, balancing the causal mask)");
-  if (p.cp > 1 && m.attention_kernel != AttentionKernel::Fused)
-    bad("plan", "cp", std::to_string(p.cp) + " with model '" + m.name + "' on materialized attention",
-        "context parallelism runs a fused attention kernel per key/value chunk (Megatron-Core through Transformer "
-        "Engine); give --attention-kernel fused, or cp = 1");
+  }
   if (p.zero == 3 && m.fp8)
     bad("plan", "zero", "3 with model '" + m.name + "' in FP8",
         "zero 0, 1 or 2 with FP8: gathering FP8 weight shards (torchao's float8 all-gather, Transformer Engine's FP8 "

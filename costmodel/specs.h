@@ -204,6 +204,13 @@ double kv_hidden_size(const ModelSpec& m);
 // Whether t tensor-parallel ranks split the model evenly: t divides the query heads, the
 // key/value heads (Megatron-LM's query groups) and the FFN width.
 bool tp_divides(const ModelSpec& m, int t);
+// Whether cp context-parallel ranks can split the model's sequences: 2cp divides the sequence
+// (two chunks a rank, balancing the causal mask) and the core is fused (one kernel a chunk).
+bool cp_divides(const ModelSpec& m, int cp);
+// Whether the plan's distributed optimizer reduce-scatters the gradients at the iteration's end
+// and all-gathers the parameters after the step (zero 1 and 2; zero 3 does both around each
+// layer's passes instead, costmodel/fsdp.h).
+bool gathers_after_step(const ParallelPlan& p);
 
 std::string_view kind_name(ModelKind k);
 ModelKind parse_kind(const std::string& s);  // throws InputError

@@ -79,27 +79,33 @@ Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan&
   return out;
 }
 
+// The key of one value of a choice: "zero 3", "shard group 8", "cp 2", "fp8".
+std::string zero_key(int z) { return "zero " + std::to_string(z); }
+std::string shard_key(int g) { return "shard group " + std::to_string(g); }
+std::string cp_key(int x) { return "cp " + std::to_string(x); }
+std::string precision_key(bool fp8) { return fp8 ? "fp8" : "bf16"; }
+
 // The choices of the space with more than one value, each value's key, in the space's order.
 std::vector<std::string> choice_keys(const PlanSpace& space, const std::vector<bool>& precisions) {
   std::vector<std::string> keys;
   if (space.zero.size() > 1)
-    for (int z : space.zero) keys.push_back("zero " + std::to_string(z));
+    for (int z : space.zero) keys.push_back(zero_key(z));
   if (space.shard_groups.size() > 1)
-    for (int g : space.shard_groups) keys.push_back("shard group " + std::to_string(g));
+    for (int g : space.shard_groups) keys.push_back(shard_key(g));
   if (space.cp_degrees.size() > 1)
-    for (int x : space.cp_degrees) keys.push_back("cp " + std::to_string(x));
+    for (int x : space.cp_degrees) keys.push_back(cp_key(x));
   if (precisions.size() > 1)
-    for (bool f : precisions) keys.push_back(f ? "fp8" : "bf16");
+    for (bool f : precisions) keys.push_back(precision_key(f));
   return keys;
 }
 
 // The keys a point belongs to (those of choice_keys).
 std::vector<std::string> keys_of(const ParallelPlan& p, bool fp8, const PlanSpace& space, const std::vector<bool>& precisions) {
   std::vector<std::string> keys;
-  if (space.zero.size() > 1) keys.push_back("zero " + std::to_string(p.zero));
-  if (space.shard_groups.size() > 1 && p.zero == 3) keys.push_back("shard group " + std::to_string(p.shard_group));
-  if (space.cp_degrees.size() > 1) keys.push_back("cp " + std::to_string(p.cp));
-  if (precisions.size() > 1) keys.push_back(fp8 ? "fp8" : "bf16");
+  if (space.zero.size() > 1) keys.push_back(zero_key(p.zero));
+  if (space.shard_groups.size() > 1 && p.zero == 3) keys.push_back(shard_key(p.shard_group));
+  if (space.cp_degrees.size() > 1) keys.push_back(cp_key(p.cp));
+  if (precisions.size() > 1) keys.push_back(precision_key(fp8));
   return keys;
 }
 

@@ -126,7 +126,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
     for (int cp : space.cp_degrees) {
       if (pp > m.num_layers || !allowed(space.pp_degrees, pp)) continue;
       if ((gpus / (tp * pp)) % cp != 0) continue;
-      if (cp > 1 && (m.seq_length % (2 * cp) != 0 || m.attention_kernel != costmodel::AttentionKernel::Fused)) continue;
+      if (!costmodel::cp_divides(m, cp)) continue;
       const int dp = gpus / (tp * pp * cp);
       if (space.global_batch % dp != 0) continue;
       for (int b : space.microbatch_sizes) {
@@ -167,7 +167,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                 p.shard_group = shard;
                 p.reshard_after_forward = z != 3 || space.reshard_after_forward;
                 p.overlap_grad_reduce = space.overlap_grad_reduce;
-                p.overlap_param_gather = space.overlap_param_gather && (z == 1 || z == 2);
+                p.overlap_param_gather = space.overlap_param_gather && costmodel::gathers_after_step(p);
                 p.stack = space.stack;
                 p.rank_order = order;
                 out.push_back(p);

@@ -28,7 +28,7 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
     w.copy_bytes.push_back(sc.act_bytes);
     w.tp_bytes.push_back(sc.tp_allreduces_f > 0 ? sc.tp_allreduce_bytes : 0.0);
   }
-  w.reduce_scatter = p.zero == 1 || p.zero == 2;
+  w.reduce_scatter = costmodel::gathers_after_step(p);
   w.gather_bytes.assign(static_cast<size_t>(s.num_ranks), 0.0);
   w.gather_head_share.assign(static_cast<size_t>(s.num_ranks), 1.0);
   for (size_t r = 0; r < w.gather_bytes.size() && c.param_gather_bytes.size() == w.gather_bytes.size(); ++r) {
