@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "costmodel/estimate.h"
+#include "costmodel/flops.h"
 #include "costmodel/fold3d_model.h"
 #include "costmodel/svg.h"
 #include "costmodel/trace.h"
@@ -71,7 +72,7 @@ void print_estimate(const costmodel::Estimate& e) {
   std::cout << "model " << e.model.name << (fused ? " (fused attention)" : "") << " on cluster " << e.cluster.name << " (" << e.cluster.num_gpus() << " x "
             << e.cluster.gpu_name << ")\n"
             << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << (p.cp > 1 ? ", cp " + std::to_string(p.cp) : "")
-            << ", microbatch size " << p.microbatch_size
+            << (p.ep > 1 ? ", ep " + std::to_string(p.ep) : "") << ", microbatch size " << p.microbatch_size
             << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << " ("
             << e.schedule.num_stages << " stages), recompute " << costmodel::recompute_name(p.recompute)
             << (p.zero ? ", zero " + zero_label(p) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
@@ -100,6 +101,27 @@ void print_estimate(const costmodel::Estimate& e) {
                                                       std::to_string(cl.exchanges_b) + " backward (with gradients)"});
     rows.push_back({"context parallel, exposed", "forward " + fmt_seconds(cl.exposed_f_s) + ", backward " +
                                                     fmt_seconds(cl.exposed_b_s) + " per layer and sub-batch"});
+  }
+  if (costmodel::is_moe(e.model)) {  // experts (costmodel/moe.h); --json has every stage's
+    const costmodel::ModelSpec& m = e.model;
+    rows.push_back({"experts", std::to_string(m.num_experts) + " routed (top " + std::to_string(m.experts_per_token) + ")" +
+                                   (m.num_shared_experts ? " + " + std::to_string(m.num_shared_experts) + " shared" : "") +
+                                   ", " + fmt_num(costmodel::flops::model_params(m) / 1e9, 1) + "B parameters, " +
+                                   fmt_num(costmodel::flops::active_params(m) / 1e9, 1) +
+                                   "B active (FLOPs and MFU count active parameters)"});
+    for (const costmodel::StageCost& sc : e.costs.stages) {
+      if (sc.moe.moe_layers == 0) continue;
+      const costmodel::MoeLayer& l = sc.moe.layer;
+      rows.push_back({"expert all-to-all, per MoE layer",
+                      std::to_string(l.all_to_alls_f) + " forward + " + std::to_string(l.all_to_alls_b) + " backward of " +
+                          fmt_bytes(l.bytes.total_bytes) + " (" + fmt_bytes(l.bytes.intra_node_bytes) + " in the node, " +
+                          fmt_bytes(l.bytes.cross_node_bytes) + " across), " + fmt_seconds(l.all_to_all_s) + " each" +
+                          (l.tp_s > 0 ? "; tp gather/scatter " + fmt_seconds(l.tp_s) : "")});
+      rows.push_back({"experts, exposed (stage " + std::to_string(&sc - e.costs.stages.data()) + ")",
+                      "forward " + fmt_seconds(sc.moe.exposed_f_s) + ", backward " + fmt_seconds(sc.moe.exposed_b_s) +
+                          " per microbatch over " + std::to_string(sc.moe.moe_layers) + " MoE layers"});
+      break;
+    }
   }
   if (p.zero == 3) {  // the first stage's collectives (costmodel/fsdp.h); --json has every stage's
     const costmodel::FsdpStage& fs = e.costs.stages.front().fsdp;

@@ -77,6 +77,9 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   app->add_option("--cp", f.cp,
                   "context-parallel degree: each sequence split over cp ranks, attention as a ring of key/value "
                   "chunks (Megatron-Core's; needs fused attention; default 1)");
+  app->add_option("--ep", f.ep,
+                  "expert-parallel degree: each MoE layer's experts split over ep of the dp x cp ranks, tokens sent "
+                  "to them by all-to-all (Megatron-Core's; models with experts; default 1)");
   app->add_option("--microbatch-size", f.microbatch_size, "samples per microbatch (default 1)");
   app->add_option("--microbatches", f.microbatches, "microbatches per iteration (default: 4 * pp)");
   if (single_schedule) app->add_option("--schedule", f.schedule, "schedule name (default 1f1b; see `stagecraft schedule --list`)");
@@ -267,7 +270,7 @@ Inputs resolve(const PlanFlags& f) {
 }
 
 costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::string& gpus_from) {
-  for (const auto& [name, v] : {std::pair{"dp", f.dp}, {"tp", f.tp}, {"pp", f.pp}, {"cp", f.cp}, {"microbatch-size", f.microbatch_size},
+  for (const auto& [name, v] : {std::pair{"dp", f.dp}, {"tp", f.tp}, {"pp", f.pp}, {"cp", f.cp}, {"ep", f.ep}, {"microbatch-size", f.microbatch_size},
                                 {"microbatches", f.microbatches}, {"chunks", f.chunks}})
     if (v && *v < 1)
       throw InputError(std::string("--") + name + " = " + std::to_string(*v) + " is invalid (" + name + " must be at least 1)");
@@ -277,6 +280,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (f.tp) p.tp = *f.tp;
   if (f.pp) p.pp = *f.pp;
   if (f.cp) p.cp = *f.cp;
+  if (f.ep) p.ep = *f.ep;
   if (f.dp) {
     p.dp = *f.dp;
   } else if (f.plan_file.empty()) {

@@ -28,6 +28,7 @@ constexpr FlagBound kBounds[] = {
     {"", "--tp", 1, 1024, true},
     {"", "--pp", 1, 4096, true},
     {"", "--cp", 1, 1024, true},
+    {"", "--ep", 1, 4096, true},
     {"", "--seq-length", 1, 1 << 22, true},
     {"", "--microbatch-size", 1, 1 << 16, true},
     {"", "--microbatches", 1, 1 << 16, true},

@@ -157,9 +157,11 @@ double comm_s(const Profile* prof, const char* op, int ranks, double bytes, cons
 
 int checkpoints_per_layer(schedules::TpOverlap mode, int t) { return schedules::tp_overlap_fine_grained(mode) && t > 1 ? 2 : 1; }
 
-LayerSavedBytes layer_saved_bytes(const ModelSpec& m, int b, int t, bool sp, bool selective, schedules::TpOverlap mode) {
+LayerSavedBytes layer_saved_bytes(const ModelSpec& m, int b, int t, bool sp, bool selective, schedules::TpOverlap mode,
+                                  bool moe) {
   LayerSavedBytes l;
-  l.act_bytes = selective ? memory::layer_activation_selective_bytes(m, b, t, sp) : memory::layer_activation_bytes(m, b, t, sp);
+  l.act_bytes = selective ? memory::layer_activation_selective_bytes(m, b, t, sp, moe)
+                          : memory::layer_activation_bytes(m, b, t, sp, moe);
   l.ckpt_bytes = checkpoints_per_layer(mode, t) * memory::layer_checkpoint_bytes(m, b, t, sp);
   return l;
 }
@@ -187,9 +189,29 @@ void set_boundary_transfers(StageCost& sc, const Schedule& s, int stage, const T
   }
 }
 
+namespace {
+// The routed experts' gradients (StageCost::expert_grad_bytes) over the expert-data-parallel
+// groups, dp x cp / ep ranks ep apart (moe.h): an all-reduce, a reduce-scatter with a distributed
+// optimizer. Adds to reduce_grad_s and its latency.
+void add_expert_grad_reduction(StageCost& sc, const Topology& topo, const ParallelPlan& p, const Profile* prof,
+                               std::vector<std::string>& notes) {
+  const int edp = expert_data_parallel(p);
+  const double bytes = sc.expert_grad_bytes;
+  if (bytes <= 0 || edp < 2) return;
+  const AllReducePath path = topo.allreduce_path(kDpCp, edp, p.ep);
+  if (p.zero >= 1) {
+    sc.reduce_grad_s += comm_s(prof, "reduce_scatter", edp, bytes, path.flat, reduce_scatter_s(bytes, path), notes);
+    sc.reduce_grad_latency_s += allreduce_latency_s(bytes, path, /*tree_allowed=*/false) / 2;
+  } else {
+    sc.reduce_grad_s += comm_s(prof, "all_reduce", edp, bytes, path.flat, allreduce_s(bytes, path), notes);
+    sc.reduce_grad_latency_s += allreduce_latency_s(bytes, path);
+  }
+}
+}  // namespace
+
 void set_grad_reduction(StageCost& sc, const Schedule& s, int stage, const Topology& topo, const ParallelPlan& p,
                         const Profile* prof, std::vector<std::string>& notes) {
-  const double bytes = sc.grad_bytes;
+  const double bytes = sc.grad_bytes - sc.expert_grad_bytes;  // the experts' apart, on their own groups
   // The gradients' group: dp, and with context parallelism dp x cp (each cp rank holds gradients
   // of its share of the sequence).
   const Link dp_link = topo.group_link(kDpCp);
@@ -218,6 +240,7 @@ void set_grad_reduction(StageCost& sc, const Schedule& s, int stage, const Topol
     sc.reduce_grad_s = ring_allreduce_s(bytes, n, link);
     sc.reduce_grad_latency_s = sc.reduce_grad_s > 0 ? 2.0 * (n - 1) * link.latency_s : 0;
   }
+  add_expert_grad_reduction(sc, topo, p, prof, notes);
 }
 
 void set_fsdp(StageCost& sc, const ModelSpec& m, const ParallelPlan& p, const Topology& topo, bool first, bool last,
@@ -264,23 +287,32 @@ void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, cons
   t.param_gather_head_share.assign(R, 1.0);
   t.static_bytes.assign(R, 0.0);
   const int shard = shard_degree(p);  // the optimizer steps 1/shard of the parameters
+  const int expert_shard = p.zero >= 1 ? expert_data_parallel(p) : 1;  // the routed experts' (moe.h)
   for (size_t r = 0; r < R; ++r) {
-    const double params = t.params[r];
-    t.static_bytes[r] = params * memory::static_bytes_per_param(m, p.zero, shard);
+    const double experts = r < t.expert_params.size() ? t.expert_params[r] : 0.0;
+    const double params = t.params[r] - experts;  // (params) reduced and sharded over dp x cp
+    t.static_bytes[r] = params * memory::static_bytes_per_param(m, p.zero, shard) +
+                        experts * memory::static_bytes_per_param(m, p.zero, expert_shard);
     // Zero 3 without resharding after the forward: the rank's units stay gathered (16-bit) from
     // their first forward to their last backward, every microbatch of a pipeline overlapping.
     if (p.zero == 3 && !p.reshard_after_forward) t.static_bytes[r] += params * m.bytes_per_param;
-    t.optimizer_s[r] = prof && prof->optimizer_s_per_param > 0 ? params * prof->optimizer_s_per_param / shard
-                                                                : optimizer_step_s(m, c, params, shard);
+    t.optimizer_s[r] = prof && prof->optimizer_s_per_param > 0
+                           ? params * prof->optimizer_s_per_param / shard + experts * prof->optimizer_s_per_param / expert_shard
+                           : optimizer_step_s(m, c, params, shard) + optimizer_step_s(m, c, experts, expert_shard);
     if (m.fp8 && r < t.fp8_params.size()) {  // every replica casts its whole weights (not 1/dp)
       t.static_bytes[r] += t.fp8_params[r] * memory::kFp8WeightCopyBytes;
       t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] * memory::kFp8WeightCastTrafficBytes);
     }
     if (gathers_after_step(p)) {
       const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights
-      t.param_gather_bytes[r] = bytes;
+      const double expert_bytes = experts * m.bytes_per_param;  // the routed experts', over their own groups
+      const AllReducePath expert_path = topo.allreduce_path(kDpCp, expert_data_parallel(p), p.ep);
+      t.param_gather_bytes[r] = bytes + expert_bytes;
       t.param_gather_s[r] = comm_s(prof, "all_gather", shard, bytes, topo.group_link(kDpCp), all_gather_s(bytes, topo.allreduce_path(kDpCp)), t.notes);
-      t.param_gather_head_share[r] = param_gather_head_share(p, params * grad_bytes_per_param(m));
+      if (expert_shard > 1)
+        t.param_gather_s[r] += comm_s(prof, "all_gather", expert_shard, expert_bytes, expert_path.flat,
+                                      all_gather_s(expert_bytes, expert_path), t.notes);
+      t.param_gather_head_share[r] = param_gather_head_share(p, t.params[r] * grad_bytes_per_param(m));
     }
   }
 }
@@ -359,10 +391,15 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
   };
   table.params.assign(static_cast<size_t>(s.num_ranks), 0.0);
   table.fp8_params.assign(static_cast<size_t>(s.num_ranks), 0.0);
+  table.expert_params.assign(static_cast<size_t>(s.num_ranks), 0.0);
+  const AllReducePath ep_path = topo.allreduce_path(kDpCp, p.ep, 1);  // the expert-parallel groups (moe.h)
   for (int st = 0; st < s.num_stages; ++st) {
     StageCost& sc = table.stages[static_cast<size_t>(st)];
     const int part = s.model_part(st);
     const double n = layers[static_cast<size_t>(part)];
+    int first_layer = 0;  // the part's first transformer layer in the model
+    for (int q = 0; q < part; ++q) first_layer += layers[static_cast<size_t>(q)];
+    const int nm = moe_layers_in(m, first_layer, static_cast<int>(n)), nd = static_cast<int>(n) - nm;
     const bool first = s.is_first(st), last = s.is_last(st);
     sc.layers = static_cast<int>(n);
     sc.weight = n * s.num_ranks / m.num_layers;
@@ -380,8 +417,22 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     const double mlp = flops::mlp_block_forward_flops(m, bb);
     if (!prof) {
       // The layer's work (workload.h) priced by shape or at the flat rate (price.h).
-      const LayerWork lw = layer_work(m, stack, bb, t, sp, selective, p.cp);
-      const LayerTimes lt = price_layer(lw, c, stack, &notes);
+      const LayerWork lw = layer_work(m, stack, bb, t, sp, selective, p.cp, p.ep);
+      LayerTimes lt = price_layer(lw, c, stack, &notes);
+      if (nm > 0) {
+        // An MoE layer's MLP block waits for its all-to-alls and tp collectives (moe.h); the
+        // stage's MLP pieces take the mean of its dense and MoE layers (the inner schedules of
+        // experts run blocking, so the sums are exact).
+        sc.moe.moe_layers = nm;
+        sc.moe.layer = moe_layer(ms, bb, t, p.ep, ep_path, tp_link);
+        const double dn = nd, mn = nm;
+        auto mean = [&](double dense_s, double moe_s) { return (dn * dense_s + mn * moe_s) / n; };
+        lt.mlp_f_s = mean(lt.mlp_f_s, lt.moe_f_s + sc.moe.layer.exposed_f_s);
+        lt.mlp_i_s = mean(lt.mlp_i_s, lt.moe_i_s + sc.moe.layer.exposed_b_s);
+        lt.mlp_w_s = mean(lt.mlp_w_s, lt.moe_w_s);
+        sc.moe.exposed_f_s = sb * mn * sc.moe.layer.exposed_f_s;
+        sc.moe.exposed_b_s = sb * mn * sc.moe.layer.exposed_b_s;
+      }
       ic.attn_f_s = lt.attn_f_s;
       ic.mlp_f_s = lt.mlp_f_s;
       ic.attn_i_s = lt.attn_i_s;
@@ -401,6 +452,9 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
         ic.attn_i_s += sc.cp.exposed_b_s;
       }
     } else {
+      if (is_moe(m))
+        throw InputError("model '" + m.name + "' has experts and a measured profile: the profiler measures dense layers "
+                         "(allowed: the analytic costs for MoE models)");
       // Measured shards at this tp and sub-batch size (profiler/layers.h), split into the two
       // blocks by their FLOP shares; the collectives come from tp_collective_s.
       const auto& [layer_m, head_m, embed_m] = measured_at(bb);
@@ -451,27 +505,35 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     sc.tp_comm_i_s = sc.tp_comm_f_s;
     // Point-to-point at the stage's boundaries, and the parameters' data-parallel reduction.
     set_boundary_transfers(sc, s, st, topo, msg_bytes, msg_bytes, prof, table.notes);
-    double params = n * memory::layer_params_per_rank(m, t) + (first ? memory::embedding_params_per_rank(m, t) : 0) +
-                    (last ? memory::head_params_per_rank(m, t) : 0);
-    table.params[static_cast<size_t>(s.rank_of(st))] += params;
-    if (m.fp8) table.fp8_params[static_cast<size_t>(s.rank_of(st))] += n * memory::layer_linear_params_per_rank(m, t);
+    const memory::MoeLayerParams lp = memory::layers_params_per_rank(m, first_layer, static_cast<int>(n), t, p.ep);
+    double params = lp.dense + (first ? memory::embedding_params_per_rank(m, t) : 0) + (last ? memory::head_params_per_rank(m, t) : 0);
+    const size_t rank = static_cast<size_t>(s.rank_of(st));
+    table.params[rank] += params;
+    sc.moe.expert_params = lp.experts;
+    table.expert_params[rank] += sc.moe.expert_params;
+    if (m.fp8) table.fp8_params[rank] += lp.linear;
     sc.grad_bytes = params * grad_bytes_per_param(m);  // (params) one GPU's gradients
+    sc.expert_grad_bytes = sc.moe.expert_params * grad_bytes_per_param(m);
     set_grad_reduction(sc, s, st, topo, p, prof, table.notes);
     // Activations.
     // Activations: what every sub-batch keeps (Korthikanti's formulas are linear in b, so the
     // sub-batches add up to the microbatch). Oases' fine-grained recomputation keeps each
     // block's input (the output of the collective before it): two checkpoints per layer.
     const LayerSavedBytes layer = layer_saved_bytes(ms, bb, t, sp, selective, mode);
+    const LayerSavedBytes moe_layer_bytes = nm > 0 ? layer_saved_bytes(ms, bb, t, sp, selective, mode, true) : LayerSavedBytes{};
     double extra = (first ? memory::embedding_activation_bytes(ms, bb, t, sp) : 0) +
                    (last ? memory::head_activation_bytes(ms, bb, t, sp) : 0);
-    sc.act_bytes = sb * (n * layer.act_bytes + extra);
-    sc.ckpt_bytes = sb * (n * layer.ckpt_bytes + extra);
+    sc.act_bytes = sb * (nd * layer.act_bytes + nm * moe_layer_bytes.act_bytes + extra);
+    sc.ckpt_bytes = sb * (nd * layer.ckpt_bytes + nm * moe_layer_bytes.ckpt_bytes + extra);
     // A backward's working set comes on top of everything held: the head's first on the last
     // stage, then one layer's at a time (the layers behind it already freed), so the larger.
-    sc.work_bytes = sb * std::max(n > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp) : 0.0,
-                                  last ? memory::head_backward_working_bytes(ms, bb, t, sp) : 0.0);
+    sc.work_bytes = sb * std::max({nd > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp) : 0.0,
+                                   nm > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp, true) : 0.0,
+                                   last ? memory::head_backward_working_bytes(ms, bb, t, sp) : 0.0});
     sc.work_bytes += sb * 8 * sc.cp.chunk_bytes;  // the ring's K, V and, backward, dK, dV: in use and arriving
-    sc.w_kept_bytes = sb * (n * memory::layer_weight_kept_bytes(ms, bb, t, sp) + (last ? memory::head_weight_kept_bytes(ms, bb, t, sp) : 0));
+    sc.w_kept_bytes = sb * (nd * memory::layer_weight_kept_bytes(ms, bb, t, sp) +
+                            nm * memory::layer_weight_kept_bytes(ms, bb, t, sp, true) +
+                            (last ? memory::head_weight_kept_bytes(ms, bb, t, sp) : 0));
     const bool measured_bytes = prof && !sp && (!selective || measured_at(bb)[0].selective_activation_bytes > 0);
     if (measured_bytes) {
       const auto& [layer_m, head_m, embed_m] = measured_at(bb);

@@ -10,6 +10,7 @@
 #include "costmodel/cp.h"
 #include "costmodel/fsdp.h"
 #include "costmodel/inner.h"
+#include "costmodel/moe.h"
 #include "costmodel/specs.h"
 #include "costmodel/topology.h"
 #include "schedules/schedule.h"
@@ -59,6 +60,10 @@ struct StageCost {        // one stage, one microbatch
   double tp_exposed_b_s = 0;      // the same for B
   CpLayer cp;                     // cp > 1: one layer's ring of key/value chunks, per sub-batch (its
                                   // exposed time already in the attention pieces of `inner`)
+  MoeStage moe;                   // experts: its MoE layers' all-to-alls and tp collectives per
+                                  // microbatch (already in f_s, b_s, i_s and r_s) and expert parameters
+  double expert_grad_bytes = 0;   // of grad_bytes, the routed experts': reduced over the expert-data-
+                                  // parallel group (moe.h) instead of dp x cp
   FsdpStage fsdp;                 // zero 3: its collectives per microbatch, already in f_s, b_s, i_s
                                   // and w_s (exposed_*), and its gathered units (in work_bytes)
 };
@@ -74,6 +79,8 @@ struct CostTable {
   std::vector<double> param_gather_bytes;  // (num_ranks) per GPU, the buffer all-gathered (16-bit weights)
   std::vector<double> static_bytes;   // (num_ranks) weights, gradients, optimizer states
   std::vector<double> params;         // (num_ranks) parameters held by one GPU of the rank
+  std::vector<double> expert_params;  // (num_ranks) of them, routed experts' (sharded over the expert-
+                                      // data-parallel group by a distributed optimizer; else 0 or empty)
   std::vector<double> fp8_params;     // (num_ranks) of them, the linear weights with FP8 copies
                                       // (ModelSpec::fp8; else 0 or empty)
   std::vector<std::string> notes;     // where measured costs were interpolated or extrapolated
@@ -126,7 +133,8 @@ struct LayerSavedBytes {
   double ckpt_bytes = 0;  // (b, s, h) inputs kept per layer under full recomputation
 };
 int checkpoints_per_layer(schedules::TpOverlap mode, int t);
-LayerSavedBytes layer_saved_bytes(const ModelSpec& m, int b, int t, bool sp, bool selective, schedules::TpOverlap mode);
+LayerSavedBytes layer_saved_bytes(const ModelSpec& m, int b, int t, bool sp, bool selective, schedules::TpOverlap mode,
+                                  bool moe = false);
 
 // The share of a rank's parameter all-gather its next forward waits for before starting: with
 // plan.overlap_param_gather the first bucket's (Megatron-Core gathers bucket by bucket, in the

@@ -303,6 +303,13 @@ nlohmann::json to_json(const Estimate& e) {
     for (const StageCost& sc : e.costs.stages) stages.push_back(to_json(sc.cp));
     j["cp_stages"] = stages;
   }
+  if (is_moe(e.model)) {  // each stage's MoE layers: all-to-alls, tp collectives, expert parameters (moe.h)
+    nlohmann::json stages = nlohmann::json::array();
+    for (const StageCost& sc : e.costs.stages) stages.push_back(to_json(sc.moe));
+    j["moe_stages"] = stages;
+    j["model_params"] = flops::model_params(e.model);
+    j["active_params"] = flops::active_params(e.model);
+  }
   if (e.plan.zero == 3) {  // what fully sharded data parallelism adds to each stage (fsdp.h)
     nlohmann::json stages = nlohmann::json::array();
     for (const StageCost& sc : e.costs.stages) stages.push_back(to_json(sc.fsdp, e.plan.num_microbatches));

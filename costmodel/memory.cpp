@@ -9,23 +9,59 @@ namespace {
 double D(int v) { return static_cast<double>(v); }
 double sbh(const ModelSpec& m, int b) { return D(m.seq_length) * D(b) * D(m.hidden_size); }
 double scale(const ModelSpec& m) { return D(m.bytes_per_activation) / 2.0; }
-double mlp_sharded(const ModelSpec& m) {
-  double per_h = D(m.ffn_hidden_size) / D(m.hidden_size);
-  return (m.kind == ModelKind::Llama ? 6.0 : 4.0) * per_h;  // 16 for GPT with f = 4h
+double up_matrices(const ModelSpec& m) { return m.kind == ModelKind::Llama ? 2.0 : 1.0; }
+// An MLP of width f kept per token, in bytes per h at 16 bits: GELU input and output 4f/h, SwiGLU's
+// gate, up and activation outputs 6f/h (16 for GPT with f = 4h); the down matrix's input in one
+// byte with FP8.
+double mlp_kept(const ModelSpec& m, double f) {
+  const double per_h = f / D(m.hidden_size);
+  return (m.kind == ModelKind::Llama ? 6.0 : 4.0) * per_h - (m.fp8 ? per_h : 0.0);
+}
+// The attention block's tensor-parallel part, bytes per sbh at 16 bits: Q 2sbh, K and V 2sbh g/a
+// each, the projection's input 2sbh (sbh in FP8): Korthikanti's 8sbh when g = a. Other head
+// shapes (MLA) by their widths: Q and K a d_qk, V and the projection's input a d_v.
+double attention_sharded(const ModelSpec& m) {
+  const double h = D(m.hidden_size), a = D(m.num_heads);
+  const double q = a * qk_head_dim(m);
+  const double k = m.kv_lora_rank > 0 ? a * qk_head_dim(m) : kv_hidden_size(m);
+  const double v = m.kv_lora_rank > 0 ? a * v_head_dim(m) : kv_hidden_size(m) * v_head_dim(m) / head_dim(m);
+  const double o = a * v_head_dim(m);
+  return (2 * (q + k + v) + (m.fp8 ? 1.0 : 2.0) * o) / h;
+}
+// MLA's latents, the inputs of its up projections (replicated on the tp ranks): 2(q_lora + kv_lora)/h.
+double mla_latents(const ModelSpec& m) {
+  return m.kv_lora_rank > 0 ? 2.0 * (D(m.q_lora_rank) + D(m.kv_lora_rank)) / D(m.hidden_size) : 0.0;
+}
+// What the MLP block of an MoE layer keeps beyond its input, bytes per sbh at 16 bits, split into
+// what every tp rank keeps whole and its share. The router's probabilities (sbE fp32; /t with sp);
+// per routed copy (k load of them a token): the expert's input as gathered over the tp ranks, 2h
+// (whole), the expert's intermediates (mlp_kept of f_e, /t) and its output before the weighted
+// combine, 2h/t; the shared experts as a dense MLP of width shared x f_e.
+struct MoeKept {
+  double whole = 0, sharded = 0, router = 0;
+};
+MoeKept moe_kept(const ModelSpec& m) {
+  const double h = D(m.hidden_size), copies = D(m.experts_per_token) * moe_load_factor(m);
+  MoeKept k;
+  k.router = 4.0 * D(m.num_experts) / h;
+  k.whole = copies * 2.0;
+  k.sharded = copies * (mlp_kept(m, m.expert_ffn_hidden_size) + 2.0) + mlp_kept(m, D(m.num_shared_experts) * m.expert_ffn_hidden_size);
+  return k;
 }
 }  // namespace
 
-double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp) {
+double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp, bool moe) {
   // LN inputs 2 x 2sbh, QKV and MLP inputs 2 x 2sbh, and with dropout its two masks 2 x sbh;
   // with FP8 the two inputs kept in one byte (sbh each).
-  const double full = (m.dropout ? 10.0 : 8.0) - (m.fp8 ? 2.0 : 0.0);
+  const double full = (m.dropout ? 10.0 : 8.0) - (m.fp8 ? 2.0 : 0.0) + mla_latents(m);
   double replicated = sp ? full / t : full;
-  // Q 2sbh, K and V 2sbh g/a each, the projection's input 2sbh (sbh in FP8): Korthikanti's 8sbh
-  // when g = a.
-  double attention_sharded = (m.fp8 ? 3.0 : 4.0) + 4.0 * kv_hidden_size(m) / D(m.hidden_size);
-  // The down matrix's input, 2f/h of the MLP's, in one byte with FP8.
-  const double mlp = mlp_sharded(m) - (m.fp8 ? D(m.ffn_hidden_size) / D(m.hidden_size) : 0.0);
-  return sbh(m, b) * (replicated + (attention_sharded + mlp) / t) * scale(m);
+  double mlp = mlp_kept(m, m.ffn_hidden_size);
+  if (moe) {
+    const MoeKept k = moe_kept(m);
+    replicated += k.whole + (sp ? k.router / t : k.router);
+    mlp = k.sharded;
+  }
+  return sbh(m, b) * (replicated + (attention_sharded(m) + mlp) / t) * scale(m);
 }
 
 double attention_core_bytes(const ModelSpec& m, int b, int t) {
@@ -36,19 +72,21 @@ double attention_core_bytes(const ModelSpec& m, int b, int t) {
   return (m.dropout ? 5.0 : 2.0) * a * s * s * D(b) * scale(m);
 }
 
-double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp) {
-  return layer_activation_selective_bytes(m, b, t, sp) + attention_core_bytes(m, b, t);
+double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp, bool moe) {
+  return layer_activation_selective_bytes(m, b, t, sp, moe) + attention_core_bytes(m, b, t);
 }
 
 double layer_checkpoint_bytes(const ModelSpec& m, int b, int t, bool sp) {
   return 2.0 * sbh(m, b) * scale(m) / (sp ? t : 1);
 }
 
-double layer_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp) {
+double layer_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp, bool moe) {
   const double softmax_pair = m.attention_kernel == AttentionKernel::Fused
                                   ? 0.0  // the fused backward recomputes scores tile by tile
                                   : 2.0 * D(m.num_heads) * D(m.seq_length) * D(m.seq_length) * D(b) / t;
-  const double gelu_pair = 2.0 * D(m.ffn_hidden_size) * D(m.seq_length) * D(b) / t;
+  // MoE: the pair over every routed copy (k load a token) at the expert's width.
+  const double width = moe ? D(m.experts_per_token) * moe_load_factor(m) * D(m.expert_ffn_hidden_size) : D(m.ffn_hidden_size);
+  const double gelu_pair = 2.0 * width * D(m.seq_length) * D(b) / t;
   const double output_grad = D(m.seq_length) * D(b) * D(m.hidden_size) / (sp ? t : 1);
   return (std::max(softmax_pair, gelu_pair) + output_grad) * D(m.bytes_per_activation);
 }
@@ -57,12 +95,26 @@ double head_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp) {
   return 4.0 * D(m.seq_length) * D(b) * D(m.vocab_size) / t + sbh(m, b) * scale(m) * 2.0 / (sp ? t : 1);
 }
 
-double layer_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp) {
-  const double full = sp ? 4.0 / t : 4.0;  // column inputs and row-parallel output gradients
+double layer_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp, bool moe) {
+  double full = sp ? 4.0 / t : 4.0;  // column inputs and row-parallel output gradients
   // Sharded, per h: the projection's and the down matrix's inputs (h, f), the gradients of the
-  // QKV and up outputs (h + 2h_kv, f per up matrix): 12 for GPT with f = 4h and g = a.
-  const double h = D(m.hidden_size), f = D(m.ffn_hidden_size), up = m.kind == ModelKind::Llama ? 2.0 : 1.0;
-  const double sharded = (h + (h + 2 * kv_hidden_size(m)) + f + up * f) / h;
+  // QKV and up outputs (h + 2h_kv, f per up matrix): 12 for GPT with f = 4h and g = a. Other
+  // projections (MLA) by their widths: split ones' output gradients (column) or inputs (row),
+  // replicated ones' output gradients kept whole.
+  const double h = D(m.hidden_size), up = up_matrices(m);
+  double sharded = 0;
+  for (const Projection& pr : attention_projections(m)) {
+    if (!pr.split) full += pr.out / h;
+    else sharded += (pr.row ? pr.in : pr.out) / h;
+  }
+  double f = D(m.ffn_hidden_size);
+  if (moe) {  // every routed copy's input (gathered, whole) and its expert's; the shared experts
+    const double copies = D(m.experts_per_token) * moe_load_factor(m);
+    full += copies;
+    sharded += copies * (1 + up) * D(m.expert_ffn_hidden_size) / h;
+    f = D(m.num_shared_experts) * D(m.expert_ffn_hidden_size);
+  }
+  sharded += (f + up * f) / h;
   return sbh(m, b) * (full + sharded / t) * D(m.bytes_per_activation);
 }
 
@@ -84,13 +136,45 @@ double boundary_message_bytes(const ModelSpec& m, int b, int t, bool sp) {
 
 double tp_allreduce_bytes(const ModelSpec& m, int b) { return sbh(m, b) * D(m.bytes_per_activation); }
 
+namespace {
+// The attention block's matrices every tp rank holds whole (MLA's down projections).
+double replicated_attention_params(const ModelSpec& m) {
+  double n = 0;
+  for (const Projection& pr : attention_projections(m))
+    if (!pr.split) n += pr.in * pr.out;
+  return n;
+}
+}  // namespace
+
 double layer_params_per_rank(const ModelSpec& m, int t) {
-  double h = D(m.hidden_size);
-  double norms = m.kind == ModelKind::Llama ? 2 * h : 4 * h;
-  return (flops::layer_params(m) - norms) / t + norms;
+  const double whole = flops::layer_norm_params(m) + replicated_attention_params(m);
+  return (flops::layer_params(m) - whole) / t + whole;
 }
 
-double layer_linear_params_per_rank(const ModelSpec& m, int t) { return flops::layer_matrix_params(m) / t; }
+double layer_linear_params_per_rank(const ModelSpec& m, int t) {
+  const double whole = replicated_attention_params(m);
+  return (flops::layer_matrix_params(m) - whole) / t + whole;
+}
+
+MoeLayerParams moe_layer_params_per_rank(const ModelSpec& m, int t, int ep) {
+  const double whole = flops::layer_norm_params(m) + replicated_attention_params(m) + D(m.hidden_size) * D(m.num_experts);
+  const double attention = flops::attention_matrix_params(m) - replicated_attention_params(m);
+  MoeLayerParams p;
+  p.dense = whole + (attention + D(m.num_shared_experts) * flops::expert_params(m)) / t;
+  p.experts = D(m.num_experts) / ep * flops::expert_params(m) / t;
+  p.linear = replicated_attention_params(m) + (attention + D(m.num_shared_experts) * flops::expert_params(m)) / t + p.experts;
+  return p;
+}
+
+MoeLayerParams layers_params_per_rank(const ModelSpec& m, int first, int n, int t, int ep) {
+  const double nm = moe_layers_in(m, first, n), nd = n - nm;
+  const MoeLayerParams moe = nm > 0 ? moe_layer_params_per_rank(m, t, ep) : MoeLayerParams{};
+  MoeLayerParams p;
+  p.experts = nm * moe.experts;
+  p.dense = nd * layer_params_per_rank(m, t) + nm * (moe.dense + moe.experts);
+  p.linear = nd * layer_linear_params_per_rank(m, t) + nm * moe.linear;
+  return p;
+}
 
 double embedding_params_per_rank(const ModelSpec& m, int t) { return flops::embedding_params(m) / t; }
 

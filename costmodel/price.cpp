@@ -28,6 +28,11 @@ LayerTimes price_layer(const LayerWork& w, const ClusterSpec& c, const KernelSta
   out.mlp_f_s = block_s(w.mlp_f, w, c, k, notes);
   out.mlp_i_s = block_s(w.mlp_i, w, c, k, notes);
   out.mlp_w_s = block_s(w.mlp_w, w, c, k, notes);
+  if (!w.moe_f.gemms.empty()) {
+    out.moe_f_s = block_s(w.moe_f, w, c, k, notes);
+    out.moe_i_s = block_s(w.moe_i, w, c, k, notes);
+    out.moe_w_s = block_s(w.moe_w, w, c, k, notes);
+  }
   out.head_f_s = block_s(w.head_f, w, c, k, notes);
   out.head_i_s = block_s(w.head_i, w, c, k, notes);
   out.head_w_s = block_s(w.head_w, w, c, k, notes);

@@ -23,6 +23,7 @@ struct LayerTimes {
   double attn_i_s = 0, mlp_i_s = 0;
   double attn_w_s = 0, mlp_w_s = 0;
   double head_f_s = 0, head_i_s = 0, head_w_s = 0;  // logits (T x h x V/t) and the loss
+  double moe_f_s = 0, moe_i_s = 0, moe_w_s = 0;     // an MoE layer's MLP block (0 without experts)
 };
 
 // Whether the cluster is priced by shape (gpu_sms > 0) or at the flat rate.

@@ -282,9 +282,12 @@ LayerCost profiled_layer(const Profile& p, const std::string& kind, const ModelS
       if (kind == "head") return head_f(m, b, tp, false) / head_f(e, l->microbatch_size, l->tp, false);
       return ratio;
     };
-    const double wratio = formula_ratio(memory::layer_backward_working_bytes, memory::head_backward_working_bytes);
+    const double wratio = formula_ratio([](const ModelSpec& x, int bb, int t, bool sp) { return memory::layer_backward_working_bytes(x, bb, t, sp); },
+                                        memory::head_backward_working_bytes);
     c.backward_working_bytes = l->backward_working_bytes * wratio;
-    c.weight_kept_bytes = l->weight_kept_bytes * formula_ratio(memory::layer_weight_kept_bytes, memory::head_weight_kept_bytes);
+    c.weight_kept_bytes = l->weight_kept_bytes *
+                          formula_ratio([](const ModelSpec& x, int bb, int t, bool sp) { return memory::layer_weight_kept_bytes(x, bb, t, sp); },
+                                        memory::head_weight_kept_bytes);
     if (kind == "transformer") {  // selective: the same scaling by its own formula, the core's share at the measured ratio
       c.selective_activation_bytes = l->selective_activation_bytes * memory::layer_activation_selective_bytes(m, b, tp) /
                                      memory::layer_activation_selective_bytes(e, l->microbatch_size, l->tp);

@@ -82,9 +82,42 @@ RecomputePolicy parse_recompute(const std::string& s) {
 
 int kv_heads(const ModelSpec& m) { return m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads; }
 
-double kv_hidden_size(const ModelSpec& m) {
-  return static_cast<double>(kv_heads(m)) * m.hidden_size / m.num_heads;
+double kv_hidden_size(const ModelSpec& m) { return static_cast<double>(kv_heads(m)) * head_dim(m); }
+
+double head_dim(const ModelSpec& m) {
+  return m.head_dim > 0 ? m.head_dim : static_cast<double>(m.hidden_size) / m.num_heads;
 }
+double v_head_dim(const ModelSpec& m) { return m.v_head_dim > 0 ? m.v_head_dim : head_dim(m); }
+double qk_head_dim(const ModelSpec& m) { return head_dim(m) + (m.kv_lora_rank > 0 ? m.qk_rope_head_dim : 0); }
+
+std::vector<Projection> attention_projections(const ModelSpec& m) {
+  const double h = m.hidden_size, a = m.num_heads, d = head_dim(m), dv = v_head_dim(m);
+  if (m.kv_lora_rank == 0)  // QKV (a d + 2 g d columns), the output projection (a d_v rows)
+    return {{h, a * d + 2 * kv_hidden_size(m), true, false}, {a * dv, h, true, true}};
+  // MLA (DeepSeek-V2 Sec. 2.1.2-2.1.3; DeepSeek-V3's configuration): the down projections are
+  // replicated on the tp ranks (Megatron-Core's MLA), the up projections split by heads.
+  const double dr = m.qk_rope_head_dim, dqk = d + dr;
+  std::vector<Projection> out;
+  if (m.q_lora_rank > 0) {
+    out.push_back({h, static_cast<double>(m.q_lora_rank), false, false});
+    out.push_back({static_cast<double>(m.q_lora_rank), a * dqk, true, false});
+  } else {
+    out.push_back({h, a * dqk, true, false});
+  }
+  out.push_back({h, m.kv_lora_rank + dr, false, false});
+  out.push_back({static_cast<double>(m.kv_lora_rank), a * (d + dv), true, false});
+  out.push_back({a * dv, h, true, true});
+  return out;
+}
+
+bool is_moe(const ModelSpec& m) { return m.num_experts > 0; }
+bool is_moe_layer(const ModelSpec& m, int layer) { return is_moe(m) && layer >= m.dense_layers; }
+int moe_layers_in(const ModelSpec& m, int first, int n) {
+  if (!is_moe(m)) return 0;
+  return std::max(0, first + n - std::max(first, m.dense_layers));
+}
+double moe_load_factor(const ModelSpec& m) { return m.moe_capacity_factor > 0 ? m.moe_capacity_factor : m.moe_load_imbalance; }
+bool ep_divides(const ModelSpec& m, int ep) { return ep == 1 || (is_moe(m) && ep >= 1 && m.num_experts % ep == 0); }
 
 bool cp_divides(const ModelSpec& m, int cp) {
   return cp == 1 || (m.seq_length % (2 * cp) == 0 && m.attention_kernel == AttentionKernel::Fused);
@@ -93,7 +126,8 @@ bool cp_divides(const ModelSpec& m, int cp) {
 bool gathers_after_step(const ParallelPlan& p) { return p.zero == 1 || p.zero == 2; }
 
 bool tp_divides(const ModelSpec& m, int t) {
-  return t >= 1 && m.num_heads % t == 0 && kv_heads(m) % t == 0 && m.ffn_hidden_size % t == 0;
+  return t >= 1 && m.num_heads % t == 0 && kv_heads(m) % t == 0 && m.ffn_hidden_size % t == 0 &&
+         (!is_moe(m) || m.expert_ffn_hidden_size % t == 0);
 }
 
 nlohmann::json to_json(const ModelSpec& m) {
@@ -113,6 +147,19 @@ nlohmann::json to_json(const ModelSpec& m) {
   if (!m.dropout) j["dropout"] = false;
   if (m.fp8) j["fp8"] = true;
   if (m.attention_kernel != AttentionKernel::Materialized) j["attention_kernel"] = attention_kernel_name(m.attention_kernel);
+  for (auto [key, v] : {std::pair{"head_dim", m.head_dim}, {"v_head_dim", m.v_head_dim}, {"q_lora_rank", m.q_lora_rank},
+                        {"kv_lora_rank", m.kv_lora_rank}, {"qk_rope_head_dim", m.qk_rope_head_dim}})
+    if (v != 0) j[key] = v;
+  if (is_moe(m)) {
+    j["num_experts"] = m.num_experts;
+    j["experts_per_token"] = m.experts_per_token;
+    j["expert_ffn_hidden_size"] = m.expert_ffn_hidden_size;
+    j["num_shared_experts"] = m.num_shared_experts;
+    j["dense_layers"] = m.dense_layers;
+    j["moe_node_limit"] = m.moe_node_limit;
+    j["moe_capacity_factor"] = m.moe_capacity_factor;
+    j["moe_load_imbalance"] = m.moe_load_imbalance;
+  }
   return j;
 }
 
@@ -187,6 +234,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
           {"zero", p.zero}};
   if (!p.layer_tp.empty()) j["layer_tp"] = p.layer_tp;
   if (p.cp > 1) j["cp"] = p.cp;
+  if (p.ep > 1) j["ep"] = p.ep;
   if (p.zero == 3) {
     j["reshard_after_forward"] = p.reshard_after_forward;
     j["shard_group"] = p.shard_group;
@@ -212,6 +260,19 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.dropout = r.opt<bool>("dropout", true);
   m.fp8 = r.opt<bool>("fp8", false);
   m.attention_kernel = parse_attention_kernel(r.opt<std::string>("attention_kernel", "materialized"));
+  m.head_dim = r.opt<int>("head_dim", 0);
+  m.v_head_dim = r.opt<int>("v_head_dim", 0);
+  m.q_lora_rank = r.opt<int>("q_lora_rank", 0);
+  m.kv_lora_rank = r.opt<int>("kv_lora_rank", 0);
+  m.qk_rope_head_dim = r.opt<int>("qk_rope_head_dim", 0);
+  m.num_experts = r.opt<int>("num_experts", 0);
+  m.experts_per_token = r.opt<int>("experts_per_token", 0);
+  m.expert_ffn_hidden_size = r.opt<int>("expert_ffn_hidden_size", 0);
+  m.num_shared_experts = r.opt<int>("num_shared_experts", 0);
+  m.dense_layers = r.opt<int>("dense_layers", 0);
+  m.moe_node_limit = r.opt<int>("moe_node_limit", 0);
+  m.moe_capacity_factor = r.opt<double>("moe_capacity_factor", 0.0);
+  m.moe_load_imbalance = r.opt<double>("moe_load_imbalance", 1.0);
   m.source = r.opt<std::string>("source", "");
   r.done();
   check(m);
@@ -289,6 +350,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.stack = r.opt<std::string>("stack", p.stack);
   p.zero = r.opt<int>("zero", 0);
   p.cp = r.opt<int>("cp", 1);
+  p.ep = r.opt<int>("ep", 1);
   p.reshard_after_forward = r.opt<bool>("reshard_after_forward", true);
   p.shard_group = r.opt<int>("shard_group", 0);
   p.layer_tp = r.opt<std::vector<int>>("layer_tp", {});
@@ -296,6 +358,45 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   check(p);
   return p;
 }
+
+namespace {
+void check_attention_shape(const std::string& w, const ModelSpec& m) {
+  for (auto [field, v] : {std::pair{"head_dim", m.head_dim}, {"v_head_dim", m.v_head_dim}, {"q_lora_rank", m.q_lora_rank},
+                          {"kv_lora_rank", m.kv_lora_rank}, {"qk_rope_head_dim", m.qk_rope_head_dim}})
+    if (v < 0) bad(w, field, std::to_string(v), "must be >= 0 (0: the default)");
+  if (m.kv_lora_rank == 0 && (m.q_lora_rank > 0 || m.qk_rope_head_dim > 0))
+    bad(w, m.q_lora_rank > 0 ? "q_lora_rank" : "qk_rope_head_dim",
+        std::to_string(m.q_lora_rank > 0 ? m.q_lora_rank : m.qk_rope_head_dim),
+        "belongs to multi-head latent attention: set kv_lora_rank > 0 as well, or leave it 0");
+  if (m.kv_lora_rank > 0 && m.num_kv_heads != 0)
+    bad(w, "num_kv_heads", std::to_string(m.num_kv_heads),
+        "must be 0 with multi-head latent attention (kv_lora_rank > 0): every head has its keys and values");
+}
+
+void check_moe(const std::string& w, const ModelSpec& m) {
+  if (m.num_experts < 0) bad(w, "num_experts", std::to_string(m.num_experts), "must be >= 0 (0: a dense model)");
+  if (!is_moe(m)) {
+    for (auto [field, v] : {std::pair{"experts_per_token", m.experts_per_token}, {"expert_ffn_hidden_size", m.expert_ffn_hidden_size},
+                            {"num_shared_experts", m.num_shared_experts}, {"dense_layers", m.dense_layers},
+                            {"moe_node_limit", m.moe_node_limit}})
+      if (v != 0) bad(w, field, std::to_string(v), "describes experts: set num_experts > 0, or leave it 0");
+    return;
+  }
+  if (m.experts_per_token < 1 || m.experts_per_token > m.num_experts)
+    bad(w, "experts_per_token", std::to_string(m.experts_per_token),
+        "must be in [1, num_experts = " + std::to_string(m.num_experts) + "]");
+  positive(w, "expert_ffn_hidden_size", m.expert_ffn_hidden_size);
+  if (m.num_shared_experts < 0) bad(w, "num_shared_experts", std::to_string(m.num_shared_experts), "must be >= 0");
+  if (m.dense_layers < 0 || m.dense_layers >= m.num_layers)
+    bad(w, "dense_layers", std::to_string(m.dense_layers),
+        "must be in [0, num_layers = " + std::to_string(m.num_layers) + "): the leading layers with a dense MLP");
+  if (m.moe_node_limit < 0) bad(w, "moe_node_limit", std::to_string(m.moe_node_limit), "must be >= 0 (0: no limit)");
+  if (m.moe_capacity_factor != 0 && !(m.moe_capacity_factor >= 1 && m.moe_capacity_factor <= 64))
+    bad(w, "moe_capacity_factor", num(m.moe_capacity_factor), "must be 0 (dropless) or in [1, 64]");
+  if (!(m.moe_load_imbalance >= 1 && m.moe_load_imbalance <= 64))
+    bad(w, "moe_load_imbalance", num(m.moe_load_imbalance), "must be in [1, 64] (1: every rank gets its mean share)");
+}
+}  // namespace
 
 void check(const ModelSpec& m) {
   const std::string w = "model '" + m.name + "'";
@@ -314,6 +415,8 @@ void check(const ModelSpec& m) {
     if (v != 1 && v != 2 && v != 4) bad(w, field, std::to_string(v), "allowed: 1, 2, 4");
   if (m.bytes_per_grad != 0 && m.bytes_per_grad != 2 && m.bytes_per_grad != 4)
     bad(w, "bytes_per_grad", std::to_string(m.bytes_per_grad), "allowed: 0 (as bytes_per_param), 2, 4");
+  check_attention_shape(w, m);
+  check_moe(w, m);
   if (m.fp8 && m.bytes_per_activation != 2)
     bad(w, "fp8", "true with bytes_per_activation = " + std::to_string(m.bytes_per_activation),
         "FP8 products take 16-bit (bf16) activations as Transformer Engine's do: bytes_per_activation = 2");
@@ -384,6 +487,11 @@ void check(const ParallelPlan& p) {
   at_least_one(w, "tp", p.tp);
   at_least_one(w, "pp", p.pp);
   at_least_one(w, "cp", p.cp);
+  at_least_one(w, "ep", p.ep);
+  if ((p.dp * p.cp) % p.ep != 0)
+    bad(w, "ep", std::to_string(p.ep),
+        "must divide dp" + std::string(p.cp > 1 ? " x cp = " : " = ") + std::to_string(p.dp * p.cp) +
+            " (the expert-parallel ranks are data-parallel ranks that hold different experts; Megatron-Core)");
   at_least_one(w, "microbatch_size", p.microbatch_size);
   at_least_one(w, "num_microbatches", p.num_microbatches);
   if (!p.schedule_params.is_object()) bad(w, "schedule_params", p.schedule_params.dump(), "must be a JSON object");
@@ -472,10 +580,37 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
         "2 cp must divide the model's seq_length = " + std::to_string(m.seq_length) +
             " (each rank takes two chunks of s / 2cp tokens, balancing the causal mask)");
   }
+  check_moe_plan(m, p);
   if (p.zero == 3 && m.fp8)
     bad("plan", "zero", "3 with model '" + m.name + "' in FP8",
         "zero 0, 1 or 2 with FP8: gathering FP8 weight shards (torchao's float8 all-gather, Transformer Engine's FP8 "
         "parameters) is not modelled yet");
+}
+
+void check_moe_plan(const ModelSpec& m, const ParallelPlan& p) {
+  if (!is_moe(m)) {
+    if (p.ep > 1)
+      bad("plan", "ep", std::to_string(p.ep), "expert parallelism needs a model with experts; model '" + m.name + "' has none (use ep = 1)");
+    return;
+  }
+  if (!ep_divides(m, p.ep))
+    bad("plan", "ep", std::to_string(p.ep), "must divide the model's num_experts = " + std::to_string(m.num_experts));
+  if (m.expert_ffn_hidden_size % p.tp != 0)
+    bad("plan", "tp", std::to_string(p.tp),
+        "must divide the model's expert_ffn_hidden_size = " + std::to_string(m.expert_ffn_hidden_size) +
+            " (each tp rank holds a slice of every expert it has)");
+  if (p.tp > 1 && !p.sequence_parallel)
+    bad("plan", "sequence_parallel", "false with tp = " + std::to_string(p.tp) + " and experts",
+        "Megatron-Core runs experts under tensor parallelism only with sequence parallelism (arguments.py); add "
+        "--sequence-parallel or use tp = 1");
+  if (p.tp > 1 && (p.tp_overlap != schedules::TpOverlap::Blocking || !p.stage_tp_overlap.empty()))
+    bad("plan", "tp_overlap", std::string(schedules::tp_overlap_name(p.tp_overlap)) + " with experts",
+        "the experts' all-to-all is priced with blocking tp collectives only; use --tp-overlap blocking");
+  if (p.zero == 3)
+    bad("plan", "zero", "3 with experts", "sharding expert parameters (FSDP over the expert-data-parallel group) is not "
+        "modelled; use zero 0, 1 or 2");
+  if (!p.layer_tp.empty())
+    bad("plan", "layer_tp", "given with experts", "per-layer tensor-parallel degrees are not modelled for MoE layers");
 }
 
 void check_fp8(const ModelSpec& m, const ClusterSpec& c) {

@@ -55,6 +55,33 @@ struct ModelSpec {
                                   // rate, their inputs cast (and transposed) to FP8 and kept so,
                                   // FP8 copies of the weights; the attention core, the norms and
                                   // the head stay 16-bit. Needs 2-byte activations and a GPU with FP8
+  // Attention shapes other than h / a per head (Qwen3's 128-wide heads on h = 2048) and
+  // multi-head latent attention (MLA; DeepSeek-V2, arXiv 2405.04434, Sec. 2.1.2-2.1.3): queries
+  // through a low-rank latent, keys and values up-projected from a compressed latent shared by
+  // the heads, a rotary part of the query and key heads apart (the key's shared by all heads).
+  int head_dim = 0;               // d, query/key dims per head (without MLA's rotary part); 0: h / a
+  int v_head_dim = 0;             // value dims per head; 0: d
+  int q_lora_rank = 0;            // MLA: width of the queries' latent (down h -> q_lora, up q_lora ->
+                                  // a(d + d_rope)); 0: queries projected from h directly
+  int kv_lora_rank = 0;           // MLA: width of the keys' and values' latent (down h -> kv_lora + d_rope,
+                                  // up kv_lora -> a(d + d_v)); 0: no MLA
+  int qk_rope_head_dim = 0;       // MLA: the rotary dims d_rope of each query and key head
+  // Mixture of experts (docs/costmodel.md "Mixture of experts"; Shazeer et al., ICLR 2017; GShard,
+  // Lepikhin et al., ICLR 2021; DeepSeekMoE, Dai et al., arXiv 2401.06066): the MLP of each MoE
+  // layer is a router and E experts of which each token takes k, plus shared experts that every
+  // token takes. FLOPs count the experts a token passes (active parameters), memory every expert.
+  int num_experts = 0;            // E, routed experts of an MoE layer; 0: a dense model
+  int experts_per_token = 0;      // k, routed experts each token is sent to (top-k)
+  int expert_ffn_hidden_size = 0; // f_e, FFN width of one expert (routed or shared)
+  int num_shared_experts = 0;     // experts of width f_e every token passes (DeepSeekMoE); 0: none
+  int dense_layers = 0;           // the first layers keep a dense MLP of ffn_hidden_size (DeepSeek-V3: 3)
+  int moe_node_limit = 0;         // > 0: each token's experts sit on at most this many nodes and its
+                                  // copy crosses the network once per node, then NVLink (DeepSeek-V3
+                                  // Sec. 2.1.2 and 3.2.2: 4); 0: every (token, expert) copy travels
+  double moe_capacity_factor = 0; // > 0: an expert takes at most this times its mean share of tokens
+                                  // (the rest dropped; GShard), and the busiest rank that many; 0: dropless
+  double moe_load_imbalance = 1;  // dropless: the busiest expert-parallel rank's tokens over the mean
+                                  // (>= 1; 1 perfectly balanced), what its all-to-all and experts wait for
   std::string source;             // where the figures come from
 };
 
@@ -141,6 +168,10 @@ struct ParallelPlan {
   int dp = 1;                        // data-parallel degree
   int tp = 1;                        // tensor-parallel degree
   int pp = 1;                        // pipeline ranks
+  int ep = 1;                        // expert-parallel degree: each MoE layer's experts split over ep
+                                     // ranks of the dp x cp group (Megatron-Core's expert parallelism,
+                                     // ep fastest: tp-cp-ep-dp-pp), tokens sent to them by all-to-all;
+                                     // expert gradients reduced over dp x cp / ep (costmodel/moe.h)
   int cp = 1;                        // context-parallel degree: each sample's sequence split over cp
                                      // ranks, attention as a ring of key/value chunks (costmodel/cp.h)
   int microbatch_size = 1;           // b, samples per microbatch
@@ -201,12 +232,39 @@ struct ParallelPlan {
 // projection, g * h/a elements per token.
 int kv_heads(const ModelSpec& m);
 double kv_hidden_size(const ModelSpec& m);
+// Per-head dims: d (head_dim, or h / a), d_v (v_head_dim, or d), and what the core's products
+// see, d_qk = d + d_rope (MLA's rotary part; 0 without MLA).
+double head_dim(const ModelSpec& m);
+double v_head_dim(const ModelSpec& m);
+double qk_head_dim(const ModelSpec& m);
+// One weight matrix of the attention block, (in x out): split over the tensor-parallel ranks
+// (column-parallel: out / t; row-parallel: in / t; Megatron-LM) or replicated on each (MLA's
+// down projections, Megatron-Core's MLA). The QKV projection (or MLA's four projections) and the
+// output projection, in the order a forward runs them.
+struct Projection {
+  double in = 0, out = 0;  // (in x out) elements
+  bool split = true;       // false: every tp rank holds and computes it whole
+  bool row = false;        // split by rows (its input sharded): the output projection
+};
+std::vector<Projection> attention_projections(const ModelSpec& m);
+// Mixture of experts: whether the model has experts, and whether transformer layer `layer` (0
+// first) is an MoE layer (the first dense_layers keep a dense MLP); MoE layers among layers
+// [first, first + n).
+bool is_moe(const ModelSpec& m);
+bool is_moe_layer(const ModelSpec& m, int layer);
+int moe_layers_in(const ModelSpec& m, int first, int n);
+// The busiest expert-parallel rank's load over the mean: the capacity factor where tokens are
+// dropped beyond it, else the stated imbalance (ModelSpec::moe_load_imbalance).
+double moe_load_factor(const ModelSpec& m);
+
 // Whether t tensor-parallel ranks split the model evenly: t divides the query heads, the
-// key/value heads (Megatron-LM's query groups) and the FFN width.
+// key/value heads (Megatron-LM's query groups), the FFN width and the experts' width.
 bool tp_divides(const ModelSpec& m, int t);
 // Whether cp context-parallel ranks can split the model's sequences: 2cp divides the sequence
 // (two chunks a rank, balancing the causal mask) and the core is fused (one kernel a chunk).
 bool cp_divides(const ModelSpec& m, int cp);
+// Whether ep expert-parallel ranks split the model's experts: ep divides E (0 experts: ep = 1).
+bool ep_divides(const ModelSpec& m, int ep);
 // Whether the plan's distributed optimizer reduce-scatters the gradients at the iteration's end
 // and all-gathers the parameters after the step (zero 1 and 2; zero 3 does both around each
 // layer's passes instead, costmodel/fsdp.h).
@@ -239,6 +297,10 @@ void check(const ParallelPlan& p);
 void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p);
 // The tensor-parallel overlap modes: two sub-batches need an even microbatch size (tp > 1).
 void check_tp_overlap(const ParallelPlan& p);
+// Experts (ModelSpec::num_experts) and the plan: ep divides E, tp divides the experts' width and
+// runs with sequence parallelism and blocking collectives, no zero 3; ep = 1 without experts.
+// Part of check_fit.
+void check_moe_plan(const ModelSpec& m, const ParallelPlan& p);
 // FP8 (ModelSpec::fp8) needs a cluster priced by shape whose GPU has FP8; InputError naming the
 // field otherwise. Part of check_fit; the planner checks it once before its search.
 void check_fp8(const ModelSpec& m, const ClusterSpec& c);

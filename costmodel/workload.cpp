@@ -1,5 +1,7 @@
 #include "costmodel/workload.h"
 
+#include <functional>
+
 namespace stagecraft::costmodel {
 
 double BlockWork::flops() const {
@@ -18,7 +20,8 @@ void BlockWork::add(const BlockWork& o) {
 }
 
 CoreWork attention_core_work(const KernelStack& k, double bb, double s, double heads, double d, bool fused, bool causal,
-                             bool dropout, double e) {
+                             bool dropout, double e, double dv) {
+  if (dv <= 0) dv = d;
   const MemoryTraffic& tr = k.traffic;
   auto fwd = [](double mm, double nn, double kk, double batch) { return Gemm{mm, nn, kk, batch}; };
   auto in_grad = [](double mm, double nn, double kk, double batch) { return Gemm{mm, kk, nn, batch}; };
@@ -26,27 +29,27 @@ CoreWork attention_core_work(const KernelStack& k, double bb, double s, double h
   const bool flash = fused && !k.flash.empty();  // a fused core without measured throughput: its products
   CoreWork c;
   if (flash) {
-    c.f.model_flops = 4 * bb * s * s * heads * d;  // 4bs^2h / t (flops.h)
+    c.f.model_flops = 2 * bb * s * s * heads * (d + dv);  // 4bs^2h / t when d = d_v = h/a (flops.h)
     c.f.flash_flops = c.f.model_flops * (causal ? 0.5 : 1.0);
     c.i.model_flops = 2 * c.f.model_flops;
     c.i.flash_flops = 2.5 * c.f.flash_flops;
     c.i.flash_backward = true;
     return c;
   }
-  c.f.gemms = {fwd(s, s, d, bb * heads), fwd(s, d, s, bb * heads)};
+  c.f.gemms = {fwd(s, s, d, bb * heads), fwd(s, dv, s, bb * heads)};
   if (!fused) c.f.memory_bytes = scores * e * (tr.softmax + (dropout ? tr.score_dropout : 0));
-  c.i.gemms = {in_grad(s, s, d, bb * heads), in_grad(s, s, d, bb * heads), in_grad(s, d, s, bb * heads),
-               in_grad(s, d, s, bb * heads)};
+  c.i.gemms = {in_grad(s, s, d, bb * heads), in_grad(s, s, d, bb * heads), in_grad(s, dv, s, bb * heads),
+               in_grad(s, dv, s, bb * heads)};
   c.i.memory_bytes = 2 * c.f.memory_bytes;
   return c;
 }
 
-CoreWork cp_core_work(const KernelStack& k, double bb, double s_local, double heads, double d, bool causal, int cp) {
+CoreWork cp_core_work(const KernelStack& k, double bb, double s_local, double heads, double d, bool causal, int cp, double dv) {
   // One fused kernel per key/value chunk the ring brings (cp of them): the rank's s_local
   // queries against s_local keys each, so cp times one chunk's work; causal: the rank's two
   // chunks (load balancing) see half of all the keys on average, half of that, as a whole
   // sequence's causal count over cp.
-  CoreWork c = attention_core_work(k, bb, s_local, heads, d, true, false, false, 2);
+  CoreWork c = attention_core_work(k, bb, s_local, heads, d, true, false, false, 2, dv);
   for (BlockWork* b : {&c.f, &c.i}) {
     b->model_flops *= cp;
     b->flash_flops *= cp * (causal ? 0.5 : 1.0);
@@ -64,14 +67,63 @@ CoreWork cp_core_work(const KernelStack& k, double bb, double s_local, double he
 // output and inner sizes swapped ((T x n) x (n x k)); the core's two products need two each
 // (flops.h); the weight gradient is (k x T) x (T x n). Memory-bound operations move the stack's
 // bytes per element (stack.h); in the backward about twice their forward.
-LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp) {
+namespace {
+// The MLP block of an MoE layer (ModelSpec::num_experts) on one rank of tp t and ep `ep`, for T
+// tokens: the router (T x h) x (h x E), replicated on the tp ranks (on the rank's T/t tokens with
+// sequence parallelism); the routed experts as one grouped product per matrix: E/ep local
+// experts, each taking ep T k / E copies times the load factor (the busiest rank's), its matrices
+// split t ways (expert tensor parallelism = tp); the shared experts as a dense MLP of width
+// shared x f_e. Memory-bound: the router's softmax and top-k over (T, E) and the permutation of
+// the copies before the experts and back after them (read and write, (T k, h)); backward twice.
+void moe_block_work(LayerWork& w, const ModelSpec& m, const KernelStack& k, double T, int t, bool sp, int ep,
+                    const std::function<Gemm(Gemm)>& linear) {
+  const MemoryTraffic& tr = k.traffic;
+  const double h = m.hidden_size, fe = m.expert_ffn_hidden_size, E = m.num_experts, e = m.bytes_per_activation;
+  const double copies = T * m.experts_per_token * moe_load_factor(m);  // (T k) rows the rank's experts take
+  const double local = E / ep, rows = copies / local;                  // local experts, rows of each
+  const bool swiglu = m.kind == ModelKind::Llama;
+  const int up = swiglu ? 2 : 1;
+  const double T_router = sp ? T / t : T;
+  auto add = [&](BlockWork& f, BlockWork& i, BlockWork& wg, double mm, double width, double batch) {
+    for (int u = 0; u < up; ++u) {
+      f.gemms.push_back(linear(Gemm{mm, width / t, h, batch}));
+      i.gemms.push_back(linear(Gemm{mm, h, width / t, batch}));
+      wg.gemms.push_back(linear(Gemm{h, width / t, mm, batch}));
+    }
+    f.gemms.push_back(linear(Gemm{mm, h, width / t, batch}));
+    i.gemms.push_back(linear(Gemm{mm, width / t, h, batch}));
+    wg.gemms.push_back(linear(Gemm{width / t, h, mm, batch}));
+  };
+  BlockWork &f = w.moe_f, &i = w.moe_i, &wg = w.moe_w;
+  f.gemms.push_back(Gemm{T_router, E, h, 1});  // the router, 16-bit (Megatron-Core keeps it in fp32 or bf16)
+  i.gemms.push_back(Gemm{T_router, h, E, 1});
+  wg.gemms.push_back(Gemm{h, E, T_router, 1});
+  add(f, i, wg, rows, fe, local);
+  if (m.num_shared_experts > 0) add(f, i, wg, T, m.num_shared_experts * fe, 1);
+  const double Th_outside = sp ? T * h / t : T * h;
+  const double resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
+  const double act = (swiglu ? tr.swiglu : tr.gelu) * e / t * (copies * fe + T * m.num_shared_experts * fe);
+  const double route = T_router * E * 4 * 3;            // logits, softmax and top-k over (T, E) in fp32
+  const double permute = 2 * 2 * copies * h * e;        // (T k, h) permuted and unpermuted, read and written
+  f.memory_bytes = Th_outside * e * (tr.layer_norm + resid) + act + route + permute;
+  i.memory_bytes = 2 * f.memory_bytes;
+  if (m.fp8) {  // the experts' inputs and output gradients cast to FP8, as the dense MLP's
+    const double cast = tr.fp8_cast_transpose;
+    f.memory_bytes += cast * (copies * h + copies * fe / t);
+    i.memory_bytes += cast * (up * copies * fe / t + copies * h);
+  }
+}
+}  // namespace
+
+LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp, int ep) {
   const MemoryTraffic& tr = k.traffic;
   // With context parallelism every token-wise product and operation sees the rank's s / cp
   // tokens; the core attends them to all s keys (cp_core_work).
   const double s = static_cast<double>(m.seq_length) / cp, h = m.hidden_size, f = m.ffn_hidden_size, V = m.vocab_size,
                e = m.bytes_per_activation;
-  const double T = static_cast<double>(bb) * s, heads = static_cast<double>(m.num_heads) / t, d = h / m.num_heads;
-  const double qkv = h + 2 * kv_hidden_size(m);  // 3h with multi-head attention
+  const double T = static_cast<double>(bb) * s, heads = static_cast<double>(m.num_heads) / t, d = qk_head_dim(m),
+               dv = v_head_dim(m);
+  const std::vector<Projection> projections = attention_projections(m);
   const bool swiglu = m.kind == ModelKind::Llama, fused = m.attention_kernel == AttentionKernel::Fused;
   LayerWork w;
   w.head_dim = static_cast<int>(d);
@@ -83,31 +135,38 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   auto w_grad = [](double mm, double nn, double kk) { return Gemm{kk, nn, mm, 1}; };
   // The transformer layers' linear products, in FP8 with ModelSpec::fp8 (the attention core's
   // products and the head's stay 16-bit, as Megatron-Core's output layer and TE's attention).
-  auto linear = [&](Gemm g) {
+  std::function<Gemm(Gemm)> linear = [&](Gemm g) {
     g.fp8 = m.fp8;
     return g;
   };
   const double Th_outside = sp ? T * h / t : T * h;  // norms and residual adds: s/t of the sequence with sp
   const double resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
   // The attention core, forward: two batched products and the score traffic, or one kernel.
-  const CoreWork core = cp > 1 ? cp_core_work(k, bb, s, heads, d, w.causal, cp)
-                                : attention_core_work(k, bb, s, heads, d, fused, w.causal, m.dropout, e);
+  const CoreWork core = cp > 1 ? cp_core_work(k, bb, s, heads, d, w.causal, cp, dv)
+                                : attention_core_work(k, bb, s, heads, d, fused, w.causal, m.dropout, e, dv);
   w.core = core;
   const BlockWork& core_f = core.f;
   const BlockWork& core_i = core.i;
   const double attn_mem_f = Th_outside * e * (tr.layer_norm + resid);
-  w.attn_f.gemms = {linear(fwd(T, qkv / t, h)), linear(fwd(T, h, h / t))};
-  w.attn_f.memory_bytes = attn_mem_f;
+  // The projections (attention_projections: QKV and the output projection, or MLA's five), each
+  // split by columns, by rows or whole on every tp rank.
   const double cast = m.fp8 ? tr.fp8_cast_transpose : 0;  // bytes per element cast to FP8 (stack.h)
-  // FP8 casts, forward: the inputs of QKV (s/t of the sequence with sp: cast before the
-  // all-gather) and of the projection; backward: the output gradients of QKV and the projection.
-  w.attn_f.memory_bytes += cast * (Th_outside + T * h / t);
+  w.attn_f.memory_bytes = attn_mem_f;
+  w.attn_i.memory_bytes = 2 * attn_mem_f;
+  for (const Projection& pr : projections) {
+    const double in = pr.split && pr.row ? pr.in / t : pr.in, out = pr.split && !pr.row ? pr.out / t : pr.out;
+    w.attn_f.gemms.push_back(linear(fwd(T, out, in)));
+    w.attn_i.gemms.push_back(linear(in_grad(T, out, in)));
+    w.attn_w.gemms.push_back(linear(w_grad(T, out, in)));
+    // FP8 casts, forward: each product's input (a projection of the layer's input: s/t of the
+    // sequence with sp, cast before the all-gather); backward: its output gradient.
+    const bool from_input = pr.in == h && !pr.row;
+    w.attn_f.memory_bytes += cast * (from_input ? Th_outside : T * in);
+    w.attn_i.memory_bytes += cast * (pr.row ? Th_outside : T * out);
+  }
   w.attn_f.add(core_f);
-  w.attn_i.gemms = {linear(in_grad(T, qkv / t, h)), linear(in_grad(T, h, h / t))};
-  w.attn_i.memory_bytes = 2 * attn_mem_f + cast * (T * qkv / t + Th_outside);
   w.attn_i.add(core_i);
   if (selective) w.attn_i.add(core_f);  // the core's forward again, inside the backward
-  w.attn_w.gemms = {linear(w_grad(T, qkv / t, h)), linear(w_grad(T, h, h / t))};
   // MLP block.
   const int up = swiglu ? 2 : 1;
   const double mlp_mem_f = Th_outside * e * (tr.layer_norm + resid) + T * f / t * e * (swiglu ? tr.swiglu : tr.gelu);
@@ -129,6 +188,7 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   w.head_i.gemms = {in_grad(T, V / t, h)};
   w.head_i.memory_bytes = logits * e * tr.cross_entropy_backward + 2 * Th_outside * e * tr.layer_norm;
   w.head_w.gemms = {w_grad(T, V / t, h)};
+  if (is_moe(m)) moe_block_work(w, m, k, T, t, sp, ep, linear);
   return w;
 }
 

@@ -60,21 +60,25 @@ struct BlockWork {
 struct CoreWork {
   BlockWork f, i;
 };
+// `d` is the query/key width of a head, `dv` the value's (0: d; MLA's differ).
 CoreWork attention_core_work(const KernelStack& k, double bb, double s, double heads, double d, bool fused, bool causal,
-                             bool dropout, double element_bytes);
+                             bool dropout, double element_bytes, double dv = 0);
 
 // The core of context parallelism (plan.cp): the rank's s_local = s / cp queries against each of
 // the cp key/value chunks the ring brings, one fused kernel per chunk of s_local x s_local
 // (non-causal but for the rank's own chunks); in all 1/cp of the whole sequence's core, causal
 // included (Megatron-Core's load balancing gives each rank two chunks, one from each end). The
 // model FLOPs are the full sequence's over cp; the kernels run at one chunk's length.
-CoreWork cp_core_work(const KernelStack& k, double bb, double s_local, double heads, double d, bool causal, int cp);
+CoreWork cp_core_work(const KernelStack& k, double bb, double s_local, double heads, double d, bool causal, int cp,
+                      double dv = 0);
 
 // One transformer layer and the head on one of t tensor-parallel ranks, for bb samples.
 struct LayerWork : KernelContext {
   BlockWork attn_f, attn_i, attn_w;  // LN, QKV, core, projection, bias-dropout-residual
   BlockWork mlp_f, mlp_i, mlp_w;     // LN, up (and gate), activation, down, bias-dropout-residual
   BlockWork head_f, head_i, head_w;  // final norm, logits (T x h x V/t), cross-entropy
+  BlockWork moe_f, moe_i, moe_w;     // an MoE layer's MLP block (models with experts): LN, router,
+                                     // grouped expert products, shared experts, permutations
   CoreWork core;                     // the attention core alone (in attn_f and attn_i already)
 };
 
@@ -84,6 +88,9 @@ struct LayerWork : KernelContext {
 // the tensor-parallel blocks (norms, residual adds) work on s/t of the sequence; without
 // dropout there are no masks.
 // With cp > 1 (context parallelism) the rank's s / cp tokens, the core as cp_core_work.
-LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp = 1);
+// With experts (ModelSpec::num_experts) the MoE layers' MLP block too (moe_f, moe_i, moe_w), its
+// E / ep local experts each taking ep T k / E copies times moe_load_factor (the busiest rank).
+LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp = 1,
+                     int ep = 1);
 
 }  // namespace stagecraft::costmodel

@@ -27,6 +27,7 @@ void refuse_unpriced(const costmodel::ParallelPlan& p, const costmodel::Estimate
   if (p.recompute == costmodel::RecomputePolicy::Selective) no("plan.recompute = selective", "none, full");
   if (p.zero == 3) no("plan.zero = 3", "0, 1, 2");
   if (p.cp > 1) no("plan.cp = " + std::to_string(p.cp), "1");
+  if (p.ep > 1) no("plan.ep = " + std::to_string(p.ep), "1");
 }
 
 // How a stage's kernels are priced (costmodel/price.h): by shape where the cluster gives its GPU's

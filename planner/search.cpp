@@ -83,10 +83,11 @@ Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan&
 std::string zero_key(int z) { return "zero " + std::to_string(z); }
 std::string shard_key(int g) { return "shard group " + std::to_string(g); }
 std::string cp_key(int x) { return "cp " + std::to_string(x); }
+std::string ep_key(int x) { return "ep " + std::to_string(x); }
 std::string precision_key(bool fp8) { return fp8 ? "fp8" : "bf16"; }
 
 // The choices of the space with more than one value, each value's key, in the space's order.
-std::vector<std::string> choice_keys(const PlanSpace& space, const std::vector<bool>& precisions) {
+std::vector<std::string> choice_keys(const PlanSpace& space, const std::vector<int>& eps, const std::vector<bool>& precisions) {
   std::vector<std::string> keys;
   if (space.zero.size() > 1)
     for (int z : space.zero) keys.push_back(zero_key(z));
@@ -94,17 +95,21 @@ std::vector<std::string> choice_keys(const PlanSpace& space, const std::vector<b
     for (int g : space.shard_groups) keys.push_back(shard_key(g));
   if (space.cp_degrees.size() > 1)
     for (int x : space.cp_degrees) keys.push_back(cp_key(x));
+  if (eps.size() > 1)
+    for (int x : eps) keys.push_back(ep_key(x));
   if (precisions.size() > 1)
     for (bool f : precisions) keys.push_back(precision_key(f));
   return keys;
 }
 
 // The keys a point belongs to (those of choice_keys).
-std::vector<std::string> keys_of(const ParallelPlan& p, bool fp8, const PlanSpace& space, const std::vector<bool>& precisions) {
+std::vector<std::string> keys_of(const ParallelPlan& p, bool fp8, const PlanSpace& space, const std::vector<int>& eps,
+                                 const std::vector<bool>& precisions) {
   std::vector<std::string> keys;
   if (space.zero.size() > 1) keys.push_back(zero_key(p.zero));
   if (space.shard_groups.size() > 1 && p.zero == 3) keys.push_back(shard_key(p.shard_group));
   if (space.cp_degrees.size() > 1) keys.push_back(cp_key(p.cp));
+  if (eps.size() > 1) keys.push_back(ep_key(p.ep));
   if (precisions.size() > 1) keys.push_back(precision_key(fp8));
   return keys;
 }
@@ -128,7 +133,8 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   ModelSpec model = m;  // the model at the precision being searched
   // Each precision of the space over every point (a model already in FP8: FP8 only).
   const std::vector<bool> precisions = m.fp8 || custom ? std::vector<bool>{m.fp8} : space.fp8;
-  for (const std::string& k : choice_keys(space, precisions)) res.choices.push_back({k});
+  const std::vector<int> eps = expert_degrees(space, m);
+  for (const std::string& k : choice_keys(space, eps, precisions)) res.choices.push_back({k});
   auto choice = [&](const std::string& key) -> ChoiceBest* {
     for (ChoiceBest& c : res.choices)
       if (c.choice == key) return &c;
@@ -152,7 +158,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
       return false;
     }
     ++res.stats.evaluated;
-    for (const std::string& k : keys_of(q, model.fp8, space, precisions))
+    for (const std::string& k : keys_of(q, model.fp8, space, eps, precisions))
       if (ChoiceBest* c = choice(k)) {
         ++c->evaluated;
         if (!fits) continue;
@@ -177,7 +183,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
       ++res.stats.considered;
       if (opt.prune && !custom && memory_lower_bound_bytes(model, p) > res.cluster.gpu_memory_bytes) {  // tight plans are kept
         ++res.stats.pruned;
-        for (const std::string& k : keys_of(p, fp8, space, precisions))
+        for (const std::string& k : keys_of(p, fp8, space, eps, precisions))
           if (ChoiceBest* c = choice(k)) ++c->pruned;
         continue;
       }

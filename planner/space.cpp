@@ -79,6 +79,11 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   if (space.cp_degrees.empty()) bad("cp_degrees", "(none)", "give at least one (1: no context parallelism)");
   for (int x : space.cp_degrees)
     if (x < 1) bad("cp_degrees", std::to_string(x), "each must be at least 1");
+  for (int x : space.ep_degrees)
+    if (x < 1 || !costmodel::ep_divides(m, x))
+      bad("ep_degrees", std::to_string(x),
+          costmodel::is_moe(m) ? "each must divide model '" + m.name + "''s " + std::to_string(m.num_experts) + " experts"
+                               : "model '" + m.name + "' has no experts: only 1");
   if (space.shard_groups.empty()) bad("shard_groups", "(none)", "give at least one (0: the whole dp group)");
   for (int g : space.shard_groups)
     if (g < 0) bad("shard_groups", std::to_string(g), "each must be 0 (the whole dp group) or a group size of at least 1");
@@ -115,6 +120,15 @@ ClusterSpec plan_cluster(const ClusterSpec& c, const PlanSpace& space) {
   return k;
 }
 
+std::vector<int> expert_degrees(const PlanSpace& space, const ModelSpec& m) {
+  if (!space.ep_degrees.empty()) return space.ep_degrees;
+  std::vector<int> out{1};
+  if (costmodel::is_moe(m))
+    for (int e = 2; e <= m.num_experts; e *= 2)
+      if (m.num_experts % e == 0) out.push_back(e);
+  return out;
+}
+
 std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   check(space, m, c);
   const int gpus = space.gpus > 0 ? space.gpus : c.num_gpus();
@@ -129,6 +143,8 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
       if (!costmodel::cp_divides(m, cp)) continue;
       const int dp = gpus / (tp * pp * cp);
       if (space.global_batch % dp != 0) continue;
+      for (int ep : expert_degrees(space, m)) {
+      if ((dp * cp) % ep != 0) continue;
       for (int b : space.microbatch_sizes) {
         if ((space.global_batch / dp) % b != 0) continue;
         const long mb = space.global_batch / dp / b;
@@ -142,6 +158,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                   std::find(space.recompute.begin(), space.recompute.end(), RecomputePolicy::None) != space.recompute.end())
                 continue;
               if (sp && tp == 1) continue;
+              if (!sp && tp > 1 && costmodel::is_moe(m)) continue;  // experts under tp need sp (check_moe_plan)
               for (schedules::TpOverlap o : space.tp_overlap)
               for (int z : space.zero)
               for (int shard : z == 3 ? space.shard_groups : std::vector<int>{0})
@@ -155,6 +172,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                 p.tp = tp;
                 p.pp = pp;
                 p.cp = cp;
+                p.ep = ep;
                 p.microbatch_size = b;
                 p.num_microbatches = static_cast<int>(mb);
                 p.schedule = s.name;
@@ -174,6 +192,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
               }
             }
         }
+      }
       }
     }
   }

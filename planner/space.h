@@ -43,6 +43,9 @@ struct PlanSpace {
   std::vector<bool> fp8 = {false};           // precisions tried: the layers' linear products in 16 bits
                                              // (false) or in FP8 (true; a GPU with FP8, costmodel
                                              // check_fp8); a model with fp8 set is FP8 only
+  std::vector<int> ep_degrees;               // expert-parallel degrees tried (costmodel/moe.h) where ep divides
+                                             // the experts and dp x cp; empty = 1 for a dense model, every
+                                             // power of two dividing the experts for a model with experts
   std::vector<int> cp_degrees = {1};         // context-parallel degrees tried (costmodel/cp.h), where 2 cp
                                              // divides the sequence and the model's attention is fused
   std::vector<std::string> rank_orders = {"tp-dp-pp"};  // rank orders tried (fastest-varying axis first)
@@ -54,8 +57,11 @@ void check(const PlanSpace& space, const costmodel::ModelSpec& m, const costmode
 // The cluster the plans run on: the nodes of `c` that hold its first `space.gpus` GPUs (the last
 // one partly used when gpus is not a multiple of a node).
 costmodel::ClusterSpec plan_cluster(const costmodel::ClusterSpec& c, const PlanSpace& space);
-// Every point of the space, in a fixed order (tp, pp, cp, b, schedule, recompute, sp, tp overlap,
-// zero, shard group, rank order).
+// The expert-parallel degrees tried: space.ep_degrees, else 1 for a dense model and 1 with every
+// power of two dividing a model's experts.
+std::vector<int> expert_degrees(const PlanSpace& space, const costmodel::ModelSpec& m);
+// Every point of the space, in a fixed order (tp, pp, cp, ep, b, schedule, recompute, sp, tp
+// overlap, zero, shard group, rank order).
 std::vector<costmodel::ParallelPlan> enumerate(const PlanSpace& space, const costmodel::ModelSpec& m,
                                                const costmodel::ClusterSpec& c);
 

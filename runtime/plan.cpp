@@ -209,6 +209,10 @@ void preflight(const TrainOptions& opt, int world) {
   if (p.cp > 1)
     throw InputError("runtime: plan.cp = " + std::to_string(p.cp) +
                      " (context parallelism) is not implemented by the runtime yet; estimate and plan price it (allowed here: 1)");
+  if (costmodel::is_moe(opt.model) || p.ep > 1)
+    throw InputError("runtime: model '" + opt.model.name + "' has experts" + (p.ep > 1 ? " (plan.ep = " + std::to_string(p.ep) + ")" : "") +
+                     ": mixture-of-experts layers are not implemented by the runtime yet; estimate, simulate and plan "
+                     "price them (allowed here: dense models, ep = 1)");
   if (p.zero == 3)
     throw InputError("runtime: plan.zero = 3 (fully sharded parameters, FSDP) is not implemented by the runtime yet; "
                      "estimate, simulate and plan price it (allowed here: 0, 1, 2)");

@@ -1,0 +1,70 @@
+// Expert parallelism (ParallelPlan::ep) as Megatron-Core runs it (MoEAlltoAllTokenDispatcher):
+// each MoE layer's E experts are split over ep ranks of the dp x cp group (ep fastest, so an ep
+// group is ep consecutive data-parallel ranks; Topology's kDpCp sub-group (ep, 1)). Each rank
+// routes its tokens' k copies to the experts' ranks with one all-to-all (dispatch) and brings the
+// expert outputs back with another (combine); the backward runs the two again, reversed. With
+// tensor parallelism the copies a rank receives are all-gathered over its tp group before the
+// experts (whose matrices are split t ways) and reduce-scattered after them. Expert gradients
+// are reduced over the expert-data-parallel group, dp x cp / ep ranks ep apart.
+//
+// DeepSeek-V3's node-limited routing (arXiv 2412.19437, Sec. 2.1.2 and 3.2.2;
+// ModelSpec::moe_node_limit M): each token's experts sit on at most M nodes and its copy crosses
+// the network once per node, then reaches the experts of that node over NVLink.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/comm.h"
+#include "costmodel/specs.h"
+
+namespace stagecraft::costmodel {
+
+// The expert-data-parallel degree: dp x cp / ep, the copies of each expert.
+int expert_data_parallel(const ParallelPlan& p);
+
+// What one all-to-all moves out of one rank, split by the link it takes.
+struct AllToAllBytes {
+  double total_bytes = 0;       // every copy the rank routes, its own experts' included
+  double intra_node_bytes = 0;  // to other ranks of its node
+  double cross_node_bytes = 0;  // through its NIC to other nodes
+};
+// A rank's `bytes` routed uniformly over an all-to-all group of n = L x N ranks (L a node, N
+// nodes), each token's `k` copies of `token_bytes`: (L - 1)/n of them to the node's other ranks,
+// (n - L)/n across; with a node limit M > 0 each token crosses once per distinct remote node its
+// copies reach, at most M: N (1 - (1 - 1/N)^k) nodes expected for uniform routing, (N - 1)/N of
+// them remote, and the copies are spread over the target node's ranks over NVLink, (L - 1)/L.
+AllToAllBytes all_to_all_bytes(double tokens, double token_bytes, int k, int L, int N, int node_limit);
+
+// Seconds of one all-to-all on `path` (the ep group's; comm.h): where the group spans N >= 2
+// nodes evenly, the in-node and cross-node parts at once, each on its link, the slower one
+// deciding, plus each link's latency; otherwise everything the rank sends to others over the
+// group's slowest hop.
+double all_to_all_s(const AllToAllBytes& b, const AllReducePath& path);
+
+// One MoE layer's expert-parallel communication on one rank, per sub-batch of bb samples.
+struct MoeLayer {
+  int all_to_alls_f = 0;     // dispatch and combine in one forward: 2 (0 when ep = 1)
+  int all_to_alls_b = 0;     // their gradients in one backward: 2
+  AllToAllBytes bytes;       // what one of them moves out of the rank: (bb s k load / t, h) copies
+  double all_to_all_s = 0;   // one all-to-all
+  double tp_gather_bytes = 0;  // tp > 1: the copies' all-gather (and reduce-scatter) buffer, (bb s k load, h)
+  double tp_s = 0;           // that all-gather plus reduce-scatter, per pass
+  double exposed_f_s = 0;    // what the layer's forward waits for: 2 all-to-alls + tp_s (blocking)
+  double exposed_b_s = 0;    // its backward: the same
+};
+
+// `ep_path`: the ep group's (Topology::allreduce_path(kDpCp, ep, 1)); `tp_link`: the tp group's.
+MoeLayer moe_layer(const ModelSpec& m, int bb, int t, int ep, const AllReducePath& ep_path, const Link& tp_link);
+
+// One stage's MoE layers, per microbatch: what the cost table adds to F, B (I) and R.
+struct MoeStage {
+  int moe_layers = 0;          // MoE layers of the stage
+  MoeLayer layer;              // one of them, one sub-batch
+  double exposed_f_s = 0;      // all of them, every sub-batch: in f_s (and r_s)
+  double exposed_b_s = 0;      // in b_s and i_s
+  double expert_params = 0;    // routed experts' parameters one GPU holds for the stage
+};
+
+nlohmann::json to_json(const MoeStage& s);
+
+}  // namespace stagecraft::costmodel

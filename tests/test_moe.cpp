@@ -1,0 +1,181 @@
+// Mixture of experts and expert parallelism (ModelSpec::num_experts, plan.ep; costmodel/moe.h;
+// docs/costmodel.md "Mixture of experts"): parameters in total and active from the presets'
+// published figures, FLOPs on active parameters, the all-to-all's bytes and counts by hand,
+// memory by hand on one preset, expert gradients on their own groups, refusals naming the
+// field. The simulator's agreement: test_routes; the planner choosing ep: test_planner.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "costmodel/estimate.h"
+#include "costmodel/flops.h"
+#include "costmodel/memory.h"
+#include "costmodel/moe.h"
+#include "costmodel/presets.h"
+#include "costmodel/topology.h"
+#include "helpers.h"
+
+using namespace stagecraft;
+using namespace stagecraft::costmodel;
+using stagecraft::test::error_of;
+
+namespace {
+
+ClusterSpec h100(int nodes) { return test::cluster_of("h100-ib-1024", nodes); }
+
+ParallelPlan plan(int dp, int tp, int pp, int ep, int microbatches) {
+  ParallelPlan p = test::plan_of(dp, tp, pp, microbatches);
+  p.ep = ep;
+  p.sequence_parallel = tp > 1;
+  p.recompute = RecomputePolicy::Full;
+  return p;
+}
+
+}  // namespace
+
+// Each preset's parameters, total and active, against its source's figures (within 2%: the
+// sources round to two or three digits, and Qwen3's 3.3B active is 3.35B here with its
+// untied output matrix counted):
+// Mixtral 8x7B 46.7B / 12.9B (Jiang et al., Sec. 2), Mixtral 8x22B 141B / 39B (Mistral AI),
+// DeepSeek-V3 671B / 37B (its report, abstract; without the 14B multi-token-prediction module),
+// Qwen3-30B-A3B 30.5B / 3.3B (Qwen3 report, Table 2).
+TEST(MixtureOfExperts, PresetParametersMatchTheirSources) {
+  struct Row {
+    const char* name;
+    double total_b, active_b;
+  };
+  for (const Row& r : {Row{"mixtral-8x7b", 46.7, 12.9}, Row{"mixtral-8x22b", 141, 39}, Row{"deepseek-v3", 671, 37},
+                       Row{"qwen3-30b-a3b", 30.5, 3.3}}) {
+    SCOPED_TRACE(r.name);
+    const ModelSpec m = load_model(r.name);
+    EXPECT_NEAR(flops::model_params(m) / 1e9, r.total_b, 0.02 * r.total_b);
+    EXPECT_NEAR(flops::active_params(m) / 1e9, r.active_b, 0.02 * r.active_b);
+  }
+}
+
+// FLOPs count active parameters: an MoE layer's MLP is k + shared experts of 2 or 3 h f_e
+// matrices per token plus the router's h E; the model's forward is the dense layers' and the MoE
+// layers' (DeepSeek-V3: 3 dense, 58 MoE) plus the head.
+TEST(MixtureOfExperts, FlopsCountActiveParameters) {
+  const ModelSpec m = load_model("deepseek-v3");
+  const double s = m.seq_length, h = m.hidden_size;
+  EXPECT_DOUBLE_EQ(flops::moe_block_forward_flops(m, 1), 2 * s * h * 2048 * 3 * (8 + 1) + 2 * s * h * 256);
+  // MLA's core: 128 heads with queries and keys of 128 + 64, values of 128.
+  EXPECT_DOUBLE_EQ(flops::layer_attention_forward_flops(m, 1), 2 * s * s * 128 * (192 + 128));
+  EXPECT_DOUBLE_EQ(flops::layers_forward_flops(m, 1), 3 * flops::layer_forward_flops(m, 1) + 58 * flops::moe_layer_forward_flops(m, 1));
+  // Per token, about 6 x active parameters (the matrices) plus attention's quadratic term.
+  const double per_token = flops::model_flops_per_iteration(m, 1) / s;
+  EXPECT_GT(per_token, 6 * flops::active_params(m) * 0.9);
+  EXPECT_LT(per_token, 6 * flops::active_params(m) * 1.6);
+}
+
+// The all-to-all's bytes by hand: a rank's tokens x k copies of h 16-bit values; (L - 1)/n of
+// them to its node's other ranks and (n - L)/n across nodes; with DeepSeek-V3's node limit each
+// token crosses once per remote node it reaches, at most M.
+TEST(MixtureOfExperts, AllToAllBytesByHand) {
+  const double tokens = 1000, tb = 4096 * 2;
+  AllToAllBytes one = all_to_all_bytes(tokens, tb, 2, 8, 1, 0);
+  EXPECT_DOUBLE_EQ(one.total_bytes, 2000 * tb);
+  EXPECT_DOUBLE_EQ(one.intra_node_bytes, 2000 * tb * 7 / 8);
+  EXPECT_DOUBLE_EQ(one.cross_node_bytes, 0);
+  AllToAllBytes two = all_to_all_bytes(tokens, tb, 2, 8, 2, 0);
+  EXPECT_DOUBLE_EQ(two.intra_node_bytes, 2000 * tb * 7 / 16);
+  EXPECT_DOUBLE_EQ(two.cross_node_bytes, 2000 * tb * 8 / 16);
+  // 8 experts of a token over 8 nodes reach 8 (1 - (7/8)^8) = 5.25 nodes; the limit keeps 4, of
+  // which 7/8 are remote: 3.5 crossings a token instead of 8 x 56/64 = 7.
+  AllToAllBytes limited = all_to_all_bytes(tokens, tb, 8, 8, 8, 4);
+  EXPECT_DOUBLE_EQ(limited.cross_node_bytes, tokens * tb * 4 * 7 / 8);
+  EXPECT_DOUBLE_EQ(all_to_all_bytes(tokens, tb, 8, 8, 8, 0).cross_node_bytes, 8000 * tb * 56 / 64);
+  // Time: the in-node and cross-node parts at once, the slower deciding.
+  AllReducePath path;
+  path.ranks = 16;
+  path.local = 8;
+  path.nodes = 2;
+  path.intra = {400e9, 2e-6, "intra-node"};
+  path.inter = {40e9, 5e-6, "inter-node"};
+  EXPECT_DOUBLE_EQ(all_to_all_s(two, path), std::max(2e-6 + two.intra_node_bytes / 400e9, 5e-6 + two.cross_node_bytes / 40e9));
+}
+
+// One MoE layer's communication: dispatch and combine forward, their gradients backward, each
+// moving (b s / t x load) tokens' k copies; with tp > 1 the copies' all-gather and reduce-scatter
+// over the tp group. Blocking: all of it shows.
+TEST(MixtureOfExperts, LayerCommunicationCountsAndExposure) {
+  ModelSpec m = load_model("mixtral-8x7b");
+  m.moe_load_imbalance = 1.25;
+  const ClusterSpec c = h100(2);
+  ParallelPlan p = plan(16, 1, 1, 16, 1);
+  Topology topo(c, p);
+  const AllReducePath path = topo.allreduce_path(kDpCp, 16, 1);
+  EXPECT_EQ(path.local, 8);
+  EXPECT_EQ(path.nodes, 2);
+  const MoeLayer l = moe_layer(m, 1, 1, 16, path, topo.group_link(kTp));
+  EXPECT_EQ(l.all_to_alls_f, 2);
+  EXPECT_EQ(l.all_to_alls_b, 2);
+  EXPECT_DOUBLE_EQ(l.bytes.total_bytes, 4096 * 1.25 * 2 * 4096 * 2);
+  EXPECT_DOUBLE_EQ(l.exposed_f_s, 2 * l.all_to_all_s);
+  EXPECT_DOUBLE_EQ(l.tp_s, 0);
+  const Link tp_link{450e9, 3e-6, "intra-node"};
+  const MoeLayer t2 = moe_layer(m, 1, 2, 16, path, tp_link);
+  EXPECT_DOUBLE_EQ(t2.bytes.total_bytes, l.bytes.total_bytes / 2);  // s / t tokens a tp rank routes
+  EXPECT_DOUBLE_EQ(t2.tp_gather_bytes, 4096 * 1.25 * 2 * 4096 * 2);
+  EXPECT_DOUBLE_EQ(t2.tp_s, all_gather_s(t2.tp_gather_bytes, 2, tp_link) + reduce_scatter_s(t2.tp_gather_bytes, 2, tp_link));
+  EXPECT_EQ(moe_layer(m, 1, 1, 1, path, tp_link).all_to_alls_f, 0);  // ep 1: no all-to-all
+}
+
+// Memory by hand, Mixtral 8x7B at t = 1, b = 1, no sequence parallelism, fused attention, no
+// dropout: per sbh at 16 bits, the norms' and the blocks' inputs 8, each of the k = 2 copies'
+// gathered input 2 and the router's fp32 probabilities 4E/h; attention Q 2, K and V 2 x 1/4 each
+// and the projection's input 2 (5 in all); per copy the expert's SwiGLU 6 f_e / h = 21 and its
+// output 2; plus the core's log-sum-exp 4 a s b.
+TEST(MixtureOfExperts, ActivationMemoryByHand) {
+  const ModelSpec m = load_model("mixtral-8x7b");
+  const double sbh = 4096.0 * 4096;
+  const double coefficient = 8 + 2 * 2 + 4.0 * 8 / 4096 + 5 + 2 * (21 + 2);
+  EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(m, 1, 1, false, true), coefficient * sbh + 4.0 * 32 * 4096);
+  // Parameters on one rank at ep 8: the attention and norms, the router, one expert of 3 h f_e.
+  const memory::MoeLayerParams p = memory::moe_layer_params_per_rank(m, 1, 8);
+  EXPECT_DOUBLE_EQ(p.experts, 3.0 * 4096 * 14336);
+  EXPECT_DOUBLE_EQ(p.dense, 4096.0 * (4096 + 2 * 1024) + 4096.0 * 4096 + 2 * 4096 + 4096.0 * 8);
+}
+
+// The cost table: expert parameters divided by ep, their gradients reduced over dp / ep ranks
+// (an all-reduce of their bytes on those groups) beside the rest over dp; the MoE layers' exposed
+// communication inside F and B; static memory of the experts sharded by a distributed optimizer
+// over the expert-data-parallel group.
+TEST(MixtureOfExperts, ExpertGradientsOnTheirOwnGroups) {
+  const ModelSpec m = load_model("mixtral-8x7b");
+  const ClusterSpec c = h100(8);
+  const Estimate e8 = estimate(m, c, plan(64, 1, 1, 8, 4)), e1 = estimate(m, c, plan(64, 1, 1, 1, 4));
+  const StageCost& s8 = e8.costs.stages[0];
+  const StageCost& s1 = e1.costs.stages[0];
+  EXPECT_DOUBLE_EQ(s8.moe.expert_params * 8, s1.moe.expert_params);
+  EXPECT_DOUBLE_EQ(s8.expert_grad_bytes, s8.moe.expert_params * grad_bytes_per_param(m));
+  EXPECT_EQ(s8.moe.moe_layers, 32);
+  EXPECT_GT(s8.moe.exposed_f_s, 0);
+  EXPECT_DOUBLE_EQ(s1.moe.exposed_f_s, 0);  // ep 1: no all-to-all, tp 1: no gathers
+  EXPECT_LT(e8.costs.static_bytes[0], e1.costs.static_bytes[0] / 4);
+  ParallelPlan z = plan(64, 1, 1, 8, 4);
+  z.zero = 1;
+  const Estimate ez = estimate(m, c, z);
+  // Zero 1: the experts' states over 64 / 8 = 8 copies, the rest over 64.
+  const double experts = ez.costs.expert_params[0], rest = ez.costs.params[0] - experts;
+  EXPECT_NEAR(ez.costs.static_bytes[0],
+              rest * memory::static_bytes_per_param(m, 1, 64) + experts * memory::static_bytes_per_param(m, 1, 8), 1.0);
+}
+
+// A plan the experts cannot run names the field: ep dividing the experts and dp; experts under
+// tp with sequence parallelism; no ep on a dense model.
+TEST(MixtureOfExperts, RefusalsNameTheField) {
+  const ModelSpec m = load_model("mixtral-8x7b");
+  const ClusterSpec c = h100(8);
+  EXPECT_NE(error_of([&] { estimate(m, c, plan(64, 1, 1, 16, 4)); }).find("num_experts = 8"), std::string::npos);
+  EXPECT_NE(error_of([&] { estimate(m, c, plan(12, 1, 1, 8, 4)); }).find("plan.ep = 8"), std::string::npos);
+  ParallelPlan no_sp = plan(8, 8, 1, 8, 4);
+  no_sp.sequence_parallel = false;
+  EXPECT_NE(error_of([&] { estimate(m, c, no_sp); }).find("sequence_parallel"), std::string::npos);
+  EXPECT_NE(error_of([&] { estimate(load_model("llama3-8b"), c, plan(64, 1, 1, 8, 4)); }).find("has none"), std::string::npos);
+  ModelSpec bad = m;
+  bad.experts_per_token = 9;
+  EXPECT_NE(error_of([&] { check(bad); }).find("experts_per_token = 9"), std::string::npos);
+}
