@@ -171,6 +171,23 @@ double param_gather_head_share(const ParallelPlan& p, double grad_bytes) {
   return std::min(1.0, p.grad_bucket_bytes / grad_bytes);
 }
 
+void set_overlapped_pair(StageCost& sc, int gpu_sms) {
+  const double fa = sc.moe.exposed_f_s, ba = sc.moe.exposed_b_s;
+  if (fa <= 0 && ba <= 0) return;
+  const double share = gpu_sms > kDualPipeCommSms ? static_cast<double>(kDualPipeCommSms) / (gpu_sms - kDualPipeCommSms) : 0;
+  auto pair = [&](double backward_s) {
+    const double compute = sc.f_s - fa + backward_s - ba, comm = fa + ba;
+    return std::max(compute + share * std::min(comm, compute), comm);
+  };
+  sc.overlap_b_s = pair(sc.b_s) - sc.f_s;
+  sc.overlap_i_s = pair(sc.i_s) - sc.f_s;
+}
+
+double overlapped_backward_s(const StageCost& sc, schedules::Op op) {
+  const double v = op == schedules::Op::I ? sc.overlap_i_s : sc.overlap_b_s;
+  return v >= 0 ? v : (op == schedules::Op::I ? sc.i_s : sc.b_s);
+}
+
 double optimizer_step_s(const ModelSpec& m, const ClusterSpec& c, double params, int shard) {
   return params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps / shard;
 }
@@ -555,6 +572,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     sc.offload_s = sc.act_bytes / c.host_link_bandwidth_Bps;
     sc.reload_s = sc.offload_s;
     if (p.zero == 3) set_fsdp(sc, m, p, topo, first, last, prof, table.notes);
+    set_overlapped_pair(sc, c.gpu_sms);
   }
   set_rank_costs(table, m, c, p, topo, prof);
   table.notes.insert(table.notes.end(), notes.begin(), notes.end());

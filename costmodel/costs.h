@@ -62,6 +62,8 @@ struct StageCost {        // one stage, one microbatch
                                   // exposed time already in the attention pieces of `inner`)
   MoeStage moe;                   // experts: its MoE layers' all-to-alls and tp collectives per
                                   // microbatch (already in f_s, b_s, i_s and r_s) and expert parameters
+  double overlap_b_s = -1;        // the backward half of an OVERLAP_F_B (DualPipe's overlapped pair): what
+  double overlap_i_s = -1;        // B (or I) adds to the forward beside it (set_overlapped_pair); < 0: b_s, i_s
   double expert_grad_bytes = 0;   // of grad_bytes, the routed experts': reduced over the expert-data-
                                   // parallel group (moe.h) instead of dp x cp
   FsdpStage fsdp;                 // zero 3: its collectives per microbatch, already in f_s, b_s, i_s
@@ -162,6 +164,21 @@ void set_grad_reduction(StageCost& sc, const schedules::Schedule& s, int stage, 
 // to work_bytes. InputError where a stage has no layers to shard by (unit costs).
 void set_fsdp(StageCost& sc, const ModelSpec& m, const ParallelPlan& p, const Topology& topo, bool first, bool last,
               const Profile* prof, std::vector<std::string>& notes);
+
+// DualPipe's overlapped forward-backward pair (DeepSeek-V3, arXiv 2412.19437, Sec. 3.2.1 and
+// Fig. 4): the forward of one microbatch and the backward of another run as one action, each
+// half's expert all-to-alls (StageCost::moe) behind the other half's compute. The pair takes
+// max(F_c + B_c + slowdown, F_a + B_a), with _a the all-to-alls, _c the rest, and the slowdown
+// the compute lost to the SMs the communication kernels hold while they run beside it
+// (kDualPipeCommSms of gpu_sms: DeepSeek-V3 Sec. 3.2.2, 20 of the H800's 132). Priced per stage
+// with the forward half taken as the backward stage's own forward (exact where a pair's two
+// stages hold alike layers, as DualPipe's balanced stages do): overlap_b_s and overlap_i_s are
+// the pair less f_s. Without experts, b_s and i_s: the pair is F + B.
+inline constexpr int kDualPipeCommSms = 20;
+void set_overlapped_pair(StageCost& sc, int gpu_sms);
+// What the backward half of an OVERLAP_F_B costs: overlap_b_s (op B) or overlap_i_s (op I), or
+// b_s, i_s where not set. One rule for the evaluator and the simulator.
+double overlapped_backward_s(const StageCost& sc, schedules::Op op);
 
 // Per rank, from t.params (one GPU's parameters of each pipeline rank): the optimizer step
 // (measured per parameter where the profile has it), static memory, and with a distributed

@@ -83,7 +83,7 @@ void Evaluator::compile() {
           case Op::R: n.slot_a = slot(a.stage, kR); n.factor_a = a.fraction; n.is_compute = true; break;
           case Op::OVERLAP_F_B:
             n.slot_a = slot(a.stage, kF);
-            n.slot_b = slot(a.b_stage, a.b_op == Op::I ? kI : kB);
+            n.slot_b = slot(a.b_stage, a.b_op == Op::I ? kOI : kOB);
             n.is_compute = true;
             break;
           case Op::OPTIMIZER: n.slot_a = opt_slot_base + r; n.is_compute = true; n.optimizer = true; break;
@@ -425,6 +425,7 @@ EvalResult Evaluator::evaluate(const CostTable& c) const {
     p[kF] = sc.f_s; p[kB] = sc.b_s; p[kI] = sc.i_s; p[kW] = sc.w_s; p[kR] = sc.r_s;
     p[kSendF] = sc.send_f_s; p[kSendB] = sc.send_b_s; p[kReduce] = sc.reduce_grad_s; p[kReduceLatency] = sc.reduce_grad_latency_s;
     p[kOffload] = sc.offload_s; p[kReload] = sc.reload_s;
+    p[kOB] = overlapped_backward_s(sc, schedules::Op::B); p[kOI] = overlapped_backward_s(sc, schedules::Op::I);
   }
   for (int r = 0; r < R; ++r) slot[static_cast<size_t>(s.num_stages * kSlotsPerStage + r)] = c.optimizer_s[static_cast<size_t>(r)];
   for (int r = 0; r < R && static_cast<int>(c.param_gather_s.size()) == R; ++r)

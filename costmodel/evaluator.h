@@ -70,7 +70,8 @@ class Evaluator {
   size_t num_nodes() const { return nodes_.size(); }
 
  private:
-  enum Slot : std::uint8_t { kF, kB, kI, kW, kR, kSendF, kSendB, kReduce, kReduceLatency, kOffload, kReload, kSlotsPerStage };
+  // kOB, kOI: the backward half of an OVERLAP_F_B (StageCost::overlap_b_s, overlap_i_s).
+  enum Slot : std::uint8_t { kF, kB, kI, kW, kR, kSendF, kSendB, kReduce, kReduceLatency, kOffload, kReload, kOB, kOI, kSlotsPerStage };
   struct Node {
     std::uint32_t pred_begin = 0;  // into preds_
     std::uint32_t pred_end = 0;

@@ -39,7 +39,7 @@ double Runner::duration(const Action& a, int rank, double* tp_s, double* tp_coun
       *tp_s = st(a.stage).tp_comm_f_s;
       *tp_count = st(a.stage).tp_allreduces_f;
       tp_i(a.b_stage);
-      return st(a.stage).f_s + (a.b_op == Op::I ? st(a.b_stage).i_s : st(a.b_stage).b_s);
+      return st(a.stage).f_s + costmodel::overlapped_backward_s(st(a.b_stage), a.b_op);
     case Op::OPTIMIZER: return c_.optimizer_s[static_cast<size_t>(rank)];
     default: return 0;
   }

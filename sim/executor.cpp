@@ -156,6 +156,7 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
     for (int t = 0; t < flows_per_group(); ++t) {
       std::vector<Done> lane = s_.num_chains > 1 ? flat_ring(k, mem, t, bytes, issue, Half::Both)
                                                  : dp_allreduce(k, mem, t, bytes, issue, w_.reduce_scatter ? Half::ReduceScatter : Half::Both);
+      expert_reductions(k, mem, t, w_.expert_reduce_bytes[static_cast<size_t>(a.stage)] * a.fraction, lane);
       for (int j = 0; j < n; ++j) {
         Done& d = done[static_cast<size_t>(j)];
         d.chain_only = false;
@@ -170,6 +171,25 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
   }
   rings_building_.erase(key);
   return rings_.at(key);
+}
+
+void Runner::expert_reductions(int k, const std::vector<Member>& mem, int t, double bytes, std::vector<Done>& done) {
+  const int ep = w_.ep, n = static_cast<int>(mem.size());
+  if (bytes <= 0 || n / ep < 2) return;
+  const costmodel::AllReducePath path = topo_.allreduce_path(costmodel::kDpCp, n / ep, ep);
+  for (int j = 0; j < ep; ++j) {  // the group of dp indices j, j + ep, ...
+    std::vector<Member> sub;
+    std::vector<Done> start;
+    std::vector<int> at;
+    for (int i = 0; i < n; ++i)
+      if (mem[static_cast<size_t>(i)].d % ep == j) {
+        sub.push_back(mem[static_cast<size_t>(i)]);
+        start.push_back(done[static_cast<size_t>(i)]);
+        at.push_back(i);
+      }
+    const std::vector<Done> out = dp_allreduce(k, sub, t, bytes, start, w_.reduce_scatter ? Half::ReduceScatter : Half::Both, &path);
+    for (size_t i = 0; i < at.size(); ++i) done[static_cast<size_t>(at[i])] = out[i];
+  }
 }
 
 // One flow of a data-parallel collective on lane t: from member a's GPU to member b's.
@@ -231,13 +251,13 @@ std::vector<Done> Runner::flat_ring(int k, const std::vector<Member>& mem, int t
 // channel per member's NIC or its tree (fill_then_stream). A distributed optimizer runs the two
 // halves apart: the reduce-scatter at REDUCE_GRAD, the all-gather after the optimizer step.
 std::vector<Done> Runner::dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue,
-                                       Half half) {
+                                       Half half, const costmodel::AllReducePath* path) {
   std::vector<int> gpus;
   for (const Member& m : mem) gpus.push_back(gpu(m.rank * dp_ + m.d, t));
   const auto groups = opt_.hierarchical_dp ? node_groups(gpus, topo_) : std::vector<std::vector<int>>{};
   using costmodel::AllReduceAlgo;
   const AllReduceAlgo algo = groups.empty() ? AllReduceAlgo::Flat
-                                            : costmodel::allreduce_algorithm(bytes, topo_.allreduce_path(costmodel::kDp), half == Half::Both);
+                                            : costmodel::allreduce_algorithm(bytes, path ? *path : topo_.allreduce_path(costmodel::kDp), half == Half::Both);
   if (algo == AllReduceAlgo::Flat) return flat_ring(k, mem, t, bytes, issue, half);
   const int N = static_cast<int>(groups.size()), L = static_cast<int>(groups.front().size());
   std::vector<std::pair<int, int>> fill;
@@ -646,28 +666,40 @@ std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, cons
         if (p.dp > 1) out.insert({g, topo.global_rank({t, (d + 1) % p.dp, r})});
         if (p.tp > 1 && opt.tp_comm == TpComm::Explicit) out.insert({g, topo.global_rank({(t + 1) % p.tp, d, r})});
       }
-  // NCCL-like dp all-reduces (channel rings and trees): neighbours inside each node and across nodes.
-  for (int r = 0; opt.hierarchical_dp && p.dp > 1 && r < p.pp; ++r)
+  // NCCL-like dp all-reduces (channel rings and trees): neighbours inside each node and across
+  // nodes; the same on each expert-data-parallel group (dp indices ep apart; plan.ep), whose flat
+  // ring joins its members in order.
+  auto collective_pairs = [&](const std::vector<int>& gpus) {
+    if (!opt.hierarchical_dp) return;
+    const auto groups = node_groups(gpus, topo);
+    const int N = static_cast<int>(groups.size());
+    auto at = [&](int n, size_t i) { return gpus[static_cast<size_t>(groups[static_cast<size_t>(n)][i])]; };
+    for (int n = 0; n < N; ++n)
+      for (size_t i = 0; i < groups[static_cast<size_t>(n)].size(); ++i) {
+        const size_t next = (i + 1) % groups[static_cast<size_t>(n)].size();
+        out.insert({at(n, i), at(n, next)});  // rings and the trees' chains, both ways
+        out.insert({at(n, next), at(n, i)});
+        out.insert({at(n, i), at((n + 1) % N, i)});  // the tree's fill across nodes, both ways
+        out.insert({at((n + 1) % N, i), at(n, i)});
+        out.insert({at(n, i), at((n + 1) % N, next)});  // the channels' rings across nodes
+        for (int w = 0; w < 2; ++w)  // the trees' edges across nodes, both ways
+          if (const int par = costmodel::double_tree_parent(n, N, w); par >= 0) {
+            out.insert({at(n, i), at(par, i)});
+            out.insert({at(par, i), at(n, i)});
+          }
+      }
+  };
+  for (int r = 0; p.dp > 1 && r < p.pp; ++r)
     for (int t = 0; t < p.tp; ++t) {
       std::vector<int> gpus;
       for (int d = 0; d < p.dp; ++d) gpus.push_back(topo.global_rank({t, d, r}));
-      const auto groups = node_groups(gpus, topo);
-      const int N = static_cast<int>(groups.size());
-      auto at = [&](int n, size_t i) { return gpus[static_cast<size_t>(groups[static_cast<size_t>(n)][i])]; };
-      for (int n = 0; n < N; ++n)
-        for (size_t i = 0; i < groups[static_cast<size_t>(n)].size(); ++i) {
-          const size_t next = (i + 1) % groups[static_cast<size_t>(n)].size();
-          out.insert({at(n, i), at(n, next)});  // rings and the trees' chains, both ways
-          out.insert({at(n, next), at(n, i)});
-          out.insert({at(n, i), at((n + 1) % N, i)});  // the tree's fill across nodes, both ways
-          out.insert({at((n + 1) % N, i), at(n, i)});
-          out.insert({at(n, i), at((n + 1) % N, next)});  // the channels' rings across nodes
-          for (int w = 0; w < 2; ++w)  // the trees' edges across nodes, both ways
-            if (const int par = costmodel::double_tree_parent(n, N, w); par >= 0) {
-              out.insert({at(n, i), at(par, i)});
-              out.insert({at(par, i), at(n, i)});
-            }
-        }
+      collective_pairs(gpus);
+      for (int j = 0; p.ep > 1 && p.dp / p.ep > 1 && j < p.ep; ++j) {
+        std::vector<int> experts;
+        for (int d = j; d < p.dp; d += p.ep) experts.push_back(gpus[static_cast<size_t>(d)]);
+        for (size_t i = 0; i < experts.size(); ++i) out.insert({experts[i], experts[(i + 1) % experts.size()]});
+        collective_pairs(experts);
+      }
     }
   // Chimera: one ring over the dp groups of every copy of a model part, copy by copy.
   for (int part = 0; s.num_chains > 1 && part < s.stages_per_chain(); ++part) {

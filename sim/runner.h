@@ -178,8 +178,12 @@ class Runner {
   enum class Half { Both, ReduceScatter, AllGather };  // an all-reduce or one of its halves
   std::vector<Done> flat_ring(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue,
                               Half half);
+  // `path`: the group's (the dp axis's when null), for the form the evaluator would pick.
   std::vector<Done> dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue,
-                                 Half half);
+                                 Half half, const costmodel::AllReducePath* path = nullptr);
+  // The routed experts' gradients (Workload::expert_reduce_bytes) after the dense ones, on each
+  // expert-data-parallel group of the ring's members (dp indices ep apart), lane t.
+  void expert_reductions(int k, const std::vector<Member>& mem, int t, double bytes, std::vector<Done>& done);
   struct LinkShare {  // one link's share of a pipelined collective: members' indices and its bytes
     int from, to;
     double bytes;

@@ -18,13 +18,20 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
   if (p.zero == 3 && p.shard_group > 0)
     throw InputError("simulator: plan.shard_group = " + std::to_string(p.shard_group) +
                      " (hybrid sharding): its replica all-reduce is not simulated yet (allowed: 0; estimate prices it)");
+  if (p.ep > 1 && p.zero >= 1 && p.dp / p.ep > 1)
+    throw InputError("simulator: plan.ep = " + std::to_string(p.ep) + " with zero = " + std::to_string(p.zero) +
+                     ": the experts' gathers over the expert-data-parallel group are not simulated yet (allowed: zero 0, "
+                     "or ep = dp; estimate and plan price it)");
   Workload w;
+  w.ep = p.ep;
   for (const costmodel::StageCost& sc : c.stages) {
     w.send_f_bytes.push_back(sc.send_f_bytes);
     w.send_b_bytes.push_back(sc.send_b_bytes);
     // Zero 3 reduce-scatters inside each backward (in the stage's durations, costmodel/fsdp.h):
     // nothing is left for the iteration's end.
-    w.reduce_bytes.push_back(p.dp * s.num_chains > 1 && p.zero != 3 ? sc.grad_bytes : 0.0);
+    const bool reduced = p.dp * s.num_chains > 1 && p.zero != 3;
+    w.reduce_bytes.push_back(reduced ? sc.grad_bytes - sc.expert_grad_bytes : 0.0);
+    w.expert_reduce_bytes.push_back(reduced ? sc.expert_grad_bytes : 0.0);
     w.copy_bytes.push_back(sc.act_bytes);
     w.tp_bytes.push_back(sc.tp_allreduces_f > 0 ? sc.tp_allreduce_bytes : 0.0);
   }

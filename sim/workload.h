@@ -15,7 +15,11 @@ namespace stagecraft::sim {
 struct Workload {
   std::vector<double> send_f_bytes;  // (stages) per GPU, forward output to the next stage
   std::vector<double> send_b_bytes;  // (stages) per GPU, input gradient to the previous stage
-  std::vector<double> reduce_bytes;  // (stages) per GPU, the whole gradient buffer of the ring
+  std::vector<double> reduce_bytes;  // (stages) per GPU, the gradient buffer of the dp ring (the routed
+                                     // experts' apart)
+  std::vector<double> expert_reduce_bytes;  // (stages) per GPU, the routed experts' gradients, reduced
+                                     // after the rest on each expert-data-parallel group (costmodel/moe.h)
+  int ep = 1;                        // expert-parallel degree: those groups are dp ranks ep apart
   bool reduce_scatter = false;       // distributed optimizer: REDUCE_GRAD reduce-scatters the buffer
   std::vector<double> gather_bytes;  // (ranks) per GPU, parameters all-gathered after the optimizer
                                      // step (distributed optimizer; else 0)
