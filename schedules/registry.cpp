@@ -37,6 +37,8 @@ const std::vector<GeneratorInfo>& generators() {
       zb_h2_greedy_generator(),
       zb_v_generator(),
       zb1p_generator(),
+      dualpipe_generator(),
+      dualpipe_v_generator(),
   };
   return all;
 }

@@ -75,5 +75,7 @@ GeneratorInfo zb_h1_greedy_generator();
 GeneratorInfo zb_h2_greedy_generator();
 GeneratorInfo zb_v_generator();
 GeneratorInfo zb1p_generator();
+GeneratorInfo dualpipe_generator();
+GeneratorInfo dualpipe_v_generator();
 
 }  // namespace stagecraft::schedules

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 B=build/bin/stagecraft
 mkdir -p docs/img
 run() { echo "+ $*"; "$@"; }
-for s in gpipe 1f1b chimera chimera-wave merak-early-recompute merak zb-h1 zb-h2; do
+for s in gpipe 1f1b chimera chimera-wave merak-early-recompute merak zb-h1 zb-h2 dualpipe dualpipev; do
   run $B schedule --schedule "$s" --stages 4 --microbatches 8 --unit-costs F=1,B=2,I=1,W=1,R=1 --svg "docs/img/$s.svg" > /dev/null
 done
 for s in interleaved-1f1b looped-bfs zb1p; do
