@@ -528,4 +528,26 @@ TEST(PlannerSpace, SplitsLongSequencesOverContextParallelRanks) {
   for (const ParallelPlan& p : planner::enumerate(s, mat, test::cluster_of("h100-ib-1024", 2))) EXPECT_EQ(p.cp, 1);
 }
 
+// Experts: ep is a dimension (every power of two dividing the experts by default). Mixtral 8x7B
+// on 64 H100s: the best plan splits its experts, each degree is reported, and a dense model is
+// searched at ep 1 alone.
+TEST(PlannerSpace, SplitsExpertsOverExpertParallelRanks) {
+  planner::PlanSpace s;
+  s.gpus = 64;
+  s.global_batch = 256;
+  s.schedules = {{"1f1b", 0}};
+  s.tp_degrees = {1, 2};
+  s.pp_degrees = {1, 2};
+  s.microbatch_sizes = {1};
+  s.recompute = {costmodel::RecomputePolicy::Full};
+  const costmodel::ClusterSpec c = test::cluster_of("h100-ib-1024", 8);
+  const planner::SearchResult r = planner::search(costmodel::load_model("mixtral-8x7b"), c, s);
+  ASSERT_FALSE(r.best.empty());
+  EXPECT_GE(r.best.front().plan.ep, 4);
+  int keys = 0;  // each degree tried is reported with its fastest plan (plan's "by choice" table)
+  for (const planner::ChoiceBest& b : r.choices) keys += b.choice == "ep 1" || b.choice == "ep 8";
+  EXPECT_EQ(keys, 2);
+  for (const ParallelPlan& p : planner::enumerate(s, costmodel::load_model("llama3-8b"), c)) EXPECT_EQ(p.ep, 1);
+}
+
 }  // namespace stagecraft
