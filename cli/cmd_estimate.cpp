@@ -104,22 +104,20 @@ void print_estimate(const costmodel::Estimate& e) {
   }
   if (costmodel::is_moe(e.model)) {  // experts (costmodel/moe.h); --json has every stage's
     const costmodel::ModelSpec& m = e.model;
-    rows.push_back({"experts", std::to_string(m.num_experts) + " routed (top " + std::to_string(m.experts_per_token) + ")" +
-                                   (m.num_shared_experts ? " + " + std::to_string(m.num_shared_experts) + " shared" : "") +
-                                   ", " + fmt_num(costmodel::flops::model_params(m) / 1e9, 1) + "B parameters, " +
-                                   fmt_num(costmodel::flops::active_params(m) / 1e9, 1) +
-                                   "B active (FLOPs and MFU count active parameters)"});
+    rows.push_back({"experts", std::to_string(m.num_experts) + " routed, top " + std::to_string(m.experts_per_token) +
+                                   (m.num_shared_experts ? ", " + std::to_string(m.num_shared_experts) + " shared" : "")});
+    rows.push_back({"parameters (FLOPs count active)", fmt_num(costmodel::flops::model_params(m) / 1e9, 1) + "B, " +
+                                                          fmt_num(costmodel::flops::active_params(m) / 1e9, 1) + "B active"});
     for (const costmodel::StageCost& sc : e.costs.stages) {
       if (sc.moe.moe_layers == 0) continue;
       const costmodel::MoeLayer& l = sc.moe.layer;
-      rows.push_back({"expert all-to-all, per MoE layer",
-                      std::to_string(l.all_to_alls_f) + " forward + " + std::to_string(l.all_to_alls_b) + " backward of " +
-                          fmt_bytes(l.bytes.total_bytes) + " (" + fmt_bytes(l.bytes.intra_node_bytes) + " in the node, " +
-                          fmt_bytes(l.bytes.cross_node_bytes) + " across), " + fmt_seconds(l.all_to_all_s) + " each" +
-                          (l.tp_s > 0 ? "; tp gather/scatter " + fmt_seconds(l.tp_s) : "")});
-      rows.push_back({"experts, exposed (stage " + std::to_string(&sc - e.costs.stages.data()) + ")",
-                      "forward " + fmt_seconds(sc.moe.exposed_f_s) + ", backward " + fmt_seconds(sc.moe.exposed_b_s) +
-                          " per microbatch over " + std::to_string(sc.moe.moe_layers) + " MoE layers"});
+      if (l.all_to_alls_f > 0)
+        rows.push_back({"all-to-all, per MoE layer", std::to_string(l.all_to_alls_f + l.all_to_alls_b) + " x " +
+                                                         fmt_bytes(l.bytes.total_bytes) + ", " + fmt_seconds(l.all_to_all_s) +
+                                                         " each (" + fmt_bytes(l.bytes.cross_node_bytes) + " across nodes)"});
+      if (l.tp_s > 0) rows.push_back({"experts' tp gather + scatter", fmt_seconds(l.tp_s) + " per pass"});
+      rows.push_back({"experts exposed, stage " + std::to_string(&sc - e.costs.stages.data()),
+                      fmt_seconds(sc.moe.exposed_f_s) + " F, " + fmt_seconds(sc.moe.exposed_b_s) + " B a microbatch"});
       break;
     }
   }
