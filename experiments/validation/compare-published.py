@@ -10,7 +10,8 @@ is fitted to the published figures.
 Usage: experiments/validation/compare-published.py [path/to/stagecraft] [--runs FILE] [--constant-efficiency]
        [--as-2023] [extra estimate flags...]
 --runs FILE reads another set of the same format (published-h100.json: the H100 runs of 2024-2025;
-published-h100-cp-fp8.json: Llama 3.1 with context parallelism 2, BF16 and FP8).
+published-h100-cp-fp8.json: Llama 3.1 with context parallelism 2, BF16 and FP8; published-h100-moe.json:
+mixture-of-experts runs, where a run's "skip" names what stagecraft cannot express and leaves it out).
 --constant-efficiency turns compute by shape off (gpu_sms = 0: every FLOP at achieved_efficiency,
 0.5), the model before it, for comparison. --as-2023 leaves out what the runs' recipes say beyond
 what the A100-era model expressed (stack, fused attention, no dropout, the overlapped gather), to
@@ -22,7 +23,11 @@ fused attention where it allows that backend, megatron-core-te), a fused attenti
 (--zero 1) with its overlapped gradient reduction and parameter gather, and the gradient bucket
 size the recipe states (else Megatron-Core's default of 40M parameters), and Transformer Engine's
 tensor-parallel overlap (--tp-overlap te) where the recipe turns it on, context parallelism (--cp)
-and FP8 (--fp8) where the run uses them.
+and FP8 (--fp8) where the run uses them. For mixture-of-experts runs the model's expert fields
+(num_experts, experts_per_token, expert_ffn_hidden_size, num_shared_experts, dense_layers,
+moe_node_limit, moe_capacity_factor, moe_load_imbalance) and attention shapes (head_dim, v_head_dim,
+q_lora_rank, kv_lora_rank, qk_rope_head_dim) go into the model file as given, and the run's expert-
+parallel degree "ep" becomes --ep; these runs also get a table of tokens/s per GPU.
 """
 import json
 import os
@@ -37,9 +42,16 @@ CLUSTERS = {"A100-SXM4-80GB": "dgx-a100-80gb.json",  # the GPU as published -> c
 # flash backend (NVTE_FUSED_ATTN=0) is FlashAttention-2, its fused backend cuDNN's attention.
 STACKS = {"flash": "megatron-core-te-flash2", "cudnn-fused": "megatron-core-te"}
 RUN_CLUSTERS = {"bloom-176b-384gpu": "jean-zay-a100-80gb.json"}  # runs on another machine than Selene
+# Model fields passed through as given where a run states them (costmodel/specs.h, ModelSpec): the
+# experts and the attention shapes other than h / a heads (Qwen3's head_dim, DeepSeek's MLA).
+MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "dense_layers",
+              "moe_node_limit", "moe_capacity_factor", "moe_load_imbalance")
+SHAPE_FIELDS = ("head_dim", "v_head_dim", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim")
 
 
 def usable(run):
+    if run.get("skip"):  # a configuration stagecraft cannot express (the reason is in the file)
+        return False
     need = ["tp", "pp", "dp", "microbatch_size", "global_batch", "recompute"]
     if run["gpu"] not in CLUSTERS or any(run.get(k) is None for k in need):
         return False
@@ -64,6 +76,9 @@ def estimate(binary, run, extra, tmp):
              "bytes_per_activation": 2, "source": run["source"] + ", " + run["where"]}
     if md.get("num_kv_heads"):
         model["num_kv_heads"] = md["num_kv_heads"]
+    for k in MOE_FIELDS + SHAPE_FIELDS:
+        if md.get(k) is not None:
+            model[k] = md[k]
     paths = {}
     for name, obj in (("cluster", cluster), ("model", model)):
         paths[name] = os.path.join(tmp, f"{run['id']}-{name}.json")
@@ -91,6 +106,8 @@ def estimate(binary, run, extra, tmp):
             cmd += ["--tp-overlap", "te"] + ([] if "--stack" in cmd else ["--stack", "megatron-core-te"])
     if (run.get("cp") or 1) > 1:
         cmd += ["--cp", str(run["cp"])]
+    if (run.get("ep") or 1) > 1:
+        cmd += ["--ep", str(run["ep"])]
     if run.get("precision") == "fp8":
         cmd.append("--fp8")
     if run.get("overlap_grad_reduce"):
@@ -152,7 +169,7 @@ def main():
         runs = [r for r in json.load(f)["runs"] if usable(r)]
     if AS_2023:  # what the A100-era model could not express at all
         runs = [r for r in runs if (r.get("cp") or 1) == 1 and r.get("precision", "bf16") != "fp8"]
-    rows, errs, pub_tput, pred_tput = [], [], [], []
+    rows, errs, pub_tput, pred_tput, moe_rows = [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
             e = estimate(binary, run, extra, tmp)
@@ -168,12 +185,22 @@ def main():
             pred_tput.append(hw / t_pred / run["gpus"] / 1e12)
             rows.append((run["id"], run["gpus"], f"{run['tp']}/{run['pp']}/{run['dp']}", run["recompute"],
                          t_pub, t_pred, err, pub_tput[-1], pred_tput[-1], e["mfu"], e["hfu"], e.get("fit", e["fits"])))
+            if run["model"].get("num_experts"):  # tokens per second per GPU, as the MoE sources publish them
+                tokens = run["global_batch"] * run["model"]["seq_length"] / run["gpus"]
+                moe_rows.append((run["id"], run.get("ep") or 1, m.get("tokens_per_s_per_gpu") or tokens / t_pub,
+                                 tokens / t_pred))
     print("| run | GPUs | tp/pp/dp | recompute | published s | predicted s | error | published TFLOP/s | "
           "predicted TFLOP/s | predicted MFU | predicted HFU | fits |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.2f} | {r[5]:.2f} | {100 * r[6]:+.1f}% | {r[7]:.0f} | "
               f"{r[8]:.0f} | {100 * r[9]:.1f}% | {100 * r[10]:.1f}% | {r[11] if isinstance(r[11], str) else ('yes' if r[11] else 'no')} |")
+    if moe_rows:
+        print()
+        print("| run | ep | published tokens/s/GPU | predicted tokens/s/GPU | predicted / published |")
+        print("|---|---|---|---|---|")
+        for r in moe_rows:
+            print(f"| {r[0]} | {r[1]} | {r[2]:.0f} | {r[3]:.0f} | {r[3] / r[2]:.2f} |")
     print()
     signed = sum(pred_tput[i] / pub_tput[i] - 1 for i in range(len(rows))) / len(rows)
     print(f"runs: {len(rows)}; MAPE of the iteration time: {100 * sum(errs) / len(errs):.1f}%; "
