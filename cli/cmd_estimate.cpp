@@ -72,7 +72,8 @@ void print_estimate(const costmodel::Estimate& e) {
   std::cout << "model " << e.model.name << (fused ? " (fused attention)" : "") << " on cluster " << e.cluster.name << " (" << e.cluster.num_gpus() << " x "
             << e.cluster.gpu_name << ")\n"
             << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << (p.cp > 1 ? ", cp " + std::to_string(p.cp) : "")
-            << (p.ep > 1 ? ", ep " + std::to_string(p.ep) : "") << ", microbatch size " << p.microbatch_size
+            << (p.ep > 1 ? ", ep " + std::to_string(p.ep) : "") << (p.etp == 1 && p.tp > 1 ? ", whole experts (etp 1)" : "")
+            << ", microbatch size " << p.microbatch_size
             << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << " ("
             << e.schedule.num_stages << " stages), recompute " << costmodel::recompute_name(p.recompute)
             << (p.zero ? ", zero " + zero_label(p) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")

@@ -49,6 +49,7 @@ struct PlanCmdFlags {
   std::string pp;                     // pp values tried; empty = every divisor
   std::string cp = "1";               // context-parallel degrees tried
   std::string ep;                     // expert-parallel degrees tried; empty = the planner's (expert_degrees)
+  std::string etp = "0";              // experts' tensor-parallel degrees tried (0: tp, 1: whole experts)
   std::string precisions = "bf16";    // precisions tried: bf16, fp8
   std::string rank_orders = "tp-dp-pp";  // rank orders tried
   int top = 10;                       // plans printed
@@ -122,6 +123,12 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
   s.cp_degrees.clear();
   for (const std::string& v : split_list(f.cp)) s.cp_degrees.push_back(parse_int("--cp", v));
   for (const std::string& v : split_list(f.ep)) s.ep_degrees.push_back(parse_int("--ep", v));
+  s.expert_tp.clear();
+  for (const std::string& v : split_list(f.etp)) {
+    const int x = parse_int("--etp", v);
+    if (x != 0 && x != 1) throw InputError("--etp \"" + v + "\" is invalid (allowed: 0, the attention's tp; 1, whole experts)");
+    s.expert_tp.push_back(x);
+  }
   s.fp8.clear();
   for (const std::string& v : split_list(f.precisions)) {
     if (v != "bf16" && v != "fp8") throw InputError("--precisions \"" + v + "\" is invalid (allowed: bf16, fp8)");
@@ -151,7 +158,7 @@ std::string schedule_label(const costmodel::ParallelPlan& p) {
 std::string dims_label(const costmodel::ParallelPlan& p) {
   std::string out = std::to_string(p.dp) + "/" + std::to_string(p.tp) + "/" + std::to_string(p.pp);
   if (p.cp > 1) out += " cp" + std::to_string(p.cp);
-  if (p.ep > 1) out += " ep" + std::to_string(p.ep);
+  if (p.ep > 1) out += " ep" + std::to_string(p.ep) + (p.etp == 1 && p.tp > 1 ? " etp1" : "");
   return p.rank_order == "tp-dp-pp" ? out : out + " " + p.rank_order;
 }
 
@@ -521,6 +528,8 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--ep", f->ep,
                 "expert-parallel degrees tried, comma-separated, e.g. 8,16,32 (each dividing the experts and dp x cp; "
                 "default: 1 for a dense model, 1 and every power of two dividing a model's experts)");
+  c->add_option("--etp", f->etp, "experts' tensor-parallel degrees tried where tp > 1: 0 (the attention's tp), 1 (whole experts)")
+      ->capture_default_str();
   c->add_option("--rank-orders", f->rank_orders, "rank orders tried, fastest axis first (tp-dp-pp, tp-pp-dp, dp-tp-pp, ...)")->capture_default_str();
   c->add_flag("--no-overlap-grad-reduce", f->no_overlap, "reduce gradients after the backward (default: in buckets during it)");
   c->add_flag("--no-overlap-param-gather", f->no_overlap_param_gather,

@@ -80,6 +80,9 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   app->add_option("--ep", f.ep,
                   "expert-parallel degree: each MoE layer's experts split over ep of the dp x cp ranks, tokens sent "
                   "to them by all-to-all (Megatron-Core's; models with experts; default 1)");
+  app->add_option("--etp", f.etp,
+                  "experts' tensor-parallel degree: 0 the attention's tp (default), 1 whole experts, the expert-parallel "
+                  "ranks then taken from tp x dp x cp (Megatron-Core --expert-tensor-parallel-size 1)");
   app->add_option("--microbatch-size", f.microbatch_size, "samples per microbatch (default 1)");
   app->add_option("--microbatches", f.microbatches, "microbatches per iteration (default: 4 * pp)");
   if (single_schedule) app->add_option("--schedule", f.schedule, "schedule name (default 1f1b; see `stagecraft schedule --list`)");
@@ -281,6 +284,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (f.pp) p.pp = *f.pp;
   if (f.cp) p.cp = *f.cp;
   if (f.ep) p.ep = *f.ep;
+  if (f.etp) p.etp = *f.etp;
   if (f.dp) {
     p.dp = *f.dp;
   } else if (f.plan_file.empty()) {

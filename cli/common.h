@@ -52,6 +52,7 @@ struct PlanFlags {
   std::optional<int> dp, tp, pp;  // dp defaults to GPUs / (tp * pp * cp)
   std::optional<int> cp;          // context-parallel degree (default: the plan's, else 1)
   std::optional<int> ep;          // expert-parallel degree (default: the plan's, else 1)
+  std::optional<int> etp;         // experts' tensor-parallel degree (0: tp; 1: whole experts)
   std::optional<int> microbatch_size, microbatches;
   std::string schedule;           // empty: the plan file's, else 1f1b
   std::optional<int> chunks;      // stages per rank, for schedules that take it

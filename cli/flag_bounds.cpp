@@ -29,6 +29,7 @@ constexpr FlagBound kBounds[] = {
     {"", "--pp", 1, 4096, true},
     {"", "--cp", 1, 1024, true},
     {"", "--ep", 1, 4096, true},
+    {"", "--etp", 0, 1024, true},
     {"", "--seq-length", 1, 1 << 22, true},
     {"", "--microbatch-size", 1, 1 << 16, true},
     {"", "--microbatches", 1, 1 << 16, true},

@@ -158,10 +158,10 @@ double comm_s(const Profile* prof, const char* op, int ranks, double bytes, cons
 int checkpoints_per_layer(schedules::TpOverlap mode, int t) { return schedules::tp_overlap_fine_grained(mode) && t > 1 ? 2 : 1; }
 
 LayerSavedBytes layer_saved_bytes(const ModelSpec& m, int b, int t, bool sp, bool selective, schedules::TpOverlap mode,
-                                  bool moe) {
+                                  int moe_tp) {
   LayerSavedBytes l;
-  l.act_bytes = selective ? memory::layer_activation_selective_bytes(m, b, t, sp, moe)
-                          : memory::layer_activation_bytes(m, b, t, sp, moe);
+  l.act_bytes = selective ? memory::layer_activation_selective_bytes(m, b, t, sp, moe_tp)
+                          : memory::layer_activation_bytes(m, b, t, sp, moe_tp);
   l.ckpt_bytes = checkpoints_per_layer(mode, t) * memory::layer_checkpoint_bytes(m, b, t, sp);
   return l;
 }
@@ -215,7 +215,7 @@ void add_expert_grad_reduction(StageCost& sc, const Topology& topo, const Parall
   const int edp = expert_data_parallel(p);
   const double bytes = sc.expert_grad_bytes;
   if (bytes <= 0 || edp < 2) return;
-  const AllReducePath path = topo.allreduce_path(kDpCp, edp, p.ep);
+  const AllReducePath path = topo.allreduce_path(expert_axis(p), edp, p.ep);
   if (p.zero >= 1) {
     sc.reduce_grad_s += comm_s(prof, "reduce_scatter", edp, bytes, path.flat, reduce_scatter_s(bytes, path), notes);
     sc.reduce_grad_latency_s += allreduce_latency_s(bytes, path, /*tree_allowed=*/false) / 2;
@@ -323,7 +323,7 @@ void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, cons
     if (gathers_after_step(p)) {
       const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights
       const double expert_bytes = experts * m.bytes_per_param;  // the routed experts', over their own groups
-      const AllReducePath expert_path = topo.allreduce_path(kDpCp, expert_data_parallel(p), p.ep);
+      const AllReducePath expert_path = topo.allreduce_path(expert_axis(p), expert_data_parallel(p), p.ep);
       t.param_gather_bytes[r] = bytes + expert_bytes;
       t.param_gather_s[r] = comm_s(prof, "all_gather", shard, bytes, topo.group_link(kDpCp), all_gather_s(bytes, topo.allreduce_path(kDpCp)), t.notes);
       if (expert_shard > 1)
@@ -409,7 +409,8 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
   table.params.assign(static_cast<size_t>(s.num_ranks), 0.0);
   table.fp8_params.assign(static_cast<size_t>(s.num_ranks), 0.0);
   table.expert_params.assign(static_cast<size_t>(s.num_ranks), 0.0);
-  const AllReducePath ep_path = topo.allreduce_path(kDpCp, p.ep, 1);  // the expert-parallel groups (moe.h)
+  const AllReducePath ep_path = topo.allreduce_path(expert_axis(p), p.ep, 1);  // the expert-parallel groups (moe.h)
+  const int et = expert_tp(p);
   for (int st = 0; st < s.num_stages; ++st) {
     StageCost& sc = table.stages[static_cast<size_t>(st)];
     const int part = s.model_part(st);
@@ -434,14 +435,14 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     const double mlp = flops::mlp_block_forward_flops(m, bb);
     if (!prof) {
       // The layer's work (workload.h) priced by shape or at the flat rate (price.h).
-      const LayerWork lw = layer_work(m, stack, bb, t, sp, selective, p.cp, p.ep);
+      const LayerWork lw = layer_work(m, stack, bb, t, sp, selective, p.cp, p.ep, et);
       LayerTimes lt = price_layer(lw, c, stack, &notes);
       if (nm > 0) {
         // An MoE layer's MLP block waits for its all-to-alls and tp collectives (moe.h); the
         // stage's MLP pieces take the mean of its dense and MoE layers (the inner schedules of
         // experts run blocking, so the sums are exact).
         sc.moe.moe_layers = nm;
-        sc.moe.layer = moe_layer(ms, bb, t, p.ep, ep_path, tp_link);
+        sc.moe.layer = moe_layer(ms, bb, t, p.ep, et, ep_path, tp_link);
         const double dn = nd, mn = nm;
         auto mean = [&](double dense_s, double moe_s) { return (dn * dense_s + mn * moe_s) / n; };
         lt.mlp_f_s = mean(lt.mlp_f_s, lt.moe_f_s + sc.moe.layer.exposed_f_s);
@@ -522,7 +523,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     sc.tp_comm_i_s = sc.tp_comm_f_s;
     // Point-to-point at the stage's boundaries, and the parameters' data-parallel reduction.
     set_boundary_transfers(sc, s, st, topo, msg_bytes, msg_bytes, prof, table.notes);
-    const memory::MoeLayerParams lp = memory::layers_params_per_rank(m, first_layer, static_cast<int>(n), t, p.ep);
+    const memory::MoeLayerParams lp = memory::layers_params_per_rank(m, first_layer, static_cast<int>(n), t, p.ep, et);
     double params = lp.dense + (first ? memory::embedding_params_per_rank(m, t) : 0) + (last ? memory::head_params_per_rank(m, t) : 0);
     const size_t rank = static_cast<size_t>(s.rank_of(st));
     table.params[rank] += params;
@@ -537,7 +538,7 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     // sub-batches add up to the microbatch). Oases' fine-grained recomputation keeps each
     // block's input (the output of the collective before it): two checkpoints per layer.
     const LayerSavedBytes layer = layer_saved_bytes(ms, bb, t, sp, selective, mode);
-    const LayerSavedBytes moe_layer_bytes = nm > 0 ? layer_saved_bytes(ms, bb, t, sp, selective, mode, true) : LayerSavedBytes{};
+    const LayerSavedBytes moe_layer_bytes = nm > 0 ? layer_saved_bytes(ms, bb, t, sp, selective, mode, et) : LayerSavedBytes{};
     double extra = (first ? memory::embedding_activation_bytes(ms, bb, t, sp) : 0) +
                    (last ? memory::head_activation_bytes(ms, bb, t, sp) : 0);
     sc.act_bytes = sb * (nd * layer.act_bytes + nm * moe_layer_bytes.act_bytes + extra);
@@ -545,11 +546,11 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     // A backward's working set comes on top of everything held: the head's first on the last
     // stage, then one layer's at a time (the layers behind it already freed), so the larger.
     sc.work_bytes = sb * std::max({nd > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp) : 0.0,
-                                   nm > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp, true) : 0.0,
+                                   nm > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp, et) : 0.0,
                                    last ? memory::head_backward_working_bytes(ms, bb, t, sp) : 0.0});
     sc.work_bytes += sb * 8 * sc.cp.chunk_bytes;  // the ring's K, V and, backward, dK, dV: in use and arriving
     sc.w_kept_bytes = sb * (nd * memory::layer_weight_kept_bytes(ms, bb, t, sp) +
-                            nm * memory::layer_weight_kept_bytes(ms, bb, t, sp, true) +
+                            nm * memory::layer_weight_kept_bytes(ms, bb, t, sp, et) +
                             (last ? memory::head_weight_kept_bytes(ms, bb, t, sp) : 0));
     const bool measured_bytes = prof && !sp && (!selective || measured_at(bb)[0].selective_activation_bytes > 0);
     if (measured_bytes) {

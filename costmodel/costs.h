@@ -136,7 +136,7 @@ struct LayerSavedBytes {
 };
 int checkpoints_per_layer(schedules::TpOverlap mode, int t);
 LayerSavedBytes layer_saved_bytes(const ModelSpec& m, int b, int t, bool sp, bool selective, schedules::TpOverlap mode,
-                                  bool moe = false);
+                                  int moe_tp = 0);
 
 // The share of a rank's parameter all-gather its next forward waits for before starting: with
 // plan.overlap_param_gather the first bucket's (Megatron-Core gathers bucket by bucket, in the

@@ -40,24 +40,25 @@ double mla_latents(const ModelSpec& m) {
 struct MoeKept {
   double whole = 0, sharded = 0, router = 0;
 };
-MoeKept moe_kept(const ModelSpec& m) {
+MoeKept moe_kept(const ModelSpec& m, int moe_tp) {
   const double h = D(m.hidden_size), copies = D(m.experts_per_token) * moe_load_factor(m);
   MoeKept k;
   k.router = 4.0 * D(m.num_experts) / h;
-  k.whole = copies * 2.0;
-  k.sharded = copies * (mlp_kept(m, m.expert_ffn_hidden_size) + 2.0) + mlp_kept(m, D(m.num_shared_experts) * m.expert_ffn_hidden_size);
+  k.whole = moe_tp > 1 ? copies * 2.0 : 0.0;  // gathered over tp; with expert tp 1 the rank's own copies, /t
+  k.sharded = copies * (mlp_kept(m, m.expert_ffn_hidden_size) + 2.0 + (moe_tp > 1 ? 0.0 : 2.0)) +
+              mlp_kept(m, D(m.num_shared_experts) * m.expert_ffn_hidden_size);
   return k;
 }
 }  // namespace
 
-double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp, bool moe) {
+double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp, int moe_tp) {
   // LN inputs 2 x 2sbh, QKV and MLP inputs 2 x 2sbh, and with dropout its two masks 2 x sbh;
   // with FP8 the two inputs kept in one byte (sbh each).
   const double full = (m.dropout ? 10.0 : 8.0) - (m.fp8 ? 2.0 : 0.0) + mla_latents(m);
   double replicated = sp ? full / t : full;
   double mlp = mlp_kept(m, m.ffn_hidden_size);
-  if (moe) {
-    const MoeKept k = moe_kept(m);
+  if (moe_tp > 0) {
+    const MoeKept k = moe_kept(m, moe_tp);
     replicated += k.whole + (sp ? k.router / t : k.router);
     mlp = k.sharded;
   }
@@ -72,20 +73,20 @@ double attention_core_bytes(const ModelSpec& m, int b, int t) {
   return (m.dropout ? 5.0 : 2.0) * a * s * s * D(b) * scale(m);
 }
 
-double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp, bool moe) {
-  return layer_activation_selective_bytes(m, b, t, sp, moe) + attention_core_bytes(m, b, t);
+double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp, int moe_tp) {
+  return layer_activation_selective_bytes(m, b, t, sp, moe_tp) + attention_core_bytes(m, b, t);
 }
 
 double layer_checkpoint_bytes(const ModelSpec& m, int b, int t, bool sp) {
   return 2.0 * sbh(m, b) * scale(m) / (sp ? t : 1);
 }
 
-double layer_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp, bool moe) {
+double layer_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp, int moe_tp) {
   const double softmax_pair = m.attention_kernel == AttentionKernel::Fused
                                   ? 0.0  // the fused backward recomputes scores tile by tile
                                   : 2.0 * D(m.num_heads) * D(m.seq_length) * D(m.seq_length) * D(b) / t;
   // MoE: the pair over every routed copy (k load a token) at the expert's width.
-  const double width = moe ? D(m.experts_per_token) * moe_load_factor(m) * D(m.expert_ffn_hidden_size) : D(m.ffn_hidden_size);
+  const double width = moe_tp > 0 ? D(m.experts_per_token) * moe_load_factor(m) * D(m.expert_ffn_hidden_size) : D(m.ffn_hidden_size);
   const double gelu_pair = 2.0 * width * D(m.seq_length) * D(b) / t;
   const double output_grad = D(m.seq_length) * D(b) * D(m.hidden_size) / (sp ? t : 1);
   return (std::max(softmax_pair, gelu_pair) + output_grad) * D(m.bytes_per_activation);
@@ -95,7 +96,7 @@ double head_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp) {
   return 4.0 * D(m.seq_length) * D(b) * D(m.vocab_size) / t + sbh(m, b) * scale(m) * 2.0 / (sp ? t : 1);
 }
 
-double layer_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp, bool moe) {
+double layer_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp, int moe_tp) {
   double full = sp ? 4.0 / t : 4.0;  // column inputs and row-parallel output gradients
   // Sharded, per h: the projection's and the down matrix's inputs (h, f), the gradients of the
   // QKV and up outputs (h + 2h_kv, f per up matrix): 12 for GPT with f = 4h and g = a. Other
@@ -108,9 +109,9 @@ double layer_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp, bool m
     else sharded += (pr.row ? pr.in : pr.out) / h;
   }
   double f = D(m.ffn_hidden_size);
-  if (moe) {  // every routed copy's input (gathered, whole) and its expert's; the shared experts
+  if (moe_tp > 0) {  // every routed copy's input (gathered, whole; the rank's own with expert tp 1) and its expert's; the shared experts
     const double copies = D(m.experts_per_token) * moe_load_factor(m);
-    full += copies;
+    (moe_tp > 1 ? full : sharded) += copies;
     sharded += copies * (1 + up) * D(m.expert_ffn_hidden_size) / h;
     f = D(m.num_shared_experts) * D(m.expert_ffn_hidden_size);
   }
@@ -156,19 +157,19 @@ double layer_linear_params_per_rank(const ModelSpec& m, int t) {
   return (flops::layer_matrix_params(m) - whole) / t + whole;
 }
 
-MoeLayerParams moe_layer_params_per_rank(const ModelSpec& m, int t, int ep) {
+MoeLayerParams moe_layer_params_per_rank(const ModelSpec& m, int t, int ep, int et) {
   const double whole = flops::layer_norm_params(m) + replicated_attention_params(m) + D(m.hidden_size) * D(m.num_experts);
   const double attention = flops::attention_matrix_params(m) - replicated_attention_params(m);
   MoeLayerParams p;
   p.dense = whole + (attention + D(m.num_shared_experts) * flops::expert_params(m)) / t;
-  p.experts = D(m.num_experts) / ep * flops::expert_params(m) / t;
+  p.experts = D(m.num_experts) / ep * flops::expert_params(m) / et;
   p.linear = replicated_attention_params(m) + (attention + D(m.num_shared_experts) * flops::expert_params(m)) / t + p.experts;
   return p;
 }
 
-MoeLayerParams layers_params_per_rank(const ModelSpec& m, int first, int n, int t, int ep) {
+MoeLayerParams layers_params_per_rank(const ModelSpec& m, int first, int n, int t, int ep, int et) {
   const double nm = moe_layers_in(m, first, n), nd = n - nm;
-  const MoeLayerParams moe = nm > 0 ? moe_layer_params_per_rank(m, t, ep) : MoeLayerParams{};
+  const MoeLayerParams moe = nm > 0 ? moe_layer_params_per_rank(m, t, ep, et) : MoeLayerParams{};
   MoeLayerParams p;
   p.experts = nm * moe.experts;
   p.dense = nd * layer_params_per_rank(m, t) + nm * (moe.dense + moe.experts);

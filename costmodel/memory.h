@@ -7,11 +7,12 @@
 
 namespace stagecraft::costmodel::memory {
 
-// `moe` (an MoE layer, ModelSpec::num_experts; the layer functions below take it too): the MLP's
-// terms become the router's probabilities (sbE fp32, /t with sp), per routed copy (k x
-// moe_load_factor a token, the busiest rank's) the expert's gathered input 2sbh kept whole on
-// each tp rank, its intermediates as an MLP of width f_e and its output 2sbh, /t; the shared
-// experts as an MLP of width shared x f_e. Multi-head latent attention keeps Q and K at a d_qk,
+// `moe_tp` > 0 (an MoE layer, ModelSpec::num_experts, whose experts run at that tensor-parallel
+// degree; the layer functions below take it too; 0 a dense layer): the MLP's terms become the
+// router's probabilities (sbE fp32, /t with sp), per routed copy (k x moe_load_factor a token,
+// the busiest rank's) the expert's input 2sbh (gathered over the tp ranks and kept whole on each
+// when moe_tp > 1; with moe_tp 1 each rank's s/t tokens' copies, /t), its intermediates as an MLP
+// of width f_e and its output 2sbh, /t; the shared experts as an MLP of width shared x f_e. Multi-head latent attention keeps Q and K at a d_qk,
 // V and the projection's input at a d_v, and its two latents whole (2(q_lora + kv_lora) sb).
 // Activations one transformer layer keeps for its backward, one microbatch of b samples,
 // tensor parallel t, no sequence parallelism: sbh(10 + 24/t + 5as/(ht)) for f = 4h
@@ -25,7 +26,7 @@ namespace stagecraft::costmodel::memory {
 // made (one byte, Transformer Engine's saved tensors) instead of 16-bit: the QKV and the first
 // MLP inputs (2sbh -> sbh each, replicated), the projection's (2sbh/t -> sbh/t) and the down
 // matrix's (2fsb/t -> fsb/t): sbh(8 + (19 + ...)/t) in place of sbh(10 + 24/t) for GPT, f = 4h.
-double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp = false, bool moe = false);
+double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp = false, int moe_tp = 0);
 // The attention core's share of it: 5as^2b/t at 2 bytes when materialised; with a fused kernel
 // (AttentionKernel::Fused) only the softmax's per-row log-sum-exp, 4as b/t bytes in fp32
 // (FlashAttention, Dao et al., NeurIPS 2022, Algorithm 1: the backward recomputes the scores
@@ -33,7 +34,7 @@ double layer_activation_bytes(const ModelSpec& m, int b, int t, bool sp = false,
 double attention_core_bytes(const ModelSpec& m, int b, int t);
 // With selective recomputation the attention core's 5as/(ht) term is recomputed, not kept
 // (Korthikanti Sec. 5).
-double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp = false, bool moe = false);
+double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp = false, int moe_tp = 0);
 // With full recomputation only the layer input stays: 2sbh, 2sbh/t with sp (Korthikanti
 // Sec. 4.3).
 double layer_checkpoint_bytes(const ModelSpec& m, int b, int t = 1, bool sp = false);
@@ -52,7 +53,7 @@ double head_activation_bytes(const ModelSpec& m, int b, int t, bool sp = false);
 // (sbh, /t with sp). An estimate from the backward's data flow (no paper gives this term; with
 // flash attention the softmax pair is never materialised, so the GELU pair rules); `stagecraft
 // profile` measures it (docs/memory.md).
-double layer_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp = false, bool moe = false);
+double layer_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp = false, int moe_tp = 0);
 
 // Working memory of the head's backward: the logits' gradient in 32-bit (4sbV/t) and the final
 // norm's input gradient (sbh, /t with sp). Same estimate as above.
@@ -65,7 +66,7 @@ double head_backward_working_bytes(const ModelSpec& m, int b, int t, bool sp = f
 // of the first MLP matrices ((h + 2h_kv)sb/t, fsb/t per matrix: two with SwiGLU) and of the two
 // row-parallel products (sbh each, /t with sp): (4 + 12/t) sbh elements for GPT (f = 4h, g = a),
 // 16 sbh/t with sp. From the data flow, as the working set.
-double layer_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp = false, bool moe = false);
+double layer_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp = false, int moe_tp = 0);
 // The head's: its input (sbh, /t with sp) and the logits' gradient (sbV/t, 32-bit as the loss
 // computes it).
 double head_weight_kept_bytes(const ModelSpec& m, int b, int t, bool sp = false);
@@ -80,18 +81,18 @@ double tp_allreduce_bytes(const ModelSpec& m, int b);
 // Parameters of one layer held by one tensor-parallel rank: weight matrices split t ways (MLA's
 // down projections replicated, as Megatron-Core's MLA), norms (and, for simplicity, biases) replicated.
 double layer_params_per_rank(const ModelSpec& m, int t);
-// An MoE layer's on one rank of tp t and ep ep: `dense` reduced over dp x cp (attention, norms,
-// router h E whole, shared experts / t), `experts` its E / ep routed experts / t (expert tensor
-// parallelism equal to tp, Megatron-Core's default), reduced over dp x cp / ep; `linear` the
-// matrices among them (what FP8 copies).
+// An MoE layer's on one rank of tp t, ep ep and expert tp et: `dense` reduced over dp x cp
+// (attention, norms, router h E whole, shared experts / t), `experts` its E / ep routed experts
+// / et (et = t, Megatron-Core's default, or 1), reduced over the expert-data-parallel group;
+// `linear` the matrices among them (what FP8 copies).
 struct MoeLayerParams {
   double dense = 0, experts = 0, linear = 0;
 };
-MoeLayerParams moe_layer_params_per_rank(const ModelSpec& m, int t, int ep);
+MoeLayerParams moe_layer_params_per_rank(const ModelSpec& m, int t, int ep, int et);
 // Transformer layers [first, first + n) on one rank, dense and MoE alike: every parameter (`dense`
 // here counts them all), the routed experts' among them, and the matrices (FP8's copies). The one
 // rule for the cost table and the planner's bound.
-MoeLayerParams layers_params_per_rank(const ModelSpec& m, int first, int n, int t, int ep);
+MoeLayerParams layers_params_per_rank(const ModelSpec& m, int first, int n, int t, int ep, int et);
 // Embedding (vocabulary-parallel, Megatron) held by one tensor-parallel rank.
 double embedding_params_per_rank(const ModelSpec& m, int t);
 // LM head on the last stage (a copy of the tied embedding) plus the final norm.

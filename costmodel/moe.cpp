@@ -5,7 +5,9 @@
 
 namespace stagecraft::costmodel {
 
-int expert_data_parallel(const ParallelPlan& p) { return p.dp * p.cp / p.ep; }
+int expert_data_parallel(const ParallelPlan& p) { return expert_ranks(p) / p.ep; }
+
+Axis expert_axis(const ParallelPlan& p) { return expert_tp(p) == 1 && p.tp > 1 ? kTpDpCp : kDpCp; }
 
 AllToAllBytes all_to_all_bytes(double tokens, double token_bytes, int k, int L, int N, int node_limit) {
   AllToAllBytes b;
@@ -34,7 +36,7 @@ double all_to_all_s(const AllToAllBytes& b, const AllReducePath& path) {
   return path.flat.latency_s + (b.intra_node_bytes + b.cross_node_bytes) / path.flat.bandwidth_Bps;
 }
 
-MoeLayer moe_layer(const ModelSpec& m, int bb, int t, int ep, const AllReducePath& ep_path, const Link& tp_link) {
+MoeLayer moe_layer(const ModelSpec& m, int bb, int t, int ep, int et, const AllReducePath& ep_path, const Link& tp_link) {
   MoeLayer l;
   if (!is_moe(m)) return l;
   const double load = moe_load_factor(m), e = m.bytes_per_activation;
@@ -47,9 +49,9 @@ MoeLayer moe_layer(const ModelSpec& m, int bb, int t, int ep, const AllReducePat
     l.all_to_alls_b = 2;
     l.all_to_all_s = all_to_all_s(l.bytes, ep_path);
   }
-  if (t > 1) {
+  if (et > 1) {
     l.tp_gather_bytes = static_cast<double>(bb) * m.seq_length * load * m.experts_per_token * m.hidden_size * e;
-    l.tp_s = all_gather_s(l.tp_gather_bytes, t, tp_link) + reduce_scatter_s(l.tp_gather_bytes, t, tp_link);
+    l.tp_s = all_gather_s(l.tp_gather_bytes, et, tp_link) + reduce_scatter_s(l.tp_gather_bytes, et, tp_link);
   }
   l.exposed_f_s = l.all_to_alls_f * l.all_to_all_s + l.tp_s;
   l.exposed_b_s = l.all_to_alls_b * l.all_to_all_s + l.tp_s;

@@ -16,11 +16,17 @@
 
 #include "costmodel/comm.h"
 #include "costmodel/specs.h"
+#include "costmodel/topology.h"
 
 namespace stagecraft::costmodel {
 
-// The expert-data-parallel degree: dp x cp / ep, the copies of each expert.
+// The expert-data-parallel degree: expert_ranks / ep (dp x cp / ep, or with etp 1 tp x dp x cp /
+// ep), the copies of each expert.
 int expert_data_parallel(const ParallelPlan& p);
+// The axis the expert-parallel groups (ep consecutive members) and the expert-data-parallel groups
+// (members ep apart) are cut along: kDpCp, or with etp 1 kTpDpCp (tp fastest, Megatron-Core's
+// expert rank order tp-ep-dp-pp with the experts' tp 1).
+Axis expert_axis(const ParallelPlan& p);
 
 // What one all-to-all moves out of one rank, split by the link it takes.
 struct AllToAllBytes {
@@ -53,8 +59,10 @@ struct MoeLayer {
   double exposed_b_s = 0;    // its backward: the same
 };
 
-// `ep_path`: the ep group's (Topology::allreduce_path(kDpCp, ep, 1)); `tp_link`: the tp group's.
-MoeLayer moe_layer(const ModelSpec& m, int bb, int t, int ep, const AllReducePath& ep_path, const Link& tp_link);
+// `et`: the experts' tp (expert_tp); `ep_path`: the ep group's (Topology::allreduce_path(
+// expert_axis, ep, 1)); `tp_link`: the tp group's. With et = 1 no tp gathers: each rank's s/t
+// tokens go to whole experts.
+MoeLayer moe_layer(const ModelSpec& m, int bb, int t, int ep, int et, const AllReducePath& ep_path, const Link& tp_link);
 
 // One stage's MoE layers, per microbatch: what the cost table adds to F, B (I) and R.
 struct MoeStage {

@@ -117,6 +117,9 @@ int moe_layers_in(const ModelSpec& m, int first, int n) {
   return std::max(0, first + n - std::max(first, m.dense_layers));
 }
 double moe_load_factor(const ModelSpec& m) { return m.moe_capacity_factor > 0 ? m.moe_capacity_factor : m.moe_load_imbalance; }
+int expert_tp(const ParallelPlan& p) { return p.etp > 0 ? p.etp : p.tp; }
+int expert_ranks(const ParallelPlan& p) { return (expert_tp(p) == 1 ? p.tp : 1) * p.dp * p.cp; }
+
 bool ep_divides(const ModelSpec& m, int ep) { return ep == 1 || (is_moe(m) && ep >= 1 && m.num_experts % ep == 0); }
 
 bool cp_divides(const ModelSpec& m, int cp) {
@@ -235,6 +238,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (!p.layer_tp.empty()) j["layer_tp"] = p.layer_tp;
   if (p.cp > 1) j["cp"] = p.cp;
   if (p.ep > 1) j["ep"] = p.ep;
+  if (p.etp != 0) j["etp"] = p.etp;
   if (p.zero == 3) {
     j["reshard_after_forward"] = p.reshard_after_forward;
     j["shard_group"] = p.shard_group;
@@ -351,6 +355,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.zero = r.opt<int>("zero", 0);
   p.cp = r.opt<int>("cp", 1);
   p.ep = r.opt<int>("ep", 1);
+  p.etp = r.opt<int>("etp", 0);
   p.reshard_after_forward = r.opt<bool>("reshard_after_forward", true);
   p.shard_group = r.opt<int>("shard_group", 0);
   p.layer_tp = r.opt<std::vector<int>>("layer_tp", {});
@@ -488,10 +493,15 @@ void check(const ParallelPlan& p) {
   at_least_one(w, "pp", p.pp);
   at_least_one(w, "cp", p.cp);
   at_least_one(w, "ep", p.ep);
-  if ((p.dp * p.cp) % p.ep != 0)
+  if (p.etp != 0 && p.etp != 1 && p.etp != p.tp)
+    bad(w, "etp", std::to_string(p.etp), "allowed: 0 (the experts take tp = " + std::to_string(p.tp) + "), 1 (whole experts), or tp");
+  if (expert_ranks(p) % p.ep != 0)
     bad(w, "ep", std::to_string(p.ep),
-        "must divide dp" + std::string(p.cp > 1 ? " x cp = " : " = ") + std::to_string(p.dp * p.cp) +
-            " (the expert-parallel ranks are data-parallel ranks that hold different experts; Megatron-Core)");
+        expert_tp(p) == 1 && p.tp > 1
+            ? "must divide tp x dp" + std::string(p.cp > 1 ? " x cp = " : " = ") + std::to_string(expert_ranks(p)) +
+                  " (with whole experts, etp 1, the expert-parallel ranks come from the tp and data-parallel ranks)"
+            : "must divide dp" + std::string(p.cp > 1 ? " x cp = " : " = ") + std::to_string(p.dp * p.cp) +
+                  " (the expert-parallel ranks are data-parallel ranks that hold different experts; Megatron-Core)");
   at_least_one(w, "microbatch_size", p.microbatch_size);
   at_least_one(w, "num_microbatches", p.num_microbatches);
   if (!p.schedule_params.is_object()) bad(w, "schedule_params", p.schedule_params.dump(), "must be a JSON object");
@@ -595,7 +605,7 @@ void check_moe_plan(const ModelSpec& m, const ParallelPlan& p) {
   }
   if (!ep_divides(m, p.ep))
     bad("plan", "ep", std::to_string(p.ep), "must divide the model's num_experts = " + std::to_string(m.num_experts));
-  if (m.expert_ffn_hidden_size % p.tp != 0)
+  if (m.expert_ffn_hidden_size % expert_tp(p) != 0)
     bad("plan", "tp", std::to_string(p.tp),
         "must divide the model's expert_ffn_hidden_size = " + std::to_string(m.expert_ffn_hidden_size) +
             " (each tp rank holds a slice of every expert it has)");

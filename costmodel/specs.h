@@ -172,6 +172,10 @@ struct ParallelPlan {
                                      // ranks of the dp x cp group (Megatron-Core's expert parallelism,
                                      // ep fastest: tp-cp-ep-dp-pp), tokens sent to them by all-to-all;
                                      // expert gradients reduced over dp x cp / ep (costmodel/moe.h)
+  int etp = 0;                       // expert tensor-parallel degree: 0 the attention's tp (Megatron-Core's
+                                     // default: every expert split t ways, its tokens gathered over tp), or
+                                     // 1 (each expert whole on one rank; the ep ranks then come from the
+                                     // tp x dp x cp ranks, tp fastest; Megatron-Core --expert-tensor-parallel-size 1)
   int cp = 1;                        // context-parallel degree: each sample's sequence split over cp
                                      // ranks, attention as a ring of key/value chunks (costmodel/cp.h)
   int microbatch_size = 1;           // b, samples per microbatch
@@ -265,6 +269,11 @@ bool tp_divides(const ModelSpec& m, int t);
 bool cp_divides(const ModelSpec& m, int cp);
 // Whether ep expert-parallel ranks split the model's experts: ep divides E (0 experts: ep = 1).
 bool ep_divides(const ModelSpec& m, int ep);
+// The experts' tensor-parallel degree: plan.etp, or tp where it is 0.
+int expert_tp(const ParallelPlan& p);
+// The ranks the expert-parallel and expert-data-parallel groups are cut from: dp x cp, or with
+// etp 1 (and tp > 1) tp x dp x cp.
+int expert_ranks(const ParallelPlan& p);
 // Whether the plan's distributed optimizer reduce-scatters the gradients at the iteration's end
 // and all-gathers the parameters after the step (zero 1 and 2; zero 3 does both around each
 // layer's passes instead, costmodel/fsdp.h).

@@ -80,12 +80,17 @@ Link Topology::p2p_link(int pp_a, int pp_b) const {
 }
 
 int Topology::index(const Coords& c, Axis axis) const {
+  if (axis == kTpDpCp) return c.tp + size_[kTp] * index(c, kDpCp);
   if (axis != kDpCp) return c[axis];
   const bool cp_first = std::find(order_.begin(), order_.end(), kCp) < std::find(order_.begin(), order_.end(), kDp);
   return cp_first ? c.cp + size_[kCp] * c.dp : c.dp + size_[kDp] * c.cp;
 }
 
 Coords Topology::with_index(Coords c, Axis axis, int v) const {
+  if (axis == kTpDpCp) {
+    c.tp = v % size_[kTp];
+    return with_index(c, kDpCp, v / size_[kTp]);
+  }
   if (axis != kDpCp) {
     c.set(axis, v);
     return c;

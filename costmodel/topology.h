@@ -15,10 +15,12 @@
 
 namespace stagecraft::costmodel {
 
-enum Axis { kTp = 0, kDp = 1, kPp = 2, kCp = 3, kDpCp = 4 };
+enum Axis { kTp = 0, kDp = 1, kPp = 2, kCp = 3, kDpCp = 4, kTpDpCp = 5 };
 inline constexpr int kAxes = 4;  // kDpCp is not an axis of its own: the dp and cp axes together,
                                  // the group that reduces gradients (Megatron-Core's data-parallel
-                                 // group with context parallelism), numbered faster axis first
+                                 // group with context parallelism), numbered faster axis first;
+                                 // kTpDpCp the tp axis and those, tp fastest (the experts' groups
+                                 // with expert tp 1, costmodel/moe.h)
 
 struct Coords {
   int tp = 0, dp = 0, pp = 0, cp = 0;
@@ -48,7 +50,9 @@ class Topology {
   // slowest hop of the slowest group; inter-node hops share the node's NICs among the groups
   // of that axis that cross the node at the same time.
   Link group_link(Axis axis) const;
-  int group_size(Axis axis) const { return axis == kDpCp ? size_[kDp] * size_[kCp] : size_[axis]; }
+  int group_size(Axis axis) const {
+    return axis == kDpCp ? size_[kDp] * size_[kCp] : axis == kTpDpCp ? size_[kTp] * size_[kDp] * size_[kCp] : size_[axis];
+  }
   // How the groups along an axis all-reduce (comm.h): where every group has the same L >= 1
   // members on each of N >= 2 nodes, the path offers the tree (and, for L >= 2, the ring
   // with a channel per member's NIC) beside the flat ring on group_link(axis). The cross-node traffic of all groups shares

@@ -75,47 +75,49 @@ namespace {
 // split t ways (expert tensor parallelism = tp); the shared experts as a dense MLP of width
 // shared x f_e. Memory-bound: the router's softmax and top-k over (T, E) and the permutation of
 // the copies before the experts and back after them (read and write, (T k, h)); backward twice.
-void moe_block_work(LayerWork& w, const ModelSpec& m, const KernelStack& k, double T, int t, bool sp, int ep,
+void moe_block_work(LayerWork& w, const ModelSpec& m, const KernelStack& k, double T, int t, bool sp, int ep, int et,
                     const std::function<Gemm(Gemm)>& linear) {
   const MemoryTraffic& tr = k.traffic;
   const double h = m.hidden_size, fe = m.expert_ffn_hidden_size, E = m.num_experts, e = m.bytes_per_activation;
-  const double copies = T * m.experts_per_token * moe_load_factor(m);  // (T k) rows the rank's experts take
+  // (T k) rows the rank's experts take: every token's copies gathered over the tp ranks (et > 1),
+  // or with whole experts (et 1) the rank's own s/t tokens' (sequence parallelism).
+  const double copies = (et > 1 ? T : T / t) * m.experts_per_token * moe_load_factor(m);
   const double local = E / ep, rows = copies / local;                  // local experts, rows of each
   const bool swiglu = m.kind == ModelKind::Llama;
   const int up = swiglu ? 2 : 1;
   const double T_router = sp ? T / t : T;
-  auto add = [&](BlockWork& f, BlockWork& i, BlockWork& wg, double mm, double width, double batch) {
+  auto add = [&](BlockWork& f, BlockWork& i, BlockWork& wg, double mm, double width, double batch, int split) {
     for (int u = 0; u < up; ++u) {
-      f.gemms.push_back(linear(Gemm{mm, width / t, h, batch}));
-      i.gemms.push_back(linear(Gemm{mm, h, width / t, batch}));
-      wg.gemms.push_back(linear(Gemm{h, width / t, mm, batch}));
+      f.gemms.push_back(linear(Gemm{mm, width / split, h, batch}));
+      i.gemms.push_back(linear(Gemm{mm, h, width / split, batch}));
+      wg.gemms.push_back(linear(Gemm{h, width / split, mm, batch}));
     }
-    f.gemms.push_back(linear(Gemm{mm, h, width / t, batch}));
-    i.gemms.push_back(linear(Gemm{mm, width / t, h, batch}));
-    wg.gemms.push_back(linear(Gemm{width / t, h, mm, batch}));
+    f.gemms.push_back(linear(Gemm{mm, h, width / split, batch}));
+    i.gemms.push_back(linear(Gemm{mm, width / split, h, batch}));
+    wg.gemms.push_back(linear(Gemm{width / split, h, mm, batch}));
   };
   BlockWork &f = w.moe_f, &i = w.moe_i, &wg = w.moe_w;
   f.gemms.push_back(Gemm{T_router, E, h, 1});  // the router, 16-bit (Megatron-Core keeps it in fp32 or bf16)
   i.gemms.push_back(Gemm{T_router, h, E, 1});
   wg.gemms.push_back(Gemm{h, E, T_router, 1});
-  add(f, i, wg, rows, fe, local);
-  if (m.num_shared_experts > 0) add(f, i, wg, T, m.num_shared_experts * fe, 1);
+  add(f, i, wg, rows, fe, local, et);
+  if (m.num_shared_experts > 0) add(f, i, wg, T, m.num_shared_experts * fe, 1, t);
   const double Th_outside = sp ? T * h / t : T * h;
   const double resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
-  const double act = (swiglu ? tr.swiglu : tr.gelu) * e / t * (copies * fe + T * m.num_shared_experts * fe);
+  const double act = (swiglu ? tr.swiglu : tr.gelu) * e * (copies * fe / et + T * m.num_shared_experts * fe / t);
   const double route = T_router * E * 4 * 3;            // logits, softmax and top-k over (T, E) in fp32
   const double permute = 2 * 2 * copies * h * e;        // (T k, h) permuted and unpermuted, read and written
   f.memory_bytes = Th_outside * e * (tr.layer_norm + resid) + act + route + permute;
   i.memory_bytes = 2 * f.memory_bytes;
   if (m.fp8) {  // the experts' inputs and output gradients cast to FP8, as the dense MLP's
     const double cast = tr.fp8_cast_transpose;
-    f.memory_bytes += cast * (copies * h + copies * fe / t);
-    i.memory_bytes += cast * (up * copies * fe / t + copies * h);
+    f.memory_bytes += cast * (copies * h + copies * fe / et);
+    i.memory_bytes += cast * (up * copies * fe / et + copies * h);
   }
 }
 }  // namespace
 
-LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp, int ep) {
+LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp, int ep, int et) {
   const MemoryTraffic& tr = k.traffic;
   // With context parallelism every token-wise product and operation sees the rank's s / cp
   // tokens; the core attends them to all s keys (cp_core_work).
@@ -188,7 +190,7 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   w.head_i.gemms = {in_grad(T, V / t, h)};
   w.head_i.memory_bytes = logits * e * tr.cross_entropy_backward + 2 * Th_outside * e * tr.layer_norm;
   w.head_w.gemms = {w_grad(T, V / t, h)};
-  if (is_moe(m)) moe_block_work(w, m, k, T, t, sp, ep, linear);
+  if (is_moe(m)) moe_block_work(w, m, k, T, t, sp, ep, et > 0 ? et : t, linear);
   return w;
 }
 

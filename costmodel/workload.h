@@ -89,8 +89,9 @@ struct LayerWork : KernelContext {
 // dropout there are no masks.
 // With cp > 1 (context parallelism) the rank's s / cp tokens, the core as cp_core_work.
 // With experts (ModelSpec::num_experts) the MoE layers' MLP block too (moe_f, moe_i, moe_w), its
-// E / ep local experts each taking ep T k / E copies times moe_load_factor (the busiest rank).
+// E / ep local experts each taking ep T k / E copies times moe_load_factor (the busiest rank), at
+// the experts' tensor-parallel degree et (0: t; 1: whole experts on each rank's s/t tokens).
 LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp = 1,
-                     int ep = 1);
+                     int ep = 1, int et = 0);
 
 }  // namespace stagecraft::costmodel

@@ -8,7 +8,7 @@ namespace stagecraft::planner {
 
 double memory_lower_bound_bytes(const costmodel::ModelSpec& m, const costmodel::ParallelPlan& p) {
   namespace mem = costmodel::memory;
-  const mem::MoeLayerParams layers = mem::layers_params_per_rank(m, 0, m.num_layers, p.tp, p.ep);
+  const mem::MoeLayerParams layers = mem::layers_params_per_rank(m, 0, m.num_layers, p.tp, p.ep, costmodel::expert_tp(p));
   const double params = layers.dense + mem::embedding_params_per_rank(m, p.tp) +
                         mem::head_params_per_rank(m, p.tp);  // one tp (and ep) rank's share of one model copy
   const double experts = layers.experts;  // the routed experts among them, sharded over their own group

@@ -143,8 +143,11 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
       if (!costmodel::cp_divides(m, cp)) continue;
       const int dp = gpus / (tp * pp * cp);
       if (space.global_batch % dp != 0) continue;
+      for (int etp : costmodel::is_moe(m) ? space.expert_tp : std::vector<int>{0})
       for (int ep : expert_degrees(space, m)) {
-      if ((dp * cp) % ep != 0) continue;
+      if (etp == 1 && tp == 1 && std::find(space.expert_tp.begin(), space.expert_tp.end(), 0) != space.expert_tp.end())
+        continue;  // the same point as etp 0
+      if (((etp == 1 ? tp : 1) * dp * cp) % ep != 0) continue;
       for (int b : space.microbatch_sizes) {
         if ((space.global_batch / dp) % b != 0) continue;
         const long mb = space.global_batch / dp / b;
@@ -173,6 +176,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                 p.pp = pp;
                 p.cp = cp;
                 p.ep = ep;
+                p.etp = etp;
                 p.microbatch_size = b;
                 p.num_microbatches = static_cast<int>(mb);
                 p.schedule = s.name;

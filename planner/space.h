@@ -46,6 +46,8 @@ struct PlanSpace {
   std::vector<int> ep_degrees;               // expert-parallel degrees tried (costmodel/moe.h) where ep divides
                                              // the experts and dp x cp; empty = 1 for a dense model, every
                                              // power of two dividing the experts for a model with experts
+  std::vector<int> expert_tp = {0};          // experts' tensor-parallel degrees tried where tp > 1: 0 (the
+                                             // attention's tp), 1 (whole experts; ep from tp x dp x cp)
   std::vector<int> cp_degrees = {1};         // context-parallel degrees tried (costmodel/cp.h), where 2 cp
                                              // divides the sequence and the model's attention is fused
   std::vector<std::string> rank_orders = {"tp-dp-pp"};  // rank orders tried (fastest-varying axis first)

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "costmodel/moe.h"
 #include "schedules/error.h"
 
 namespace stagecraft::sim {
@@ -18,7 +19,11 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
   if (p.zero == 3 && p.shard_group > 0)
     throw InputError("simulator: plan.shard_group = " + std::to_string(p.shard_group) +
                      " (hybrid sharding): its replica all-reduce is not simulated yet (allowed: 0; estimate prices it)");
-  if (p.ep > 1 && p.zero >= 1 && p.dp / p.ep > 1)
+  if (costmodel::expert_axis(p) == costmodel::kTpDpCp && costmodel::expert_data_parallel(p) > 1)
+    throw InputError("simulator: plan.etp = 1 with " + std::to_string(costmodel::expert_data_parallel(p)) +
+                     " copies of each expert: their gradient groups cross the tensor-parallel lanes, which are not "
+                     "simulated yet (allowed: etp 0, or ep = tp x dp; estimate and plan price it)");
+  if (p.ep > 1 && p.zero >= 1 && costmodel::expert_data_parallel(p) > 1)
     throw InputError("simulator: plan.ep = " + std::to_string(p.ep) + " with zero = " + std::to_string(p.zero) +
                      ": the experts' gathers over the expert-data-parallel group are not simulated yet (allowed: zero 0, "
                      "or ep = dp; estimate and plan price it)");

@@ -109,18 +109,51 @@ TEST(MixtureOfExperts, LayerCommunicationCountsAndExposure) {
   const AllReducePath path = topo.allreduce_path(kDpCp, 16, 1);
   EXPECT_EQ(path.local, 8);
   EXPECT_EQ(path.nodes, 2);
-  const MoeLayer l = moe_layer(m, 1, 1, 16, path, topo.group_link(kTp));
+  const MoeLayer l = moe_layer(m, 1, 1, 16, 1, path, topo.group_link(kTp));
   EXPECT_EQ(l.all_to_alls_f, 2);
   EXPECT_EQ(l.all_to_alls_b, 2);
   EXPECT_DOUBLE_EQ(l.bytes.total_bytes, 4096 * 1.25 * 2 * 4096 * 2);
   EXPECT_DOUBLE_EQ(l.exposed_f_s, 2 * l.all_to_all_s);
   EXPECT_DOUBLE_EQ(l.tp_s, 0);
   const Link tp_link{450e9, 3e-6, "intra-node"};
-  const MoeLayer t2 = moe_layer(m, 1, 2, 16, path, tp_link);
+  const MoeLayer t2 = moe_layer(m, 1, 2, 16, 2, path, tp_link);
   EXPECT_DOUBLE_EQ(t2.bytes.total_bytes, l.bytes.total_bytes / 2);  // s / t tokens a tp rank routes
   EXPECT_DOUBLE_EQ(t2.tp_gather_bytes, 4096 * 1.25 * 2 * 4096 * 2);
   EXPECT_DOUBLE_EQ(t2.tp_s, all_gather_s(t2.tp_gather_bytes, 2, tp_link) + reduce_scatter_s(t2.tp_gather_bytes, 2, tp_link));
-  EXPECT_EQ(moe_layer(m, 1, 1, 1, path, tp_link).all_to_alls_f, 0);  // ep 1: no all-to-all
+  EXPECT_EQ(moe_layer(m, 1, 1, 1, 1, path, tp_link).all_to_alls_f, 0);  // ep 1: no all-to-all
+  // Whole experts (etp 1) under tp 2: the same s/t tokens routed, no gathers over tp.
+  const MoeLayer whole = moe_layer(m, 1, 2, 16, 1, path, tp_link);
+  EXPECT_DOUBLE_EQ(whole.bytes.total_bytes, t2.bytes.total_bytes);
+  EXPECT_DOUBLE_EQ(whole.tp_s, 0);
+}
+
+// Whole experts (etp 1, Megatron-Core --expert-tensor-parallel-size 1) under tp 2: the
+// expert-parallel ranks come from tp x dp (ep 16 over dp 8), each expert whole on one rank (its
+// parameters not divided by tp), no tp gathers of the copies; the copies' inputs are each rank's
+// own (s/t tokens), not gathered whole.
+TEST(MixtureOfExperts, WholeExpertsTakeTheirRanksFromTensorParallelToo) {
+  const ModelSpec m = load_model("mixtral-8x7b");
+  const ClusterSpec c = h100(2);
+  ParallelPlan p = plan(8, 2, 1, 8, 4);
+  p.etp = 1;
+  EXPECT_EQ(expert_ranks(p), 16);
+  EXPECT_EQ(expert_data_parallel(p), 2);
+  EXPECT_EQ(expert_axis(p), kTpDpCp);
+  const Estimate whole = estimate(m, c, p);
+  p.etp = 0;
+  const Estimate split = estimate(m, c, p);
+  EXPECT_DOUBLE_EQ(whole.costs.stages[0].moe.expert_params, 2 * split.costs.stages[0].moe.expert_params);
+  EXPECT_DOUBLE_EQ(whole.costs.stages[0].moe.layer.tp_s, 0);
+  EXPECT_GT(split.costs.stages[0].moe.layer.tp_s, 0);
+  // Per sbh at 16 bits: the copies' inputs 2k whole on each rank (etp = t) or 2k / t (etp 1).
+  const double sbh = 4096.0 * 4096;
+  EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(m, 1, 2, true, 2) - memory::layer_activation_bytes(m, 1, 2, true, 1),
+                   (2 * 2 - 2 * 2 / 2.0) * sbh);
+  p.etp = 1;
+  p.ep = 16;  // divides tp x dp = 16 but not the 8 experts
+  EXPECT_NE(error_of([&] { estimate(m, c, p); }).find("num_experts = 8"), std::string::npos);
+  p.ep = 3;
+  EXPECT_NE(error_of([&] { estimate(m, c, p); }).find("tp x dp = 16"), std::string::npos);
 }
 
 // Memory by hand, Mixtral 8x7B at t = 1, b = 1, no sequence parallelism, fused attention, no
@@ -132,9 +165,9 @@ TEST(MixtureOfExperts, ActivationMemoryByHand) {
   const ModelSpec m = load_model("mixtral-8x7b");
   const double sbh = 4096.0 * 4096;
   const double coefficient = 8 + 2 * 2 + 4.0 * 8 / 4096 + 5 + 2 * (21 + 2);
-  EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(m, 1, 1, false, true), coefficient * sbh + 4.0 * 32 * 4096);
+  EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(m, 1, 1, false, 1), coefficient * sbh + 4.0 * 32 * 4096);
   // Parameters on one rank at ep 8: the attention and norms, the router, one expert of 3 h f_e.
-  const memory::MoeLayerParams p = memory::moe_layer_params_per_rank(m, 1, 8);
+  const memory::MoeLayerParams p = memory::moe_layer_params_per_rank(m, 1, 8, 1);
   EXPECT_DOUBLE_EQ(p.experts, 3.0 * 4096 * 14336);
   EXPECT_DOUBLE_EQ(p.dense, 4096.0 * (4096 + 2 * 1024) + 4096.0 * 4096 + 2 * 4096 + 4096.0 * 8);
 }
