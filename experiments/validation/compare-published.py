@@ -108,6 +108,8 @@ def estimate(binary, run, extra, tmp):
         cmd += ["--cp", str(run["cp"])]
     if (run.get("ep") or 1) > 1:
         cmd += ["--ep", str(run["ep"])]
+        if run.get("expert_tensor_parallel") == 1 and run["tp"] > 1:  # whole experts (--etp 1)
+            cmd += ["--etp", "1"]
     if run.get("precision") == "fp8":
         cmd.append("--fp8")
     if run.get("overlap_grad_reduce"):
