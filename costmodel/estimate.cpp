@@ -8,6 +8,7 @@
 #include "costmodel/profile.h"
 #include "schedules/buckets.h"
 #include "schedules/error.h"
+#include "schedules/io.h"
 #include "schedules/json_read.h"
 
 namespace stagecraft::costmodel {
@@ -34,8 +35,39 @@ schedules::GeneratorOptions generator_options(const ParallelPlan& p) {
   return o;
 }
 
+bool is_schedule_file(const std::string& schedule) {
+  auto ends = [&](const std::string& x) {
+    return schedule.size() > x.size() && schedule.compare(schedule.size() - x.size(), x.size(), x) == 0;
+  };
+  return ends(".csv") || ends(".json");
+}
+
+namespace {
+// A schedule file (PyTorch's CSV or stagecraft's JSON, schedules/io.h) as the plan's schedule:
+// its compute actions, checked against the plan's pipeline ranks and microbatches; lowering adds
+// the communication as for a generated one.
+schedules::Schedule imported_schedule(const ParallelPlan& p) {
+  if (!p.schedule_params.empty())
+    throw InputError("plan.schedule_params " + p.schedule_params.dump() + " with plan.schedule = " + p.schedule +
+                     ": parameters belong to generators; a schedule file takes none (allowed: {})");
+  schedules::Schedule s = schedules::load_schedule_file(p.schedule);
+  if (s.num_ranks != p.pp)
+    throw InputError("plan.schedule = " + p.schedule + " has " + std::to_string(s.num_ranks) + " ranks but plan.pp = " +
+                     std::to_string(p.pp) + " (allowed: pp equal to the file's ranks)");
+  if (s.num_microbatches != p.num_microbatches)
+    throw InputError("plan.schedule = " + p.schedule + " has " + std::to_string(s.num_microbatches) +
+                     " microbatches but plan.num_microbatches = " + std::to_string(p.num_microbatches) +
+                     " (allowed: --microbatches equal to the file's)");
+  for (auto& list : s.actions)
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [](const schedules::Action& a) { return !schedules::is_compute(a.op) || a.op == schedules::Op::OPTIMIZER; }),
+               list.end());
+  return s;
+}
+}  // namespace
+
 schedules::Schedule plan_schedule(const ParallelPlan& p, const schedules::LowerOptions& lower) {
-  schedules::Schedule s = schedules::generate(p.schedule, generator_options(p));
+  schedules::Schedule s = is_schedule_file(p.schedule) ? imported_schedule(p) : schedules::generate(p.schedule, generator_options(p));
   schedules::LowerOptions lo = lower;
   // Bucketed overlap spreads each stage's reduction over that stage's own backward
   // (bucket_reductions), so it starts from the stage's end; otherwise the plan says.
@@ -214,6 +246,7 @@ int fold3d_max_segments(const ModelSpec& m, const ParallelPlan& p) { return std:
 
 ParallelPlan resolve_schedule_params(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& in, const EstimateOptions& opt) {
   ParallelPlan p = in;
+  if (is_schedule_file(p.schedule)) return p;  // a file's schedule has no parameters to settle
   const std::string name = schedules::find_generator(p.schedule).name;
   auto& sp = p.schedule_params;
   if (name == "merak" && is_auto(sp, "alpha1")) sp["alpha1"] = fit_alpha1(m, c, p, opt);

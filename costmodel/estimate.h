@@ -26,9 +26,15 @@ struct EstimateOptions {
 // Generator options from a plan: ranks = pp, microbatches = num_microbatches, chunks and the
 // rest from schedule_params (keys the generator does not read are refused).
 schedules::GeneratorOptions generator_options(const ParallelPlan& p);
+// Whether plan.schedule names a schedule file (ending in .csv, PyTorch's format, or .json,
+// stagecraft's; schedules/io.h) instead of a registered generator.
+bool is_schedule_file(const std::string& schedule);
 // The lowered schedule the plan runs, with R before each backward for full recomputation
 // unless the generator places recomputation itself (merak's stage-aware shares, merak-early-
-// recompute, FOLD3D: their schedules carry recompute_fractions or recompute in params).
+// recompute, FOLD3D: their schedules carry recompute_fractions or recompute in params). A
+// schedule file gives its compute actions (its ranks must equal pp and its microbatches the
+// plan's; InputError naming the field otherwise), lowered the same way: every engine
+// (estimate, compare, simulate, train) runs an imported schedule as it runs a generated one.
 schedules::Schedule plan_schedule(const ParallelPlan& p, const schedules::LowerOptions& lower = {});
 
 // Whether a plan's peak fits a GPU: within the usable memory (gpu_memory_bytes less the cluster's

@@ -2,6 +2,7 @@
 
 #include "costmodel/flops.h"
 #include "costmodel/memory.h"
+#include "schedules/error.h"
 
 namespace stagecraft::graphs {
 namespace {
@@ -31,6 +32,10 @@ struct Builder {
 
 Graph model_graph(const costmodel::ModelSpec& m, int b) {
   namespace fl = costmodel::flops;
+  if (costmodel::is_moe(m) || m.head_dim > 0 || m.v_head_dim > 0 || m.kv_lora_rank > 0)
+    throw InputError("model graph of '" + m.name + "': " +
+                     (costmodel::is_moe(m) ? std::string("mixture-of-experts layers") : std::string("head shapes other than h / a (head_dim, MLA)")) +
+                     " are not built as graphs yet (allowed: dense models with h / a per head; estimate and plan price the model itself)");
   const bool llama = m.kind == costmodel::ModelKind::Llama;
   const std::int64_t s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, V = m.vocab_size;
   const std::int64_t kv = static_cast<std::int64_t>(h) * (m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads) / m.num_heads;

@@ -12,7 +12,8 @@ namespace stagecraft::graphs {
 // attention mask (1, 1, s, s), read by every attention; the embedding; per layer the attention
 // block (norm, QKV, attention core, output projection, residual add) and the MLP block (norm,
 // up (and gate), activation, down, residual add); the final norm, the LM head (tied to the
-// embedding for GPT and BERT) and the loss.
+// embedding for GPT and BERT) and the loss. Dense models with h / a per head: InputError for
+// experts (ModelSpec::num_experts) and other head shapes (head_dim, MLA).
 Graph model_graph(const costmodel::ModelSpec& m, int microbatch_size);
 
 }  // namespace stagecraft::graphs

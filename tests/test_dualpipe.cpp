@@ -139,7 +139,8 @@ TEST(DualPipe, EveryStageAndMicrobatchForwardAndBackwardOnce) {
 // (Fig. 5's caption): rank p-1-r runs rank r's list with each stage replaced by the same model
 // part of the other direction and each microbatch by its counterpart m/2 away.
 TEST(DualPipe, TwoDirectionsMirrorEachOther) {
-  for (auto [p, m] : shapes("dualpipe")) {
+  for (auto [ranks, m] : shapes("dualpipe")) {
+    const int p = ranks;  // a plain variable: lambdas cannot capture a structured binding in C++17 (clang)
     const Schedule s = compute_only("dualpipe", p, m);
     ASSERT_EQ(s.num_chains, 2);
     for (int k = 0; k < p; ++k) {

@@ -221,3 +221,26 @@ TEST(Estimate, EarlyRecomputeRestoresTheWholeStage) {
   EXPECT_GE(early.eval.peak_activation_bytes[0], sc.act_bytes);  // a whole stage's activations at once
   EXPECT_LT(fused.eval.peak_activation_bytes[0], early.eval.peak_activation_bytes[0]);
 }
+
+// A schedule file as the plan's schedule (issue 36): PyTorch's own DualPipeV CSV prices exactly
+// as the dualpipev generator, whose lists equal it (tests/test_dualpipe.cpp), through the same
+// lowering; a file with other ranks or microbatches than the plan is refused naming the field.
+TEST(Estimate, AScheduleFilePricesAsItsGenerator) {
+  const costmodel::ModelSpec m = costmodel::load_model("gpt-1.4b");
+  const costmodel::ClusterSpec c = test::cluster_of("h100-ib-1024", 1);
+  costmodel::ParallelPlan p = test::plan_of(2, 1, 4, 10);
+  p.recompute = costmodel::RecomputePolicy::Full;
+  p.schedule = "dualpipev";
+  const costmodel::Estimate generated = costmodel::estimate(m, c, p);
+  p.schedule = test::data_path("pytorch/dualpipev_4rank_10mb.csv");
+  ASSERT_TRUE(costmodel::is_schedule_file(p.schedule));
+  const costmodel::Estimate imported = costmodel::estimate(m, c, p);
+  EXPECT_DOUBLE_EQ(imported.eval.iteration_time_s, generated.eval.iteration_time_s);
+  EXPECT_DOUBLE_EQ(imported.max_memory_bytes, generated.max_memory_bytes);
+  p.num_microbatches = 12;
+  EXPECT_NE(test::error_of([&] { costmodel::estimate(m, c, p); }).find("plan.num_microbatches = 12"), std::string::npos);
+  p.num_microbatches = 10;
+  p.pp = 2;
+  p.dp = 4;
+  EXPECT_NE(test::error_of([&] { costmodel::estimate(m, c, p); }).find("plan.pp = 2"), std::string::npos);
+}
