@@ -17,6 +17,7 @@
 #include "costmodel/presets.h"
 #include "costmodel/specs.h"
 #include "schedules/error.h"
+#include "schedules/registry.h"
 
 namespace stagecraft::test {
 
@@ -25,6 +26,19 @@ inline costmodel::ClusterSpec cluster_of(const std::string& preset, int nodes) {
   costmodel::ClusterSpec c = costmodel::load_cluster(preset);
   costmodel::set_nodes(c, nodes, "nodes");
   return c;
+}
+
+// A generator's compute-only schedule: p ranks, m microbatches, `chunks` stages per rank where it
+// takes them (0: its default) and `extra` its other parameters. The one spelling of the
+// schedule tests.
+inline schedules::Schedule compute_only(const std::string& name, int p, int m, int chunks = 0,
+                                        nlohmann::json extra = nlohmann::json::object()) {
+  schedules::GeneratorOptions o;
+  o.ranks = p;
+  o.microbatches = m;
+  o.chunks = chunks;
+  o.extra = std::move(extra);
+  return schedules::generate(name, o);
 }
 
 // A plan from its degrees and microbatch count, every other field at its default.

@@ -29,13 +29,7 @@ using schedules::Action;
 using schedules::Op;
 using schedules::Schedule;
 
-Schedule compute_only(const std::string& name, int p, int m, int chunks = 0) {
-  schedules::GeneratorOptions o;
-  o.ranks = p;
-  o.microbatches = m;
-  o.chunks = chunks;
-  return schedules::generate(name, o);
-}
+using test::compute_only;
 
 // The shapes each generator accepts, over a grid: DualPipeV m >= 2p; DualPipe p even, m even >= 2p.
 std::vector<std::array<int, 2>> shapes(const std::string& name) {

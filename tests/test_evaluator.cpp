@@ -11,19 +11,14 @@
 #include "schedules/error.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
+#include "helpers.h"
 
 using namespace stagecraft;
 using namespace stagecraft::schedules;
 using namespace stagecraft::costmodel;
 
 namespace {
-Schedule gen(const char* name, int p, int m, int v = 0) {
-  GeneratorOptions o;
-  o.ranks = p;
-  o.microbatches = m;
-  o.chunks = v;
-  return generate(name, o);
-}
+Schedule gen(const char* name, int p, int m, int v = 0) { return test::compute_only(name, p, m, v); }
 CostTable table(const Schedule& s, double send = 0) {
   CostTable t = unit_cost_table(s, {1, 2, 1, 1, 1});
   for (auto& sc : t.stages) sc.send_f_s = sc.send_b_s = send;

@@ -8,18 +8,13 @@
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
+#include "helpers.h"
 
 using namespace stagecraft;
 using namespace stagecraft::schedules;
 
 namespace {
-Schedule gen(const char* name, int p, int m, int v = 0) {
-  GeneratorOptions o;
-  o.ranks = p;
-  o.microbatches = m;
-  o.chunks = v;
-  return generate(name, o);
-}
+Schedule gen(const char* name, int p, int m, int v = 0) { return test::compute_only(name, p, m, v); }
 std::vector<std::string> texts(const std::vector<Action>& l) {
   std::vector<std::string> out;
   for (const auto& a : l) out.push_back(to_text(a));

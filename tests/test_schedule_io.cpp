@@ -14,13 +14,7 @@ using namespace stagecraft;
 using namespace stagecraft::schedules;
 
 namespace {
-Schedule gen(const char* name, int p, int m, int v = 0) {
-  GeneratorOptions o;
-  o.ranks = p;
-  o.microbatches = m;
-  o.chunks = v;
-  return generate(name, o);
-}
+Schedule gen(const char* name, int p, int m, int v = 0) { return test::compute_only(name, p, m, v); }
 void expect_same_lists(const Schedule& a, const Schedule& b) {
   ASSERT_EQ(a.num_ranks, b.num_ranks);
   EXPECT_EQ(a.num_stages, b.num_stages);

@@ -24,12 +24,7 @@ using costmodel::EvalResult;
 namespace {
 
 Schedule gen(const char* name, int p, int m, nlohmann::json extra = nlohmann::json::object(), int chunks = 0) {
-  GeneratorOptions o;
-  o.ranks = p;
-  o.microbatches = m;
-  o.chunks = chunks;
-  o.extra = std::move(extra);
-  return generate(name, o);
+  return test::compute_only(name, p, m, chunks, std::move(extra));
 }
 
 EvalResult unit_eval(const Schedule& compute_only, double f, double b, double r = 1, double i = 1, double w = 1) {

@@ -25,13 +25,7 @@ namespace {
 using costmodel::EvalResult;
 using schedules::Schedule;
 
-Schedule compute_only(const std::string& name, int p, int m, int chunks = 0) {
-  schedules::GeneratorOptions o;
-  o.ranks = p;
-  o.microbatches = m;
-  o.chunks = chunks;
-  return schedules::generate(name, o);
-}
+using test::compute_only;
 
 Schedule gen(const std::string& name, int p, int m, int chunks = 0) { return schedules::lower(compute_only(name, p, m, chunks)); }
 
