@@ -117,6 +117,8 @@ int moe_layers_in(const ModelSpec& m, int first, int n) {
   return std::max(0, first + n - std::max(first, m.dense_layers));
 }
 double moe_load_factor(const ModelSpec& m) { return m.moe_capacity_factor > 0 ? m.moe_capacity_factor : m.moe_load_imbalance; }
+bool needs_sequence_parallel(const ModelSpec& m, int tp) { return is_moe(m) && tp > 1; }
+
 int expert_tp(const ParallelPlan& p) { return p.etp > 0 ? p.etp : p.tp; }
 int expert_ranks(const ParallelPlan& p) { return (expert_tp(p) == 1 ? p.tp : 1) * p.dp * p.cp; }
 
@@ -609,7 +611,7 @@ void check_moe_plan(const ModelSpec& m, const ParallelPlan& p) {
     bad("plan", "tp", std::to_string(p.tp),
         "must divide the model's expert_ffn_hidden_size = " + std::to_string(m.expert_ffn_hidden_size) +
             " (each tp rank holds a slice of every expert it has)");
-  if (p.tp > 1 && !p.sequence_parallel)
+  if (needs_sequence_parallel(m, p.tp) && !p.sequence_parallel)
     bad("plan", "sequence_parallel", "false with tp = " + std::to_string(p.tp) + " and experts",
         "Megatron-Core runs experts under tensor parallelism only with sequence parallelism (arguments.py); add "
         "--sequence-parallel or use tp = 1");

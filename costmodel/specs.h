@@ -269,6 +269,9 @@ bool tp_divides(const ModelSpec& m, int t);
 bool cp_divides(const ModelSpec& m, int cp);
 // Whether ep expert-parallel ranks split the model's experts: ep divides E (0 experts: ep = 1).
 bool ep_divides(const ModelSpec& m, int ep);
+// Whether a plan of tp ranks over model m must run sequence parallelism: experts under tp > 1
+// (Megatron-Core's rule; check_moe_plan and the planner's space).
+bool needs_sequence_parallel(const ModelSpec& m, int tp);
 // The experts' tensor-parallel degree: plan.etp, or tp where it is 0.
 int expert_tp(const ParallelPlan& p);
 // The ranks the expert-parallel and expert-data-parallel groups are cut from: dp x cp, or with

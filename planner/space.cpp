@@ -147,7 +147,12 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
       for (int ep : expert_degrees(space, m)) {
       if (etp == 1 && tp == 1 && std::find(space.expert_tp.begin(), space.expert_tp.end(), 0) != space.expert_tp.end())
         continue;  // the same point as etp 0
-      if (((etp == 1 ? tp : 1) * dp * cp) % ep != 0) continue;
+      ParallelPlan degrees;  // the expert groups' ranks of this point (costmodel::expert_ranks)
+      degrees.tp = tp;
+      degrees.dp = dp;
+      degrees.cp = cp;
+      degrees.etp = etp;
+      if (costmodel::expert_ranks(degrees) % ep != 0) continue;
       for (int b : space.microbatch_sizes) {
         if ((space.global_batch / dp) % b != 0) continue;
         const long mb = space.global_batch / dp / b;
@@ -161,7 +166,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                   std::find(space.recompute.begin(), space.recompute.end(), RecomputePolicy::None) != space.recompute.end())
                 continue;
               if (sp && tp == 1) continue;
-              if (!sp && tp > 1 && costmodel::is_moe(m)) continue;  // experts under tp need sp (check_moe_plan)
+              if (!sp && costmodel::needs_sequence_parallel(m, tp)) continue;
               for (schedules::TpOverlap o : space.tp_overlap)
               for (int z : space.zero)
               for (int shard : z == 3 ? space.shard_groups : std::vector<int>{0})
