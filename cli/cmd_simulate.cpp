@@ -18,6 +18,7 @@ struct SimulateOpts {
   std::string platform;         // SimGrid XML platform file; empty = built from the cluster
   std::string tp_comm = "explicit";
   int iterations = 3;
+  bool no_symmetry = false;     // simulate every data-parallel replica (sim/symmetry.h)
   bool json = false;
   std::string trace;
 };
@@ -27,7 +28,11 @@ double max_of(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_e
 void print_simulation(const costmodel::Estimate& ev, const costmodel::Estimate& e, const sim::SimResult& r,
                       const sim::SimOptions& so) {
   const auto& p = e.plan;
-  std::cout << "model " << e.model.name << " on cluster " << e.cluster.name << " (" << p.num_gpus() << " simulated GPUs"
+  const std::string which = r.dp_copies > 1 ? std::to_string(r.simulated_gpus) + " simulated: dp " + std::to_string(r.dp_simulated) +
+                                                  " replicas standing for " + std::to_string(p.dp) + " by symmetry"
+                            : r.symmetry_off_because.empty() ? "all simulated"
+                                                             : "all simulated: " + r.symmetry_off_because;
+  std::cout << "model " << e.model.name << " on cluster " << e.cluster.name << " (" << p.num_gpus() << " GPUs, " << which
             << (so.platform_file.empty() ? "" : ", platform " + so.platform_file) << ")\n"
             << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << ", microbatch size " << p.microbatch_size
             << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << ", tp comm "
@@ -71,6 +76,7 @@ void run_simulate(const SimulateOpts& o) {
   so.tp_comm = sim::parse_tp_comm(o.tp_comm);
   so.iterations = o.iterations;
   so.record = !o.trace.empty();
+  so.symmetry = !o.no_symmetry;
   costmodel::EstimateOptions eo;
   eo.profile = in.profile_ptr();
   costmodel::Estimate ev = estimate_inputs(in, in.plan, eo);
@@ -106,6 +112,8 @@ void add_simulate_command(CLI::App& app) {
                 "SimGrid XML platform; GPU hosts carry the property stagecraft_gpu=\"<rank>\" (default: built from --cluster)");
   c->add_option("--tp-comm", o->tp_comm, "tensor-parallel all-reduces: explicit (default: ring all-reduces over the tp group, sharing links) or folded (in compute, as the evaluator)");
   c->add_option("--iterations", o->iterations, "iterations simulated; the last one is reported (default 3)");
+  c->add_flag("--no-symmetry", o->no_symmetry,
+              "simulate every data-parallel replica (default: one block of replicas stands for all where the placement repeats; docs/sim.md)");
   c->add_flag("--json", o->json, "print one JSON object instead of the tables");
   c->add_option("--trace", o->trace, "write a Chrome trace (evaluator layout plus network flows) to this file");
   c->callback([o] { run_simulate(*o); });

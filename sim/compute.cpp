@@ -6,6 +6,7 @@
 // each after the pieces it reads (docs/sim.md, "Tensor-parallel overlap").
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "schedules/buckets.h"
@@ -50,25 +51,37 @@ double Runner::duration(const Action& a, int rank, double* tp_s, double* tp_coun
 // bandwidth term, sharing links as the steps would), then a pad adds the remaining
 // 2(t-1)*count - 1 step latencies (the flow itself carries one). Returns the pad: their end.
 Act Runner::tp_collectives(int u, int k, int pos, int stage, const std::vector<Act>& after, double count) {
-  const int t = tp_;
-  const double bytes_each = w_.tp_bytes[static_cast<size_t>(stage)];
-  const double steps = 2.0 * (t - 1) * count;
-  Act pad = exec(u, k, pos, std::max(0.0, steps - 1) * w_.tp_alpha_s, RecKind::TpPad);
+  Act pad = exec(u, k, pos, tp_pad_s(count), RecKind::TpPad);
   for (int j = 0; j < flows_per_group(); ++j) {
-    Record r;
-    r.unit = r.peer_unit = u;
-    r.iteration = k;
-    r.position = pos;
-    r.src_gpu = gpu(u, j);
-    r.dst_gpu = gpu(u, (j + 1) % t);
-    r.comm = CommKind::TensorParallel;
-    sg::Host* to = lanes() > 1 ? pf_.tp_peer[static_cast<size_t>(r.src_gpu)] : pf_.gpus[static_cast<size_t>(r.dst_gpu)];
-    Act f = flow(pf_.gpus[static_cast<size_t>(r.src_gpu)], to, steps / t * bytes_each, r);
+    Act f = add(tp_flow(u, k, pos, stage, j, count));
     for (Act a : after) add_edge(a, f);
     add_edge(f, pad);
   }
   return pad;
 }
+
+// Lane j's flow of `count` aggregated ring all-reduces: count * 2(t-1)/t * S bytes to the next
+// member (tp_collectives).
+Record Runner::tp_flow(int u, int k, int pos, int stage, int j, double count) const {
+  const int t = tp_;
+  Record r;
+  r.unit = r.peer_unit = u;
+  r.iteration = k;
+  r.position = pos;
+  r.src_gpu = gpu(u, j);
+  r.dst_gpu = gpu(u, (j + 1) % t);
+  r.comm = CommKind::TensorParallel;
+  r.kind = RecKind::Flow;
+  r.lanes = lanes();
+  r.bytes = std::max(0.0, 2.0 * (t - 1) * count / t * w_.tp_bytes[static_cast<size_t>(stage)]) * lanes();
+  r.work = r.bytes;
+  r.from = pf_.gpus[static_cast<size_t>(r.src_gpu)];
+  r.to = lanes() > 1 ? pf_.tp_peer[static_cast<size_t>(r.src_gpu)] : pf_.gpus[static_cast<size_t>(r.dst_gpu)];
+  return r;
+}
+
+// The step latencies of `count` ring all-reduces the flow does not carry: 2(t-1) count - 1.
+double Runner::tp_pad_s(double count) const { return std::max(0.0, 2.0 * (tp_ - 1) * count - 1) * w_.tp_alpha_s; }
 
 // Whether the action runs its inner schedule: explicit tp, and a stage with a tp overlap mode
 // (blocking stages keep one exec and one aggregated ring unless SimOptions::inner_blocking:
@@ -153,6 +166,121 @@ Act Runner::inner_action(int u, int k, int pos, Act prev, const std::vector<Inne
   return prev;
 }
 
+// Whether every tensor-parallel group's collectives have their links to themselves: no
+// platform file, each group inside one node and alone there (no other unit's GPU on it, so no
+// pipeline or data-parallel flow between two of its GPUs' ports). Then an action's inner
+// schedule takes the same time wherever and whenever it runs: its compute pieces on a GPU
+// nothing else computes on, its collectives one after the other on links nothing else uses.
+bool Runner::inner_isolated() const {
+  if (!opt_.platform_file.empty()) return false;
+  std::unordered_map<int, int> unit_on;  // node -> the unit on it
+  for (int u = 0; u < U_; ++u)
+    for (int t = 0; t < tp_; ++t) {
+      const int n = topo_.node_of(gpu(u, t));
+      if (n != topo_.node_of(gpu(u, 0))) return false;
+      if (!unit_on.emplace(n, u).second && unit_on[n] != u) return false;
+    }
+  return true;
+}
+
+// A part's pieces timed as the full simulation runs them on an isolated group: compute pieces
+// for their durations, each collective's flow for its route's latency plus bytes over its
+// narrowest link (alone on it), then its pad.
+const Runner::InnerTimes& Runner::inner_times(int u, const InnerPart& part) {
+  const auto key = std::make_tuple(part.stage, static_cast<int>(part.op), part.costs.layers, part.recompute_layers);
+  if (auto it = inner_memo_.find(key); it != inner_memo_.end()) return it->second;
+  InnerTimes it;
+  it.schedule = costmodel::inner_schedule_for(part.costs, part.op, part.recompute_layers);
+  it.flow_s.assign(it.schedule.pieces.size(), 0);
+  std::vector<double> d;
+  for (size_t i = 0; i < it.schedule.pieces.size(); ++i) {
+    const schedules::Piece& p = it.schedule.pieces[i];
+    if (p.kind != PieceKind::Comm) {
+      d.push_back(costmodel::piece_duration(p, part.op, part.costs));
+      continue;
+    }
+    for (int j = 0; j < flows_per_group(); ++j) {
+      const Record f = tp_flow(u, 0, 0, part.stage, j, p.fraction);
+      std::vector<sg::Link*> links;
+      double lat = 0, bw = std::numeric_limits<double>::infinity();
+      f.from->route_to(f.to, links, &lat);
+      for (sg::Link* l : links) bw = std::min(bw, l->get_bandwidth());
+      it.flow_s[i] = std::max(it.flow_s[i], lat + (links.empty() ? 0 : f.bytes / bw));
+    }
+    d.push_back(it.flow_s[i] + tp_pad_s(p.fraction));
+  }
+  it.result = costmodel::evaluate_inner(it.schedule, d);
+  return inner_memo_[key] = std::move(it);
+}
+
+// The action's inner schedules as one exec of their summed two-stream times.
+Act Runner::inner_block(int u, int k, int pos, Act prev, std::vector<InnerPart> parts, Act* first) {
+  double total = 0;
+  for (const InnerPart& part : parts) total += inner_times(u, part).result.time_s;
+  Act e = exec(u, k, pos, total, RecKind::Inner);
+  add_edge(prev, e);
+  *first = e;
+  blocks_.push_back({e, u, k, pos, std::move(parts)});
+  return e;
+}
+
+// After the run: each collapsed action's pieces, flows, pads and ends at the times the full
+// simulation gives them (inner_action's records, offset by the block's start). Without a trace
+// (SimOptions::record) only what the metrics read: back-to-back compute pieces as one, and per
+// part one flow with all its collectives' bytes and one pad from its first collective's start
+// to its last's end (metrics.cpp takes an action's tensor-parallel span from first to last).
+void Runner::expand_blocks() {
+  const bool every = opt_.record;
+  for (const Block& b : blocks_) {
+    double t0 = ex_.records[static_cast<size_t>(b.id)].start_s;
+    for (const InnerPart& part : b.parts) {
+      const InnerTimes& it = inner_times(b.unit, part);
+      Record run;  // compute pieces back to back so far (start_s < 0: none)
+      Record flows = tp_flow(b.unit, b.iteration, b.position, part.stage, 0, 0), pad = exec_record(b.unit, b.iteration, b.position, 0, RecKind::TpPad);
+      pad.start_s = flows.start_s = std::numeric_limits<double>::infinity();
+      for (size_t i = 0; i < it.schedule.pieces.size(); ++i) {
+        const schedules::Piece& p = it.schedule.pieces[i];
+        const double start = t0 + it.result.start_s[i], end = t0 + it.result.end_s[i];
+        if (p.kind != PieceKind::Comm) {
+          if (run.start_s >= 0 && (every || run.end_s != start)) add(run);
+          if (run.start_s < 0 || every || run.end_s != start) {
+            run = exec_record(b.unit, b.iteration, b.position, 0, RecKind::Piece);
+            run.start_s = start;
+          }
+          run.end_s = end;
+          run.work += (end - start) * run.from->get_speed();
+          continue;
+        }
+        for (int j = 0; j < flows_per_group(); ++j) {
+          Record f = tp_flow(b.unit, b.iteration, b.position, part.stage, j, p.fraction);
+          if (!every) {
+            flows.bytes += f.bytes, flows.work += f.work;
+            flows.start_s = std::min(flows.start_s, start), flows.end_s = std::max(flows.end_s, start + it.flow_s[i]);
+            continue;
+          }
+          f.start_s = start;
+          f.end_s = start + it.flow_s[i];
+          add(f);
+        }
+        if (!every) {
+          pad.start_s = std::min(pad.start_s, start), pad.end_s = std::max(pad.end_s, end);
+          continue;
+        }
+        Record r = exec_record(b.unit, b.iteration, b.position, tp_pad_s(p.fraction), RecKind::TpPad);
+        r.start_s = start + it.flow_s[i];
+        r.end_s = end;
+        add(r);
+      }
+      if (run.start_s >= 0) add(run);
+      if (!every && pad.end_s >= 0) add(flows), add(pad);
+      t0 += it.result.time_s;
+      Record e = exec_record(b.unit, b.iteration, b.position, 0, RecKind::TpEnd);
+      e.start_s = e.end_s = t0;
+      add(e);
+    }
+  }
+}
+
 // One compute action after `prev` (the unit's compute stream so far); sets *first to the
 // activity its inputs must precede and returns the one that ends it.
 Act Runner::compute_action(int u, int k, int pos, Act prev, Act* first) {
@@ -162,7 +290,8 @@ Act Runner::compute_action(int u, int k, int pos, Act prev, Act* first) {
   double tp_s = 0, count = 0, d = 0;  // an inner-schedule action without parts has zero length
   if (runs_inner(a)) {
     std::vector<InnerPart> parts = inner_parts(a);
-    if (!parts.empty()) return inner_action(u, k, pos, prev, parts, first);
+    if (!parts.empty())
+      return collapse_inner_ ? inner_block(u, k, pos, prev, std::move(parts), first) : inner_action(u, k, pos, prev, parts, first);
   } else {
     d = duration(a, r, &tp_s, &count);
   }

@@ -149,7 +149,7 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
   const double bytes = w_.reduce_bytes[static_cast<size_t>(a.stage)] * a.fraction;
   std::vector<Done> issue, done;
   for (const Member& m : mem) issue.push_back(member_issue(k, m));
-  if (n <= 1 || bytes <= 0) {
+  if (n * copies_ <= 1 || bytes <= 0) {
     done = issue;
   } else {
     done.resize(static_cast<size_t>(n));
@@ -174,7 +174,7 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
 }
 
 void Runner::expert_reductions(int k, const std::vector<Member>& mem, int t, double bytes, std::vector<Done>& done) {
-  const int ep = w_.ep, n = static_cast<int>(mem.size());
+  const int ep = w_.ep, n = static_cast<int>(mem.size()) * copies_;  // the whole group's members
   if (bytes <= 0 || n / ep < 2) return;
   const costmodel::AllReducePath path = topo_.allreduce_path(costmodel::kDpCp, n / ep, ep);
   for (int j = 0; j < ep; ++j) {  // the group of dp indices j, j + ep, ...
@@ -234,13 +234,14 @@ void Runner::ring_phase(int k, const std::vector<Member>& mem, const std::vector
   }
 }
 
-// Flat ring over all members: 2(n-1) steps of bytes/n for an all-reduce, n-1 for either half.
+// Flat ring over all members: 2(n-1) steps of bytes/n for an all-reduce, n-1 for either half,
+// n the whole group's members (the simulated ones x copies_: their ring stands for it).
 std::vector<Done> Runner::flat_ring(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue,
                                     Half half) {
-  const int n = static_cast<int>(mem.size());
-  std::vector<int> all(static_cast<size_t>(n));
-  for (int j = 0; j < n; ++j) all[static_cast<size_t>(j)] = j;
-  std::vector<Done> out(static_cast<size_t>(n));
+  const int m = static_cast<int>(mem.size()), n = m * copies_;
+  std::vector<int> all(static_cast<size_t>(m));
+  for (int j = 0; j < m; ++j) all[static_cast<size_t>(j)] = j;
+  std::vector<Done> out(static_cast<size_t>(m));
   ring_phase(k, mem, all, t, (half == Half::Both ? 2 : 1) * (n - 1), bytes / n, issue, out);
   return out;
 }
@@ -259,27 +260,30 @@ std::vector<Done> Runner::dp_allreduce(int k, const std::vector<Member>& mem, in
   const AllReduceAlgo algo = groups.empty() ? AllReduceAlgo::Flat
                                             : costmodel::allreduce_algorithm(bytes, path ? *path : topo_.allreduce_path(costmodel::kDp), half == Half::Both);
   if (algo == AllReduceAlgo::Flat) return flat_ring(k, mem, t, bytes, issue, half);
-  const int N = static_cast<int>(groups.size()), L = static_cast<int>(groups.front().size());
+  // N nodes simulated of the whole group's N x copies_ (symmetry.h): steps and bytes are the
+  // whole group's, flows run between the simulated members (the last node's to the first).
+  const int N = static_cast<int>(groups.size()), L = static_cast<int>(groups.front().size()), Nw = N * copies_;
   std::vector<std::pair<int, int>> fill;
   std::vector<LinkShare> streams;
   if (algo == AllReduceAlgo::Channels) {
     // Channel c: node by node, each node's members from index c on, so it leaves node n
     // through member (c + L - 1) % L. Its steps: 2(n-1), or n-1 for a half; the fill follows
     // channel 0 step by step.
-    const int n = N * L, steps = (half == Half::Both ? 2 : 1) * (n - 1);
+    const int n = N * L, nw = Nw * L, steps = (half == Half::Both ? 2 : 1) * (nw - 1);
     for (int c = 0; c < L; ++c) {
       std::vector<int> order;
       for (int node = 0; node < N; ++node)
         for (int j = 0; j < L; ++j) order.push_back(groups[static_cast<size_t>(node)][static_cast<size_t>((c + j) % L)]);
       for (int j = 0; j < n; ++j)
-        streams.push_back({order[static_cast<size_t>(j)], order[static_cast<size_t>((j + 1) % n)], static_cast<double>(steps) / n * bytes / L});
+        streams.push_back({order[static_cast<size_t>(j)], order[static_cast<size_t>((j + 1) % n)], static_cast<double>(steps) / nw * bytes / L});
       for (int s = 0; c == 0 && s < steps; ++s) fill.emplace_back(order[static_cast<size_t>(s % n)], order[static_cast<size_t>((s + 1) % n)]);
     }
   } else {
     // Tree: the fill goes up node 0's chain, across tree_depth(N) nodes and back down; channel
     // c's chains start at member c, which carries its trees' edges across nodes.
     for (int j = L - 1; j > 0; --j) fill.emplace_back(groups[0][static_cast<size_t>(j)], groups[0][static_cast<size_t>(j - 1)]);
-    for (int i = 0; i < costmodel::tree_depth(N); ++i) fill.emplace_back(groups[static_cast<size_t>(i)][0], groups[static_cast<size_t>(i + 1)][0]);
+    for (int i = 0; i < costmodel::tree_depth(Nw); ++i)
+      fill.emplace_back(groups[static_cast<size_t>(i % N)][0], groups[static_cast<size_t>((i + 1) % N)][0]);
     for (size_t i = fill.size(); i-- > 0;) fill.emplace_back(fill[i].second, fill[i].first);
     for (int c = 0; c < L; ++c) {
       auto member = [&](int node, int j) { return groups[static_cast<size_t>(node)][static_cast<size_t>((c + j) % L)]; };
@@ -623,6 +627,7 @@ Execution Runner::run() {
       if (schedules::is_p2p(list[i].op))
         pos_of_[static_cast<size_t>(r)][pos_key(list[i].op, list[i].stage, list[i].microbatch)] = static_cast<int>(i);
   }
+  collapse_inner_ = opt_.symmetry && inner_isolated();
   build_chains();
   build_edges();
   transfers_.clear();
@@ -641,6 +646,7 @@ Execution Runner::run() {
   for (const Record& r : ex_.records)
     if (r.end_s < 0) report_deadlock();
   live_.clear();
+  expand_blocks();
   return std::move(ex_);
 }
 
@@ -717,9 +723,9 @@ std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, cons
 }
 
 Execution execute(const schedules::Schedule& s, const costmodel::CostTable& c, const Workload& w,
-                  const costmodel::ParallelPlan& p, const costmodel::Topology& topo, const Platform& pf,
+                  const costmodel::ParallelPlan& p, int dp_copies, const costmodel::Topology& topo, const Platform& pf,
                   const SimOptions& opt) {
-  return detail::Runner(s, c, w, p, topo, pf, opt).run();
+  return detail::Runner(s, c, w, p, dp_copies, topo, pf, opt).run();
 }
 
 }  // namespace stagecraft::sim

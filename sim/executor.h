@@ -27,6 +27,9 @@ enum class RecKind : std::uint8_t {
   Flow,     // a transfer, ring step or copy
   Piece,    // a compute piece of an action's inner schedule (schedules/tp_overlap.h)
   TpEnd,    // zero-length end of an inner schedule: after its last compute piece and collective
+  Inner,    // an action's inner schedules as one exec where its tp group's links carry nothing
+            // else (Runner::inner_block); after the run its pieces, flows and pads are recorded
+            // as the full simulation would have run them, and metrics read those
 };
 
 struct Record {                // one simulated activity
@@ -59,10 +62,12 @@ std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, cons
 // several nodes with the same number L >= 1 of members on each; else empty (flat ring).
 std::vector<std::vector<int>> node_groups(const std::vector<int>& gpus, const costmodel::Topology& topo);
 
-// Builds the graph, runs the engine, and returns the records. Throws InputError when the
+// Builds the graph, runs the engine, and returns the records. `p` holds the replicas simulated
+// (p.dp of them), each standing for `dp_copies` of the whole plan's (sim/symmetry.h): every
+// data-parallel collective is priced for p.dp x dp_copies members. Throws InputError when the
 // schedule deadlocks (which ranks wait on what) or a receive has no matching send.
 Execution execute(const schedules::Schedule& s, const costmodel::CostTable& c, const Workload& w,
-                  const costmodel::ParallelPlan& p, const costmodel::Topology& topo, const Platform& pf,
+                  const costmodel::ParallelPlan& p, int dp_copies, const costmodel::Topology& topo, const Platform& pf,
                   const SimOptions& opt);
 
 }  // namespace stagecraft::sim

@@ -180,6 +180,7 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
   std::map<std::tuple<int, int, int, int>, Interval> groups;  // (unit, iteration, position, kind) -> span
   std::map<std::pair<int, int>, Record> inner_actions;  // (unit, position), last iteration
   for (const Record& r : ex.records) {
+    if (r.kind == RecKind::Inner) continue;  // its pieces, flows and pads are recorded beside it
     const bool lastk = r.iteration == last;
     if (r.kind == RecKind::Compute || r.kind == RecKind::Piece || r.kind == RecKind::TpEnd) {
       if (lastk && r.kind != RecKind::TpEnd) busy[static_cast<size_t>(r.unit)].push_back({r.start_s, r.end_s});

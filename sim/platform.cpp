@@ -70,8 +70,8 @@ struct Builder {
 
 }  // namespace
 
-Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std::vector<std::pair<int, int>>& pairs,
-                        const BuildOptions& opt) {
+Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std::vector<int>& gpus,
+                        const std::vector<std::pair<int, int>>& pairs, const BuildOptions& opt) {
   require_positive("gpu_peak_flops_per_s x achieved_efficiency", c.gpu_peak_flops_per_s * c.achieved_efficiency);
   require_positive("intra_node_bandwidth_Bps", c.intra_node_bandwidth_Bps);
   require_positive("inter_node_bandwidth_Bps", c.inter_node_bandwidth_Bps);
@@ -86,25 +86,33 @@ Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std
   b.zone = sg::create_full_zone("cluster");
   const int nodes = (num_gpus + c.gpus_per_node - 1) / c.gpus_per_node;
   const double speed = c.gpu_peak_flops_per_s * c.achieved_efficiency;
-  for (int n = 0; n < nodes; ++n) {
-    b.cpu.push_back(b.zone->create_host("node-" + std::to_string(n) + "-cpu", 1e9));
-    for (int i = 0; i < c.nics_per_node; ++i)
-      b.nic.push_back(duplex(b.zone, "node-" + std::to_string(n) + "-nic-" + std::to_string(i), c.inter_node_achieved_Bps(),
-                             c.inter_node_latency_s));
-  }
-  if (c.inter_node_topology == "fat-tree") {
-    const int leaves = (nodes + opt.fat_tree_leaf_nodes - 1) / opt.fat_tree_leaf_nodes;
-    const double up = opt.fat_tree_leaf_nodes * c.nics_per_node * c.inter_node_achieved_Bps();
-    for (int l = 0; l < leaves; ++l) b.leaf.push_back(duplex(b.zone, "leaf-" + std::to_string(l), up, 0));
-  }
-  for (int g = 0; g < num_gpus; ++g) {
-    const std::string n = "gpu-" + std::to_string(g);
-    b.gpu.push_back(b.zone->create_host(n, speed));
-    b.port.push_back(duplex(b.zone, n + "-" + c.intra_node_link, c.intra_node_achieved_Bps(), c.intra_node_latency_s));
-    b.bridge.push_back(c.fast_group_size > 1 ? duplex(b.zone, n + "-" + (c.fast_group_link.empty() ? "bridge" : c.fast_group_link),
-                                                      c.fast_group_achieved_Bps(), c.fast_group_latency_s)
-                                             : nullptr);
-    b.host.push_back(duplex(b.zone, n + "-host", c.host_link_bandwidth_Bps, 0));
+  const size_t G = static_cast<size_t>(num_gpus);
+  b.gpu.assign(G, nullptr);
+  b.port.assign(G, nullptr);
+  b.bridge.assign(G, nullptr);
+  b.host.assign(G, nullptr);
+  b.cpu.assign(static_cast<size_t>(nodes), nullptr);
+  b.nic.assign(static_cast<size_t>(nodes * c.nics_per_node), nullptr);
+  if (c.inter_node_topology == "fat-tree") b.leaf.assign(static_cast<size_t>((nodes + opt.fat_tree_leaf_nodes - 1) / opt.fat_tree_leaf_nodes), nullptr);
+  const double up = opt.fat_tree_leaf_nodes * c.nics_per_node * c.inter_node_achieved_Bps();
+  for (int g : gpus) {
+    const int n = b.node(g);
+    if (!b.cpu[static_cast<size_t>(n)]) {
+      b.cpu[static_cast<size_t>(n)] = b.zone->create_host("node-" + std::to_string(n) + "-cpu", 1e9);
+      for (int i = 0; i < c.nics_per_node; ++i)
+        b.nic[static_cast<size_t>(n * c.nics_per_node + i)] =
+            duplex(b.zone, "node-" + std::to_string(n) + "-nic-" + std::to_string(i), c.inter_node_achieved_Bps(), c.inter_node_latency_s);
+      const size_t l = static_cast<size_t>(n / opt.fat_tree_leaf_nodes);
+      if (!b.leaf.empty() && !b.leaf[l]) b.leaf[l] = duplex(b.zone, "leaf-" + std::to_string(l), up, 0);
+    }
+    const std::string name = "gpu-" + std::to_string(g);
+    const size_t i = static_cast<size_t>(g);
+    b.gpu[i] = b.zone->create_host(name, speed);
+    b.port[i] = duplex(b.zone, name + "-" + c.intra_node_link, c.intra_node_achieved_Bps(), c.intra_node_latency_s);
+    if (c.fast_group_size > 1)
+      b.bridge[i] = duplex(b.zone, name + "-" + (c.fast_group_link.empty() ? "bridge" : c.fast_group_link), c.fast_group_achieved_Bps(),
+                           c.fast_group_latency_s);
+    b.host[i] = duplex(b.zone, name + "-host", c.host_link_bandwidth_Bps, 0);
   }
   // Every link half carries latency/2; a route uses the UP half at one end and the DOWN half at
   // the other (leaf uplinks add none), so its latency is the configured one.
@@ -115,11 +123,12 @@ Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std
   }
   Platform p;
   p.gpus = b.gpu;
-  for (int g = 0; g < num_gpus; ++g) {
+  p.host_memory.assign(G, nullptr);
+  for (int g : gpus) {
     sg::Host* h = b.cpu[static_cast<size_t>(b.node(g))];
     b.zone->add_route(b.gpu[g]->get_netpoint(), h->get_netpoint(), nullptr, nullptr, {{b.host[g], Dir::UP}}, false);
     b.zone->add_route(h->get_netpoint(), b.gpu[g]->get_netpoint(), nullptr, nullptr, {{b.host[g], Dir::DOWN}}, false);
-    p.host_memory.push_back(h);
+    p.host_memory[static_cast<size_t>(g)] = h;
   }
   b.zone->seal();
   return p;
@@ -173,19 +182,19 @@ bool can_aggregate_tp(const costmodel::ClusterSpec& c, const costmodel::Topology
 }
 
 Platform build_unit_platform(const costmodel::ClusterSpec& c, const costmodel::Topology& topo,
-                             const costmodel::ParallelPlan& p, const std::vector<std::pair<int, int>>& pairs,
+                             const costmodel::ParallelPlan& p, int num_gpus, const std::vector<std::pair<int, int>>& pairs,
                              const BuildOptions& opt) {
   require_positive("gpu_peak_flops_per_s x achieved_efficiency", c.gpu_peak_flops_per_s * c.achieved_efficiency);
   require_positive("intra_node_bandwidth_Bps", c.intra_node_bandwidth_Bps);
   require_positive("inter_node_bandwidth_Bps", c.inter_node_bandwidth_Bps);
   require_positive("host_link_bandwidth_Bps", c.host_link_bandwidth_Bps);
-  if (p.num_gpus() > c.num_gpus())
-    throw InputError("simulator platform: the plan needs " + std::to_string(p.num_gpus()) + " GPUs but cluster '" + c.name +
+  if (num_gpus > c.num_gpus())
+    throw InputError("simulator platform: the plan needs " + std::to_string(num_gpus) + " GPUs but cluster '" + c.name +
                      "' has " + std::to_string(c.num_gpus()));
   sg::NetZone* zone = sg::create_full_zone("cluster");
   const double speed = c.gpu_peak_flops_per_s * c.achieved_efficiency, t = p.tp;
   const int groups = p.dp * p.pp;
-  std::vector<int> group_of(static_cast<size_t>(p.num_gpus()));
+  std::vector<int> group_of(static_cast<size_t>(num_gpus), -1);
   std::vector<sg::Host*> host(static_cast<size_t>(groups)), peer(host), cpu;
   std::vector<sg::SplitDuplexLink*> port(static_cast<size_t>(groups)), nic(port);
   std::map<std::pair<int, std::vector<int>>, sg::SplitDuplexLink*> nic_links;

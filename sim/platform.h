@@ -32,12 +32,13 @@ struct BuildOptions {
   int fat_tree_leaf_nodes = 8;  // fat-tree: nodes under one leaf switch (full bisection uplinks)
 };
 
-// Builds the platform for the first num_gpus GPUs of the cluster. `pairs` lists every
+// Builds the platform for the GPUs `gpus` among the first num_gpus of the cluster (the plan's;
+// the others get no host: Platform::gpus holds null for them). `pairs` lists every
 // (source, destination) GPU pair that will exchange data: the routing table holds only those
 // (plus each GPU's route to its host memory). Throws InputError for zero or negative speeds
 // or bandwidths, naming the field.
-Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std::vector<std::pair<int, int>>& pairs,
-                        const BuildOptions& opt = {});
+Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std::vector<int>& gpus,
+                        const std::vector<std::pair<int, int>>& pairs, const BuildOptions& opt = {});
 
 // Whether build_unit_platform is exact for this cluster and plan: tp > 1, no fast groups,
 // each tensor-parallel group inside one node, its GPUs spread evenly over its NICs, and the
@@ -45,11 +46,12 @@ Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std
 // same share of each group's flows, and max-min sharing of the aggregated links is the same).
 bool can_aggregate_tp(const costmodel::ClusterSpec& c, const costmodel::Topology& topo, const costmodel::ParallelPlan& p);
 
-// The aggregated platform: one host per tensor-parallel group (speed of one GPU), its port,
-// host link and NIC group with tp, tp and (NICs used) times the bandwidth of one, same
-// latencies. `pairs` are GPU pairs as for build_platform. Requires can_aggregate_tp.
+// The aggregated platform: one host per tensor-parallel group of p (the replicas simulated, on
+// a topology of num_gpus GPUs: sim/symmetry.h) at the speed of one GPU, its port, host link
+// and NIC group with tp, tp and (NICs used) times the bandwidth of one, same latencies. `pairs`
+// are GPU pairs as for build_platform. Requires can_aggregate_tp.
 Platform build_unit_platform(const costmodel::ClusterSpec& c, const costmodel::Topology& topo,
-                             const costmodel::ParallelPlan& p, const std::vector<std::pair<int, int>>& pairs,
+                             const costmodel::ParallelPlan& p, int num_gpus, const std::vector<std::pair<int, int>>& pairs,
                              const BuildOptions& opt = {});
 
 // Loads a SimGrid XML platform. Throws InputError when the hosts marked as GPUs are not exactly

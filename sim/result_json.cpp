@@ -53,6 +53,8 @@ json to_json(const SimResult& r) {
           {"busiest_link", link_json(r.busiest_link)},
           {"top_links", top},
           {"num_gpus", r.num_gpus},
+          {"symmetry", {{"simulated_gpus", r.simulated_gpus}, {"dp_simulated", r.dp_simulated}, {"dp_copies", r.dp_copies},
+                        {"full_because", r.symmetry_off_because}}},
           {"activities", r.activities},
           {"sim_wall_s", r.sim_wall_s},
           {"events_per_s", r.events_per_s},
@@ -82,6 +84,11 @@ SimResult sim_result_from_json(const json& j) {
   r.busiest_link = link_from(j.at("busiest_link"));
   for (const json& l : j.at("top_links")) r.top_links.push_back(link_from(l));
   r.num_gpus = j.at("num_gpus");
+  const auto& sy = j.at("symmetry");
+  r.simulated_gpus = sy.at("simulated_gpus");
+  r.dp_simulated = sy.at("dp_simulated");
+  r.dp_copies = sy.at("dp_copies");
+  r.symmetry_off_because = sy.at("full_because");
   r.activities = j.at("activities");
   r.sim_wall_s = j.at("sim_wall_s");
   r.events_per_s = j.at("events_per_s");

@@ -49,9 +49,9 @@ struct InnerPart {
 class Runner {
  public:
   Runner(const schedules::Schedule& s, const costmodel::CostTable& c, const Workload& w, const costmodel::ParallelPlan& p,
-         const costmodel::Topology& topo, const Platform& pf, const SimOptions& opt)
+         int dp_copies, const costmodel::Topology& topo, const Platform& pf, const SimOptions& opt)
       : s_(s), c_(c), w_(w), topo_(topo), pf_(pf), opt_(opt), K_(opt.iterations), dp_(p.dp), tp_(p.tp),
-        U_(s.num_ranks * p.dp), preempt_(p.preemptive_comm) {}
+        U_(s.num_ranks * p.dp), copies_(dp_copies), preempt_(p.preemptive_comm) {}
 
   Execution run();
 
@@ -63,6 +63,8 @@ class Runner {
   const Platform& pf_;
   SimOptions opt_;
   int K_, dp_, tp_, U_;
+  int copies_ = 1;                                       // replicas each simulated one stands for (symmetry.h):
+                                                         // a collective over n simulated members is priced for n x copies_
   bool preempt_ = false;                                 // plan.preemptive_comm
   Execution ex_;
   // Preemptive communication (FOLD3D Sec. V-A): inter-node pipeline flows in flight per node,
@@ -110,7 +112,8 @@ class Runner {
     return static_cast<Act>(ex_.records.size() - 1);
   }
   // An exec of `seconds` on the unit's host; a TpPad runs bounded at kPadShare of the host.
-  Act exec(int u, int k, int pos, double seconds, RecKind kind) {
+  Act exec(int u, int k, int pos, double seconds, RecKind kind) { return add(exec_record(u, k, pos, seconds, kind)); }
+  Record exec_record(int u, int k, int pos, double seconds, RecKind kind) const {
     sg::Host* h = pf_.gpus[static_cast<size_t>(gpu(u, 0))];
     Record r;
     r.unit = r.peer_unit = u;
@@ -120,7 +123,7 @@ class Runner {
     r.kind = kind;
     r.from = h;
     r.work = std::max(0.0, seconds) * h->get_speed() * (kind == RecKind::TpPad ? kPadShare : 1.0);
-    return add(r);
+    return r;
   }
   // One flow of `bytes` per GPU lane: lanes() lanes aggregated into one flow of lanes x bytes.
   Act flow(sg::Host* from, sg::Host* to, double bytes, Record r) {
@@ -161,6 +164,28 @@ class Runner {
   std::vector<InnerPart> inner_parts(const schedules::Action& a) const;
   InnerPart inner_part(int stage, schedules::Op op, int microbatch) const;
   Act inner_action(int u, int k, int pos, Act prev, const std::vector<InnerPart>& parts, Act* first);
+  Record tp_flow(int u, int k, int pos, int stage, int j, double count) const;
+  double tp_pad_s(double count) const;
+  // Collapsed inner schedules (SimOptions::symmetry, where inner_isolated): one exec per action
+  // of its parts' two-stream time (costmodel::evaluate_inner with the flows' isolated times),
+  // expanded into the records the full simulation makes once the engine has run.
+  struct InnerTimes {
+    schedules::InnerSchedule schedule;
+    std::vector<double> flow_s;      // (pieces) a collective's flow, alone on its links; 0 for compute
+    costmodel::InnerResult result;   // piece times from the part's start
+  };
+  struct Block {
+    Act id;                          // the Inner exec
+    int unit, iteration, position;
+    std::vector<InnerPart> parts;
+  };
+  bool collapse_inner_ = false;
+  std::vector<Block> blocks_;
+  std::map<std::tuple<int, int, int, int>, InnerTimes> inner_memo_;  // (stage, op, layers, recompute layers)
+  bool inner_isolated() const;
+  const InnerTimes& inner_times(int u, const InnerPart& part);
+  Act inner_block(int u, int k, int pos, Act prev, std::vector<InnerPart> parts, Act* first);
+  void expand_blocks();
   Act split_backward(int u, int k, int pos, double seconds, Act prev, const std::vector<std::pair<double, int>>& cuts);
 
   // executor.cpp: transfers, data-parallel rings, host copies.

@@ -16,6 +16,7 @@
 #include "sim/executor.h"
 #include "sim/metrics.h"
 #include "sim/platform.h"
+#include "sim/symmetry.h"
 #include "sim/workload.h"
 
 namespace stagecraft::sim {
@@ -59,16 +60,21 @@ std::map<std::string, LinkLoad> link_loads(const Execution& ex, int last) {
   return out;
 }
 
-// The platform: from the file, else aggregated over tensor-parallel groups where that is
-// exact (can_aggregate_tp), else one host per GPU.
-Platform make_platform(const schedules::Schedule& s, const costmodel::ClusterSpec& cl, const costmodel::ParallelPlan& p,
-                       const costmodel::Topology& topo, const SimOptions& opt) {
-  if (!opt.platform_file.empty()) return load_platform_file(opt.platform_file, p.num_gpus());
+// The platform of the simulated replicas (`sim`: the plan with dp of them; sim/symmetry.h):
+// from the file, else aggregated over tensor-parallel groups where that is exact
+// (can_aggregate_tp), else one host per GPU.
+Platform make_platform(const schedules::Schedule& s, const costmodel::ClusterSpec& cl, const costmodel::ParallelPlan& sim,
+                       int num_gpus, const costmodel::Topology& topo, const SimOptions& opt) {
+  if (!opt.platform_file.empty()) return load_platform_file(opt.platform_file, sim.num_gpus());
   BuildOptions bo;
   bo.fat_tree_leaf_nodes = opt.fat_tree_leaf_nodes;
-  const auto pairs = needed_pairs(s, p, topo, opt);
-  if (opt.aggregate_tp && can_aggregate_tp(cl, topo, p)) return build_unit_platform(cl, topo, p, pairs, bo);
-  return build_platform(cl, p.num_gpus(), pairs, bo);
+  const auto pairs = needed_pairs(s, sim, topo, opt);
+  if (opt.aggregate_tp && can_aggregate_tp(cl, topo, sim)) return build_unit_platform(cl, topo, sim, num_gpus, pairs, bo);
+  std::vector<int> gpus;
+  for (int r = 0; r < sim.pp; ++r)
+    for (int d = 0; d < sim.dp; ++d)
+      for (int t = 0; t < sim.tp; ++t) gpus.push_back(topo.global_rank({t, d, r}));
+  return build_platform(cl, num_gpus, gpus, pairs, bo);
 }
 
 SimResult run_here(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,
@@ -81,10 +87,17 @@ SimResult run_here(const schedules::Schedule& s, const costmodel::CostTable& c, 
   configure_network();
   costmodel::Topology topo(cl, p);
   Workload w = derive_workload(s, c, cl, p);
-  Platform pf = make_platform(s, cl, p, topo, opt);
-  Execution ex = execute(s, c, w, p, topo, pf, opt);
+  const Symmetry sym = find_symmetry(s, cl, topo, p, opt);
+  costmodel::ParallelPlan sim = p;  // the replicas simulated, on the whole plan's topology
+  sim.dp = sym.dp_simulated;
+  Platform pf = make_platform(s, cl, sim, p.num_gpus(), topo, opt);
+  Execution ex = execute(s, c, w, sim, sym.copies, topo, pf, opt);
   SimResult r = summarise(s, c, ex, link_loads(ex, opt.iterations - 1), opt);
   r.num_gpus = p.num_gpus();
+  r.simulated_gpus = sim.num_gpus();
+  r.dp_simulated = sym.dp_simulated;
+  r.dp_copies = sym.copies;
+  r.symmetry_off_because = sym.full_because;
   r.activities = static_cast<long>(ex.records.size());
   r.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.events_per_s = r.sim_wall_s > 0 ? r.activities / r.sim_wall_s : 0;

@@ -41,6 +41,8 @@ struct SimOptions {
   bool inner_blocking = false;     // explicit tp: blocking stages also run their inner schedules
                                    // (a piece per block) instead of one ring after each action;
                                    // the same times, about 10x the activities (docs/sim.md)
+  bool symmetry = true;            // simulate one block of data-parallel replicas for all where the
+                                   // placement repeats (sim/symmetry.h); false: every replica
 };
 
 struct LinkUse {
@@ -69,7 +71,11 @@ struct SimResult {
   LinkUse busiest_link;                   // highest utilisation in the reported iteration
   std::vector<LinkUse> top_links;         // the busiest few, highest first
   std::vector<NetSpan> net_spans;         // last iteration's flows when SimOptions::record
-  int num_gpus = 0;                       // GPU hosts simulated
+  int num_gpus = 0;                       // GPUs of the plan
+  int simulated_gpus = 0;                 // GPUs whose work was simulated (num_gpus / dp_copies)
+  int dp_simulated = 1;                   // data-parallel replicas simulated (sim/symmetry.h)
+  int dp_copies = 1;                      // replicas each simulated one stands for
+  std::string symmetry_off_because;       // why every replica was simulated (empty otherwise)
   long activities = 0;                    // simulated executions and flows (events)
   double sim_wall_s = 0;                  // wall time of platform building and simulation
   double events_per_s = 0;                // activities / sim_wall_s

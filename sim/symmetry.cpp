@@ -1,0 +1,101 @@
+#include "sim/symmetry.h"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "sim/executor.h"
+
+namespace stagecraft::sim {
+
+namespace {
+
+constexpr int kTreeNodes = 5;  // from 5 nodes on, a double binary tree's busiest node has 4 edges (3 below), costmodel/comm.h
+
+// Whether the block of the first dp' replicas repeats dp / dp' times over the cluster: every
+// node holds one block only, and replica d + k dp' sits on a copy of d's node at the same local
+// indices.
+bool blocks_repeat(const costmodel::ClusterSpec& cl, const costmodel::Topology& topo, const costmodel::ParallelPlan& p, int dp_sim) {
+  const int gpn = cl.gpus_per_node, nodes = p.num_gpus() / gpn;
+  std::vector<int> block_of(static_cast<size_t>(nodes), -1);
+  for (int g = 0; g < p.num_gpus(); ++g) {
+    const int b = topo.coords(g).dp / dp_sim;
+    int& nb = block_of[static_cast<size_t>(topo.node_of(g))];
+    if (nb >= 0 && nb != b) return false;
+    nb = b;
+  }
+  std::vector<int> image(static_cast<size_t>(nodes));
+  for (int k = 1; k < p.dp / dp_sim; ++k) {
+    std::fill(image.begin(), image.end(), -1);
+    for (int r = 0; r < p.pp; ++r)
+      for (int d = 0; d < dp_sim; ++d)
+        for (int t = 0; t < p.tp; ++t) {
+          const int g = topo.global_rank({t, d, r}), h = topo.global_rank({t, d + k * dp_sim, r});
+          if (h % gpn != g % gpn) return false;
+          int& im = image[static_cast<size_t>(topo.node_of(g))];
+          if (im >= 0 && im != topo.node_of(h)) return false;
+          im = topo.node_of(h);
+        }
+  }
+  return true;
+}
+
+int distinct_nodes(const std::vector<int>& gpus, const costmodel::Topology& topo) {
+  std::set<int> n;
+  for (int g : gpus) n.insert(topo.node_of(g));
+  return static_cast<int>(n.size());
+}
+
+// Whether the group's first members (those of the block) span nodes as the whole group does.
+bool group_kept(const std::vector<int>& whole, const std::vector<int>& kept, const costmodel::Topology& topo) {
+  const auto gw = node_groups(whole, topo), gk = node_groups(kept, topo);
+  if (gw.empty() != gk.empty()) return false;
+  if (!gw.empty() && gw.front().size() != gk.front().size()) return false;
+  const int nw = distinct_nodes(whole, topo), nk = distinct_nodes(kept, topo);
+  return nk >= std::min(nw, kTreeNodes);
+}
+
+// The dp groups (per pipeline rank and tp lane) and, with experts, their expert-data-parallel
+// sub-groups (dp indices ep apart), each kept as the whole one spans.
+bool groups_kept(const costmodel::Topology& topo, const costmodel::ParallelPlan& p, int dp_sim) {
+  for (int r = 0; r < p.pp; ++r)
+    for (int t = 0; t < p.tp; ++t)
+      for (int j = 0; j < (p.ep > 1 ? p.ep + 1 : 1); ++j) {  // j < ep: expert group j; j == ep or ep 1: the dp group
+        const int first = j < p.ep && p.ep > 1 ? j : 0, stride = j < p.ep && p.ep > 1 ? p.ep : 1;
+        std::vector<int> whole, kept;
+        for (int d = first; d < p.dp; d += stride) {
+          whole.push_back(topo.global_rank({t, d, r}));
+          if (d < dp_sim) kept.push_back(whole.back());
+        }
+        if (whole.size() > 1 && !group_kept(whole, kept, topo)) return false;
+      }
+  return true;
+}
+
+}  // namespace
+
+Symmetry find_symmetry(const schedules::Schedule& s, const costmodel::ClusterSpec& cl, const costmodel::Topology& topo,
+                       const costmodel::ParallelPlan& p, const SimOptions& opt) {
+  (void)s;
+  Symmetry out;
+  out.dp_simulated = p.dp;
+  if (p.dp < 2) return out;
+  if (!opt.symmetry) {
+    out.full_because = "asked for (--no-symmetry)";
+  } else if (!opt.platform_file.empty()) {
+    out.full_because = "a platform file (its links need not repeat)";
+  } else if (cl.gpus_per_node < 1 || p.num_gpus() % cl.gpus_per_node != 0) {
+    out.full_because = "the plan fills its last node in part";
+  } else {
+    for (int d = 1; d < p.dp; ++d)
+      if (p.dp % d == 0 && d % p.ep == 0 && blocks_repeat(cl, topo, p, d) && groups_kept(topo, p, d)) {
+        out.dp_simulated = d;
+        out.copies = p.dp / d;
+        return out;
+      }
+    out.full_because = "no smaller block of replicas repeats over the nodes";
+  }
+  return out;
+}
+
+}  // namespace stagecraft::sim
