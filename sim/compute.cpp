@@ -138,12 +138,18 @@ std::vector<InnerPart> Runner::inner_parts(const Action& a) const {
 
 // The parts one after another. In each, compute pieces run in issue order on the compute
 // stream and collectives in issue order on the communication stream, each also after the
-// pieces it reads; a zero-length TpEnd waits for both streams' last piece and ends the part.
+// pieces it reads, both streams from a zero-length TpEnd that starts the part; another waits for
+// both streams' last piece and ends it.
 Act Runner::inner_action(int u, int k, int pos, Act prev, const std::vector<InnerPart>& parts, Act* first) {
   for (const InnerPart& part : parts) {
     const schedules::InnerSchedule s = costmodel::inner_schedule_for(part.costs, part.op, part.recompute_layers);
     std::vector<Act> end(s.pieces.size(), kNone);
-    Act compute = prev, comm = kNone;
+    // The part's start, after what ran before it and (the first part) the action's inputs: both
+    // streams begin there (te's first collective, a chunk's all-gather, reads no piece).
+    Act start = exec(u, k, pos, 0, RecKind::TpEnd);
+    add_edge(prev, start);
+    if (*first == kNone) *first = start;
+    Act compute = start, comm = start;
     for (size_t i = 0; i < s.pieces.size(); ++i) {
       const schedules::Piece& p = s.pieces[i];
       std::vector<Act> after;
@@ -156,7 +162,6 @@ Act Runner::inner_action(int u, int k, int pos, Act prev, const std::vector<Inne
       Act e = exec(u, k, pos, costmodel::piece_duration(p, part.op, part.costs), RecKind::Piece);
       add_edge(compute, e);
       for (Act x : after) add_edge(x, e);
-      if (*first == kNone) *first = e;
       compute = end[i] = e;
     }
     prev = exec(u, k, pos, 0, RecKind::TpEnd);
@@ -235,6 +240,9 @@ void Runner::expand_blocks() {
     double t0 = ex_.records[static_cast<size_t>(b.id)].start_s;
     for (const InnerPart& part : b.parts) {
       const InnerTimes& it = inner_times(b.unit, part);
+      Record begin = exec_record(b.unit, b.iteration, b.position, 0, RecKind::TpEnd);
+      begin.start_s = begin.end_s = t0;
+      add(begin);
       Record run;  // compute pieces back to back so far (start_s < 0: none)
       Record flows = tp_flow(b.unit, b.iteration, b.position, part.stage, 0, 0), pad = exec_record(b.unit, b.iteration, b.position, 0, RecKind::TpPad);
       pad.start_s = flows.start_s = std::numeric_limits<double>::infinity();

@@ -1,6 +1,7 @@
 #include "sim/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
@@ -174,14 +175,14 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
 }
 
 void Runner::expert_reductions(int k, const std::vector<Member>& mem, int t, double bytes, std::vector<Done>& done) {
-  const int ep = w_.ep, n = static_cast<int>(mem.size()) * copies_;  // the whole group's members
+  const int ep = w_.ep, m = static_cast<int>(mem.size()), n = m * copies_;  // simulated, whole group's members
   if (bytes <= 0 || n / ep < 2) return;
   const costmodel::AllReducePath path = topo_.allreduce_path(costmodel::kDpCp, n / ep, ep);
   for (int j = 0; j < ep; ++j) {  // the group of dp indices j, j + ep, ...
     std::vector<Member> sub;
     std::vector<Done> start;
     std::vector<int> at;
-    for (int i = 0; i < n; ++i)
+    for (int i = 0; i < m; ++i)
       if (mem[static_cast<size_t>(i)].d % ep == j) {
         sub.push_back(mem[static_cast<size_t>(i)]);
         start.push_back(done[static_cast<size_t>(i)]);
@@ -627,6 +628,7 @@ Execution Runner::run() {
       if (schedules::is_p2p(list[i].op))
         pos_of_[static_cast<size_t>(r)][pos_key(list[i].op, list[i].stage, list[i].microbatch)] = static_cast<int>(i);
   }
+  const auto t0 = std::chrono::steady_clock::now();
   collapse_inner_ = opt_.symmetry && inner_isolated();
   build_chains();
   build_edges();
@@ -639,6 +641,8 @@ Execution Runner::run() {
   pp_sending_.assign(nodes, 0);
   pp_receiving_.assign(nodes, 0);
   dp_live_.clear();
+  const auto t1 = std::chrono::steady_clock::now();
+  ex_.graph_s = std::chrono::duration<double>(t1 - t0).count();
   sg::Activity::on_completion_cb([this](sg::Activity const& a) { on_done(a); });
   for (size_t i = 0; i < ex_.records.size(); ++i)
     if (waiting_[i] == 0) launch(static_cast<Act>(i));
@@ -646,7 +650,9 @@ Execution Runner::run() {
   for (const Record& r : ex_.records)
     if (r.end_s < 0) report_deadlock();
   live_.clear();
+  ex_.engine_activities = static_cast<long>(ex_.records.size());
   expand_blocks();
+  ex_.engine_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   return std::move(ex_);
 }
 

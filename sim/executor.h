@@ -52,6 +52,9 @@ struct Record {                // one simulated activity
 struct Execution {
   std::vector<Record> records;  // every activity, in creation order
   int dp = 1, tp = 1;           // units are (pipeline rank, dp index); each drives tp GPUs
+  long engine_activities = 0;   // records the engine ran (the rest: collapsed inner schedules' pieces)
+  double graph_s = 0;           // wall time building the activity graph
+  double engine_s = 0;          // wall time of the engine's run (and the expansion after it)
 };
 
 // GPU pairs that exchange data (pipeline neighbours, dp rings, tp rings when explicit).

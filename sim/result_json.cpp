@@ -58,6 +58,7 @@ json to_json(const SimResult& r) {
           {"activities", r.activities},
           {"sim_wall_s", r.sim_wall_s},
           {"events_per_s", r.events_per_s},
+          {"wall_s", {{"setup", r.setup_s}, {"graph", r.graph_s}, {"engine", r.engine_s}, {"metrics", r.metrics_s}}},
           {"peak_rss_bytes", r.peak_rss_bytes},
           {"spans", spans},
           {"net_spans", net}};
@@ -92,6 +93,11 @@ SimResult sim_result_from_json(const json& j) {
   r.activities = j.at("activities");
   r.sim_wall_s = j.at("sim_wall_s");
   r.events_per_s = j.at("events_per_s");
+  const auto& w = j.at("wall_s");
+  r.setup_s = w.at("setup");
+  r.graph_s = w.at("graph");
+  r.engine_s = w.at("engine");
+  r.metrics_s = w.at("metrics");
   r.peak_rss_bytes = j.at("peak_rss_bytes");
   for (const json& s : j.at("spans"))
     e.spans.push_back({s[0].get<int>(), static_cast<costmodel::Stream>(s[1].get<int>()), s[2].get<int>(), s[3].get<int>(),

@@ -91,14 +91,20 @@ SimResult run_here(const schedules::Schedule& s, const costmodel::CostTable& c, 
   costmodel::ParallelPlan sim = p;  // the replicas simulated, on the whole plan's topology
   sim.dp = sym.dp_simulated;
   Platform pf = make_platform(s, cl, sim, p.num_gpus(), topo, opt);
+  const auto t1 = std::chrono::steady_clock::now();
   Execution ex = execute(s, c, w, sim, sym.copies, topo, pf, opt);
+  const auto t2 = std::chrono::steady_clock::now();
   SimResult r = summarise(s, c, ex, link_loads(ex, opt.iterations - 1), opt);
+  r.setup_s = std::chrono::duration<double>(t1 - t0).count();
+  r.graph_s = ex.graph_s;
+  r.engine_s = ex.engine_s;
+  r.metrics_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
   r.num_gpus = p.num_gpus();
   r.simulated_gpus = sim.num_gpus();
   r.dp_simulated = sym.dp_simulated;
   r.dp_copies = sym.copies;
   r.symmetry_off_because = sym.full_because;
-  r.activities = static_cast<long>(ex.records.size());
+  r.activities = ex.engine_activities;
   r.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.events_per_s = r.sim_wall_s > 0 ? r.activities / r.sim_wall_s : 0;
   rusage ru{};

@@ -76,9 +76,13 @@ struct SimResult {
   int dp_simulated = 1;                   // data-parallel replicas simulated (sim/symmetry.h)
   int dp_copies = 1;                      // replicas each simulated one stands for
   std::string symmetry_off_because;       // why every replica was simulated (empty otherwise)
-  long activities = 0;                    // simulated executions and flows (events)
+  long activities = 0;                    // executions and flows the engine ran (events)
   double sim_wall_s = 0;                  // wall time of platform building and simulation
   double events_per_s = 0;                // activities / sim_wall_s
+  double setup_s = 0;                     // wall time: topology, workload, symmetry and platform
+  double graph_s = 0;                     //            the activity graph
+  double engine_s = 0;                    //            the engine's run
+  double metrics_s = 0;                   //            the metrics from the records
   double peak_rss_bytes = 0;              // peak resident memory of the simulating process
 };
 
