@@ -1,6 +1,6 @@
 // Parity: every registered schedule the runtime executes, on several (dp, tp, pp) grids,
 // gives the per-step losses of a single-process run of the same model and global batch
-// (10 steps, within 1e-5 relative, fp32); Chimera's two chains and FOLD3D's deferred
+// (6 steps, within 1e-5 relative, fp32); Chimera's two chains and FOLD3D's deferred
 // reduction shares included. A schedule the runtime refused would say so before training
 // (exit 2, "runtime:") and fail the test: every schedule whose generator accepts the grid runs.
 #include <cmath>
@@ -23,7 +23,7 @@ void PrintTo(const Grid3& g, std::ostream* os) { *os << "dp " << g.dp << " tp " 
 
 const char* kModel = STAGECRAFT_TEST_DATA "/models/runtime-tiny8.json";
 constexpr int kMicrobatches = 8;
-constexpr int kSteps = 10;
+constexpr int kSteps = 6;  // enough for the losses to move and to differ by schedule (10 until stop 43: CI time)
 
 std::string common_flags() {
   return std::string("--model ") + kModel + " --steps " + std::to_string(kSteps) + " --seed 7 --lr 3e-3 --timeout 60";
