@@ -46,6 +46,7 @@ void print_simulation(const costmodel::Estimate& ev, const costmodel::Estimate& 
       {"exposed pipeline comm (worst rank)", fmt_seconds(max_of(r.exposed_pp_comm_s))},
       {"exposed data-parallel comm (worst rank)", fmt_seconds(max_of(r.eval.exposed_dp_comm_s))},
       {"exposed tensor-parallel comm (worst rank)", fmt_seconds(max_of(r.exposed_tp_comm_s))},
+      {"exposed expert-parallel comm (worst rank)", fmt_seconds(max_of(r.exposed_ep_comm_s))},
       {"busiest link", r.busiest_link.name + " " + fmt_num(100 * r.busiest_link.utilisation, 1) + "%"},
       {"peak memory (largest rank)", fmt_bytes(e.max_memory_bytes)},
       {"headroom (fullest rank)", fmt_signed_bytes(e.usable_memory_bytes - e.max_memory_bytes) + " of " +

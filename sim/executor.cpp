@@ -7,6 +7,7 @@
 #include <string>
 
 #include "costmodel/comm.h"
+#include "costmodel/moe.h"
 #include "schedules/buckets.h"
 #include "schedules/error.h"
 #include "sim/runner.h"
@@ -499,6 +500,7 @@ std::string describe(const schedules::Schedule& s, const Record& r, int dp) {
     case CommKind::DataParallel: return "the data-parallel ring of " + txt + " on rank " + std::to_string(rank);
     case CommKind::TensorParallel: return "the tensor-parallel all-reduce of " + txt + " on rank " + std::to_string(rank);
     case CommKind::Copy: return "the host copy " + txt + " of rank " + std::to_string(rank);
+    case CommKind::ExpertParallel: return "the expert-parallel all-to-alls of " + txt + " on rank " + std::to_string(rank);
   }
   return txt;
 }
@@ -713,6 +715,13 @@ std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, cons
         collective_pairs(experts);
       }
     }
+  // Expert parallelism's all-to-alls (explicit tp, ep groups along dp): every two members of a group.
+  if (p.ep > 1 && opt.tp_comm == TpComm::Explicit && costmodel::expert_axis(p) == costmodel::kDpCp)
+    for (int r = 0; r < p.pp; ++r)
+      for (int t = 0; t < p.tp; ++t)
+        for (int d = 0; d < p.dp; ++d)
+          for (int e = d / p.ep * p.ep; e < (d / p.ep + 1) * p.ep; ++e)
+            if (e != d) out.insert({topo.global_rank({t, d, r}), topo.global_rank({t, e, r})});
   // Chimera: one ring over the dp groups of every copy of a model part, copy by copy.
   for (int part = 0; s.num_chains > 1 && part < s.stages_per_chain(); ++part) {
     std::vector<int> ranks;

@@ -175,7 +175,7 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
   const double T = ev.iteration_time_s;
 
   // Per unit, last iteration: compute busy intervals and the communication of each kind.
-  std::vector<std::vector<Interval>> busy(static_cast<size_t>(U)), pp(busy), tp(busy);
+  std::vector<std::vector<Interval>> busy(static_cast<size_t>(U)), pp(busy), tp(busy), ep(busy);
   std::vector<std::vector<const Record*>> comp(static_cast<size_t>(U)), copies(comp);
   std::map<std::tuple<int, int, int, int>, Interval> groups;  // (unit, iteration, position, kind) -> span
   std::map<std::pair<int, int>, Record> inner_actions;  // (unit, position), last iteration
@@ -188,7 +188,9 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
       if (lastk && r.kind != RecKind::Compute) extend_action(inner_actions, r);
       continue;
     }
-    const int kind = r.kind == RecKind::TpPad ? static_cast<int>(CommKind::TensorParallel) : static_cast<int>(r.comm);
+    // A pad ends its collective: an all-to-all's (comm ExpertParallel) or a tp all-reduce's.
+    const int kind = r.kind == RecKind::TpPad && r.comm != CommKind::ExpertParallel ? static_cast<int>(CommKind::TensorParallel)
+                                                                                      : static_cast<int>(r.comm);
     auto key = std::make_tuple(r.unit, r.iteration, r.position, kind);
     auto it = groups.find(key);
     if (it == groups.end()) groups[key] = {r.start_s, r.end_s};
@@ -206,6 +208,7 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
     if (k != last) continue;
     if (kind == static_cast<int>(CommKind::DataParallel)) dpi[static_cast<size_t>(u)].push_back(span);
     if (kind == static_cast<int>(CommKind::TensorParallel)) tp[static_cast<size_t>(u)].push_back(span);
+    if (kind == static_cast<int>(CommKind::ExpertParallel)) ep[static_cast<size_t>(u)].push_back(span);
   }
   for (auto& b : busy) std::sort(b.begin(), b.end());
 
@@ -243,6 +246,8 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
       sum += folded.of(s.actions[static_cast<size_t>(u / dp)][static_cast<size_t>(r->position)]);
     return sum;
   });
+
+  res.exposed_ep_comm_s = per_rank_max([&](int u) { return uncovered(ep[static_cast<size_t>(u)], busy[static_cast<size_t>(u)]); });
 
   // Memory: records carry the unit; the action list is the pipeline rank's.
   ev.peak_activations.assign(static_cast<size_t>(R), 0);
@@ -293,7 +298,7 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
     }
     for (const auto& [key, span] : groups) {
       auto [u, k, pos, kind] = key;
-      if (u % dp != 0 || kind == static_cast<int>(CommKind::TensorParallel)) continue;
+      if (u % dp != 0 || kind == static_cast<int>(CommKind::TensorParallel) || kind == static_cast<int>(CommKind::ExpertParallel)) continue;
       Stream st = kind == static_cast<int>(CommKind::Pipeline) ? Stream::P2P
                   : kind == static_cast<int>(CommKind::DataParallel) ? Stream::Collective : Stream::Copy;
       ev.spans.push_back({u / dp, st, k, pos, span.first, span.second});

@@ -14,6 +14,7 @@ std::string_view comm_kind_name(CommKind k) {
     case CommKind::DataParallel: return "data-parallel";
     case CommKind::TensorParallel: return "tensor-parallel";
     case CommKind::Copy: return "host-copy";
+    case CommKind::ExpertParallel: return "expert-parallel";
   }
   return "?";
 }
@@ -49,7 +50,7 @@ json to_json(const SimResult& r) {
           {"peak_host_bytes", e.peak_host_bytes},
           {"dp_comm_s", e.dp_comm_s},
           {"exposed_comm_s", {{"pipeline", r.exposed_pp_comm_s}, {"data_parallel", e.exposed_dp_comm_s},
-                              {"tensor_parallel", r.exposed_tp_comm_s}}},
+                              {"tensor_parallel", r.exposed_tp_comm_s}, {"expert_parallel", r.exposed_ep_comm_s}}},
           {"busiest_link", link_json(r.busiest_link)},
           {"top_links", top},
           {"num_gpus", r.num_gpus},
@@ -82,6 +83,7 @@ SimResult sim_result_from_json(const json& j) {
   r.exposed_pp_comm_s = x.at("pipeline").get<std::vector<double>>();
   e.exposed_dp_comm_s = x.at("data_parallel").get<std::vector<double>>();
   r.exposed_tp_comm_s = x.at("tensor_parallel").get<std::vector<double>>();
+  r.exposed_ep_comm_s = x.at("expert_parallel").get<std::vector<double>>();
   r.busiest_link = link_from(j.at("busiest_link"));
   for (const json& l : j.at("top_links")) r.top_links.push_back(link_from(l));
   r.num_gpus = j.at("num_gpus");

@@ -165,6 +165,16 @@ class Runner {
   InnerPart inner_part(int stage, schedules::Op op, int microbatch) const;
   Act inner_action(int u, int k, int pos, Act prev, const std::vector<InnerPart>& parts, Act* first);
   Record tp_flow(int u, int k, int pos, int stage, int j, double count) const;
+  // Expert parallelism: an action's all-to-alls (`count` of them) after `after`, as flows between
+  // every two members of the unit's ep group once every member has reached them (rendezvous),
+  // then a pad with the latencies the flows do not carry (compute.cpp). Returns the pad.
+  double all_to_all_count(const schedules::Action& a) const;
+  Act all_to_alls(int u, int k, int pos, int stage, Act after, double count);
+  struct A2aMember {
+    int unit;
+    Act after, pad;
+  };
+  std::map<std::tuple<int, int, int, int>, std::vector<A2aMember>> a2a_groups_;  // (k, rank, pos, ep group)
   double tp_pad_s(double count) const;
   // Collapsed inner schedules (SimOptions::symmetry, where inner_isolated): one exec per action
   // of its parts' two-stream time (costmodel::evaluate_inner with the flows' isolated times),

@@ -87,7 +87,7 @@ SimResult run_here(const schedules::Schedule& s, const costmodel::CostTable& c, 
   configure_network();
   costmodel::Topology topo(cl, p);
   Workload w = derive_workload(s, c, cl, p);
-  const Symmetry sym = find_symmetry(s, cl, topo, p, opt);
+  const Symmetry sym = find_symmetry(s, cl, topo, p, w, opt);
   costmodel::ParallelPlan sim = p;  // the replicas simulated, on the whole plan's topology
   sim.dp = sym.dp_simulated;
   Platform pf = make_platform(s, cl, sim, p.num_gpus(), topo, opt);

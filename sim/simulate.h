@@ -52,7 +52,7 @@ struct LinkUse {
   double utilisation = 0;     // bytes / (bandwidth * iteration time)
 };
 
-enum class CommKind : std::uint8_t { Pipeline = 0, DataParallel = 1, TensorParallel = 2, Copy = 3 };
+enum class CommKind : std::uint8_t { Pipeline = 0, DataParallel = 1, TensorParallel = 2, Copy = 3, ExpertParallel = 4 };
 std::string_view comm_kind_name(CommKind k);
 
 struct NetSpan {              // one simulated flow, for traces
@@ -68,6 +68,8 @@ struct SimResult {
                                           // eval.exposed_dp_comm_s is data-parallel exposure
   std::vector<double> exposed_pp_comm_s;  // (ranks) pipeline transfers received, not under compute
   std::vector<double> exposed_tp_comm_s;  // (ranks) tensor-parallel all-reduce time on the compute path
+  std::vector<double> exposed_ep_comm_s;  // (ranks) expert-parallel all-to-all time on the compute path (flows
+                                          // with explicit tp; else folded into compute, as the evaluator)
   LinkUse busiest_link;                   // highest utilisation in the reported iteration
   std::vector<LinkUse> top_links;         // the busiest few, highest first
   std::vector<NetSpan> net_spans;         // last iteration's flows when SimOptions::record

@@ -4,6 +4,7 @@
 #include <set>
 #include <vector>
 
+#include "costmodel/comm.h"
 #include "sim/executor.h"
 
 namespace stagecraft::sim {
@@ -46,18 +47,31 @@ int distinct_nodes(const std::vector<int>& gpus, const costmodel::Topology& topo
   return static_cast<int>(n.size());
 }
 
-// Whether the group's first members (those of the block) span nodes as the whole group does.
-bool group_kept(const std::vector<int>& whole, const std::vector<int>& kept, const costmodel::Topology& topo) {
+// Whether the group's first members (those of the block) span nodes as the whole group does:
+// at least `min_nodes` of them where the whole spans more.
+bool group_kept(const std::vector<int>& whole, const std::vector<int>& kept, const costmodel::Topology& topo, int min_nodes) {
   const auto gw = node_groups(whole, topo), gk = node_groups(kept, topo);
   if (gw.empty() != gk.empty()) return false;
   if (!gw.empty() && gw.front().size() != gk.front().size()) return false;
   const int nw = distinct_nodes(whole, topo), nk = distinct_nodes(kept, topo);
-  return nk >= std::min(nw, kTreeNodes);
+  return nk >= std::min(nw, min_nodes);
+}
+
+// Whether one of the schedule's gradient all-reduces of `bytes` per stage (times each
+// REDUCE_GRAD's fraction) takes the tree on `path`, as Runner::dp_allreduce picks it.
+bool tree_taken(const schedules::Schedule& s, const std::vector<double>& bytes, const costmodel::AllReducePath& path) {
+  for (const auto& list : s.actions)
+    for (const schedules::Action& a : list)
+      if (a.op == schedules::Op::REDUCE_GRAD && bytes[static_cast<size_t>(a.stage)] * a.fraction > 0 &&
+          costmodel::allreduce_algorithm(bytes[static_cast<size_t>(a.stage)] * a.fraction, path, true) ==
+              costmodel::AllReduceAlgo::Tree)
+        return true;
+  return false;
 }
 
 // The dp groups (per pipeline rank and tp lane) and, with experts, their expert-data-parallel
 // sub-groups (dp indices ep apart), each kept as the whole one spans.
-bool groups_kept(const costmodel::Topology& topo, const costmodel::ParallelPlan& p, int dp_sim) {
+bool groups_kept(const costmodel::Topology& topo, const costmodel::ParallelPlan& p, int dp_sim, int dense_min, int expert_min) {
   for (int r = 0; r < p.pp; ++r)
     for (int t = 0; t < p.tp; ++t)
       for (int j = 0; j < (p.ep > 1 ? p.ep + 1 : 1); ++j) {  // j < ep: expert group j; j == ep or ep 1: the dp group
@@ -67,7 +81,8 @@ bool groups_kept(const costmodel::Topology& topo, const costmodel::ParallelPlan&
           whole.push_back(topo.global_rank({t, d, r}));
           if (d < dp_sim) kept.push_back(whole.back());
         }
-        if (whole.size() > 1 && !group_kept(whole, kept, topo)) return false;
+        const bool dense = !(j < p.ep && p.ep > 1);
+        if (whole.size() > 1 && !group_kept(whole, kept, topo, dense ? dense_min : expert_min)) return false;
       }
   return true;
 }
@@ -75,8 +90,7 @@ bool groups_kept(const costmodel::Topology& topo, const costmodel::ParallelPlan&
 }  // namespace
 
 Symmetry find_symmetry(const schedules::Schedule& s, const costmodel::ClusterSpec& cl, const costmodel::Topology& topo,
-                       const costmodel::ParallelPlan& p, const SimOptions& opt) {
-  (void)s;
+                       const costmodel::ParallelPlan& p, const Workload& w, const SimOptions& opt) {
   Symmetry out;
   out.dp_simulated = p.dp;
   if (p.dp < 2) return out;
@@ -87,8 +101,16 @@ Symmetry find_symmetry(const schedules::Schedule& s, const costmodel::ClusterSpe
   } else if (cl.gpus_per_node < 1 || p.num_gpus() % cl.gpus_per_node != 0) {
     out.full_because = "the plan fills its last node in part";
   } else {
+    // Trees only where an all-reduce takes one (a distributed optimizer's halves run as rings;
+    // Chimera's joint reduction is a flat ring).
+    const bool rings_only = w.reduce_scatter || !opt.hierarchical_dp;
+    const int dense_min = !rings_only && s.num_chains == 1 && tree_taken(s, w.reduce_bytes, topo.allreduce_path(costmodel::kDp)) ? kTreeNodes : 2;
+    const int expert_min = !rings_only && p.ep > 1 && p.dp / p.ep > 1 &&
+                                   tree_taken(s, w.expert_reduce_bytes, topo.allreduce_path(costmodel::kDpCp, p.dp / p.ep, p.ep))
+                               ? kTreeNodes
+                               : 2;
     for (int d = 1; d < p.dp; ++d)
-      if (p.dp % d == 0 && d % p.ep == 0 && blocks_repeat(cl, topo, p, d) && groups_kept(topo, p, d)) {
+      if (p.dp % d == 0 && d % p.ep == 0 && blocks_repeat(cl, topo, p, d) && groups_kept(topo, p, d, dense_min, expert_min)) {
         out.dp_simulated = d;
         out.copies = p.dp / d;
         return out;

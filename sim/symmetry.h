@@ -17,6 +17,7 @@
 #include "costmodel/topology.h"
 #include "schedules/schedule.h"
 #include "sim/simulate.h"
+#include "sim/workload.h"
 
 namespace stagecraft::sim {
 
@@ -31,11 +32,12 @@ struct Symmetry {
 //  - replica d + k dp' sits on a copy of replica d's node, at the same local GPU indices
 //    (so the same NICs, ports and host links), for every k;
 //  - every data-parallel group (and expert-data-parallel group) of the first block spans its
-//    nodes as the whole group does (same GPUs per node; at least min(N, 5) nodes where the
-//    whole group spans N, so that the double binary tree's busiest node is in it).
+//    nodes as the whole group does (same GPUs per node; at least 2 of the whole group's N nodes,
+//    and min(N, 5) where one of its all-reduces takes NCCL's tree (costmodel's choice for its
+//    bytes), so that the double binary tree's busiest node is in it).
 // Falls back to plan.dp (with the reason) for a platform file, a node used in part, or a
 // placement without such a block; SimOptions::symmetry false asks for the full simulation.
 Symmetry find_symmetry(const schedules::Schedule& s, const costmodel::ClusterSpec& cl, const costmodel::Topology& topo,
-                       const costmodel::ParallelPlan& p, const SimOptions& opt);
+                       const costmodel::ParallelPlan& p, const Workload& w, const SimOptions& opt);
 
 }  // namespace stagecraft::sim

@@ -1,5 +1,6 @@
 #include "sim/workload.h"
 
+#include <algorithm>
 #include <string>
 
 #include "costmodel/moe.h"
@@ -47,7 +48,20 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
     w.gather_bytes[r] = p.dp > 1 ? c.param_gather_bytes[r] : 0.0;
     if (c.param_gather_head_share.size() == w.gather_bytes.size()) w.gather_head_share[r] = c.param_gather_head_share[r];
   }
-  w.tp_alpha_s = costmodel::Topology(cl, p).group_link(costmodel::kTp).latency_s;
+  const costmodel::Topology topo(cl, p);
+  w.tp_alpha_s = topo.group_link(costmodel::kTp).latency_s;
+  if (p.ep > 1 && costmodel::expert_axis(p) == costmodel::kDpCp) {
+    w.a2a_path = topo.allreduce_path(costmodel::kDpCp, p.ep, 1);
+    for (const costmodel::StageCost& sc : c.stages) {
+      const costmodel::MoeLayer& l = sc.moe.layer;
+      const double per_microbatch = static_cast<double>(sc.moe.moe_layers) * std::max(1, sc.inner.sub_batches);
+      w.a2a_f.push_back(per_microbatch * l.all_to_alls_f);
+      w.a2a_b.push_back(per_microbatch * l.all_to_alls_b);
+      w.a2a_intra_bytes.push_back(l.bytes.intra_node_bytes);
+      w.a2a_cross_bytes.push_back(l.bytes.cross_node_bytes);
+      w.a2a_s.push_back(l.all_to_all_s);
+    }
+  }
   return w;
 }
 

@@ -28,6 +28,13 @@ struct Workload {
   std::vector<double> copy_bytes;    // (stages) per GPU, one microbatch's offload (and reload)
   std::vector<double> tp_bytes;      // (stages) per GPU, the buffer of one tensor-parallel all-reduce
   double tp_alpha_s = 0;             // latency of one tensor-parallel ring step
+  // Expert parallelism's all-to-alls (costmodel/moe.h) as flows among each ep group's members (ep
+  // consecutive dp indices), where those groups lie along dp (etp 0; a2a_f empty otherwise):
+  std::vector<double> a2a_f, a2a_b;  // (stages) all-to-alls in one microbatch's forward, in its backward
+  std::vector<double> a2a_intra_bytes, a2a_cross_bytes;  // (stages) one all-to-all out of one GPU, inside
+                                     // its node and across (AllToAllBytes)
+  std::vector<double> a2a_s;         // (stages) one all-to-all's seconds as the cost table prices it
+  costmodel::AllReducePath a2a_path; // the ep group's links (Topology::allreduce_path(kDpCp, ep, 1))
 };
 
 // Throws InputError when the cost table does not match the schedule.

@@ -53,13 +53,14 @@ void expect_agree(const Both& b, const std::string& what) {
     EXPECT_NEAR(b.reduced.exposed_pp_comm_s[r], b.full.exposed_pp_comm_s[r], tol) << what << " rank " << r;
     EXPECT_NEAR(b.reduced.eval.exposed_dp_comm_s[r], b.full.eval.exposed_dp_comm_s[r], tol) << what << " rank " << r;
     EXPECT_NEAR(b.reduced.exposed_tp_comm_s[r], b.full.exposed_tp_comm_s[r], tol) << what << " rank " << r;
+    EXPECT_NEAR(b.reduced.exposed_ep_comm_s[r], b.full.exposed_ep_comm_s[r], tol) << what << " rank " << r;
   }
   EXPECT_EQ(b.full.dp_copies, 1) << what;
   EXPECT_EQ(b.full.symmetry_off_because, "asked for (--no-symmetry)") << what;
 }
 
-// 64 GPUs, two per node: tp 2 fills a node, so dp 16 spans 16 nodes and 8 replicas stand for
-// the 16 (at least 5 nodes kept: a double binary tree's busiest node).
+// 64 GPUs, two per node: tp 2 fills a node, so dp 16 spans 16 nodes; the gradients take rings,
+// so 2 replicas (2 nodes) stand for the 16.
 TEST(SimSymmetry, EveryScheduleAgreesWithTheFullSimulation) {
   const auto model = costmodel::load_model("gpt3-7.5b");
   int reduced = 0;
@@ -74,8 +75,8 @@ TEST(SimSymmetry, EveryScheduleAgreesWithTheFullSimulation) {
     }
     const Both b = simulate_both(e);
     expect_agree(b, g.name);
-    EXPECT_EQ(b.reduced.dp_copies, 2) << g.name;
-    EXPECT_EQ(b.reduced.simulated_gpus, 32) << g.name;
+    EXPECT_EQ(b.reduced.dp_copies, 8) << g.name;
+    EXPECT_EQ(b.reduced.simulated_gpus, 8) << g.name;
     reduced += b.reduced.dp_copies > 1;
   }
   EXPECT_GE(reduced, 10);
@@ -133,34 +134,50 @@ TEST(SimSymmetry, BucketsZeroAndPreemptionAgree) {
 }
 
 // Mixtral with ep 8: the routed experts' gradients reduce on expert-data-parallel groups (dp
-// indices 8 apart), each kept by the block of 64 replicas as the whole group spans.
+// indices 8 apart), each kept by the block of 16 replicas on at least 2 nodes as the whole group
+// spans; the all-to-alls run as flows inside each ep group of the block.
 TEST(SimSymmetry, ExpertDataParallelGroupsAgree) {
   ParallelPlan p = test::plan_of(128, 2, 2, 4);
   p.ep = 8;
   p.sequence_parallel = true;
   const Both b = simulate_both(costmodel::estimate(costmodel::load_model("mixtral-8x7b"), cluster(2, 1, 512), p));
   expect_agree(b, "mixtral ep 8");
-  EXPECT_EQ(b.reduced.dp_simulated, 64);
+  EXPECT_EQ(b.reduced.dp_simulated, 16);
 }
 
 // Six GPUs and four NICs per node: GPUs 0-1 and 4-5 share NICs 0 and 1, GPUs 2-3 have NICs 2
-// and 3 to themselves. The block (8 nodes of 16) keeps that sharing.
+// and 3 to themselves. The block (2 nodes of 16) keeps that sharing.
 TEST(SimSymmetry, UnevenlySharedNicsAgree) {
   const auto model = costmodel::load_model("gpt3-7.5b");
   ParallelPlan p = test::plan_of(48, 2, 1, 4);
   const Both b = simulate_both(costmodel::estimate(model, cluster(6, 4, 96), p));
   expect_agree(b, "uneven NICs");
-  EXPECT_EQ(b.reduced.dp_simulated, 24);
+  EXPECT_EQ(b.reduced.dp_simulated, 6);
 }
 
+// tp 8 fills a node: dp 32 reduces its gradients in rings over 32 nodes (2 of them simulated),
+// dp 256 over 256 nodes in NCCL's tree (8 simulated: at least 5).
 TEST(SimSymmetry, AgreesAt512And4096Gpus) {
   const auto model = costmodel::load_model("gpt3-7.5b");
-  for (int dp : {32, 256}) {
+  for (auto [dp, kept] : {std::pair{32, 2}, std::pair{256, 8}}) {
     ParallelPlan p = test::plan_of(dp, 8, 2, 4);
     const Both b = simulate_both(costmodel::estimate(model, cluster(8, 8, dp * 16), p));
     expect_agree(b, std::to_string(dp * 16) + " GPUs");
-    EXPECT_EQ(b.reduced.dp_simulated, 8) << dp * 16 << " GPUs";
+    EXPECT_EQ(b.reduced.dp_simulated, kept) << dp * 16 << " GPUs";
   }
+}
+
+// Small buckets take NCCL's tree across 16 nodes: the block keeps 8 of them (at least 5, where
+// the double binary tree's busiest node has its 4 edges).
+TEST(SimSymmetry, TreesKeepFiveNodes) {
+  costmodel::ModelSpec m = costmodel::load_model("gpt-1.4b");
+  m.num_layers = 4;
+  ParallelPlan p = test::plan_of(16, 2, 1, 4);
+  p.overlap_grad_reduce = true;
+  p.grad_bucket_bytes = 1024 * 1024;
+  const Both b = simulate_both(costmodel::estimate(m, cluster(2, 1, 32), p));
+  expect_agree(b, "1 MiB buckets");
+  EXPECT_EQ(b.reduced.dp_simulated, 8);
 }
 
 // Where the placement does not repeat, every replica is simulated, and the reason is given.
@@ -172,8 +189,10 @@ TEST(SimSymmetry, FallsBackWherePlacementDoesNotRepeat) {
   expect_agree(b, "26 GPUs");
   EXPECT_EQ(b.reduced.dp_copies, 1);
   EXPECT_EQ(b.reduced.symmetry_off_because, "the plan fills its last node in part");
-  p = test::plan_of(8, 2, 1, 4);  // 4 nodes: fewer than the 5 a tree needs, no smaller block
-  const Both c = simulate_both(costmodel::estimate(model, cluster(2, 1, 16), p));
+  p = test::plan_of(4, 2, 1, 4);  // dp fastest: every node holds every replica
+  p.rank_order = "dp-tp-pp";
+  const Both c = simulate_both(costmodel::estimate(model, cluster(8, 8, 8), p));
+  expect_agree(c, "dp-tp-pp");
   EXPECT_EQ(c.reduced.dp_copies, 1);
   EXPECT_EQ(c.reduced.symmetry_off_because, "no smaller block of replicas repeats over the nodes");
 }
