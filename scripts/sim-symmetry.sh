@@ -39,6 +39,7 @@ rows=(
   "1024|$big --nodes 128 --dp 8 --tp-overlap oases --sequence-parallel --microbatch-size 2"
   "4096|$big --nodes 512 --dp 32"
   "4096|$small --cluster h100-ib-1024 --nodes 512 --tp 8 --pp 2 --dp 256 --schedule interleaved-1f1b --chunks 2"
+  "2048|--model deepseek-v3 --cluster h100-ib-1024 --nodes 256 --tp 4 --pp 8 --dp 64 --ep 8 --sequence-parallel --microbatches 64 --recompute full --iterations 1"
 )
 echo "| GPUs | configuration | simulated GPUs | iteration (reduced / full) | difference | exposed comm, largest difference | peak memory difference | wall (reduced / full) | peak RSS (reduced / full) |"
 echo "|---|---|---|---|---|---|---|---|---|"
