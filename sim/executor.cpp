@@ -7,6 +7,7 @@
 #include <string>
 
 #include "costmodel/comm.h"
+#include "costmodel/fsdp.h"
 #include "costmodel/moe.h"
 #include "schedules/buckets.h"
 #include "schedules/error.h"
@@ -148,17 +149,21 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
   const std::vector<Member> mem = ring_members(r, pos);
   const int n = static_cast<int>(mem.size());
   const Action& a = s_.actions[static_cast<size_t>(r)][static_cast<size_t>(pos)];
-  const double bytes = w_.reduce_bytes[static_cast<size_t>(a.stage)] * a.fraction;
+  const size_t st = static_cast<size_t>(a.stage);
+  const double bytes = w_.reduce_bytes[st] * a.fraction, replica = w_.replica_reduce_bytes[st] * a.fraction;
   std::vector<Done> issue, done;
   for (const Member& m : mem) issue.push_back(member_issue(k, m));
-  if (n * copies_ <= 1 || bytes <= 0) {
+  if (n * copies_ <= 1 || (bytes <= 0 && replica <= 0)) {
     done = issue;
   } else {
     done.resize(static_cast<size_t>(n));
+    const Half half = w_.reduce_scatter ? Half::ReduceScatter : Half::Both;
     for (int t = 0; t < flows_per_group(); ++t) {
-      std::vector<Done> lane = s_.num_chains > 1 ? flat_ring(k, mem, t, bytes, issue, Half::Both)
-                                                 : dp_allreduce(k, mem, t, bytes, issue, w_.reduce_scatter ? Half::ReduceScatter : Half::Both);
-      expert_reductions(k, mem, t, w_.expert_reduce_bytes[static_cast<size_t>(a.stage)] * a.fraction, lane);
+      std::vector<Done> lane = bytes <= 0 ? issue
+                               : s_.num_chains > 1 ? flat_ring(k, mem, t, bytes, issue, Half::Both)
+                                                   : dp_allreduce(k, mem, t, bytes, issue, half);
+      strided_reductions(k, mem, t, w_.expert_reduce_bytes[st] * a.fraction, w_.ep, half, lane);  // the routed experts'
+      strided_reductions(k, mem, t, replica, w_.replica_stride, Half::Both, lane);  // HSDP's shard copies
       for (int j = 0; j < n; ++j) {
         Done& d = done[static_cast<size_t>(j)];
         d.chain_only = false;
@@ -175,21 +180,22 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
   return rings_.at(key);
 }
 
-void Runner::expert_reductions(int k, const std::vector<Member>& mem, int t, double bytes, std::vector<Done>& done) {
-  const int ep = w_.ep, m = static_cast<int>(mem.size()), n = m * copies_;  // simulated, whole group's members
-  if (bytes <= 0 || n / ep < 2) return;
-  const costmodel::AllReducePath path = topo_.allreduce_path(costmodel::kDpCp, n / ep, ep);
-  for (int j = 0; j < ep; ++j) {  // the group of dp indices j, j + ep, ...
+void Runner::strided_reductions(int k, const std::vector<Member>& mem, int t, double bytes, int stride, Half half,
+                                std::vector<Done>& done) {
+  const int m = static_cast<int>(mem.size()), n = m * copies_;  // simulated, whole group's members
+  if (bytes <= 0 || stride < 1 || n / stride < 2) return;
+  const costmodel::AllReducePath path = topo_.allreduce_path(costmodel::kDpCp, n / stride, stride);
+  for (int j = 0; j < stride; ++j) {  // the group of dp indices j, j + stride, ...
     std::vector<Member> sub;
     std::vector<Done> start;
     std::vector<int> at;
     for (int i = 0; i < m; ++i)
-      if (mem[static_cast<size_t>(i)].d % ep == j) {
+      if (mem[static_cast<size_t>(i)].d % stride == j) {
         sub.push_back(mem[static_cast<size_t>(i)]);
         start.push_back(done[static_cast<size_t>(i)]);
         at.push_back(i);
       }
-    const std::vector<Done> out = dp_allreduce(k, sub, t, bytes, start, w_.reduce_scatter ? Half::ReduceScatter : Half::Both, &path);
+    const std::vector<Done> out = dp_allreduce(k, sub, t, bytes, start, half, &path);
     for (size_t i = 0; i < at.size(); ++i) done[static_cast<size_t>(at[i])] = out[i];
   }
 }
@@ -660,6 +666,13 @@ Execution Runner::run() {
 
 }  // namespace detail
 
+std::vector<int> reduction_strides(const costmodel::ParallelPlan& p) {
+  std::vector<int> out;
+  if (p.ep > 1) out.push_back(p.ep);
+  if (p.zero == 3 && costmodel::shard_degree(p) < p.dp) out.push_back(costmodel::shard_degree(p));
+  return out;
+}
+
 std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, const costmodel::ParallelPlan& p,
                                               const costmodel::Topology& topo, const SimOptions& opt) {
   std::set<std::pair<int, int>> out;
@@ -703,17 +716,19 @@ std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, cons
           }
       }
   };
+  const std::vector<int> strides = reduction_strides(p);
   for (int r = 0; p.dp > 1 && r < p.pp; ++r)
     for (int t = 0; t < p.tp; ++t) {
       std::vector<int> gpus;
       for (int d = 0; d < p.dp; ++d) gpus.push_back(topo.global_rank({t, d, r}));
       collective_pairs(gpus);
-      for (int j = 0; p.ep > 1 && p.dp / p.ep > 1 && j < p.ep; ++j) {
-        std::vector<int> experts;
-        for (int d = j; d < p.dp; d += p.ep) experts.push_back(gpus[static_cast<size_t>(d)]);
-        for (size_t i = 0; i < experts.size(); ++i) out.insert({experts[i], experts[(i + 1) % experts.size()]});
-        collective_pairs(experts);
-      }
+      for (int stride : strides)
+        for (int j = 0; p.dp / stride > 1 && j < stride; ++j) {
+          std::vector<int> sub;
+          for (int d = j; d < p.dp; d += stride) sub.push_back(gpus[static_cast<size_t>(d)]);
+          for (size_t i = 0; i < sub.size(); ++i) out.insert({sub[i], sub[(i + 1) % sub.size()]});
+          collective_pairs(sub);
+        }
     }
   // Expert parallelism's all-to-alls (explicit tp, ep groups along dp): every two members of a group.
   if (p.ep > 1 && opt.tp_comm == TpComm::Explicit && costmodel::expert_axis(p) == costmodel::kDpCp)

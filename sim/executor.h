@@ -57,6 +57,10 @@ struct Execution {
   double engine_s = 0;          // wall time of the engine's run (and the expansion after it)
 };
 
+// Strides of the data-parallel sub-groups that reduce apart from the whole group: ep (the routed
+// experts' gradients, plan.ep > 1) and the shard group (hybrid sharding's copies).
+std::vector<int> reduction_strides(const costmodel::ParallelPlan& p);
+
 // GPU pairs that exchange data (pipeline neighbours, dp rings, tp rings when explicit).
 std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, const costmodel::ParallelPlan& p,
                                               const costmodel::Topology& topo, const SimOptions& opt);

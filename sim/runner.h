@@ -216,9 +216,12 @@ class Runner {
   // `path`: the group's (the dp axis's when null), for the form the evaluator would pick.
   std::vector<Done> dp_allreduce(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue,
                                  Half half, const costmodel::AllReducePath* path = nullptr);
-  // The routed experts' gradients (Workload::expert_reduce_bytes) after the dense ones, on each
-  // expert-data-parallel group of the ring's members (dp indices ep apart), lane t.
-  void expert_reductions(int k, const std::vector<Member>& mem, int t, double bytes, std::vector<Done>& done);
+  // A reduction on each sub-group of the ring's members whose dp indices are `stride` apart, after
+  // done[] (lane t): the routed experts' gradients on the expert-data-parallel groups (stride ep,
+  // Workload::expert_reduce_bytes) and HSDP's shards on their copies (stride shard group,
+  // Workload::replica_reduce_bytes).
+  void strided_reductions(int k, const std::vector<Member>& mem, int t, double bytes, int stride, Half half,
+                          std::vector<Done>& done);
   struct LinkShare {  // one link's share of a pipelined collective: members' indices and its bytes
     int from, to;
     double bytes;

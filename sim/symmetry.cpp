@@ -69,21 +69,25 @@ bool tree_taken(const schedules::Schedule& s, const std::vector<double>& bytes, 
   return false;
 }
 
-// The dp groups (per pipeline rank and tp lane) and, with experts, their expert-data-parallel
-// sub-groups (dp indices ep apart), each kept as the whole one spans.
-bool groups_kept(const costmodel::Topology& topo, const costmodel::ParallelPlan& p, int dp_sim, int dense_min, int expert_min) {
-  for (int r = 0; r < p.pp; ++r)
-    for (int t = 0; t < p.tp; ++t)
-      for (int j = 0; j < (p.ep > 1 ? p.ep + 1 : 1); ++j) {  // j < ep: expert group j; j == ep or ep 1: the dp group
-        const int first = j < p.ep && p.ep > 1 ? j : 0, stride = j < p.ep && p.ep > 1 ? p.ep : 1;
-        std::vector<int> whole, kept;
-        for (int d = first; d < p.dp; d += stride) {
-          whole.push_back(topo.global_rank({t, d, r}));
-          if (d < dp_sim) kept.push_back(whole.back());
+// A group kind the block must keep: dp indices `stride` apart (1: the whole dp group), on at
+// least `min_nodes` nodes where the whole group spans more.
+struct GroupKind {
+  int stride, min_nodes;
+};
+
+// Every group of each kind (per pipeline rank, tp lane and first index) kept as the whole spans.
+bool groups_kept(const costmodel::Topology& topo, const costmodel::ParallelPlan& p, int dp_sim, const std::vector<GroupKind>& kinds) {
+  for (const GroupKind& g : kinds)
+    for (int r = 0; r < p.pp; ++r)
+      for (int t = 0; t < p.tp; ++t)
+        for (int j = 0; j < g.stride; ++j) {
+          std::vector<int> whole, kept;
+          for (int d = j; d < p.dp; d += g.stride) {
+            whole.push_back(topo.global_rank({t, d, r}));
+            if (d < dp_sim) kept.push_back(whole.back());
+          }
+          if (whole.size() > 1 && !group_kept(whole, kept, topo, g.min_nodes)) return false;
         }
-        const bool dense = !(j < p.ep && p.ep > 1);
-        if (whole.size() > 1 && !group_kept(whole, kept, topo, dense ? dense_min : expert_min)) return false;
-      }
   return true;
 }
 
@@ -102,15 +106,21 @@ Symmetry find_symmetry(const schedules::Schedule& s, const costmodel::ClusterSpe
     out.full_because = "the plan fills its last node in part";
   } else {
     // Trees only where an all-reduce takes one (a distributed optimizer's halves run as rings;
-    // Chimera's joint reduction is a flat ring).
+    // Chimera's joint reduction is a flat ring): the whole dp group, then the sub-groups that
+    // reduce apart (reduction_strides: the experts' groups, HSDP's copies), each with its bytes.
     const bool rings_only = w.reduce_scatter || !opt.hierarchical_dp;
-    const int dense_min = !rings_only && s.num_chains == 1 && tree_taken(s, w.reduce_bytes, topo.allreduce_path(costmodel::kDp)) ? kTreeNodes : 2;
-    const int expert_min = !rings_only && p.ep > 1 && p.dp / p.ep > 1 &&
-                                   tree_taken(s, w.expert_reduce_bytes, topo.allreduce_path(costmodel::kDpCp, p.dp / p.ep, p.ep))
-                               ? kTreeNodes
-                               : 2;
+    auto min_nodes = [&](const std::vector<double>& bytes, int stride) {
+      const bool tree = !rings_only && (stride > 1 || s.num_chains == 1) &&
+                        tree_taken(s, bytes, stride == 1 ? topo.allreduce_path(costmodel::kDp)
+                                                         : topo.allreduce_path(costmodel::kDpCp, p.dp / stride, stride));
+      return tree ? kTreeNodes : 2;
+    };
+    std::vector<GroupKind> kinds = {{1, min_nodes(w.reduce_bytes, 1)}};
+    if (p.ep > 1) kinds.push_back({p.ep, min_nodes(w.expert_reduce_bytes, p.ep)});
+    if (w.replica_stride > 0) kinds.push_back({w.replica_stride, min_nodes(w.replica_reduce_bytes, w.replica_stride)});
     for (int d = 1; d < p.dp; ++d)
-      if (p.dp % d == 0 && d % p.ep == 0 && blocks_repeat(cl, topo, p, d) && groups_kept(topo, p, d, dense_min, expert_min)) {
+      if (p.dp % d == 0 && d % p.ep == 0 && (w.replica_stride == 0 || d % w.replica_stride == 0) &&
+          blocks_repeat(cl, topo, p, d) && groups_kept(topo, p, d, kinds)) {
         out.dp_simulated = d;
         out.copies = p.dp / d;
         return out;

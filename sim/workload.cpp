@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "costmodel/fsdp.h"
 #include "costmodel/moe.h"
 #include "schedules/error.h"
 
@@ -17,9 +18,6 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
   if (p.cp > 1)
     throw InputError("simulator: plan.cp = " + std::to_string(p.cp) +
                      ": context-parallel ranks and their ring are not simulated yet (allowed: 1; estimate and plan price it)");
-  if (p.zero == 3 && p.shard_group > 0)
-    throw InputError("simulator: plan.shard_group = " + std::to_string(p.shard_group) +
-                     " (hybrid sharding): its replica all-reduce is not simulated yet (allowed: 0; estimate prices it)");
   if (costmodel::expert_axis(p) == costmodel::kTpDpCp && costmodel::expert_data_parallel(p) > 1)
     throw InputError("simulator: plan.etp = 1 with " + std::to_string(costmodel::expert_data_parallel(p)) +
                      " copies of each expert: their gradient groups cross the tensor-parallel lanes, which are not "
@@ -30,6 +28,9 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
                      "or ep = dp; estimate and plan price it)");
   Workload w;
   w.ep = p.ep;
+  const int shard = costmodel::shard_degree(p);
+  const bool hybrid = p.zero == 3 && shard < p.dp;
+  w.replica_stride = hybrid ? shard : 0;
   for (const costmodel::StageCost& sc : c.stages) {
     w.send_f_bytes.push_back(sc.send_f_bytes);
     w.send_b_bytes.push_back(sc.send_b_bytes);
@@ -38,6 +39,7 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
     const bool reduced = p.dp * s.num_chains > 1 && p.zero != 3;
     w.reduce_bytes.push_back(reduced ? sc.grad_bytes - sc.expert_grad_bytes : 0.0);
     w.expert_reduce_bytes.push_back(reduced ? sc.expert_grad_bytes : 0.0);
+    w.replica_reduce_bytes.push_back(hybrid ? (sc.grad_bytes - sc.expert_grad_bytes) / shard : 0.0);
     w.copy_bytes.push_back(sc.act_bytes);
     w.tp_bytes.push_back(sc.tp_allreduces_f > 0 ? sc.tp_allreduce_bytes : 0.0);
   }

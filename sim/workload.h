@@ -20,6 +20,10 @@ struct Workload {
   std::vector<double> expert_reduce_bytes;  // (stages) per GPU, the routed experts' gradients, reduced
                                      // after the rest on each expert-data-parallel group (costmodel/moe.h)
   int ep = 1;                        // expert-parallel degree: those groups are dp ranks ep apart
+  std::vector<double> replica_reduce_bytes;  // (stages) per GPU, hybrid sharding (zero 3 with a shard
+                                     // group): the shard's gradients all-reduced over its copies
+                                     // (costmodel/fsdp.h), after the dense reduction
+  int replica_stride = 0;            // the shard group: the copies are dp ranks that far apart
   bool reduce_scatter = false;       // distributed optimizer: REDUCE_GRAD reduce-scatters the buffer
   std::vector<double> gather_bytes;  // (ranks) per GPU, parameters all-gathered after the optimizer
                                      // step (distributed optimizer; else 0)

@@ -122,6 +122,8 @@ TEST(SimSymmetry, BucketsZeroAndPreemptionAgree) {
   p = test::plan_of(32, 2, 1, 4);
   p.zero = 3;
   cases.push_back({"zero 3", p});
+  p.shard_group = 4;
+  cases.push_back({"zero 3, hybrid sharding over 4", p});
   p = test::plan_of(16, 2, 2, 4);
   p.schedule = "fold3d-aiao";
   p.preemptive_comm = true;
