@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 
@@ -60,6 +62,31 @@ std::map<std::string, LinkLoad> link_loads(const Execution& ex, int last) {
   return out;
 }
 
+// Context parallelism as the simulator runs it: the gradients' group is dp x cp (Topology's
+// kDpCp), so its dp and cp axes become one dp axis of dp x cp replicas, numbered as kDpCp numbers
+// them (faster axis first), which keeps every GPU's global rank when the two axes are adjacent in
+// the rank order (tp-cp-dp-pp, Megatron-Core's, and every order that names cp next to dp). Each
+// cp rank runs its share of the sequence; the cost table's durations already hold the ring's
+// exposed time (costmodel/cp.h), and the ring's own flows are not simulated (yet).
+costmodel::ParallelPlan flatten_cp(const costmodel::ParallelPlan& p) {
+  if (p.cp <= 1) return p;
+  const auto axes = costmodel::rank_axes(p.rank_order);
+  const auto at = [&](costmodel::Axis a) { return std::find(axes.begin(), axes.end(), a) - axes.begin(); };
+  if (std::abs(at(costmodel::kCp) - at(costmodel::kDp)) != 1)
+    throw InputError("simulator: plan.rank_order = '" + p.rank_order + "' with cp = " + std::to_string(p.cp) +
+                     " puts another axis between cp and dp (allowed: an order with cp next to dp, e.g. tp-cp-dp-pp)");
+  costmodel::ParallelPlan f = p;
+  f.dp = p.dp * p.cp;
+  f.cp = 1;
+  std::string order;
+  for (costmodel::Axis a : axes) {
+    if (a == costmodel::kCp) continue;
+    order += std::string(order.empty() ? "" : "-") + (a == costmodel::kTp ? "tp" : a == costmodel::kDp ? "dp" : "pp");
+  }
+  f.rank_order = order;
+  return f;
+}
+
 // The platform of the simulated replicas (`sim`: the plan with dp of them; sim/symmetry.h):
 // from the file, else aggregated over tensor-parallel groups where that is exact
 // (can_aggregate_tp), else one host per GPU.
@@ -78,7 +105,8 @@ Platform make_platform(const schedules::Schedule& s, const costmodel::ClusterSpe
 }
 
 SimResult run_here(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,
-                   const costmodel::ParallelPlan& p, const SimOptions& opt) {
+                   const costmodel::ParallelPlan& plan, const SimOptions& opt) {
+  const costmodel::ParallelPlan p = flatten_cp(plan);
   auto t0 = std::chrono::steady_clock::now();
   std::string a0 = "stagecraft-sim", a1 = "--log=root.thres:critical";
   char* argv[] = {a0.data(), a1.data(), nullptr};

@@ -15,9 +15,6 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
   if (c.stages.size() != n)
     throw InputError("simulator: cost table has " + std::to_string(c.stages.size()) + " stages; schedule '" + s.name + "' has " +
                      std::to_string(n));
-  if (p.cp > 1)
-    throw InputError("simulator: plan.cp = " + std::to_string(p.cp) +
-                     ": context-parallel ranks and their ring are not simulated yet (allowed: 1; estimate and plan price it)");
   if (costmodel::expert_axis(p) == costmodel::kTpDpCp && costmodel::expert_data_parallel(p) > 1)
     throw InputError("simulator: plan.etp = 1 with " + std::to_string(costmodel::expert_data_parallel(p)) +
                      " copies of each expert: their gradient groups cross the tensor-parallel lanes, which are not "
