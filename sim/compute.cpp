@@ -171,72 +171,6 @@ Act Runner::inner_action(int u, int k, int pos, Act prev, const std::vector<Inne
   return prev;
 }
 
-// All-to-alls of an action as flows (explicit tp, ep groups along dp: Workload::a2a_f): F and
-// B/I of a stage with MoE layers, R for the share of layers it recomputes; none inside an inner
-// schedule or an overlapped pair (DualPipe's F&B keeps them in its priced overlap, folded).
-double Runner::all_to_all_count(const Action& a) const {
-  if (opt_.tp_comm != TpComm::Explicit || w_.a2a_f.empty() || runs_inner(a)) return 0;
-  const size_t st = static_cast<size_t>(a.stage);
-  switch (a.op) {
-    case Op::F: return w_.a2a_f[st];
-    case Op::B: case Op::I: return w_.a2a_b[st];
-    case Op::R: return costmodel::recomputed_layer_share(c_.stages[st], a.fraction) * w_.a2a_f[st];
-    default: return 0;
-  }
-}
-
-// The ep group of unit u is ep consecutive dp indices. Each member sends every other member its
-// share of `count` all-to-alls' bytes: the in-node part spread over the node's other members, the
-// cross-node part over the other nodes' (AllToAllBytes), one flow per pair and direction, after
-// both ends reach the action's all-to-alls. Its pad, after its flows both ways, adds what the
-// cost table prices beyond the flows' own time alone: count x all_to_all_s minus (latency +
-// count x bytes / bandwidth) of the slower of the in-node and cross-node parts.
-Act Runner::all_to_alls(int u, int k, int pos, int stage, Act after, double count) {
-  const size_t st = static_cast<size_t>(stage);
-  const costmodel::AllReducePath& path = w_.a2a_path;
-  const double intra = count * w_.a2a_intra_bytes[st], cross = count * w_.a2a_cross_bytes[st];
-  double alone = 0;
-  if (path.nodes >= 2) {
-    if (path.local > 1) alone = path.intra.latency_s + intra / path.intra.bandwidth_Bps;
-    alone = std::max(alone, path.inter.latency_s + cross / path.inter.bandwidth_Bps);
-  } else {
-    alone = path.flat.latency_s + (intra + cross) / path.flat.bandwidth_Bps;
-  }
-  Act pad = exec(u, k, pos, std::max(0.0, count * w_.a2a_s[st] - alone), RecKind::TpPad);
-  ex_.records[static_cast<size_t>(pad)].comm = CommKind::ExpertParallel;
-  const int ep = w_.ep, d = u % dp_, group = d / ep;
-  auto& members = a2a_groups_[std::make_tuple(k, rank_of_unit(u), pos, group)];
-  members.push_back({u, after, pad});
-  if (static_cast<int>(members.size()) < ep) return pad;
-  // Every member is here: the flows, per ordered pair, split by where the receiver sits.
-  std::map<int, int> on_node;  // node -> members there
-  for (const A2aMember& m : members) ++on_node[topo_.node_of(gpu(m.unit, 0))];
-  for (const A2aMember& a : members)
-    for (const A2aMember& b : members) {
-      if (a.unit == b.unit) continue;
-      const int na = topo_.node_of(gpu(a.unit, 0)), nb = topo_.node_of(gpu(b.unit, 0));
-      const int local = on_node[na], remote = ep - local;
-      const double bytes = na == nb ? intra / std::max(1, local - 1) : cross / std::max(1, remote);
-      for (int j = 0; j < flows_per_group(); ++j) {
-        Record r;
-        r.unit = a.unit;
-        r.peer_unit = b.unit;
-        r.iteration = k;
-        r.position = pos;
-        r.src_gpu = gpu(a.unit, j);
-        r.dst_gpu = gpu(b.unit, j);
-        r.comm = CommKind::ExpertParallel;
-        Act f = flow(pf_.gpus[static_cast<size_t>(r.src_gpu)], pf_.gpus[static_cast<size_t>(r.dst_gpu)], bytes, r);
-        add_edge(a.after, f);
-        add_edge(b.after, f);
-        add_edge(f, a.pad);
-        add_edge(f, b.pad);
-      }
-    }
-  for (const A2aMember& m : members) add_edge(m.after, m.pad);
-  return pad;
-}
-
 // Whether every tensor-parallel group's collectives have their links to themselves: no
 // platform file, each group inside one node and alone there (no other unit's GPU on it, so no
 // pipeline or data-parallel flow between two of its GPUs' ports). Then an action's inner
@@ -371,15 +305,26 @@ Act Runner::compute_action(int u, int k, int pos, Act prev, Act* first) {
   }
   const bool ring = opt_.tp_comm == TpComm::Explicit && tp_ > 1 && count > 0;
   const double a2a = all_to_all_count(a), a2a_s = a2a > 0 ? a2a * w_.a2a_s[static_cast<size_t>(a.stage)] : 0;
-  const double comm_s = (ring ? tp_s : 0) + a2a_s;  // what leaves the compute exec for flows
+  auto cut = bucket_cuts_.find({r, pos});
+  const double cpb = cut == bucket_cuts_.end() ? cp_ring_bytes(a) : 0;  // the ring's, beside the compute
+  const double comm_s = (ring ? tp_s : 0) + a2a_s;  // what leaves the compute exec for flows after it
   if (comm_s > d + 1e-15)
     throw InputError("simulator: stage " + std::to_string(a.stage) + " folds " + std::to_string(comm_s) +
                      " s of tensor- and expert-parallel communication into a " + std::to_string(d) + " s action (must be at most it)");
-  auto cut = bucket_cuts_.find({r, pos});
   Act e = kNone;
   if (cut != bucket_cuts_.end()) {  // a backward whose gradient buckets are ready inside it
     e = split_backward(u, k, pos, d - comm_s, prev, cut->second);
     *first = first_piece_;
+  } else if (cpb > 0) {
+    // Context parallelism: the compute (with the ring's exposed time), the ring beside it, both
+    // from a zero-length start the action's inputs precede.
+    Act start = exec(u, k, pos, 0, RecKind::TpPad);
+    ex_.records[static_cast<size_t>(start)].comm = CommKind::ContextParallel;
+    add_edge(prev, start);
+    *first = start;
+    Act c = exec(u, k, pos, d - comm_s, RecKind::Compute);
+    add_edge(start, c);
+    e = cp_ring(u, k, pos, cpb, start, c);
   } else {
     e = exec(u, k, pos, d - comm_s, RecKind::Compute);
     add_edge(prev, e);

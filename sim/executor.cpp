@@ -507,6 +507,7 @@ std::string describe(const schedules::Schedule& s, const Record& r, int dp) {
     case CommKind::TensorParallel: return "the tensor-parallel all-reduce of " + txt + " on rank " + std::to_string(rank);
     case CommKind::Copy: return "the host copy " + txt + " of rank " + std::to_string(rank);
     case CommKind::ExpertParallel: return "the expert-parallel all-to-alls of " + txt + " on rank " + std::to_string(rank);
+    case CommKind::ContextParallel: return "the context-parallel ring of " + txt + " on rank " + std::to_string(rank);
   }
   return txt;
 }
@@ -674,7 +675,7 @@ std::vector<int> reduction_strides(const costmodel::ParallelPlan& p) {
 }
 
 std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, const costmodel::ParallelPlan& p,
-                                              const costmodel::Topology& topo, const SimOptions& opt) {
+                                              const costmodel::Topology& topo, const Workload& w, const SimOptions& opt) {
   std::set<std::pair<int, int>> out;
   for (int st = 0; st < s.num_stages; ++st) {
     const int nx = s.next_stage(st);
@@ -737,6 +738,14 @@ std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, cons
         for (int d = 0; d < p.dp; ++d)
           for (int e = d / p.ep * p.ep; e < (d / p.ep + 1) * p.ep; ++e)
             if (e != d) out.insert({topo.global_rank({t, d, r}), topo.global_rank({t, e, r})});
+  // Context parallelism's ring: each replica to the next cp rank of its ring (Workload::cp_stride apart).
+  if (w.cp > 1 && opt.tp_comm == TpComm::Explicit)
+    for (int r = 0; r < p.pp; ++r)
+      for (int t = 0; t < p.tp; ++t)
+        for (int i = 0; i < p.dp; ++i) {
+          const int c = i / w.cp_stride % w.cp, next = i - c * w.cp_stride + (c + 1) % w.cp * w.cp_stride;
+          if (next != i) out.insert({topo.global_rank({t, i, r}), topo.global_rank({t, next, r})});
+        }
   // Chimera: one ring over the dp groups of every copy of a model part, copy by copy.
   for (int part = 0; s.num_chains > 1 && part < s.stages_per_chain(); ++part) {
     std::vector<int> ranks;

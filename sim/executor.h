@@ -63,7 +63,7 @@ std::vector<int> reduction_strides(const costmodel::ParallelPlan& p);
 
 // GPU pairs that exchange data (pipeline neighbours, dp rings, tp rings when explicit).
 std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, const costmodel::ParallelPlan& p,
-                                              const costmodel::Topology& topo, const SimOptions& opt);
+                                              const costmodel::Topology& topo, const Workload& w, const SimOptions& opt);
 
 // Members of a dp group (their GPUs, in ring order) grouped by node, when the group spans
 // several nodes with the same number L >= 1 of members on each; else empty (flat ring).

@@ -189,8 +189,8 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
       continue;
     }
     // A pad ends its collective: an all-to-all's (comm ExpertParallel) or a tp all-reduce's.
-    const int kind = r.kind == RecKind::TpPad && r.comm != CommKind::ExpertParallel ? static_cast<int>(CommKind::TensorParallel)
-                                                                                      : static_cast<int>(r.comm);
+    const bool own_kind = r.comm == CommKind::ExpertParallel || r.comm == CommKind::ContextParallel;
+    const int kind = r.kind == RecKind::TpPad && !own_kind ? static_cast<int>(CommKind::TensorParallel) : static_cast<int>(r.comm);
     auto key = std::make_tuple(r.unit, r.iteration, r.position, kind);
     auto it = groups.find(key);
     if (it == groups.end()) groups[key] = {r.start_s, r.end_s};
@@ -298,7 +298,9 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
     }
     for (const auto& [key, span] : groups) {
       auto [u, k, pos, kind] = key;
-      if (u % dp != 0 || kind == static_cast<int>(CommKind::TensorParallel) || kind == static_cast<int>(CommKind::ExpertParallel)) continue;
+      if (u % dp != 0 || kind == static_cast<int>(CommKind::TensorParallel) || kind == static_cast<int>(CommKind::ExpertParallel) ||
+          kind == static_cast<int>(CommKind::ContextParallel))
+        continue;
       Stream st = kind == static_cast<int>(CommKind::Pipeline) ? Stream::P2P
                   : kind == static_cast<int>(CommKind::DataParallel) ? Stream::Collective : Stream::Copy;
       ev.spans.push_back({u / dp, st, k, pos, span.first, span.second});

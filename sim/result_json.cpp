@@ -15,6 +15,7 @@ std::string_view comm_kind_name(CommKind k) {
     case CommKind::TensorParallel: return "tensor-parallel";
     case CommKind::Copy: return "host-copy";
     case CommKind::ExpertParallel: return "expert-parallel";
+    case CommKind::ContextParallel: return "context-parallel";
   }
   return "?";
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -170,11 +171,22 @@ class Runner {
   // then a pad with the latencies the flows do not carry (compute.cpp). Returns the pad.
   double all_to_all_count(const schedules::Action& a) const;
   Act all_to_alls(int u, int k, int pos, int stage, Act after, double count);
-  struct A2aMember {
+  // Context parallelism's ring (exchange.cpp): an action's key/value exchanges with the next cp
+  // rank as one flow beside its compute, from `start`; returns the join of the compute exec
+  // `compute` and the ring.
+  double cp_ring_bytes(const schedules::Action& a) const;
+  Act cp_ring(int u, int k, int pos, double bytes, Act start, Act compute);
+  // Flows among the members of a group (exchange.cpp) once every one has reached its `after`:
+  // `bytes(from, to)` per ordered pair of units (0: none); each member's `done` waits for its
+  // flows both ways and its own `after`.
+  struct GroupMember {
     int unit;
-    Act after, pad;
+    Act after, done;
   };
-  std::map<std::tuple<int, int, int, int>, std::vector<A2aMember>> a2a_groups_;  // (k, rank, pos, ep group)
+  using GroupKey = std::tuple<int, int, int, int, int>;  // (kind, k, rank, pos, group)
+  void group_exchange(const GroupKey& key, int size, const GroupMember& m, CommKind kind,
+                      const std::function<double(int, int)>& bytes);
+  std::map<GroupKey, std::vector<GroupMember>> groups_;
   double tp_pad_s(double count) const;
   // Collapsed inner schedules (SimOptions::symmetry, where inner_isolated): one exec per action
   // of its parts' two-stream time (costmodel::evaluate_inner with the flows' isolated times),

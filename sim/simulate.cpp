@@ -91,11 +91,11 @@ costmodel::ParallelPlan flatten_cp(const costmodel::ParallelPlan& p) {
 // from the file, else aggregated over tensor-parallel groups where that is exact
 // (can_aggregate_tp), else one host per GPU.
 Platform make_platform(const schedules::Schedule& s, const costmodel::ClusterSpec& cl, const costmodel::ParallelPlan& sim,
-                       int num_gpus, const costmodel::Topology& topo, const SimOptions& opt) {
+                       int num_gpus, const costmodel::Topology& topo, const Workload& w, const SimOptions& opt) {
   if (!opt.platform_file.empty()) return load_platform_file(opt.platform_file, sim.num_gpus());
   BuildOptions bo;
   bo.fat_tree_leaf_nodes = opt.fat_tree_leaf_nodes;
-  const auto pairs = needed_pairs(s, sim, topo, opt);
+  const auto pairs = needed_pairs(s, sim, topo, w, opt);
   if (opt.aggregate_tp && can_aggregate_tp(cl, topo, sim)) return build_unit_platform(cl, topo, sim, num_gpus, pairs, bo);
   std::vector<int> gpus;
   for (int r = 0; r < sim.pp; ++r)
@@ -115,10 +115,11 @@ SimResult run_here(const schedules::Schedule& s, const costmodel::CostTable& c, 
   configure_network();
   costmodel::Topology topo(cl, p);
   Workload w = derive_workload(s, c, cl, p);
+  set_context_parallel(w, c, plan);
   const Symmetry sym = find_symmetry(s, cl, topo, p, w, opt);
   costmodel::ParallelPlan sim = p;  // the replicas simulated, on the whole plan's topology
   sim.dp = sym.dp_simulated;
-  Platform pf = make_platform(s, cl, sim, p.num_gpus(), topo, opt);
+  Platform pf = make_platform(s, cl, sim, p.num_gpus(), topo, w, opt);
   const auto t1 = std::chrono::steady_clock::now();
   Execution ex = execute(s, c, w, sim, sym.copies, topo, pf, opt);
   const auto t2 = std::chrono::steady_clock::now();

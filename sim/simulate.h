@@ -52,7 +52,7 @@ struct LinkUse {
   double utilisation = 0;     // bytes / (bandwidth * iteration time)
 };
 
-enum class CommKind : std::uint8_t { Pipeline = 0, DataParallel = 1, TensorParallel = 2, Copy = 3, ExpertParallel = 4 };
+enum class CommKind : std::uint8_t { Pipeline = 0, DataParallel = 1, TensorParallel = 2, Copy = 3, ExpertParallel = 4, ContextParallel = 5 };
 std::string_view comm_kind_name(CommKind k);
 
 struct NetSpan {              // one simulated flow, for traces

@@ -120,6 +120,7 @@ Symmetry find_symmetry(const schedules::Schedule& s, const costmodel::ClusterSpe
     if (w.replica_stride > 0) kinds.push_back({w.replica_stride, min_nodes(w.replica_reduce_bytes, w.replica_stride)});
     for (int d = 1; d < p.dp; ++d)
       if (p.dp % d == 0 && d % p.ep == 0 && (w.replica_stride == 0 || d % w.replica_stride == 0) &&
+          d % (w.cp * w.cp_stride) == 0 &&
           blocks_repeat(cl, topo, p, d) && groups_kept(topo, p, d, kinds)) {
         out.dp_simulated = d;
         out.copies = p.dp / d;

@@ -39,7 +39,16 @@ struct Workload {
                                      // its node and across (AllToAllBytes)
   std::vector<double> a2a_s;         // (stages) one all-to-all's seconds as the cost table prices it
   costmodel::AllReducePath a2a_path; // the ep group's links (Topology::allreduce_path(kDpCp, ep, 1))
+  // Context parallelism's ring (costmodel/cp.h; set_context_parallel): each cp rank's key/value
+  // chunks (and their gradients) to the next cp rank, beside the compute.
+  int cp = 1;                        // cp ranks per ring
+  int cp_stride = 1;                 // replicas (dp x cp indices) between ring neighbours: 1 where cp is
+                                     // the faster of the two axes, dp otherwise
+  std::vector<double> cp_ring_f_bytes, cp_ring_b_bytes;  // (stages) one microbatch's F, B (or I), per GPU
 };
+
+// The ring of a plan with cp > 1 (`plan` as estimated, before the simulator joins dp and cp).
+void set_context_parallel(Workload& w, const costmodel::CostTable& c, const costmodel::ParallelPlan& plan);
 
 // Throws InputError when the cost table does not match the schedule.
 Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,

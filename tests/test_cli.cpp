@@ -214,9 +214,9 @@ TEST(Cli, BadInputExitsTwoWithMessage) {
       {"estimate --model llama3-8b --cluster h100-ib-1024 --nodes 1 --tp 4 --cp 2", "--attention-kernel fused"},
       {"estimate --model llama3-8b --cluster h100-ib-1024 --nodes 1 --tp 2 --cp 3 --dp 1 --attention-kernel fused",
        "2 cp must divide the model's seq_length = 8192"},
-      {"simulate --model llama3-8b --cluster h100-ib-1024 --nodes 1 --tp 4 --cp 2 --attention-kernel fused", "plan.cp = 2"},
+      {"simulate --model llama3-8b --cluster h100-ib-1024 --nodes 1 --tp 2 --cp 2 --attention-kernel fused --rank-order tp-dp-pp-cp",
+       "plan.rank_order = 'tp-dp-pp-cp'"},
       {"estimate --model llama3-8b --cluster h100-ib-1024 --nodes 1 --dp 8 --zero 3 --shard-group 3", "shard_group"},
-      {"simulate --model llama3-8b --cluster h100-ib-1024 --nodes 2 --dp 16 --zero 3 --shard-group 8", "hybrid sharding"},
       {"estimate --model llama3-8b --cluster h100-ib-1024 --seq-length 0", "--seq-length: '0' is invalid"},
   };
   for (const auto& c : cases) {

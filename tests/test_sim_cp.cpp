@@ -1,7 +1,9 @@
 // Context parallelism in the simulator: dp x cp ranks reduce the gradients together (one dp axis
 // of dp x cp replicas, global ranks unchanged), each cp rank runs its share of the sequence with
-// the ring's exposed time in its durations (costmodel/cp.h); the evaluator's time within 1%, the
-// reduced simulation equal to the full one, and a rank order that separates cp from dp refused.
+// the ring's exposed time in its durations (costmodel/cp.h) and, with explicit tp, the ring's
+// key/value chunks as a flow to the next cp rank beside the compute; the evaluator's time within
+// 1%, the flows' bytes by hand, the reduced simulation equal to the full one, and a rank order
+// that separates cp from dp refused.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -43,6 +45,33 @@ TEST(SimCp, AgreesWithTheEvaluator) {
     const sim::SimResult full = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, o);
     EXPECT_NEAR(r.eval.iteration_time_s, full.eval.iteration_time_s, 0.005 * full.eval.iteration_time_s) << what;
   }
+}
+
+// tp 8, cp 2, pp 1, dp 1 on 2 nodes, no recomputation: per microbatch GPU 0 sends its ring
+// neighbour (GPU 8) every layer's K and V once forward, K, V, dK and dV once backward.
+TEST(SimCp, RingFlowsCarryTheChunksByHand) {
+  costmodel::Estimate e = llama(2, 8, 2, 1, 1, 16384);
+  e = costmodel::estimate(e.model, e.cluster, [&] {
+    costmodel::ParallelPlan p = e.plan;
+    p.recompute = costmodel::RecomputePolicy::None;
+    return p;
+  }());
+  const costmodel::CpLayer& ring = e.costs.stages[0].cp;
+  ASSERT_EQ(ring.exchanges_f, 2);
+  ASSERT_EQ(ring.exchanges_b, 4);
+  sim::SimOptions o;
+  o.iterations = 1;
+  o.record = true;
+  const sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, o);
+  double sent = 0;
+  for (const sim::NetSpan& n : r.net_spans)
+    if (n.kind == sim::CommKind::ContextParallel && n.src_gpu == 0) {
+      EXPECT_EQ(n.dst_gpu, 8);
+      sent += n.bytes;
+    }
+  const double expected = 4.0 * 8 * (2 + 4) * ring.chunk_bytes;  // microbatches x layers x chunks
+  EXPECT_NEAR(sent, expected, 1e-6 * expected);
+  EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.01 * e.eval.iteration_time_s);
 }
 
 TEST(SimCp, RankOrderSeparatingCpFromDpIsRefused) {
