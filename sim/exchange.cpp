@@ -45,19 +45,23 @@ void Runner::group_exchange(const GroupKey& key, int size, const GroupMember& m,
   groups_.erase(key);
 }
 
-// All-to-alls of an action as flows (explicit tp, ep groups along dp: Workload::a2a_f): F and
-// B/I of a stage with MoE layers, R for the share of layers it recomputes; none inside an inner
-// schedule or an overlapped pair (DualPipe's F&B keeps them in its priced overlap, folded).
-double Runner::all_to_all_count(const Action& a) const {
-  if (opt_.tp_comm != TpComm::Explicit || w_.a2a_f.empty() || runs_inner(a)) return 0;
+// An action's share of a per-microbatch exchange as flows (explicit tp; `f` and `b` per stage,
+// empty when the plan has none): F the forward's, B and I the backward's, R the forward's for the
+// share of layers it recomputes; none inside an inner schedule or an overlapped pair (DualPipe's
+// F&B keeps its exchanges in its priced overlap, folded), nor for W.
+double Runner::exchange_share(const Action& a, const std::vector<double>& f, const std::vector<double>& b) const {
+  if (opt_.tp_comm != TpComm::Explicit || f.empty() || runs_inner(a)) return 0;
   const size_t st = static_cast<size_t>(a.stage);
   switch (a.op) {
-    case Op::F: return w_.a2a_f[st];
-    case Op::B: case Op::I: return w_.a2a_b[st];
-    case Op::R: return costmodel::recomputed_layer_share(c_.stages[st], a.fraction) * w_.a2a_f[st];
+    case Op::F: return f[st];
+    case Op::B: case Op::I: return b[st];
+    case Op::R: return costmodel::recomputed_layer_share(c_.stages[st], a.fraction) * f[st];
     default: return 0;
   }
 }
+
+// All-to-alls of an action (ep groups along dp: Workload::a2a_f).
+double Runner::all_to_all_count(const Action& a) const { return exchange_share(a, w_.a2a_f, w_.a2a_b); }
 
 // The ep group of unit u is ep consecutive dp indices. Each member sends every other member its
 // share of `count` all-to-alls' bytes: the in-node part spread over the node's other members, the
@@ -90,19 +94,8 @@ Act Runner::all_to_alls(int u, int k, int pos, int stage, Act after, double coun
   return pad;
 }
 
-// The ring's bytes one cp rank sends in an action (explicit tp, cp > 1: Workload::cp_ring_f_bytes):
-// F and R (its share of layers) the forward's, B and I the backward's; none inside an inner
-// schedule or an overlapped pair (there the ring stays in the durations, folded).
-double Runner::cp_ring_bytes(const Action& a) const {
-  if (opt_.tp_comm != TpComm::Explicit || w_.cp < 2 || runs_inner(a)) return 0;
-  const size_t st = static_cast<size_t>(a.stage);
-  switch (a.op) {
-    case Op::F: return w_.cp_ring_f_bytes[st];
-    case Op::B: case Op::I: return w_.cp_ring_b_bytes[st];
-    case Op::R: return costmodel::recomputed_layer_share(c_.stages[st], a.fraction) * w_.cp_ring_f_bytes[st];
-    default: return 0;
-  }
-}
+// The ring's bytes one cp rank sends in an action (cp > 1: Workload::cp_ring_f_bytes).
+double Runner::cp_ring_bytes(const Action& a) const { return exchange_share(a, w_.cp_ring_f_bytes, w_.cp_ring_b_bytes); }
 
 // The action's key/value chunks (and, backward, their gradients) go to the next cp rank of the
 // unit's ring (Workload::cp_stride apart) as one flow from the action's start, once both ends

@@ -169,6 +169,7 @@ class Runner {
   // Expert parallelism: an action's all-to-alls (`count` of them) after `after`, as flows between
   // every two members of the unit's ep group once every member has reached them (rendezvous),
   // then a pad with the latencies the flows do not carry (compute.cpp). Returns the pad.
+  double exchange_share(const schedules::Action& a, const std::vector<double>& f, const std::vector<double>& b) const;
   double all_to_all_count(const schedules::Action& a) const;
   Act all_to_alls(int u, int k, int pos, int stage, Act after, double count);
   // Context parallelism's ring (exchange.cpp): an action's key/value exchanges with the next cp
