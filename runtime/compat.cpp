@@ -200,6 +200,23 @@ void reduce_scatter_sum(Group& g, const torch::Tensor& in, torch::Tensor& out, s
   out.view({-1}).copy_(block(r));
 }
 
+void all_to_all_rows(Group& g, const torch::Tensor& in, torch::Tensor& out, const std::vector<std::int64_t>& send,
+                     const std::vector<std::int64_t>& recv, std::chrono::milliseconds timeout) {
+  if (!g.pg) {  // one member: what it sends to itself
+    out.copy_(in);
+    return;
+  }
+  if (all_reduce_widens(g, in)) {  // Gloo without bf16 / fp16
+    torch::Tensor wide_out = torch::empty(out.sizes(), out.options().dtype(torch::kFloat32));
+    all_to_all_rows(g, in.to(torch::kFloat32), wide_out, send, recv, timeout);
+    out.copy_(wide_out);
+    return;
+  }
+  torch::Tensor input = in.contiguous();
+  std::vector<std::int64_t> in_splits = send, out_splits = recv;
+  wait(g.pg->alltoall_base(out, input, out_splits, in_splits), timeout);
+}
+
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused) {
   if (fused) {
 #if TORCH_VERSION_MAJOR >= 2

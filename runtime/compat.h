@@ -69,6 +69,12 @@ WorkPtr all_gather_async(Group& g, const torch::Tensor& in, torch::Tensor& out);
 // send/receive steps of k elements, the reduce-scatter half of a ring all-reduce.
 void reduce_scatter_sum(Group& g, const torch::Tensor& in, torch::Tensor& out, std::chrono::milliseconds timeout);
 void wait(const WorkPtr& w, std::chrono::milliseconds timeout);
+// All-to-all of rows (the first dimension), blocking: rows [sum(send[:r]), +send[r]) of `in`
+// go to member r, and `out` (sum(recv) rows) receives member r's at sum(recv[:r]); the other
+// dimensions equal. c10d's alltoall_base with split sizes (Gloo and NCCL both have it). On Gloo
+// a bf16 or fp16 tensor travels as an fp32 copy (as all_reduce_sum_blocking does).
+void all_to_all_rows(Group& g, const torch::Tensor& in, torch::Tensor& out, const std::vector<std::int64_t>& send,
+                     const std::vector<std::int64_t>& recv, std::chrono::milliseconds timeout);
 
 // Causal multi-head attention on (b, heads, s, d) tensors. `fused`: one kernel
 // (scaled_dot_product_attention, LibTorch 2.x: flash or memory-efficient attention, keeping no

@@ -454,6 +454,10 @@ struct Executor::Impl {
     while (cur < named.size() && (share >= 1.0 || done < share * total - 0.5)) {
       torch::Tensor p = named[cur++].second;
       done += static_cast<double>(p.numel());
+      if (!out.back().empty() && is_expert(out.back().front()) != is_expert(p)) {  // one group a bucket
+        out.emplace_back();
+        bytes = 0;
+      }
       out.back().push_back(p);
       bytes += static_cast<double>(p.numel()) * 4;
       if (bytes >= cfg.bucket_bytes) {
@@ -500,7 +504,8 @@ struct Executor::Impl {
       if (a.op == Op::I) last_input_backward[a.stage] = i;
       if (a.op != Op::REDUCE_GRAD) continue;
       for (auto& params : take_share(a, cursor, shares))
-        hook_buckets[a.stage].push_back({params, std::vector<torch::Tensor>(params.size()), 0, false, i});
+        if (grad_group(a.stage, params).size() > 1)  // the others are only scaled, at the REDUCE_GRAD
+          hook_buckets[a.stage].push_back({params, std::vector<torch::Tensor>(params.size()), 0, false, i});
     }
     for (auto& [stage, list_of] : hook_buckets)
       for (size_t b = 0; b < list_of.size(); ++b)
@@ -526,9 +531,9 @@ struct Executor::Impl {
     Bucket bk;
     bk.flat = torch::cat(flat);
     bk.params = hb.params;
-    bk.group = cfg.dp;
+    bk.group = &grad_group(stage, hb.params);
     bk.span = hb.span;
-    launch(*cfg.dp, bk);
+    launch(*bk.group, bk);
     buckets.push_back(std::move(bk));
     ++rec.buckets_in_backward;
     hb.started = true;
@@ -571,7 +576,11 @@ struct Executor::Impl {
     opt->update_late(params);
   }
 
-  compat::Group& grad_group(int stage) const {
+  bool is_expert(const torch::Tensor& p) const { return cfg.expert_params.count(p.unsafeGetTensorImpl()) > 0; }
+
+  // The group a bucket of `params` (one kind: take_share) is reduced in.
+  compat::Group& grad_group(int stage, const std::vector<torch::Tensor>& params) const {
+    if (cfg.expert_dp && !params.empty() && is_expert(params.front())) return *cfg.expert_dp;
     auto it = cfg.grad_groups.find(stage);
     return it == cfg.grad_groups.end() ? *cfg.dp : *it->second;
   }
@@ -695,8 +704,15 @@ struct Executor::Impl {
   }
 
   void start_bucket(const std::vector<torch::Tensor>& params, size_t span, int stage, std::vector<Bucket>& into) {
-    compat::Group& g = grad_group(stage);
-    if (g.size() == 1) return;
+    compat::Group& g = grad_group(stage, params);
+    if (g.size() == 1) {  // nothing to sum; routed experts with dp = ep still average over dp
+      if (cfg.dp->size() > 1) {
+        torch::NoGradGuard ng;
+        for (const auto& p : params)
+          if (p.grad().defined()) p.mutable_grad().mul_(1.0 / cfg.dp->size());
+      }
+      return;
+    }
     MemoryScope scope(MemCategory::Communication);
     std::vector<torch::Tensor> flat;
     for (const auto& p : params) {
@@ -909,6 +925,8 @@ Executor::Executor(ExecConfig cfg, std::map<int, ModelPart*> parts, AdamW* optim
       impl_->per_layer_recompute.insert({a.stage, a.microbatch});
     if (deferred[i]) impl_->deferred_reduce.insert(i);
   }
+  if (impl_->cfg.zero > 0 && impl_->cfg.expert_dp)
+    throw InputError("runtime: plan.zero = " + std::to_string(impl_->cfg.zero) + " does not combine with expert parallelism (ep > 1)");
   if (impl_->cfg.zero > 0 && impl_->cfg.dp->size() > 1) impl_->shard_optimizer();
   if (impl_->cfg.overlap_grad_reduce) impl_->install_grad_hooks();
   if (impl_->cfg.preemptive_comm) {

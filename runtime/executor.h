@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -72,6 +73,12 @@ struct ExecConfig {
   // Stages whose gradients are reduced in another group than dp: with several chains
   // (Chimera) every copy of a model part, across chains and dp, sums in one group.
   std::map<int, compat::Group*> grad_groups;  // stage -> group
+  // Expert parallelism (ep > 1): the routed experts' parameters (their TensorImpls) are reduced
+  // over the expert-data-parallel group instead (dp/ep members, ep apart; still divided by dp:
+  // an expert's gradient already sums the tokens of its whole ep group). Buckets never mix the
+  // two kinds.
+  compat::Group* expert_dp = nullptr;
+  std::set<const void*> expert_params;
   std::chrono::milliseconds timeout{60000};  // limit of every wait
   std::int64_t microbatch_size = 1;       // b
   double bucket_bytes = 4e6;              // gradient bucket size for REDUCE_GRAD

@@ -100,6 +100,13 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
 
 torch::Tensor dlinear(const torch::Tensor& x, const torch::Tensor& w) { return DeferrableLinear::apply(x, w); }
 
+// The generator owner of routed expert e of global layer l: apart from the layers' owners
+// (l + 1) and the ends' (2^20), so that expert e's weights are the same numbers on whichever
+// ep rank holds it.
+std::uint64_t expert_owner(int l, int e) {
+  return (std::uint64_t{1} << 21) + static_cast<std::uint64_t>(l) * 4096 + static_cast<std::uint64_t>(e);
+}
+
 // Selective activation recomputation (Korthikanti et al., MLSys 2023, sec. 4.2; Megatron-LM's
 // checkpointed core attention): the attention core (scores, softmax, weighted values) keeps
 // only its inputs q, k, v and runs again inside its backward; the (b, a/t, s, s) tensors it
@@ -212,6 +219,10 @@ void check_vocab_parallel(const costmodel::ModelSpec& m, int tp) {
                      "Megatron-LM; pad the vocabulary to a multiple of tp)");
 }
 
+torch::Tensor deferrable_linear(const torch::Tensor& x, const torch::Tensor& w) { return dlinear(x, w); }
+
+bool is_routed_expert_parameter(const std::string& name) { return name.find(".expert") != std::string::npos; }
+
 TpContext& tp_context() {
   static TpContext ctx;
   return ctx;
@@ -224,10 +235,15 @@ HookDeferredGrads::HookDeferredGrads(const WeightGradHook* hook) : prev_(g_weigh
 HookDeferredGrads::~HookDeferredGrads() { g_weight_hook = prev_; }
 
 GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed,
-                 torch::Device device)
-    : m_(m), shape_(shape), tp_rank_(tp_rank), tp_size_(tp_size), device_(device) {
+                 torch::Device device, ExpertPlacement experts)
+    : m_(m), shape_(shape), tp_rank_(tp_rank), tp_size_(tp_size), experts_(experts), device_(device) {
   if (!costmodel::tp_divides(m, tp_size))
     throw InputError("runtime: tp = " + std::to_string(tp_size) + " must divide num_heads, num_kv_heads and ffn_hidden_size");
+  if (costmodel::is_moe(m) && tp_size > 1)
+    throw InputError("runtime: tp = " + std::to_string(tp_size) + " with experts: the runtime's MoE layers run with tp = 1");
+  if (experts.size < 1 || experts.rank < 0 || experts.rank >= experts.size || (costmodel::is_moe(m) && m.num_experts % experts.size != 0))
+    throw InputError("runtime: expert placement rank " + std::to_string(experts.rank) + " of " + std::to_string(experts.size) +
+                     " does not split the model's " + std::to_string(m.num_experts) + " experts evenly");
   check_vocab_parallel(m, tp_size);
   check_attention_kernel(m);
   if (shape.embedding) init_ends(seed);
@@ -254,7 +270,7 @@ void GptPart::init_ends(std::uint64_t seed) {
 }
 
 void GptPart::init_layer(int l, std::uint64_t seed) {
-  const int64_t h = m_.hidden_size, f = m_.ffn_hidden_size;
+  const int64_t h = m_.hidden_size;
   const std::string n = "L" + std::to_string(l) + ".";
   const auto owner = static_cast<std::uint64_t>(l) + 1;
   LayerParams p;
@@ -273,12 +289,50 @@ void GptPart::init_layer(int l, std::uint64_t seed) {
   p.proj_b = biases ? add(n + "proj_b", torch::zeros({h})) : zeros(h);
   p.ln2_w = add(n + "ln2_w", torch::ones({h}));
   if (biases) p.ln2_b = add(n + "ln2_b", torch::zeros({h}));
+  if (costmodel::is_moe_layer(m_, l)) init_moe(p, l, seed);
+  else init_dense_mlp(p, l, seed);
+  layers_.push_back(p);
+}
+
+void GptPart::init_dense_mlp(LayerParams& p, int l, std::uint64_t seed) {
+  const int64_t h = m_.hidden_size, f = m_.ffn_hidden_size;
+  const std::string n = "L" + std::to_string(l) + ".";
+  const auto owner = static_cast<std::uint64_t>(l) + 1;
+  const bool biases = !llama();
   p.fc1_w = add(n + "fc1_w", shard_rows(draw(seed, owner, 3, {f, h}), tp_rank_, tp_size_));
   if (biases) p.fc1_b = add(n + "fc1_b", torch::zeros({f / tp_size_}));
   if (!biases) p.up_w = add(n + "up_w", shard_rows(draw(seed, owner, 5, {f, h}), tp_rank_, tp_size_));
   p.fc2_w = add(n + "fc2_w", shard_cols(draw(seed, owner, 4, {h, f}), tp_rank_, tp_size_));
-  p.fc2_b = biases ? add(n + "fc2_b", torch::zeros({h})) : zeros(h);
-  layers_.push_back(p);
+  p.fc2_b = biases ? add(n + "fc2_b", torch::zeros({h})) : torch::zeros({h}, torch::TensorOptions().device(device_));
+}
+
+// An MLP of `width` without biases (an expert): fc1 (and LLaMA's up) (width, h), fc2 (h, width),
+// drawn full size from (seed, owner, first_id + 0, 1, 2).
+ExpertWeights GptPart::init_expert(const std::string& name, std::uint64_t owner, std::uint64_t first_id, int64_t width,
+                                   std::uint64_t seed) {
+  const int64_t h = m_.hidden_size;
+  ExpertWeights w;
+  w.fc1_w = add(name + "fc1_w", draw(seed, owner, first_id, {width, h}));
+  if (llama()) w.up_w = add(name + "up_w", draw(seed, owner, first_id + 1, {width, h}));
+  w.fc2_w = add(name + "fc2_w", draw(seed, owner, first_id + 2, {h, width}));
+  return w;
+}
+
+// Router (E, h) and shared experts drawn from the layer's generators (ids 6, 7-9), replicated;
+// routed expert e from its own owner (expert_owner), only on the ep rank that holds it, so
+// expert e has the same weights wherever it lives and whatever ep is.
+void GptPart::init_moe(LayerParams& p, int l, std::uint64_t seed) {
+  const int64_t h = m_.hidden_size, fe = m_.expert_ffn_hidden_size;
+  const std::string n = "L" + std::to_string(l) + ".";
+  const auto owner = static_cast<std::uint64_t>(l) + 1;
+  p.is_moe = true;
+  p.moe.router_w = add(n + "router_w", draw(seed, owner, 6, {m_.num_experts, h}));
+  const int local = m_.num_experts / experts_.size;
+  p.moe.first_expert = experts_.rank * local;
+  for (int e = p.moe.first_expert; e < p.moe.first_expert + local; ++e)
+    p.moe.experts.push_back(init_expert(n + "expert" + std::to_string(e) + ".", expert_owner(l, e), 1, fe, seed));
+  if (m_.num_shared_experts > 0)
+    p.moe.shared = init_expert(n + "shared.", owner, 7, static_cast<int64_t>(m_.num_shared_experts) * fe, seed);
 }
 
 int64_t GptPart::vocab_start() const { return static_cast<int64_t>(tp_rank_) * (m_.vocab_size / tp_size_); }
@@ -337,6 +391,10 @@ torch::Tensor GptPart::attention_core(const torch::Tensor& in, const LayerParams
 }
 
 torch::Tensor GptPart::mlp(const torch::Tensor& x, const LayerParams& p) const {
+  if (p.is_moe) {  // tp 1 (the constructor's check): nothing to reduce
+    MoeShape shape{m_.num_experts, m_.experts_per_token, llama(), experts_.size, ep_context().group, ep_context().timeout};
+    return moe_mlp(x, p.moe, shape, &deferrable_linear);
+  }
   torch::Tensor out = mlp_core(tp_size_ > 1 ? CopyToTp::apply(x) : x, p);  // (b, s, h) partial sum
   if (tp_size_ > 1) out = ReduceFromTp::apply(out);
   return out + p.fc2_b;
@@ -361,6 +419,8 @@ torch::Tensor GptPart::block_norm(const torch::Tensor& x, int block) const {
 
 torch::Tensor GptPart::block_core(const torch::Tensor& q, int block) const {
   const LayerParams& p = block_layer(block);
+  if (block % 2 == 1 && p.is_moe)
+    throw Error("runtime: block " + std::to_string(block) + " is a mixture of experts; tensor-parallel pieces run dense MLPs only");
   return block % 2 == 0 ? attention_core(q, p) : mlp_core(q, p);
 }
 

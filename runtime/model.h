@@ -19,6 +19,7 @@
 
 #include "costmodel/specs.h"
 #include "runtime/compat.h"
+#include "runtime/moe.h"
 #include "runtime/part.h"
 
 namespace stagecraft::runtime {
@@ -32,6 +33,21 @@ struct TpContext {
   long collectives = 0;                      // tp collectives issued so far
 };
 TpContext& tp_context();
+
+// y = x w^T, the runtime's linear layer whose weight gradient a split backward (I) defers to W.
+// x: (..., in), w: (out, in) -> (..., out).
+torch::Tensor deferrable_linear(const torch::Tensor& x, const torch::Tensor& w);
+
+// Whether a parameter name of GptPart::named_parameters is a routed expert's ("L3.expert5.fc1_w"):
+// with ep > 1 those are reduced over the expert-data-parallel group, the rest over dp.
+bool is_routed_expert_parameter(const std::string& name);
+
+// Which experts of each MoE layer a part holds: those of ep rank `rank` of `size` (E/size
+// consecutive experts from rank * E/size); size 1: every expert.
+struct ExpertPlacement {
+  int rank = 0;
+  int size = 1;
+};
 
 // Refuses a vocabulary the tp group cannot split evenly (InputError naming both).
 void check_vocab_parallel(const costmodel::ModelSpec& m, int tp);
@@ -71,6 +87,7 @@ class HookDeferredGrads {
 // One transformer layer's weights on one tp rank. GPT: LayerNorm, biases, GELU MLP. LLaMA
 // (kind llama): RMSNorm (weights only), no biases (ln*_b, qkv_b and fc1_b undefined; proj_b and
 // fc2_b zero constants, not parameters), SwiGLU MLP with fc1 the gate and up_w the up matrix.
+// An MoE layer (costmodel::is_moe_layer) has `moe` instead of the MLP's fc1, up, fc2 and biases.
 struct LayerParams {
   torch::Tensor ln1_w, ln1_b;  // (h), (h)
   torch::Tensor qkv_w;         // ((h + 2h_kv)/t, h) rows of q, k and v for this rank's heads
@@ -83,14 +100,17 @@ struct LayerParams {
   torch::Tensor up_w;          // (f/t, h) LLaMA's up matrix (SwiGLU: silu(gate x) * up x)
   torch::Tensor fc2_w;         // (h, f/t)
   torch::Tensor fc2_b;         // (h)
+  bool is_moe = false;         // the MLP is a mixture of experts (runtime/moe.h)
+  MoeParams moe;               // its router, this rank's routed experts and the shared experts
 };
 
 // One model part (pipeline stage) as held by one tp rank; its layers are transformer layers.
 class GptPart : public ModelPart {
  public:
   // Weights are drawn on the CPU (the same numbers on every device) and placed on `device`.
+  // MoE layers hold the experts of `experts` (every expert by default).
   GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed,
-          torch::Device device = torch::kCPU);
+          torch::Device device = torch::kCPU, ExpertPlacement experts = {});
 
   torch::Tensor embed(const torch::Tensor& tokens) const override;                  // (b, s) -> (b, s, h)
   torch::Tensor layers(const torch::Tensor& x, int from, int to) const override;    // (b, s, h) -> (b, s, h)
@@ -127,12 +147,17 @@ class GptPart : public ModelPart {
   const LayerParams& block_layer(int block) const;
   int64_t vocab_start() const;  // first token id of this rank's vocabulary slice
   void init_layer(int global_layer, std::uint64_t seed);
+  void init_dense_mlp(LayerParams& p, int global_layer, std::uint64_t seed);
+  void init_moe(LayerParams& p, int global_layer, std::uint64_t seed);
+  ExpertWeights init_expert(const std::string& name, std::uint64_t owner, std::uint64_t first_id, std::int64_t width,
+                            std::uint64_t seed);
   void init_ends(std::uint64_t seed);
   torch::Tensor add(const std::string& name, torch::Tensor t);
 
   costmodel::ModelSpec m_;
   PartShape shape_;
   int tp_rank_ = 0, tp_size_ = 1;
+  ExpertPlacement experts_;
   bool recompute_core_ = false;  // selective recomputation of the attention core
   torch::Device device_;
   std::vector<LayerParams> layers_;

@@ -158,6 +158,7 @@ void check_script(const TrainOptions& opt) {
     throw InputError("runtime: " + what + " is not supported for a TorchScript model (allowed: " + allowed + ")");
   };
   if (p.tp != 1) no("plan.tp = " + std::to_string(p.tp), "1");
+  if (p.ep != 1) no("plan.ep = " + std::to_string(p.ep) + " (expert parallelism)", "1");
   if (p.recompute == costmodel::RecomputePolicy::Selective) no("plan.recompute = selective", "none, full");
   if (opt.example_shapes.size() != 2)
     throw InputError("--example-shape given " + std::to_string(opt.example_shapes.size()) +
@@ -166,6 +167,51 @@ void check_script(const TrainOptions& opt) {
     if (shape.empty() || shape[0] != p.microbatch_size)
       throw InputError("--example-shape: the first dimension (" + (shape.empty() ? std::string("none") : std::to_string(shape[0])) +
                        ") is the microbatch size, plan.microbatch_size = " + std::to_string(p.microbatch_size));
+}
+
+// Mixture of experts (runtime/moe.h): what the runtime's MoE layers and expert parallelism run,
+// before the cost model's own checks (which would ask for sequence parallelism with tp > 1).
+void check_moe_model(const costmodel::ModelSpec& m, const costmodel::ParallelPlan& p) {
+  if (!costmodel::is_moe(m)) return;  // ep > 1 without experts: check_moe_plan's refusal
+  const std::string with = " with model '" + m.name + "' (" + std::to_string(m.num_experts) + " experts)";
+  if (p.tp > 1)
+    throw InputError("runtime: plan.tp = " + std::to_string(p.tp) + with +
+                     " is not implemented by the runtime: experts under tensor parallelism need sequence parallelism "
+                     "(Megatron-Core's rule), which the runtime does not run (allowed with experts: tp = 1, with any dp, "
+                     "ep and pp; estimate, simulate and plan price tp > 1)");
+  if (m.moe_capacity_factor > 0)
+    throw InputError("runtime: model.moe_capacity_factor = " + std::to_string(m.moe_capacity_factor) +
+                     ": the runtime's MoE layers are dropless (every routed token is computed; allowed: 0)");
+  if (m.moe_node_limit > 0)
+    throw InputError("runtime: model.moe_node_limit = " + std::to_string(m.moe_node_limit) +
+                     ": node-limited routing is not implemented by the runtime (plain top-k over every expert; allowed: 0)");
+  if (p.ep > 1 && p.zero != 0)
+    throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " with plan.ep = " + std::to_string(p.ep) +
+                     " is not implemented by the runtime (the distributed optimizer does not shard the routed experts "
+                     "over the expert-data-parallel group); allowed: zero = 0 with ep > 1, or ep = 1");
+  if (p.ep > 1 && p.preemptive_comm)
+    throw InputError("runtime: plan.preemptive_comm = true with plan.ep = " + std::to_string(p.ep) +
+                     " is not implemented by the runtime (the experts' reductions run on their own group); allowed: ep = 1");
+}
+
+// Expert parallelism against the schedule: one pipeline chain, gradients reduced in the same
+// iteration (the experts' buckets reduce on the expert-data-parallel group).
+void check_moe_schedule(const costmodel::ParallelPlan& p, const Schedule& s) {
+  if (p.ep == 1) return;
+  if (s.num_chains > 1)
+    throw InputError("runtime: plan.ep = " + std::to_string(p.ep) + " is not supported with schedule '" + s.name +
+                     "' (its chains reduce copies of a stage jointly); allowed with ep > 1: schedules of one pipeline chain");
+  for (const auto& list : s.actions) {
+    std::set<int> computed;
+    for (const Action& a : list) {
+      if (a.op == Op::REDUCE_GRAD && !computed.count(a.stage))
+        throw InputError("runtime: plan.ep = " + std::to_string(p.ep) + " is not supported with schedule '" + s.name +
+                         "' (it defers gradient reductions to the next iteration); allowed with ep > 1: schedules that "
+                         "reduce in the iteration");
+      if (schedules::is_compute(a.op)) computed.insert(a.stage);
+      if (a.op == Op::OVERLAP_F_B) computed.insert(a.b_stage);
+    }
+  }
 }
 
 }  // namespace
@@ -209,10 +255,7 @@ void preflight(const TrainOptions& opt, int world) {
   if (p.cp > 1)
     throw InputError("runtime: plan.cp = " + std::to_string(p.cp) +
                      " (context parallelism) is not implemented by the runtime yet; estimate and plan price it (allowed here: 1)");
-  if (costmodel::is_moe(opt.model) || p.ep > 1)
-    throw InputError("runtime: model '" + opt.model.name + "' has experts" + (p.ep > 1 ? " (plan.ep = " + std::to_string(p.ep) + ")" : "") +
-                     ": mixture-of-experts layers are not implemented by the runtime yet; estimate, simulate and plan "
-                     "price them (allowed here: dense models, ep = 1)");
+  if (opt.script_path.empty()) check_moe_model(opt.model, p);
   if (p.zero == 3)
     throw InputError("runtime: plan.zero = 3 (fully sharded parameters, FSDP) is not implemented by the runtime yet; "
                      "estimate, simulate and plan price it (allowed here: 0, 1, 2)");
@@ -230,6 +273,7 @@ void preflight(const TrainOptions& opt, int world) {
   resolve_backend(opt.backend);
   parse_precision(opt.precision);
   const RunPlan rp = make_run_plan(opt.model, p);
+  check_moe_schedule(p, rp.schedule);
   if (p.preemptive_comm && p.zero != 0)
     throw InputError("runtime: plan.preemptive_comm = true with plan.zero = " + std::to_string(p.zero) +
                      " is not supported (the distributed optimizer's reduce-scatters are not chunked); allowed: zero = 0");

@@ -35,6 +35,7 @@ struct Run {
   c10::intrusive_ptr<c10d::TCPStore> store;
   std::unique_ptr<Watchdog> watchdog;
   compat::Group world, tp, dp;
+  compat::Group ep, expert_dp;  // ep > 1: this rank's expert-parallel and expert-data-parallel groups
   std::map<int, compat::Group> part_groups;  // model part -> its copies over chains and dp (several chains only)
   std::unique_ptr<ScriptModel> script;  // a TorchScript model's programs (TrainOptions::script_path)
   std::vector<std::unique_ptr<ModelPart>> parts;
@@ -104,6 +105,24 @@ void make_part_groups(Run& r, const compat::StorePtr& store, const compat::Group
   }
 }
 
+// Expert parallelism (costmodel/moe.h, Megatron-Core's order tp-ep-dp-pp): the ep group is the ep
+// consecutive dp ranks of this rank's (tp, pp) that share d / ep, each holding E/ep experts; the
+// expert-data-parallel group the dp/ep ranks that share d % ep (ep apart), holding the same experts.
+void make_expert_groups(Run& r, const compat::StorePtr& store, const compat::GroupOptions& go) {
+  const int ep = r.opt.plan.ep, d = r.me[1];
+  if (ep == 1) return;
+  std::vector<int> ep_members, edp_members;
+  for (int i = 0; i < ep; ++i) ep_members.push_back(r.grid.global({r.me[0], d / ep * ep + i, r.me[2]}));
+  for (int j = d % ep; j < r.opt.plan.dp; j += ep) edp_members.push_back(r.grid.global({r.me[0], j, r.me[2]}));
+  auto name = [&](const char* what, int k) {
+    return std::string(what) + " group " + std::to_string(r.me[0]) + "." + std::to_string(r.me[2]) + "." + std::to_string(k);
+  };
+  r.ep = compat::make_group(store, name("ep", d / ep), ep_members, r.env.rank, go);
+  r.expert_dp = compat::make_group(store, name("expert-dp", d % ep), edp_members, r.env.rank, go);
+  ep_context().group = &r.ep;
+  ep_context().timeout = r.timeout();
+}
+
 void make_groups(Run& r) {
   compat::GroupOptions go;
   go.backend = resolve_backend(r.opt.backend);
@@ -119,6 +138,7 @@ void make_groups(Run& r) {
   tp_context().group = &r.tp;
   tp_context().timeout = r.timeout();
   make_part_groups(r, store, go);
+  make_expert_groups(r, store, go);
 }
 
 // The GPT part of this shape (this tp rank's shard), or a TorchScript model's subgraphs.
@@ -130,7 +150,8 @@ std::unique_ptr<ModelPart> make_part(Run& r, const PartShape& shape) {
     }
     return std::make_unique<ScriptPart>(*r.script, shape.first_layer, shape.num_layers, shape.embedding, shape.head, r.device);
   }
-  auto gpt = std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed, r.device);
+  const ExpertPlacement experts{r.opt.plan.ep > 1 ? r.me[1] % r.opt.plan.ep : 0, r.opt.plan.ep};  // ep rank: d mod ep
+  auto gpt = std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed, r.device, experts);
   gpt->set_recompute_attention_core(r.opt.plan.recompute == costmodel::RecomputePolicy::Selective);
   return gpt;
 }
@@ -142,6 +163,7 @@ void build_model(Run& r) {
   std::map<int, compat::Group*> grad_groups;
   std::map<int, schedules::TpOverlap> tp_overlap;
   std::vector<std::pair<std::string, torch::Tensor>> params;
+  std::set<const void*> expert_params;
   for (int stage : s.stages_of(r.me[2])) {
     int part = s.model_part(stage);
     PartShape shape{r.plan.part_first_layer[static_cast<size_t>(part)], r.plan.part_layers[static_cast<size_t>(part)],
@@ -150,7 +172,10 @@ void build_model(Run& r) {
     by_stage[stage] = r.parts.back().get();
     if (s.num_chains > 1) grad_groups[stage] = &r.part_groups.at(part);
     if (r.opt.plan.tp > 1) tp_overlap[stage] = r.opt.plan.overlap_of(part);
-    for (const auto& np : r.parts.back()->named_parameters()) params.push_back(np);
+    for (const auto& np : r.parts.back()->named_parameters()) {
+      params.push_back(np);
+      if (r.opt.plan.ep > 1 && is_routed_expert_parameter(np.first)) expert_params.insert(np.second.unsafeGetTensorImpl());
+    }
     r.has_loss = r.has_loss || shape.head;
   }
   AdamWOptions ao;
@@ -167,6 +192,7 @@ void build_model(Run& r) {
   c.world = &r.world;
   c.dp = &r.dp;
   c.grad_groups = grad_groups;
+  if (r.opt.plan.ep > 1) c.expert_dp = &r.expert_dp, c.expert_params = expert_params;
   c.tp_overlap = tp_overlap;
   c.timeout = r.timeout();
   c.microbatch_size = r.opt.plan.microbatch_size;
