@@ -88,13 +88,17 @@ TEST_P(RuntimeParity, LossesEqualSingleProcess) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Grids, RuntimeParity,
-                         // Every schedule with pp 2 alone, with dp 2 and with pp 4. The tp ranks of a stage run
-                         // its action list together, whatever the order, so with tp 2 one schedule per family
-                         // stands for the rest: whole backward (gpipe, 1f1b), several stages a rank
-                         // (interleaved-1f1b), split backward (zb-h1), V-shaped (zb-v), two chains (chimera)
-                         // and waves (hanayo). Without a pipeline (dp 2 x tp 2) the schedules differ only in
-                         // their order of F, B and W on one stage: whole and split backward stand for the rest.
-                         ::testing::Values(Grid3{1, 1, 2, {}}, Grid3{2, 1, 2, {}},
+                         // Every schedule with pp 2 alone and with pp 4. The dp ranks of a stage reduce its
+                         // gradients whatever the order, and the tp ranks of a stage run its action list
+                         // together, so with dp 2 or tp 2 one schedule per family stands for the rest: whole
+                         // backward (gpipe, 1f1b), several stages a rank (interleaved-1f1b), split backward
+                         // (zb-h1), V-shaped (zb-v), two chains (chimera), waves (hanayo), deferred reductions
+                         // (fold3d-aiao) and overlapped pairs (dualpipev). Without a pipeline (dp 2 x tp 2) the
+                         // schedules differ only in their order of F, B and W on one stage: whole and split
+                         // backward stand for the rest.
+                         ::testing::Values(Grid3{1, 1, 2, {}},
+                                           Grid3{2, 1, 2, {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "chimera", "hanayo",
+                                                           "fold3d-aiao", "dualpipev"}},
                                            Grid3{1, 2, 2, {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "chimera", "hanayo"}},
                                            Grid3{2, 2, 1, {"gpipe", "1f1b", "zb-h1"}}, Grid3{1, 1, 4, {}}),
                          [](const auto& info) {
