@@ -66,8 +66,9 @@ std::map<std::string, LinkLoad> link_loads(const Execution& ex, int last) {
 // kDpCp), so its dp and cp axes become one dp axis of dp x cp replicas, numbered as kDpCp numbers
 // them (faster axis first), which keeps every GPU's global rank when the two axes are adjacent in
 // the rank order (tp-cp-dp-pp, Megatron-Core's, and every order that names cp next to dp). Each
-// cp rank runs its share of the sequence; the cost table's durations already hold the ring's
-// exposed time (costmodel/cp.h), and the ring's own flows are not simulated (yet).
+// cp rank runs its share of the sequence; the cost table's durations hold the ring's exposed
+// time (costmodel/cp.h) and, with explicit tp, the ring's chunks run as flows beside them
+// (exchange.cpp cp_ring; which replicas are ring neighbours: set_context_parallel).
 costmodel::ParallelPlan flatten_cp(const costmodel::ParallelPlan& p) {
   if (p.cp <= 1) return p;
   const auto axes = costmodel::rank_axes(p.rank_order);
