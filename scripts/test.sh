@@ -13,12 +13,17 @@ cd "$(dirname "$0")/.."
 # The tests, not the Google Benchmark programs (about a minute of the 2-core budget;
 # `./scripts/build.sh` alone builds them too).
 ./scripts/build.sh -DSTAGECRAFT_BUILD_BENCH=OFF
+stage() { echo "test.sh: $1 done at ${SECONDS} s" >&2; }  # each stage's end, for docs/benchmarks.md
+stage "install and build"
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/stagecraft-ctest.XXXXXX")
 status=0
 TEST_TMPDIR="$scratch/" TMPDIR="$scratch" ctest --test-dir build --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" || status=$?
+stage "Release suite"
 if [ "${1:-}" != "--quick" ]; then
   TEST_TMPDIR="$scratch/" TMPDIR="$scratch" ./scripts/sanitize.sh || status=1
+  stage "sanitizer stage"
   TMPDIR="$scratch" ./scripts/fuzz.sh --seconds 3 || status=1
+  stage "fuzz"
 fi
 left=$(find "$scratch" -mindepth 1 -maxdepth 2 | head -20)
 if [ -n "$left" ]; then

@@ -243,11 +243,11 @@ TEST(RuntimeMoe, ExpertWeightsIndependentOfPlacement) {
 // ---- stagecraft train -------------------------------------------------------------------
 
 const std::string kMoe = data_path("models/runtime-tiny8-moe.json");
-constexpr int kSteps = 5;
+constexpr int kMoeSteps = 5;
 constexpr int kGlobalMicrobatches = 8;  // dp x microbatches: the same global batch in every run
 
 std::string flags(const std::string& model, int dp) {
-  return "--model " + model + " --steps " + std::to_string(kSteps) + " --seed 7 --lr 3e-3 --timeout 60 --microbatches " +
+  return "--model " + model + " --steps " + std::to_string(kMoeSteps) + " --seed 7 --lr 3e-3 --timeout 60 --microbatches " +
          std::to_string(kGlobalMicrobatches / dp);
 }
 
@@ -282,7 +282,7 @@ struct Split {
 // the single process (D + X) and the first split (dp 2, ep 2: 2D + X).
 TEST(RuntimeMoe, ExpertParallelLossesEqualSingleProcess) {
   const std::vector<double> ref = single_losses(kMoe);
-  ASSERT_EQ(ref.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(ref.size(), static_cast<size_t>(kMoeSteps));
   const double one = first_grad_sq(single_process(kMoe).summary);
   double dense = -1, experts = -1;
   for (const Split& sp : {Split{2, 1, 2, "--schedule 1f1b"},                    // ep alone: dp = ep
@@ -317,7 +317,7 @@ TEST(RuntimeMoe, ExpertParallelLossesEqualSingleProcess) {
 TEST(RuntimeMoe, DiffersFromTheDenseModelAndLearns) {
   const std::vector<double> moe = single_losses(kMoe);
   const std::vector<double> dense = single_losses(data_path("models/runtime-tiny8.json"));
-  ASSERT_EQ(moe.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(moe.size(), static_cast<size_t>(kMoeSteps));
   ASSERT_EQ(dense.size(), moe.size());
   EXPECT_GT(std::fabs(moe.back() - dense.back()), 1e-4) << "the same losses as the dense model";
   EXPECT_LT(moe.back(), moe.front());
