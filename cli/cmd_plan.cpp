@@ -58,6 +58,7 @@ struct PlanCmdFlags {
   std::string verify;                 // "sim": re-run the top plans on the simulator
   bool layer_tp = false;              // Oases' per-layer tp degrees (ILP) for the top plans with pp = 1
   bool quiet = false;                 // no progress lines on standard error
+  bool for_runtime = false;           // only plans `stagecraft train` runs
   std::optional<double> memory_margin;  // overrides the cluster's memory_margin
   std::optional<int> nodes;           // overrides the cluster's node count
 };
@@ -135,6 +136,7 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
     s.fp8.push_back(v == "fp8");
   }
   s.rank_orders = split_list(f.rank_orders);
+  s.for_runtime = f.for_runtime;
   s.tp_overlap.clear();
   for (const std::string& v : split_list(f.tp_overlaps)) s.tp_overlap.push_back(schedules::parse_tp_overlap(v, "--tp-overlaps"));
   s.sequence_parallel.clear();
@@ -540,6 +542,9 @@ void add_plan_command(CLI::App& app) {
   c->add_flag("--json", f->json, "print JSON instead of the table");
   c->add_option("--out", f->out, "write the best plan to this JSON file");
   c->add_option("--verify", f->verify, "sim: re-run the top plans on the SimGrid simulator and print both times");
+  c->add_flag("--for-runtime", f->for_runtime,
+              "search only plans `stagecraft train` runs (no sequence or context parallelism, FP8, FSDP or te overlap; "
+              "costmodel/runtime_support.h), for `train --plan`");
   c->add_flag("--quiet", f->quiet, "no progress lines (elapsed, estimated remaining) on standard error");
   c->add_flag("--layer-tp", f->layer_tp, "Oases' per-layer tensor-parallel degrees (ILP, CBC) for the top plans with pp = 1 and tp >= 2");
   c->callback([f] { run(*f); });

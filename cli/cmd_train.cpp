@@ -11,7 +11,7 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
   auto f = std::make_shared<TrainFlags>();
   CLI::App* c = app.add_subcommand("train", "train a GPT model or a TorchScript module for real with the LibTorch runtime (Gloo on CPU, NCCL on GPUs)");
   add_plan_flags(c, f->plan, true, /*with_cluster=*/false);
-  c->add_option("--nproc", f->nproc, "start this many local ranks (default: one rank per process, placed by RANK/WORLD_SIZE, SLURM_* or OMPI_*)");
+  c->add_option("--nproc", f->nproc, "start this many local ranks (default: one rank per process, placed by RANK/WORLD_SIZE, SLURM_* or OMPI_*; with --plan and no such variables, the plan's ranks)");
   c->add_option("--steps", f->run.steps, "optimizer steps to run (default 10)");
   c->add_option("--seed", f->run.seed, "seed of the weights and the synthetic data (default 1234)");
   c->add_option("--lr", f->run.lr, "AdamW learning rate (default 1e-3)");

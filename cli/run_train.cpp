@@ -44,7 +44,15 @@ int rank_main(const TrainFlags& f) {
 
 }  // namespace
 
-int run_train(const TrainFlags& f, const std::vector<std::string>& argv) {
+int run_train(const TrainFlags& given, const std::vector<std::string>& argv) {
+  TrainFlags f = given;
+  // A plan file, no --nproc and no launcher's environment (torchrun, srun, mpirun): one local rank
+  // per rank of the plan, so that `plan --out p.json` then `train --plan p.json` trains as written.
+  if (f.nproc == 0 && !f.plan.plan_file.empty() && !runtime::launched_locally() && !runtime::world_from_environment()) {
+    const costmodel::ParallelPlan p = costmodel::load_plan_file(f.plan.plan_file);
+    const bool ranks_overridden = f.plan.dp || f.plan.tp || f.plan.pp || f.plan.cp;
+    if (!ranks_overridden && p.num_gpus() > 1) f.nproc = p.num_gpus();
+  }
   if (f.nproc > 0 && !runtime::launched_locally()) {
     runtime::preflight(resolve_train(f, f.nproc), f.nproc);  // bad configs fail before any rank starts
     // A forked rank reports its errors as the program does (exit 2 or 1, one line).

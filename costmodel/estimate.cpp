@@ -58,6 +58,15 @@ schedules::Schedule imported_schedule(const ParallelPlan& p) {
     throw InputError("plan.schedule = " + p.schedule + " has " + std::to_string(s.num_microbatches) +
                      " microbatches but plan.num_microbatches = " + std::to_string(p.num_microbatches) +
                      " (allowed: --microbatches equal to the file's)");
+  // FSDP's UNSHARD/RESHARD (torchtitan's and PyTorch's lowered files) say the stages are fully
+  // sharded: priced by the plan's zero 3 model (costmodel/fsdp.h: per-layer gathers and
+  // reduce-scatters), which the plan has to say rather than have it assumed.
+  for (const auto& list : s.actions)
+    for (const schedules::Action& a : list)
+      if (schedules::is_fsdp(a.op) && p.zero != 3)
+        throw InputError("plan.schedule = " + p.schedule + " holds FSDP actions (" + schedules::to_text(a) +
+                         "): its stages' parameters are sharded, so plan.zero = " + std::to_string(p.zero) +
+                         " contradicts it (allowed: --zero 3, which prices the gathers and reduce-scatters)");
   for (auto& list : s.actions)
     list.erase(std::remove_if(list.begin(), list.end(),
                               [](const schedules::Action& a) { return !schedules::is_compute(a.op) || a.op == schedules::Op::OPTIMIZER; }),

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "costmodel/estimate.h"
+#include "costmodel/runtime_support.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
 
@@ -45,6 +46,8 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   };
   costmodel::check_fp8(m, c);
   if (space.fp8.empty()) bad("precisions", "(none)", "give at least one (bf16, fp8)");
+  if (space.for_runtime && (m.fp8 || std::find(space.fp8.begin(), space.fp8.end(), true) != space.fp8.end()))
+    bad("precisions", "fp8", "with --for-runtime: the runtime's linear layers run in fp32 or bf16; allowed: bf16");
   for (bool f : space.fp8)
     if (f && !m.fp8) {
       ModelSpec f8 = m;
@@ -197,6 +200,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                 p.overlap_param_gather = space.overlap_param_gather && costmodel::gathers_after_step(p);
                 p.stack = space.stack;
                 p.rank_order = order;
+                if (space.for_runtime && !costmodel::runtime_runs(m, p)) continue;  // what train would refuse
                 out.push_back(p);
               }
             }

@@ -108,9 +108,13 @@ std::string describe_status(int status) {
 
 bool launched_locally() { return env("STAGECRAFT_LAUNCHED") != nullptr; }
 
+bool world_from_environment() {
+  return env("RANK") || env("WORLD_SIZE") || env("SLURM_PROCID") || env("OMPI_COMM_WORLD_RANK");
+}
+
 RankEnv rank_env_from_environment() {
   RankEnv e;
-  if (env("RANK") || env("WORLD_SIZE")) {
+  if (env("RANK") || env("WORLD_SIZE")) {  // the variables world_from_environment reads
     e.rank = env_int("RANK", 0);
     e.world = env_int("WORLD_SIZE", 1);
   } else if (env("SLURM_PROCID")) {

@@ -1,5 +1,7 @@
 #include "runtime/model.h"
 
+#include "costmodel/runtime_support.h"
+
 #include "runtime/device.h"
 
 #include <cmath>
@@ -212,12 +214,6 @@ void check_attention_kernel(const costmodel::ModelSpec& m) {
                      "LibTorch " TORCH_VERSION " (allowed here: materialized)");
 }
 
-void check_vocab_parallel(const costmodel::ModelSpec& m, int tp) {
-  if (m.vocab_size % tp != 0)
-    throw InputError("model.vocab_size = " + std::to_string(m.vocab_size) + " is not divisible by tp = " +
-                     std::to_string(tp) + " (the runtime splits the embedding and the LM head by vocabulary, as "
-                     "Megatron-LM; pad the vocabulary to a multiple of tp)");
-}
 
 torch::Tensor deferrable_linear(const torch::Tensor& x, const torch::Tensor& w) { return dlinear(x, w); }
 
@@ -244,7 +240,7 @@ GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_r
   if (experts.size < 1 || experts.rank < 0 || experts.rank >= experts.size || (costmodel::is_moe(m) && m.num_experts % experts.size != 0))
     throw InputError("runtime: expert placement rank " + std::to_string(experts.rank) + " of " + std::to_string(experts.size) +
                      " does not split the model's " + std::to_string(m.num_experts) + " experts evenly");
-  check_vocab_parallel(m, tp_size);
+  costmodel::check_vocab_parallel(m, tp_size);
   check_attention_kernel(m);
   if (shape.embedding) init_ends(seed);
   for (int l = 0; l < shape.num_layers; ++l) init_layer(shape.first_layer + l, seed);

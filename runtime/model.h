@@ -49,8 +49,8 @@ struct ExpertPlacement {
   int size = 1;
 };
 
-// Refuses a vocabulary the tp group cannot split evenly (InputError naming both).
-void check_vocab_parallel(const costmodel::ModelSpec& m, int tp);
+// A vocabulary the tp group cannot split evenly is refused by costmodel::check_vocab_parallel
+// (costmodel/runtime_support.h), which the planner's --for-runtime search applies too.
 // InputError when the model's attention kernel is one this build cannot run (fused needs 2.x).
 void check_attention_kernel(const costmodel::ModelSpec& m);
 

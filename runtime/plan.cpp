@@ -8,6 +8,7 @@
 
 #include "costmodel/costs.h"
 #include "costmodel/estimate.h"
+#include "costmodel/runtime_support.h"
 #include "schedules/error.h"
 
 namespace stagecraft::runtime {
@@ -63,6 +64,8 @@ void check_offloads(const Schedule& s, int rank) {
 }
 
 void check_action(const Schedule& s, const Action& a) {
+  if (schedules::is_fsdp(a.op))
+    refuse(s, a, "FSDP's UNSHARD and RESHARD are not executed by the runtime (plan.zero = 3 is not implemented)");
   if (a.sub_batch >= 0)
     refuse(s, a, "sub-batch actions are not implemented by the runtime (it splits a microbatch inside a stage action "
                  "with tp_overlap merak, cross-pass or oases)");
@@ -99,30 +102,6 @@ void check_chains(const Schedule& s) {
   }
 }
 
-// Tensor-parallel overlap (runtime/tp_pieces.h) splits each microbatch of a stage into two
-// equal sub-batches along the batch dimension and runs the stage's layers block by block.
-std::vector<schedules::TpOverlap> splitting_modes(const costmodel::ParallelPlan& p) {
-  std::vector<schedules::TpOverlap> out;
-  if (p.tp == 1) return out;
-  std::vector<schedules::TpOverlap> all = p.stage_tp_overlap;
-  all.push_back(p.tp_overlap);
-  for (auto m : all)
-    if (m != schedules::TpOverlap::Blocking) out.push_back(m);
-  return out;
-}
-
-void check_sub_batches(const costmodel::ParallelPlan& p) {
-  for (auto mode : splitting_modes(p))
-    if (mode == schedules::TpOverlap::Te)
-      throw InputError("runtime: tp_overlap 'te' (Transformer Engine's chunked collectives) is priced by estimate, compare, "
-                       "simulate and plan but not executed by the runtime (allowed: blocking, merak, cross-pass, oases)");
-  for (auto mode : splitting_modes(p))
-    if (p.microbatch_size % 2 != 0)
-      throw InputError("runtime: tp_overlap '" + std::string(schedules::tp_overlap_name(mode)) +
-                       "' splits each microbatch into two sub-batches, so microbatch_size must be even (got " +
-                       std::to_string(p.microbatch_size) + "); use an even --microbatch-size or --tp-overlap blocking");
-}
-
 void check_overlapped_parts(const costmodel::ParallelPlan& p, const std::vector<int>& part_layers) {
   if (!p.stage_tp_overlap.empty() && p.stage_tp_overlap.size() != part_layers.size())
     throw InputError("plan.stage_tp_overlap has " + std::to_string(p.stage_tp_overlap.size()) + " entries; the schedule has " +
@@ -134,7 +113,8 @@ void check_overlapped_parts(const costmodel::ParallelPlan& p, const std::vector<
                        "': model part " + std::to_string(part) + " has no transformer layer to overlap");
 }
 
-// The built-in decoder (GptPart): the model's fields, tp against its heads, MLP and vocabulary.
+// The built-in decoder (GptPart): the model's fields, tp against its heads and MLP, the attention
+// kernel this LibTorch has (its kind and vocabulary: costmodel::check_runtime_plan).
 void check_decoder(const costmodel::ModelSpec& m, const costmodel::ParallelPlan& p, int world) {
   costmodel::check(m);
   costmodel::ClusterSpec local;
@@ -142,11 +122,7 @@ void check_decoder(const costmodel::ModelSpec& m, const costmodel::ParallelPlan&
   local.nodes = 1;
   local.gpus_per_node = world;
   costmodel::check_fit(m, local, p);  // tp divides the heads and the MLP width
-  check_vocab_parallel(m, p.tp);       // and the vocabulary (GptPart's own check)
   check_attention_kernel(m);
-  if (m.kind == costmodel::ModelKind::Bert)
-    throw InputError("runtime: model '" + m.name + "' is of kind " + std::string(costmodel::kind_name(m.kind)) +
-                     "; the runtime builds decoders only (kinds gpt and llama)");
 }
 
 // A TorchScript model: one tp rank, whole layers (subgraphs), and example shapes whose first
@@ -167,51 +143,6 @@ void check_script(const TrainOptions& opt) {
     if (shape.empty() || shape[0] != p.microbatch_size)
       throw InputError("--example-shape: the first dimension (" + (shape.empty() ? std::string("none") : std::to_string(shape[0])) +
                        ") is the microbatch size, plan.microbatch_size = " + std::to_string(p.microbatch_size));
-}
-
-// Mixture of experts (runtime/moe.h): what the runtime's MoE layers and expert parallelism run,
-// before the cost model's own checks (which would ask for sequence parallelism with tp > 1).
-void check_moe_model(const costmodel::ModelSpec& m, const costmodel::ParallelPlan& p) {
-  if (!costmodel::is_moe(m)) return;  // ep > 1 without experts: check_moe_plan's refusal
-  const std::string with = " with model '" + m.name + "' (" + std::to_string(m.num_experts) + " experts)";
-  if (p.tp > 1)
-    throw InputError("runtime: plan.tp = " + std::to_string(p.tp) + with +
-                     " is not implemented by the runtime: experts under tensor parallelism need sequence parallelism "
-                     "(Megatron-Core's rule), which the runtime does not run (allowed with experts: tp = 1, with any dp, "
-                     "ep and pp; estimate, simulate and plan price tp > 1)");
-  if (m.moe_capacity_factor > 0)
-    throw InputError("runtime: model.moe_capacity_factor = " + std::to_string(m.moe_capacity_factor) +
-                     ": the runtime's MoE layers are dropless (every routed token is computed; allowed: 0)");
-  if (m.moe_node_limit > 0)
-    throw InputError("runtime: model.moe_node_limit = " + std::to_string(m.moe_node_limit) +
-                     ": node-limited routing is not implemented by the runtime (plain top-k over every expert; allowed: 0)");
-  if (p.ep > 1 && p.zero != 0)
-    throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " with plan.ep = " + std::to_string(p.ep) +
-                     " is not implemented by the runtime (the distributed optimizer does not shard the routed experts "
-                     "over the expert-data-parallel group); allowed: zero = 0 with ep > 1, or ep = 1");
-  if (p.ep > 1 && p.preemptive_comm)
-    throw InputError("runtime: plan.preemptive_comm = true with plan.ep = " + std::to_string(p.ep) +
-                     " is not implemented by the runtime (the experts' reductions run on their own group); allowed: ep = 1");
-}
-
-// Expert parallelism against the schedule: one pipeline chain, gradients reduced in the same
-// iteration (the experts' buckets reduce on the expert-data-parallel group).
-void check_moe_schedule(const costmodel::ParallelPlan& p, const Schedule& s) {
-  if (p.ep == 1) return;
-  if (s.num_chains > 1)
-    throw InputError("runtime: plan.ep = " + std::to_string(p.ep) + " is not supported with schedule '" + s.name +
-                     "' (its chains reduce copies of a stage jointly); allowed with ep > 1: schedules of one pipeline chain");
-  for (const auto& list : s.actions) {
-    std::set<int> computed;
-    for (const Action& a : list) {
-      if (a.op == Op::REDUCE_GRAD && !computed.count(a.stage))
-        throw InputError("runtime: plan.ep = " + std::to_string(p.ep) + " is not supported with schedule '" + s.name +
-                         "' (it defers gradient reductions to the next iteration); allowed with ep > 1: schedules that "
-                         "reduce in the iteration");
-      if (schedules::is_compute(a.op)) computed.insert(a.stage);
-      if (a.op == Op::OVERLAP_F_B) computed.insert(a.b_stage);
-    }
-  }
 }
 
 }  // namespace
@@ -249,50 +180,20 @@ Precision parse_precision(const std::string& s) {
 void preflight(const TrainOptions& opt, int world) {
   costmodel::check(opt.plan);
   const auto& p = opt.plan;
-  if (opt.model.fp8)
-    throw InputError("runtime: model.fp8 = true (--fp8) is not implemented by the runtime: its linear layers run in fp32 "
-                     "or bf16 (allowed: --precision fp32 or bf16; FP8 products need torch._scaled_mm on an H100-class GPU)");
-  if (p.cp > 1)
-    throw InputError("runtime: plan.cp = " + std::to_string(p.cp) +
-                     " (context parallelism) is not implemented by the runtime yet; estimate and plan price it (allowed here: 1)");
-  if (opt.script_path.empty()) check_moe_model(opt.model, p);
-  if (p.zero == 3)
-    throw InputError("runtime: plan.zero = 3 (fully sharded parameters, FSDP) is not implemented by the runtime yet; "
-                     "estimate, simulate and plan price it (allowed here: 0, 1, 2)");
-  check_sub_batches(p);  // before the cost model's fit checks: the runtime's own reason
+  // The plan's fields the runtime runs (costmodel/runtime_support.h: the rules `plan --for-runtime` searches by).
+  costmodel::check_runtime_plan(opt.model, p, opt.script_path.empty());
   if (p.num_gpus() != world)
     throw InputError("plan: dp*tp*pp = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
                      " = " + std::to_string(p.num_gpus()) + " ranks, but the world has " + std::to_string(world) +
                      " processes (--nproc or WORLD_SIZE); they must be equal");
   if (opt.script_path.empty()) check_decoder(opt.model, p, world);
-  if (p.sequence_parallel)
-    throw InputError("runtime: sequence parallelism (plan.sequence_parallel) is not implemented by the runtime");
   check_script(opt);
   if (opt.steps < 1) throw InputError("--steps = " + std::to_string(opt.steps) + " must be at least 1");
   if (opt.timeout_s <= 0) throw InputError("--timeout must be positive");
   resolve_backend(opt.backend);
   parse_precision(opt.precision);
   const RunPlan rp = make_run_plan(opt.model, p);
-  check_moe_schedule(p, rp.schedule);
-  if (p.preemptive_comm && p.zero != 0)
-    throw InputError("runtime: plan.preemptive_comm = true with plan.zero = " + std::to_string(p.zero) +
-                     " is not supported (the distributed optimizer's reduce-scatters are not chunked); allowed: zero = 0");
-  if (p.preemptive_comm && rp.schedule.num_chains > 1)
-    throw InputError("runtime: plan.preemptive_comm = true is not supported with schedule '" + rp.schedule.name +
-                     "' (its chains reduce copies of a stage jointly); allowed: schedules of one pipeline chain");
-  if (p.zero != 0 && rp.schedule.num_chains > 1)
-    throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " is not supported with schedule '" +
-                     rp.schedule.name + "' (its chains reduce copies of a stage jointly); allowed here: 0");
-  for (const auto& list : rp.schedule.actions) {  // FOLD3D's deferred shares: reduced before the stage computes
-    std::set<int> computed;
-    for (const schedules::Action& a : list) {
-      if (p.zero != 0 && a.op == schedules::Op::REDUCE_GRAD && !computed.count(a.stage))
-        throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " is not supported with schedule '" +
-                         rp.schedule.name + "' (it defers gradient reductions to the next iteration); allowed here: 0");
-      if (schedules::is_compute(a.op)) computed.insert(a.stage);
-      if (a.op == schedules::Op::OVERLAP_F_B) computed.insert(a.b_stage);
-    }
-  }
+  costmodel::check_runtime_schedule(p, rp.schedule);
 }
 
 }  // namespace stagecraft::runtime

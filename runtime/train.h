@@ -65,6 +65,9 @@ struct RankEnv {
 RankEnv rank_env_from_environment();
 // True when this process was started by launch_local (the child side of --nproc).
 bool launched_locally();
+// True when a launcher's variables name the world (RANK or WORLD_SIZE, SLURM_PROCID,
+// OMPI_COMM_WORLD_RANK): this process is one rank of it.
+bool world_from_environment();
 
 // Everything checked before any rank starts: plan against the world size, tp against the
 // heads, stages against the layers, the schedule's ops against what the executor runs,

@@ -14,7 +14,7 @@ namespace {
 
 constexpr std::array<std::string_view, kNumOps> kOpNames = {
     "F",      "B",      "I",           "W",       "R",      "SEND_F",    "RECV_F",
-    "SEND_B", "RECV_B", "REDUCE_GRAD", "OFFLOAD", "RELOAD", "OPTIMIZER", "OVERLAP_F_B"};
+    "SEND_B", "RECV_B", "REDUCE_GRAD", "OFFLOAD", "RELOAD", "OPTIMIZER", "OVERLAP_F_B", "UNSHARD", "RESHARD"};
 
 std::string allowed_ops() {
   std::string s;
@@ -124,7 +124,9 @@ bool is_p2p(Op op) {
   return op == Op::SEND_F || op == Op::RECV_F || op == Op::SEND_B || op == Op::RECV_B;
 }
 
-bool needs_microbatch(Op op) { return op != Op::REDUCE_GRAD && op != Op::OPTIMIZER; }
+bool needs_microbatch(Op op) { return op != Op::REDUCE_GRAD && op != Op::OPTIMIZER && !is_fsdp(op); }
+
+bool is_fsdp(Op op) { return op == Op::UNSHARD || op == Op::RESHARD; }
 
 bool operator==(const Action& a, const Action& b) {
   return a.stage == b.stage && a.op == b.op && a.microbatch == b.microbatch &&

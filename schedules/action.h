@@ -25,9 +25,12 @@ enum class Op : std::uint8_t {
   RELOAD,       // copy them back before the backward (or recompute) needs them
   OPTIMIZER,    // optimizer step of every stage on the rank; waits for the rank's reductions
   OVERLAP_F_B,  // a forward and a backward of two (stage, microbatch) pairs run together
+  UNSHARD,      // FSDP: all-gather the stage's sharded parameters before its compute (PyTorch's
+                // _ComputationType.UNSHARD); imported and validated, priced by the plan's zero 3
+  RESHARD,      // FSDP: free the stage's gathered parameters after its compute (RESHARD)
 };
 
-inline constexpr int kNumOps = 14;
+inline constexpr int kNumOps = 16;
 
 // Name as written in the text form ("F", "SEND_F", "OVERLAP_F_B", ...).
 std::string_view op_name(Op op);
@@ -39,6 +42,7 @@ bool is_compute(Op op);    // F, B, I, W, R, OVERLAP_F_B, OPTIMIZER: occupy the 
 bool is_backward(Op op);   // B, I (what consumes the next stage's gradient)
 bool is_p2p(Op op);        // SEND_F, RECV_F, SEND_B, RECV_B
 bool needs_microbatch(Op op);
+bool is_fsdp(Op op);       // UNSHARD, RESHARD
 
 struct Action {
   int stage = -1;       // global stage index; -1 only for OPTIMIZER (rank-wide)

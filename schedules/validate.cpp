@@ -1,5 +1,7 @@
 #include "schedules/validate.h"
 
+#include <map>
+
 #include <cmath>
 #include <sstream>
 
@@ -46,7 +48,7 @@ class Checker {
 
   bool run(Failure& f) {
     return scan(f) && check_backwards(f) && check_forwards(f) && check_order(f) &&
-           check_comm(f) && check_offload(f) && check_reductions(f);
+           check_comm(f) && check_offload(f) && check_reductions(f) && check_fsdp(f);
   }
 
  private:
@@ -114,6 +116,7 @@ class Checker {
         if (optimizer_at >= 0 && is_compute(a.op))
           return fail(f, r, p, "compute after this rank's OPTIMIZER (step " + std::to_string(optimizer_at) + ")");
         if (!check_stage(f, r, p, a.stage, "stage")) return false;
+        if (is_fsdp(a.op)) continue;  // check_fsdp
         if (!(a.fraction > 0 && a.fraction <= 1))
           return fail(f, r, p, "fraction " + std::to_string(a.fraction) + " is outside (0, 1]");
         if (!(a.early >= 0 && a.early < 1) || (a.early > 0 && a.op != Op::REDUCE_GRAD))
@@ -141,6 +144,38 @@ class Checker {
                                      std::to_string(a.stage) + " in that direction (" + std::to_string(implied) + ")");
         }
         if (!record(f, r, p, a.stage, a.microbatch, kind_of(a.op))) return false;
+      }
+    }
+    return true;
+  }
+
+  // FSDP's UNSHARD and RESHARD (PyTorch's _add_unshard_reshard): per stage of a rank they
+  // alternate, UNSHARD first, and a stage that has them computes only while gathered (between an
+  // UNSHARD and the next RESHARD).
+  bool check_fsdp(Failure& f) {
+    for (int r = 0; r < s_.num_ranks; ++r) {
+      const auto& list = s_.actions[static_cast<size_t>(r)];
+      std::map<int, bool> gathered;  // stage -> gathered now; present only for stages with FSDP actions
+      for (const Action& a : list)
+        if (is_fsdp(a.op)) gathered[a.stage] = false;
+      if (gathered.empty()) continue;
+      for (int p = 0; p < static_cast<int>(list.size()); ++p) {
+        const Action& a = list[static_cast<size_t>(p)];
+        if (is_fsdp(a.op)) {
+          bool& g = gathered[a.stage];
+          if (a.op == Op::UNSHARD && g)
+            return fail(f, r, p, "a second UNSHARD of stage " + std::to_string(a.stage) + " without a RESHARD between");
+          if (a.op == Op::RESHARD && !g)
+            return fail(f, r, p, "RESHARD of stage " + std::to_string(a.stage) + " that is not gathered (no UNSHARD before it)");
+          g = a.op == Op::UNSHARD;
+          continue;
+        }
+        if (!is_compute(a.op) || a.op == Op::OPTIMIZER) continue;
+        for (int st : {a.stage, a.op == Op::OVERLAP_F_B ? a.b_stage : -1}) {
+          auto it = gathered.find(st);
+          if (it != gathered.end() && !it->second)
+            return fail(f, r, p, "stage " + std::to_string(st) + " computes while its parameters are sharded (UNSHARD it first)");
+        }
       }
     }
     return true;

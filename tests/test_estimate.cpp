@@ -244,3 +244,24 @@ TEST(Estimate, AScheduleFilePricesAsItsGenerator) {
   p.dp = 4;
   EXPECT_NE(test::error_of([&] { costmodel::estimate(m, c, p); }).find("plan.pp = 2"), std::string::npos);
 }
+
+// A file with FSDP's UNSHARD/RESHARD (tests/data/pytorch/README.md) is a plan with fully sharded
+// parameters: priced as the generator's schedule under zero 3, refused under another zero.
+TEST(Estimate, AScheduleFileWithFsdpActionsIsZero3) {
+  const costmodel::ModelSpec m = costmodel::load_model("gpt-1.4b");
+  const costmodel::ClusterSpec c = test::cluster_of("h100-ib-1024", 1);
+  costmodel::ParallelPlan p = test::plan_of(4, 1, 2, 4);
+  p.zero = 3;
+  p.schedule = "interleaved-1f1b";
+  p.schedule_params["chunks"] = 2;
+  const costmodel::Estimate generated = costmodel::estimate(m, c, p);
+  p.schedule = test::data_path("pytorch/interleaved1f1b_2rank_4mb_fsdp.csv");
+  p.schedule_params = nlohmann::json::object();
+  const costmodel::Estimate imported = costmodel::estimate(m, c, p);
+  EXPECT_DOUBLE_EQ(imported.eval.iteration_time_s, generated.eval.iteration_time_s);
+  EXPECT_DOUBLE_EQ(imported.max_memory_bytes, generated.max_memory_bytes);
+  p.zero = 1;
+  const std::string msg = test::error_of([&] { costmodel::estimate(m, c, p); });
+  EXPECT_NE(msg.find("holds FSDP actions (0UNSHARD)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("allowed: --zero 3"), std::string::npos) << msg;
+}

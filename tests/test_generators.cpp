@@ -133,3 +133,60 @@ TEST(Generators, InterleavedFollowsMegatronOrder) {
   }
   stagecraft::test::expect_golden("interleaved_megatron_order.txt", text);
 }
+
+// Megatron-LM's microbatch_group_size_per_vp_stage N (megatron/core/pipeline_parallel/
+// schedules.py, get_schedule_table and get_pp_rank_microbatches): its own example, PP 2, N 3,
+// M 5, VP 2, maps virtual microbatches 0..9 to microbatches 0 1 2 0 1 2 3 4 3 4 on chunks
+// 0 0 0 1 1 1 0 0 1 1; rank r warms up with (p-r-1)*2 + (v-1)*N forwards; backwards visit the
+// same table with the chunks reversed. N = p is the default order; N outside [p, m] or a last
+// group shorter than p is refused as Megatron-LM refuses it.
+TEST(Generators, InterleavedMicrobatchGroupSize) {
+  GeneratorOptions o;
+  o.ranks = 2;
+  o.microbatches = 5;
+  o.chunks = 2;
+  o.extra["microbatch_group_size_per_vp_stage"] = 3;
+  Schedule s = generate("interleaved-1f1b", o);
+  const std::array<int, 10> mb{0, 1, 2, 0, 1, 2, 3, 4, 3, 4}, chunk{0, 0, 0, 1, 1, 1, 0, 0, 1, 1};
+  for (int r = 0; r < 2; ++r) {
+    std::vector<Action> fwd, bwd;
+    for (const Action& a : s.actions[static_cast<size_t>(r)]) (a.op == Op::F ? fwd : bwd).push_back(a);
+    ASSERT_EQ(fwd.size(), 10u);
+    ASSERT_EQ(bwd.size(), 10u);
+    for (size_t k = 0; k < 10; ++k) {
+      EXPECT_EQ(fwd[k], Action::make(chunk[k] * 2 + r, Op::F, mb[k])) << "r=" << r << " k=" << k;
+      EXPECT_EQ(bwd[k], Action::make((1 - chunk[k]) * 2 + r, Op::B, mb[k])) << "r=" << r << " k=" << k;
+    }
+    int warm = 0;
+    while (s.actions[static_cast<size_t>(r)][static_cast<size_t>(warm)].op == Op::F) ++warm;
+    EXPECT_EQ(warm, (2 - r - 1) * 2 + (2 - 1) * 3 + 1) << r;  // the warm-up, then the first 1F1B forward
+  }
+  EXPECT_EQ(s.params.at("microbatch_group_size_per_vp_stage"), 3);
+
+  // N = p is the order without the parameter.
+  GeneratorOptions d;
+  d.ranks = 4;
+  d.microbatches = 8;
+  d.chunks = 2;
+  GeneratorOptions n = d;
+  n.extra["microbatch_group_size_per_vp_stage"] = 4;
+  EXPECT_EQ(generate("interleaved-1f1b", d).actions, generate("interleaved-1f1b", n).actions);
+
+  auto refused = [](int p, int m, int group, const char* needle) {
+    GeneratorOptions g;
+    g.ranks = p;
+    g.microbatches = m;
+    g.chunks = 2;
+    g.extra["microbatch_group_size_per_vp_stage"] = group;
+    try {
+      generate("interleaved-1f1b", g);
+    } catch (const InputError& e) {
+      return std::string(e.what()).find(needle) != std::string::npos;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused(4, 8, 3, "microbatch_group_size_per_vp_stage = 3 is invalid (allowed: ranks = 4 to microbatches = 8"));
+  EXPECT_TRUE(refused(4, 8, 9, "microbatch_group_size_per_vp_stage = 9 is invalid"));
+  EXPECT_TRUE(refused(4, 9, 4, "leaves a last group of 1"));
+  EXPECT_FALSE(refused(4, 10, 6, "invalid"));  // 10 = 6 + 4: a last group of p is allowed
+}

@@ -10,6 +10,7 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/presets.h"
+#include "costmodel/runtime_support.h"
 #include "helpers.h"
 #include "planner/balance.h"
 #include "planner/bounds.h"
@@ -548,6 +549,44 @@ TEST(PlannerSpace, SplitsExpertsOverExpertParallelRanks) {
   for (const planner::ChoiceBest& b : r.choices) keys += b.choice == "ep 1" || b.choice == "ep 8";
   EXPECT_EQ(keys, 2);
   for (const ParallelPlan& p : planner::enumerate(s, costmodel::load_model("llama3-8b"), c)) EXPECT_EQ(p.ep, 1);
+}
+
+// `plan --for-runtime` searches only what `stagecraft train` runs: the runtime's own rules
+// (costmodel/runtime_support.h, the ones its preflight applies) filter the space, so no sequence
+// parallelism, FSDP, te overlap or odd microbatches under a splitting overlap; FP8 is refused.
+TEST(PlannerSpace, ForRuntimeKeepsWhatTheRuntimeRuns) {
+  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  PlanSpace s = small_space(32);
+  s.gpus = 16;
+  s.zero = {0, 1, 2, 3};
+  s.sequence_parallel = {false, true};
+  s.tp_overlap = {schedules::TpOverlap::Blocking, schedules::TpOverlap::Te, schedules::TpOverlap::Merak};
+  s.microbatch_sizes = {1, 2};
+  s.schedules = {{"1f1b", 0}, {"chimera", 0}};
+  const std::vector<ParallelPlan> all = planner::enumerate(s, m, h100_nodes(2));
+  s.for_runtime = true;
+  const std::vector<ParallelPlan> runnable = planner::enumerate(s, m, h100_nodes(2));
+  ASSERT_FALSE(runnable.empty());
+  EXPECT_LT(runnable.size(), all.size());
+  size_t expected = 0;
+  for (const ParallelPlan& p : all) expected += costmodel::runtime_runs(m, p) ? 1 : 0;
+  EXPECT_EQ(runnable.size(), expected);
+  bool zero_with_chimera = false, merak = false;
+  for (const ParallelPlan& p : runnable) {
+    EXPECT_FALSE(p.sequence_parallel);
+    EXPECT_LT(p.zero, 3);
+    EXPECT_NE(p.tp_overlap, schedules::TpOverlap::Te);
+    if (p.tp_overlap == schedules::TpOverlap::Merak) {
+      EXPECT_EQ(p.microbatch_size % 2, 0);
+      merak = true;
+    }
+    zero_with_chimera = zero_with_chimera || (p.zero > 0 && p.schedule == "chimera");
+    EXPECT_NO_THROW(costmodel::check_runtime_plan(m, p));
+  }
+  EXPECT_TRUE(merak);
+  EXPECT_FALSE(zero_with_chimera);  // the schedule's rule: chains reduce copies jointly, no ZeRO
+  s.fp8 = {false, true};
+  EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, h100_nodes(2)); }).find("precisions = fp8 is invalid"), std::string::npos);
 }
 
 }  // namespace stagecraft

@@ -44,5 +44,22 @@ TEST(RuntimeTrain, SummaryHasPerRankTimesAndMemory) {
   EXPECT_NE(r.cli.out.find("tokens/s, peak memory"), std::string::npos) << r.cli.out;
 }
 
+
+// A plan searched for the runtime (`plan --for-runtime`) trains unchanged with `train --plan`
+// (issue 36): the planner searched only what the runtime runs (costmodel/runtime_support.h).
+TEST(RuntimeTrain, APlanForTheRuntimeTrains) {
+  const std::string plan = temp_path("plan.json");
+  const RunResult p = run_cli("plan --model tiny --cluster local-cpu-2 --global-batch 8 --sequence-parallel off,on "
+                              "--zero 0,1,2,3 --for-runtime --quiet --out " + plan);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const nlohmann::json j = nlohmann::json::parse(read_text(plan));
+  const nlohmann::json& q = j.contains("plan") ? j["plan"] : j;
+  EXPECT_FALSE(q.value("sequence_parallel", false)) << q.dump();
+  EXPECT_LT(q.value("zero", 0), 3) << q.dump();
+  TrainRun r = train("--plan " + plan + " --model tiny --steps 2");
+  EXPECT_EQ(r.cli.exit_code, 0) << r.cli.err;
+  std::remove(plan.c_str());
+}
+
 }  // namespace
 }  // namespace stagecraft::test

@@ -200,3 +200,49 @@ TEST(ScheduleIO, JsonIntegersOutsideIntAreInputErrors) {
   j["num_stages"] = 2.0;  // an integral float is an integer
   EXPECT_EQ(from_json(j).num_stages, 2);
 }
+
+// FSDP's UNSHARD and RESHARD (PyTorch's _ComputationType; torchtitan's CSVs and PyTorch's lowered
+// files hold them): imported as actions of the IR, written back unchanged, validated (per stage of
+// a rank they alternate from UNSHARD, and the stage computes only while gathered), priced by the
+// plan's zero 3 model (a schedule file with them and another zero is refused: estimate's test).
+// The file is interleaved 1F1B on 2 ranks with PyTorch's rule (_add_unshard_reshard, at most 3
+// stages gathered) applied to it: tests/data/pytorch/README.md.
+TEST(ScheduleIO, FsdpUnshardAndReshardImport) {
+  const std::string path = stagecraft::test::data_path("pytorch/interleaved1f1b_2rank_4mb_fsdp.csv");
+  Schedule s = load_schedule_file(path);
+  EXPECT_EQ(s.num_ranks, 2);
+  EXPECT_EQ(s.num_stages, 4);
+  EXPECT_EQ(s.num_microbatches, 4);
+  EXPECT_EQ(to_text(s.actions[0][0]), "0UNSHARD");
+  EXPECT_EQ(to_text(s.actions[0][1]), "2UNSHARD");
+  EXPECT_EQ(parse_action("3RESHARD").op, Op::RESHARD);
+  validate(s);
+  // Round trip: the CSV and JSON forms keep them.
+  Schedule back = from_csv(to_csv(s), s.name);
+  EXPECT_EQ(back.actions, s.actions);
+  EXPECT_EQ(from_json(to_json(s)).actions, s.actions);
+  // Without them the compute actions are the generator's.
+  Schedule compute = s;
+  for (auto& list : compute.actions)
+    list.erase(std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_fsdp(a.op); }), list.end());
+  EXPECT_EQ(compute.actions, gen("interleaved-1f1b", 2, 4, 2).actions);
+  // Unit costs: they take no time (the collectives are the plan's, not unit costs').
+  costmodel::Evaluator ev(lower(s));
+  costmodel::Evaluator plain(lower(compute));
+  const costmodel::UnitCosts u{1, 2, 1, 1, 1};
+  EXPECT_DOUBLE_EQ(ev.evaluate(costmodel::unit_cost_table(ev.schedule(), u)).iteration_time_s,
+                   plain.evaluate(costmodel::unit_cost_table(plain.schedule(), u)).iteration_time_s);
+  // Computing a stage while sharded, or resharding one that is not gathered, is refused.
+  Schedule early = s;
+  std::swap(early.actions[0][1], early.actions[0][2]);  // 0F0 before 2UNSHARD: fine
+  EXPECT_NO_THROW(validate(early));
+  Schedule sharded = s;
+  sharded.actions[0].insert(sharded.actions[0].begin() + 3, parse_action("0RESHARD"));  // after 0F0, before 0F1
+  EXPECT_NE(test::error_of([&] { validate(sharded); }).find("stage 0 computes while its parameters are sharded"), std::string::npos);
+  Schedule twice = s;
+  twice.actions[0].insert(twice.actions[0].begin() + 1, parse_action("0UNSHARD"));
+  EXPECT_NE(test::error_of([&] { validate(twice); }).find("a second UNSHARD of stage 0"), std::string::npos);
+  Schedule stray = s;
+  stray.actions[1].insert(stray.actions[1].begin(), parse_action("1RESHARD"));
+  EXPECT_NE(test::error_of([&] { validate(stray); }).find("RESHARD of stage 1 that is not gathered"), std::string::npos);
+}

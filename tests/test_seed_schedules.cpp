@@ -246,6 +246,26 @@ TEST(SeedSchedules, ZeroBubbleFamily) {
   }
 }
 
+// Chimera in the paper's slots (a forward and a backward one slot each, no communication):
+// D - 2 bubbles at N = D (Li and Hoefler, Sec. 3.2 and Table 2), so 2N + D - 2 slots: 10 for
+// D = N = 4. Units directly concatenated (Sec. 3.5): the next unit's forwards fill the bubbles
+// at the end of the one before; for D = 4 that still takes 2N + D - 2 slots, for larger D at
+// most one slot more per unit after the first (what the paper's forward doubling removes).
+TEST(SeedSchedules, ChimeraTakesThePapersSlots) {
+  for (int D : {2, 4, 6, 8}) {
+    EXPECT_DOUBLE_EQ(unit_eval(gen("chimera", D, D), 1, 1).iteration_time_s, 2 * D + D - 2) << D;
+    for (int K : {2, 3}) {
+      const int N = K * D;
+      const double t = unit_eval(gen("chimera", D, N), 1, 1).iteration_time_s;
+      EXPECT_GE(t, 2 * N + D - 2) << D << " " << N;
+      EXPECT_LE(t, 2 * N + D - 2 + (D <= 4 ? 0 : K - 1)) << D << " " << N;
+    }
+  }
+  // With the backward twice the forward the same order still fills the bubbles: 16 time units
+  // at D = N = 4 against 1F1B's (N + D - 1) x 3 = 21.
+  EXPECT_DOUBLE_EQ(unit_eval(gen("chimera", 4, 4), 1, 2).iteration_time_s, 16);
+}
+
 TEST(SeedSchedules, ChimeraShapeAndConstraints) {
   Schedule s = gen("chimera", 4, 8);
   EXPECT_EQ(s.num_chains, 2);

@@ -1,11 +1,12 @@
 // Compute by shape (costmodel/shape.h): GEMM efficiency from tile and wave quantization and the
 // memory roofline, checked against public GEMM measurements (experiments/validation/
-// gemm-sources.json, none of them used to set a parameter but the largest product's efficiency),
+// gemm-sources.json; the measurements that set gemm_max_efficiency are left out of the check),
 // and the layer built from its products and memory-bound operations.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -45,18 +46,25 @@ TEST(Shape, MemoryBoundProducts) {
 }
 
 // Against the published measurements rated high or medium-high, square-ish products of at least
-// 1024 on every side: mean absolute error under 15%, none off by more than 45%.
+// 1024 on every side: mean absolute error under 15%, none off by more than 45%. Held out: the
+// entries from S. Bekman's MAMF finder, the largest products each GPU reached, are what set the
+// presets' gemm_max_efficiency (their compute_source), so judging the model on them would judge
+// a constant on the data it was chosen from.
 TEST(Shape, AgreesWithPublishedGemmMeasurements) {
   std::ifstream in(std::string(STAGECRAFT_TEST_DATA) + "/../../experiments/validation/gemm-sources.json");
   ASSERT_TRUE(in) << "experiments/validation/gemm-sources.json";
   const nlohmann::json d = nlohmann::json::parse(in);
   const ClusterSpec a100 = load_cluster("hanayo-fc-a100-8");  // A100 80GB SXM
   double sum = 0;
-  int count = 0;
+  int count = 0, held_out = 0;
   for (const auto& e : d["entries"]) {
     const std::string rel = e["reliability"], gpu = e["gpu"];
     const double m = e["m"], n = e["n"], k = e["k"], measured = e["tflops"];
     if ((rel != "high" && rel != "medium-high") || std::min({m, n, k}) < 1024) continue;
+    if (e["source"].get<std::string>().find("Bekman") != std::string::npos) {  // set gemm_max_efficiency
+      ++held_out;
+      continue;
+    }
     const ClusterSpec& c = gpu.find("H100") != std::string::npos ? h100() : a100;
     const double model = shape::gemm_efficiency(c, m, n, k) * c.gpu_peak_flops_per_s / 1e12;
     const double err = std::abs(model / measured - 1);
@@ -64,6 +72,8 @@ TEST(Shape, AgreesWithPublishedGemmMeasurements) {
     sum += err;
     ++count;
   }
+  EXPECT_EQ(held_out, 2);  // one per GPU: H100 and A100
+  std::cout << count << " products, mean absolute error " << sum / count << "\n";
   ASSERT_GE(count, 15);
   EXPECT_LT(sum / count, 0.15);
 }

@@ -7,10 +7,15 @@
 // Construction, as the paper builds it (Sec. 3.2): microbatches come in units of D, the first
 // D/2 of a unit going down, the rest up. Each direction alone is a 1F1B pipeline of D stages
 // with D/2 microbatches; the up pipeline is the mirror image of the down one. On each device
-// the two directions' actions are merged by their start times in those pipelines (T_B = 2
-// T_F), the down direction first on ties in the upper half of the devices and the up
-// direction first in the lower half, so that each fills the other's bubbles. Units follow
-// one another (the paper's direct concatenation).
+// the two directions' actions are merged by their start times in those pipelines, timed in the
+// paper's slots (a forward and a backward one slot each). On a tie the direction at the later
+// stage of its pipeline goes first (on device d < D/2 the up pipeline's stage D-1-d, on the
+// others the down pipeline's stage d): the one more work waits on. That fills each direction's
+// bubbles with the other's work and takes the paper's 2N + D - 2 slots at N = D (its D - 2
+// bubbles, Sec. 3.2 and Table 2: 10 slots for D = N = 4). Units follow one another as the
+// paper's direct concatenation (Sec. 3.5): unit u's timeline starts u * 2D slots later (2D:
+// one unit's work on a device), so the next unit's first forwards fill the bubbles at the end
+// of the one before.
 #include <algorithm>
 #include <tuple>
 
@@ -20,13 +25,14 @@ namespace stagecraft::schedules {
 namespace {
 
 struct Timed {
-  double start;
-  int tie;     // tie-break order on equal start
+  double start;  // slot in the merged timeline
+  int unit;      // earlier units first on equal start
+  int tie;       // then this direction order
   Action action;
 };
 
-// 1F1B over D stages with n microbatches: each rank's actions with their start times for
-// F = 1, B = 2 and no communication.
+// 1F1B over D stages with n microbatches: each rank's actions with their start times in slots
+// (F = B = 1) and no communication.
 std::vector<std::vector<std::pair<double, Action>>> one_f_one_b_timeline(int D, int n) {
   std::vector<std::vector<Action>> lists(static_cast<size_t>(D));
   for (int r = 0; r < D; ++r) {
@@ -58,7 +64,7 @@ std::vector<std::vector<std::pair<double, Action>>> one_f_one_b_timeline(int D, 
       }
       if (ready < 0) continue;
       double start = std::max(ready, free_at[static_cast<size_t>(r)]);
-      double end = start + (a.op == Op::F ? 1.0 : 2.0);
+      double end = start + 1.0;
       (a.op == Op::F ? f_end : b_end)[k] = end;
       free_at[static_cast<size_t>(r)] = end;
       out[static_cast<size_t>(r)].emplace_back(start, a);
@@ -96,26 +102,30 @@ GeneratorInfo chimera_generator() {
     }
     Schedule s = make_schedule("chimera", D, 2 * D, o.microbatches, PlacementKind::Explicit, map, 2);
     auto pipe = one_f_one_b_timeline(D, half);
-    for (int unit = 0; unit * D < o.microbatches; ++unit) {
-      for (int d = 0; d < D; ++d) {
-        std::vector<Timed> merged;
-        bool down_first = d < half;
+    const int units = o.microbatches / D;
+    const double unit_slots = 2.0 * D;  // one unit's work on a device: D/2 microbatches x 2 directions x (F + B)
+    for (int d = 0; d < D; ++d) {
+      const bool up_first = d < half;  // the up pipeline's stage on device d is D-1-d, later than d
+      std::vector<Timed> merged;
+      for (int unit = 0; unit < units; ++unit) {
+        const double offset = unit * unit_slots;
         for (const auto& [t, a] : pipe[static_cast<size_t>(d)]) {  // down: stage d, microbatch unit*D + j
           Action x = a;
           x.stage = d;
           x.microbatch = unit * D + a.microbatch;
-          merged.push_back({t, down_first ? 0 : 1, x});
+          merged.push_back({t + offset, unit, up_first ? 1 : 0, x});
         }
         for (const auto& [t, a] : pipe[static_cast<size_t>(D - 1 - d)]) {  // up: stage D + (D-1-d)
           Action x = a;
           x.stage = D + (D - 1 - d);
           x.microbatch = unit * D + half + a.microbatch;
-          merged.push_back({t, down_first ? 1 : 0, x});
+          merged.push_back({t + offset, unit, up_first ? 0 : 1, x});
         }
-        std::stable_sort(merged.begin(), merged.end(),
-                         [](const Timed& a, const Timed& b) { return std::tie(a.start, a.tie) < std::tie(b.start, b.tie); });
-        for (const Timed& t : merged) s.actions[static_cast<size_t>(d)].push_back(t.action);
       }
+      std::stable_sort(merged.begin(), merged.end(), [](const Timed& a, const Timed& b) {
+        return std::tie(a.start, a.unit, a.tie) < std::tie(b.start, b.unit, b.tie);
+      });
+      for (const Timed& t : merged) s.actions[static_cast<size_t>(d)].push_back(t.action);
     }
     s.params["eager_grad_reduce"] = true;  // each stage's allreduce as soon as its gradients are ready
     return s;

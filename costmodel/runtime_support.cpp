@@ -1,0 +1,145 @@
+#include "costmodel/runtime_support.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "costmodel/estimate.h"
+#include "schedules/error.h"
+#include "schedules/tp_overlap.h"
+
+namespace stagecraft::costmodel {
+namespace {
+
+using schedules::Action;
+using schedules::Op;
+using schedules::Schedule;
+
+// Tensor-parallel overlap (runtime/tp_pieces.h) splits each microbatch of a stage into two equal
+// sub-batches along the batch dimension and runs the stage's layers block by block.
+std::vector<schedules::TpOverlap> splitting_modes(const ParallelPlan& p) {
+  std::vector<schedules::TpOverlap> out;
+  if (p.tp == 1) return out;
+  std::vector<schedules::TpOverlap> all = p.stage_tp_overlap;
+  all.push_back(p.tp_overlap);
+  for (auto m : all)
+    if (m != schedules::TpOverlap::Blocking) out.push_back(m);
+  return out;
+}
+
+void check_sub_batches(const ParallelPlan& p) {
+  for (auto mode : splitting_modes(p))
+    if (mode == schedules::TpOverlap::Te)
+      throw InputError("runtime: tp_overlap 'te' (Transformer Engine's chunked collectives) is priced by estimate, compare, "
+                       "simulate and plan but not executed by the runtime (allowed: blocking, merak, cross-pass, oases)");
+  for (auto mode : splitting_modes(p))
+    if (p.microbatch_size % 2 != 0)
+      throw InputError("runtime: tp_overlap '" + std::string(schedules::tp_overlap_name(mode)) +
+                       "' splits each microbatch into two sub-batches, so microbatch_size must be even (got " +
+                       std::to_string(p.microbatch_size) + "); use an even --microbatch-size or --tp-overlap blocking");
+}
+
+// Mixture of experts (runtime/moe.h): what the runtime's MoE layers and expert parallelism run,
+// before the cost model's own checks (which would ask for sequence parallelism with tp > 1).
+void check_experts(const ModelSpec& m, const ParallelPlan& p) {
+  if (!is_moe(m)) return;  // ep > 1 without experts: the cost model's own refusal
+  const std::string with = " with model '" + m.name + "' (" + std::to_string(m.num_experts) + " experts)";
+  if (p.tp > 1)
+    throw InputError("runtime: plan.tp = " + std::to_string(p.tp) + with +
+                     " is not implemented by the runtime: experts under tensor parallelism need sequence parallelism "
+                     "(Megatron-Core's rule), which the runtime does not run (allowed with experts: tp = 1, with any dp, "
+                     "ep and pp; estimate, simulate and plan price tp > 1)");
+  if (m.moe_capacity_factor > 0)
+    throw InputError("runtime: model.moe_capacity_factor = " + std::to_string(m.moe_capacity_factor) +
+                     ": the runtime's MoE layers are dropless (every routed token is computed; allowed: 0)");
+  if (m.moe_node_limit > 0)
+    throw InputError("runtime: model.moe_node_limit = " + std::to_string(m.moe_node_limit) +
+                     ": node-limited routing is not implemented by the runtime (plain top-k over every expert; allowed: 0)");
+  if (p.ep > 1 && p.zero != 0)
+    throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " with plan.ep = " + std::to_string(p.ep) +
+                     " is not implemented by the runtime (the distributed optimizer does not shard the routed experts "
+                     "over the expert-data-parallel group); allowed: zero = 0 with ep > 1, or ep = 1");
+  if (p.ep > 1 && p.preemptive_comm)
+    throw InputError("runtime: plan.preemptive_comm = true with plan.ep = " + std::to_string(p.ep) +
+                     " is not implemented by the runtime (the experts' reductions run on their own group); allowed: ep = 1");
+}
+
+// Whether some rank reduces a stage's gradients before the stage's first compute action: a
+// share deferred to the next iteration (FOLD3D).
+bool defers_reductions(const Schedule& s) {
+  for (const auto& list : s.actions) {
+    std::set<int> computed;
+    for (const Action& a : list) {
+      if (a.op == Op::REDUCE_GRAD && !computed.count(a.stage)) return true;
+      if (schedules::is_compute(a.op)) computed.insert(a.stage);
+      if (a.op == Op::OVERLAP_F_B) computed.insert(a.b_stage);
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void check_vocab_parallel(const ModelSpec& m, int tp) {
+  if (m.vocab_size % tp != 0)
+    throw InputError("model.vocab_size = " + std::to_string(m.vocab_size) + " is not divisible by tp = " +
+                     std::to_string(tp) + " (the runtime splits the embedding and the LM head by vocabulary, as "
+                     "Megatron-LM; pad the vocabulary to a multiple of tp)");
+}
+
+void check_runtime_plan(const ModelSpec& m, const ParallelPlan& p, bool builtin_decoder) {
+  if (m.fp8)
+    throw InputError("runtime: model.fp8 = true (--fp8) is not implemented by the runtime: its linear layers run in fp32 "
+                     "or bf16 (allowed: --precision fp32 or bf16; FP8 products need torch._scaled_mm on an H100-class GPU)");
+  if (p.cp > 1)
+    throw InputError("runtime: plan.cp = " + std::to_string(p.cp) +
+                     " (context parallelism) is not implemented by the runtime yet; estimate and plan price it (allowed here: 1)");
+  if (builtin_decoder) check_experts(m, p);
+  if (p.zero == 3)
+    throw InputError("runtime: plan.zero = 3 (fully sharded parameters, FSDP) is not implemented by the runtime yet; "
+                     "estimate, simulate and plan price it (allowed here: 0, 1, 2)");
+  check_sub_batches(p);  // before the cost model's fit checks: the runtime's own reason
+  if (p.sequence_parallel)
+    throw InputError("runtime: sequence parallelism (plan.sequence_parallel) is not implemented by the runtime");
+  if (!builtin_decoder) return;
+  if (m.kind == ModelKind::Bert)
+    throw InputError("runtime: model '" + m.name + "' is of kind " + std::string(kind_name(m.kind)) +
+                     "; the runtime builds decoders only (kinds gpt and llama)");
+  check_vocab_parallel(m, p.tp);
+}
+
+void check_runtime_schedule(const ParallelPlan& p, const Schedule& s) {
+  const bool chains = s.num_chains > 1;
+  if (p.ep > 1 && chains)
+    throw InputError("runtime: plan.ep = " + std::to_string(p.ep) + " is not supported with schedule '" + s.name +
+                     "' (its chains reduce copies of a stage jointly); allowed with ep > 1: schedules of one pipeline chain");
+  const bool deferred = defers_reductions(s);
+  if (p.ep > 1 && deferred)
+    throw InputError("runtime: plan.ep = " + std::to_string(p.ep) + " is not supported with schedule '" + s.name +
+                     "' (it defers gradient reductions to the next iteration); allowed with ep > 1: schedules that "
+                     "reduce in the iteration");
+  if (p.preemptive_comm && p.zero != 0)
+    throw InputError("runtime: plan.preemptive_comm = true with plan.zero = " + std::to_string(p.zero) +
+                     " is not supported (the distributed optimizer's reduce-scatters are not chunked); allowed: zero = 0");
+  if (p.preemptive_comm && chains)
+    throw InputError("runtime: plan.preemptive_comm = true is not supported with schedule '" + s.name +
+                     "' (its chains reduce copies of a stage jointly); allowed: schedules of one pipeline chain");
+  if (p.zero != 0 && chains)
+    throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " is not supported with schedule '" + s.name +
+                     "' (its chains reduce copies of a stage jointly); allowed here: 0");
+  if (p.zero != 0 && deferred)
+    throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " is not supported with schedule '" + s.name +
+                     "' (it defers gradient reductions to the next iteration); allowed here: 0");
+}
+
+bool runtime_runs(const ModelSpec& m, const ParallelPlan& p) {
+  try {
+    check_runtime_plan(m, p);
+    check_runtime_schedule(p, plan_schedule(p));
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+}  // namespace stagecraft::costmodel
