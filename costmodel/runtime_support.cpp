@@ -105,7 +105,6 @@ void check_runtime_plan(const ModelSpec& m, const ParallelPlan& p, bool builtin_
   if (m.kind == ModelKind::Bert)
     throw InputError("runtime: model '" + m.name + "' is of kind " + std::string(kind_name(m.kind)) +
                      "; the runtime builds decoders only (kinds gpt and llama)");
-  check_vocab_parallel(m, p.tp);
 }
 
 void check_runtime_schedule(const ParallelPlan& p, const Schedule& s) {
@@ -135,6 +134,7 @@ void check_runtime_schedule(const ParallelPlan& p, const Schedule& s) {
 bool runtime_runs(const ModelSpec& m, const ParallelPlan& p) {
   try {
     check_runtime_plan(m, p);
+    check_vocab_parallel(m, p.tp);
     check_runtime_schedule(p, plan_schedule(p));
     return true;
   } catch (const InputError&) {

@@ -79,11 +79,14 @@ Link Topology::p2p_link(int pp_a, int pp_b) const {
   return worst;
 }
 
+bool cp_before_dp(const std::array<Axis, kAxes>& order) {
+  return std::find(order.begin(), order.end(), kCp) < std::find(order.begin(), order.end(), kDp);
+}
+
 int Topology::index(const Coords& c, Axis axis) const {
   if (axis == kTpDpCp) return c.tp + size_[kTp] * index(c, kDpCp);
   if (axis != kDpCp) return c[axis];
-  const bool cp_first = std::find(order_.begin(), order_.end(), kCp) < std::find(order_.begin(), order_.end(), kDp);
-  return cp_first ? c.cp + size_[kCp] * c.dp : c.dp + size_[kDp] * c.cp;
+  return cp_before_dp(order_) ? c.cp + size_[kCp] * c.dp : c.dp + size_[kDp] * c.cp;
 }
 
 Coords Topology::with_index(Coords c, Axis axis, int v) const {
@@ -95,7 +98,7 @@ Coords Topology::with_index(Coords c, Axis axis, int v) const {
     c.set(axis, v);
     return c;
   }
-  const bool cp_first = std::find(order_.begin(), order_.end(), kCp) < std::find(order_.begin(), order_.end(), kDp);
+  const bool cp_first = cp_before_dp(order_);
   const Axis fast = cp_first ? kCp : kDp, slow = cp_first ? kDp : kCp;
   c.set(fast, v % size_[fast]);
   c.set(slow, v / size_[fast]);

@@ -31,6 +31,10 @@ struct Coords {
 // The axes of plan.rank_order, fastest first, cp inserted after tp where the order does not
 // name it (check(ParallelPlan) has checked the names).
 std::array<Axis, kAxes> rank_axes(const std::string& rank_order);
+// Whether cp varies faster than dp in that numbering: then a dp x cp group numbers its ranks cp
+// first (index cp + cp_size * dp), else dp first. Topology's dp x cp index and the simulator's
+// stride between a cp ring's members (sim/workload.cpp) read this one rule.
+bool cp_before_dp(const std::array<Axis, kAxes>& order);
 
 class Topology {
  public:

@@ -113,8 +113,8 @@ void check_overlapped_parts(const costmodel::ParallelPlan& p, const std::vector<
                        "': model part " + std::to_string(part) + " has no transformer layer to overlap");
 }
 
-// The built-in decoder (GptPart): the model's fields, tp against its heads and MLP, the attention
-// kernel this LibTorch has (its kind and vocabulary: costmodel::check_runtime_plan).
+// The built-in decoder (GptPart): the model's fields, tp against its heads, MLP and vocabulary,
+// the attention kernel this LibTorch has (its kind: costmodel::check_runtime_plan).
 void check_decoder(const costmodel::ModelSpec& m, const costmodel::ParallelPlan& p, int world) {
   costmodel::check(m);
   costmodel::ClusterSpec local;
@@ -122,6 +122,7 @@ void check_decoder(const costmodel::ModelSpec& m, const costmodel::ParallelPlan&
   local.nodes = 1;
   local.gpus_per_node = world;
   costmodel::check_fit(m, local, p);  // tp divides the heads and the MLP width
+  costmodel::check_vocab_parallel(m, p.tp);  // and the vocabulary (GptPart's split)
   check_attention_kernel(m);
 }
 

@@ -66,10 +66,8 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
 
 void set_context_parallel(Workload& w, const costmodel::CostTable& c, const costmodel::ParallelPlan& plan) {
   if (plan.cp < 2) return;
-  const auto axes = costmodel::rank_axes(plan.rank_order);
-  const bool cp_first = std::find(axes.begin(), axes.end(), costmodel::kCp) < std::find(axes.begin(), axes.end(), costmodel::kDp);
   w.cp = plan.cp;
-  w.cp_stride = cp_first ? 1 : plan.dp;
+  w.cp_stride = costmodel::cp_before_dp(costmodel::rank_axes(plan.rank_order)) ? 1 : plan.dp;
   for (const costmodel::StageCost& sc : c.stages) {
     const double per_microbatch = static_cast<double>(sc.layers) * std::max(1, sc.inner.sub_batches);
     w.cp_ring_f_bytes.push_back(per_microbatch * sc.cp.exchanges_f * sc.cp.chunk_bytes);
