@@ -59,6 +59,26 @@ TEST(Presets, ClusterExtendsAPreset) {
       << error_of([&] { load_cluster(file); });
 }
 
+// The Blackwell presets: NVIDIA's dense peaks (its tables give them with sparsity: halved), memory
+// and NVLink 5 per GPU; GB200 NVL72's node is the rack's 72-GPU NVLink domain, one NIC per GPU.
+TEST(Presets, BlackwellClusters) {
+  const ClusterSpec b200 = load_cluster("b200-ib-1024"), gb200 = load_cluster("gb200-nvl72-1152");
+  EXPECT_EQ(b200.gpu_peak_flops_per_s, 2.25e15);
+  EXPECT_EQ(b200.gpu_fp8_peak_flops_per_s, 4.5e15);
+  EXPECT_EQ(b200.gpu_memory_bytes, 180e9);
+  EXPECT_EQ(b200.intra_node_bandwidth_Bps, 900e9);
+  EXPECT_EQ(b200.num_gpus(), 1024);
+  EXPECT_EQ(b200.gpu_sms, 148);
+  EXPECT_EQ(gb200.gpus_per_node, 72);
+  EXPECT_EQ(gb200.nics_per_node, 72);
+  EXPECT_EQ(gb200.num_gpus(), 16 * 72);
+  EXPECT_EQ(gb200.gpu_peak_flops_per_s, 2.5e15);
+  EXPECT_EQ(gb200.gpu_fp8_peak_flops_per_s, 5e15);
+  EXPECT_EQ(gb200.gpu_memory_bytes, 186e9);
+  EXPECT_EQ(gb200.gpu_memory_bandwidth_Bps, 8e12);
+  for (const ClusterSpec* c : {&b200, &gb200}) EXPECT_NE(c->compute_source.find("ASSUMED"), std::string::npos) << c->name;
+}
+
 TEST(Specs, JsonRoundTrip) {
   ModelSpec m = load_model("llama-7b");
   EXPECT_EQ(model_from_json(to_json(m)).ffn_hidden_size, m.ffn_hidden_size);
