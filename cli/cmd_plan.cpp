@@ -12,6 +12,7 @@
 #include "cli/common.h"
 #include "cli/progress.h"
 #include "costmodel/presets.h"
+#include "costmodel/profile.h"
 #include "costmodel/stats.h"
 #include "graphs/plan.h"
 #include "planner/layer_tp.h"
@@ -59,6 +60,10 @@ struct PlanCmdFlags {
   bool layer_tp = false;              // Oases' per-layer tp degrees (ILP) for the top plans with pp = 1
   bool quiet = false;                 // no progress lines on standard error
   bool for_runtime = false;           // only plans `stagecraft train` runs
+  std::optional<double> grad_bucket_mb;  // every plan's gradient bucket size in MiB (default 25)
+  std::string grad_reduce_at;         // every plan's reduction start without overlap (default auto)
+  bool preemptive_comm = false;       // every plan's pipeline transfers preempt its reductions
+  std::string profile;                // measured costs instead of the analytic ones
   std::optional<double> memory_margin;  // overrides the cluster's memory_margin
   std::optional<int> nodes;           // overrides the cluster's node count
 };
@@ -137,6 +142,9 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
   }
   s.rank_orders = split_list(f.rank_orders);
   s.for_runtime = f.for_runtime;
+  if (f.grad_bucket_mb) s.grad_bucket_bytes = *f.grad_bucket_mb * 1024 * 1024;  // ranged by cli/flag_bounds.cpp
+  if (!f.grad_reduce_at.empty()) s.grad_reduce_at = schedules::parse_grad_reduce_at(f.grad_reduce_at, "--grad-reduce-at");
+  s.preemptive_comm = f.preemptive_comm;
   s.tp_overlap.clear();
   for (const std::string& v : split_list(f.tp_overlaps)) s.tp_overlap.push_back(schedules::parse_tp_overlap(v, "--tp-overlaps"));
   s.sequence_parallel.clear();
@@ -280,13 +288,14 @@ struct LayerTpRow {
   planner::LayerTpBreakdown uniform;   // every layer at the plan's tp
   planner::LayerTpSolution best;       // the ILP's choice
 };
-std::vector<LayerTpRow> plan_layer_tp(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const planner::SearchResult& r) {
+std::vector<LayerTpRow> plan_layer_tp(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const planner::SearchResult& r,
+                                      const costmodel::Profile* profile) {
   std::vector<LayerTpRow> out;
   if (!f.layer_tp) return out;
   for (size_t i = 0; i < r.best.size(); ++i) {
     const costmodel::ParallelPlan& p = r.best[i].plan;
     if (p.pp != 1 || p.tp < 2 || p.zero == 3 || p.cp > 1) continue;  // what layer_tp_problem plans (planner/layer_tp.h)
-    const planner::LayerTpProblem pr = planner::layer_tp_problem(m, r.cluster, p);
+    const planner::LayerTpProblem pr = planner::layer_tp_problem(m, r.cluster, p, profile);
     LayerTpRow row;
     row.rank = i;
     row.uniform = planner::evaluate_layer_tp(pr, std::vector<int>(static_cast<size_t>(pr.layers), static_cast<int>(pr.options.size()) - 1));
@@ -432,8 +441,16 @@ void run(const PlanCmdFlags& f) {
   costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   apply_memory_margin(c, f.memory_margin);
   apply_nodes(c, f.nodes);
+  if (graph && !f.profile.empty())
+    throw InputError("--profile with a graph model (--model " + f.model + ") is not supported (a graph prices its own subgraphs; allowed: absent)");
+  if (!f.profile.empty() && !f.verify.empty())
+    throw InputError("--verify with --profile is not supported (the simulator's check runs the analytic costs; allowed: one of them)");
+  const std::optional<costmodel::Profile> profile =
+      f.profile.empty() ? std::nullopt : std::optional<costmodel::Profile>(costmodel::load_profile(f.profile));
   const SearchFn search = [&](const planner::PlanSpace& space, const planner::SearchOptions& o) {
-    return graph ? graphs::search_graph(*graph, c, space, o) : planner::search(m, c, space, o);
+    planner::SearchOptions with = o;
+    if (profile) with.profile = &*profile;  // priced as `estimate --profile` prices
+    return graph ? graphs::search_graph(*graph, c, space, with) : planner::search(m, c, space, with);
   };
   if (f.tokens < 0) throw InputError("--tokens = " + fmt_num(f.tokens) + " is invalid (must be positive)");
   if (!f.verify.empty() && f.verify != "sim") throw InputError("--verify = '" + f.verify + "' is invalid (allowed: sim)");
@@ -457,7 +474,7 @@ void run(const PlanCmdFlags& f) {
     throw Error("no plan of the space fits in memory (" + std::to_string(r.stats.considered) + " points, " +
                 std::to_string(r.stats.pruned) + " pruned, " + std::to_string(r.stats.infeasible) + " evaluated too large)");
   const std::vector<double> simulated = verify_on_sim(f, m, r);
-  const std::vector<LayerTpRow> layer_tp = plan_layer_tp(f, m, r);
+  const std::vector<LayerTpRow> layer_tp = plan_layer_tp(f, m, r, profile ? &*profile : nullptr);
   if (!f.out.empty()) write_file_atomic(f.out, costmodel::to_json(r.best.front().plan).dump(2) + "\n");
   if (f.json) {
     nlohmann::json j = result_json(r, simulated);
@@ -542,6 +559,11 @@ void add_plan_command(CLI::App& app) {
   c->add_flag("--json", f->json, "print JSON instead of the table");
   c->add_option("--out", f->out, "write the best plan to this JSON file");
   c->add_option("--verify", f->verify, "sim: re-run the top plans on the SimGrid simulator and print both times");
+  c->add_option("--grad-bucket-mb", f->grad_bucket_mb, "every plan's gradient bucket size in MiB (default 25; as estimate)");
+  c->add_option("--grad-reduce-at", f->grad_reduce_at,
+                "every plan's reduction start without overlap: rank-end, stage-end or auto (default; as estimate)");
+  c->add_flag("--preemptive-comm", f->preemptive_comm, "every plan's pipeline transfers preempt its reductions (as estimate)");
+  c->add_option("--profile", f->profile, "profile JSON from `stagecraft profile`: every plan priced with measured costs (as estimate)");
   c->add_flag("--for-runtime", f->for_runtime,
               "search only plans `stagecraft train` runs (no sequence or context parallelism, FP8, FSDP or te overlap; "
               "costmodel/runtime_support.h), for `train --plan`");

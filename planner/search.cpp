@@ -60,8 +60,8 @@ Candidate candidate_of(const costmodel::Estimate& e, const ClusterSpec& c, bool&
 
 // One point as costmodel::estimate evaluates it, with the compiled evaluator from the cache.
 // Sets *costs to the point's cost table and *stages to its stages per pipeline.
-Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, EvaluatorCache& cache,
-                   std::map<std::string, schedules::Schedule>& lowered, SearchStats& stats, bool& fits,
+Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const costmodel::Profile* profile,
+                   EvaluatorCache& cache, std::map<std::string, schedules::Schedule>& lowered, SearchStats& stats, bool& fits,
                    costmodel::CostTable* table, int* stages) {
   const std::string key = shape_key(p);
   auto it = lowered.find(key);
@@ -71,7 +71,7 @@ Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan&
   }
   *stages = it->second.stages_per_chain();
   costmodel::Estimate e = costmodel::assemble_estimate(
-      m, c, p, it->second, nullptr, [&](const schedules::Schedule& s, const std::string& buckets) -> const costmodel::Evaluator& {
+      m, c, p, it->second, profile, [&](const schedules::Schedule& s, const std::string& buckets) -> const costmodel::Evaluator& {
         return cache.get(key + buckets, s, stats);
       });
   Candidate out = candidate_of(e, c, fits);
@@ -144,8 +144,10 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
     costmodel::check_fit(model, res.cluster, q);
     // Parameters the cost model chooses (merak alpha1 auto, FOLD3D segments auto and its
     // forward/backward ratio) are settled as `estimate` settles them.
-    const ParallelPlan r = costmodel::resolve_schedule_params(model, res.cluster, q);
-    return evaluate(model, res.cluster, r, cache, lowered, res.stats, fits, &costs, &stages);
+    costmodel::EstimateOptions eo;
+    eo.profile = opt.profile;
+    const ParallelPlan r = costmodel::resolve_schedule_params(model, res.cluster, q, eo);
+    return evaluate(model, res.cluster, r, opt.profile, cache, lowered, res.stats, fits, &costs, &stages);
   };
   auto consider = [&](const ParallelPlan& q) {
     Candidate cand;

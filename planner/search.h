@@ -45,6 +45,8 @@ struct SearchOptions {
                                                          // the end; empty: not called
   bool prune = true;   // apply the memory bound (off: evaluate every point, for tests)
   bool balance = true; // also evaluate each multi-stage plan with balanced stage layers
+  const costmodel::Profile* profile = nullptr;  // measured costs (`stagecraft profile`) instead of the
+                                                // analytic ones, as `estimate --profile` prices
   // Prices a point instead of the analytic cost table (a model given as a graph: graphs/plan.h).
   // The model's own checks, the memory bound, the automatic schedule parameters and the
   // balanced variants are then the estimator's (skipped here); InputError rejects the point.

@@ -198,6 +198,9 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                 p.reshard_after_forward = z != 3 || space.reshard_after_forward;
                 p.overlap_grad_reduce = space.overlap_grad_reduce;
                 p.overlap_param_gather = space.overlap_param_gather && costmodel::gathers_after_step(p);
+                p.grad_bucket_bytes = space.grad_bucket_bytes;
+                p.grad_reduce_at = space.grad_reduce_at;
+                p.preemptive_comm = space.preemptive_comm;
                 p.stack = space.stack;
                 p.rank_order = order;
                 if (space.for_runtime && !costmodel::runtime_runs(m, p)) continue;  // what train would refuse

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/specs.h"
+#include "schedules/lower.h"
 #include "schedules/tp_overlap.h"
 
 namespace stagecraft::planner {
@@ -36,6 +37,10 @@ struct PlanSpace {
   bool overlap_grad_reduce = true;           // every plan reduces its gradients in buckets during the backward
   bool overlap_param_gather = true;          // plans with a distributed optimizer gather parameters behind
                                              // the next forward (Megatron-Core --overlap-param-gather)
+  double grad_bucket_bytes = 25.0 * 1024 * 1024;  // every plan's gradient bucket size (DDP's 25 MiB)
+  schedules::GradReduceAt grad_reduce_at = schedules::GradReduceAt::Auto;  // every plan's, where it does
+                                             // not overlap its reductions: rank end, stage end or auto
+  bool preemptive_comm = false;              // every plan's pipeline transfers preempt its reductions (FOLD3D)
   std::string stack = "megatron-lm";         // the kernel set every plan runs on (costmodel/stack.h)
   int max_tp = 0;                            // largest tp; 0 = the GPUs of one node (Megatron keeps tp in a node)
   std::vector<int> tp_degrees;               // tp values tried; empty = every divisor of gpus up to max_tp

@@ -2,6 +2,7 @@
 // bound never prunes a plan that fits, and `stagecraft plan` writes a plan estimate reads.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -281,6 +282,32 @@ TEST(PlannerCli, WritesAPlanThatEstimateReads) {
   const auto parsed = nlohmann::json::parse(first.out);
   EXPECT_EQ(parsed["gpus"], 16);
   EXPECT_EQ(parsed["best"].size(), 1u);
+}
+
+// Every estimate option that changes a price is a plan option (issue 36): the profile prices the
+// search as `estimate --profile` prices a plan, and the buckets, the reduction start and
+// preemptive communication go into every plan and its file.
+TEST(PlannerCli, EstimatesPricingOptionsArePlanOptions) {
+  const std::string out = test::scratch_path("plan_profiled.json");
+  const std::string profile = test::data_path("profile/synthetic-tiny.json");
+  test::RunResult r = test::run_cli("plan --model tiny --cluster local-cpu-2 --global-batch 8 --top 1 --json --profile " + profile +
+                                    " --grad-bucket-mb 4 --grad-reduce-at stage-end --preemptive-comm --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double planned = nlohmann::json::parse(r.out)["best"][0]["iteration_time_s"];
+  const nlohmann::json file = nlohmann::json::parse(test::read_text(out));
+  EXPECT_EQ(file["grad_bucket_bytes"].get<double>(), 4.0 * 1024 * 1024);
+  EXPECT_EQ(file["grad_reduce_at"], "stage-end");
+  EXPECT_EQ(file["preemptive_comm"], true);
+  test::RunResult e = test::run_cli("estimate --model tiny --cluster local-cpu-2 --json --profile " + profile + " --plan " + out);
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NEAR(nlohmann::json::parse(e.out)["iteration_time_s"].get<double>(), planned, 1e-9 * planned);
+  test::RunResult analytic = test::run_cli("plan --model tiny --cluster local-cpu-2 --global-batch 8 --top 1 --json");
+  ASSERT_EQ(analytic.exit_code, 0) << analytic.err;
+  EXPECT_GT(std::fabs(nlohmann::json::parse(analytic.out)["best"][0]["iteration_time_s"].get<double>() / planned - 1), 0.1);
+  std::remove(out.c_str());
+  test::RunResult bad = test::run_cli("plan --model tiny --cluster local-cpu-2 --global-batch 8 --grad-reduce-at never");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--grad-reduce-at"), std::string::npos) << bad.err;
 }
 
 // --gpus with several counts: the best plan of each, with the time to train --tokens.
