@@ -196,7 +196,9 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   for (bool fp8 : precisions) {
     model.fp8 = fp8;
     for (const ParallelPlan& p : points) {
-      if (opt.progress && res.stats.considered % 64 == 0) opt.progress(res.stats.considered, total);
+      // Every point: 64 of the expensive ones took 40-50 s with nothing printed (issue 36); the
+      // Progress the CLI passes prints at most once every 2 s.
+      if (opt.progress) opt.progress(res.stats.considered, total);
       ++res.stats.considered;
       if (opt.prune && !custom && memory_lower_bound_bytes(model, p) > res.cluster.gpu_memory_bytes) {  // tight plans are kept
         ++res.stats.pruned;

@@ -41,8 +41,9 @@ struct SearchStats {
 
 struct SearchOptions {
   int top_k = 10;      // candidates kept, fastest first
-  std::function<void(long done, long total)> progress;  // points done of the space, every 64 and at
-                                                         // the end; empty: not called
+  std::function<void(long done, long total)> progress;  // points done of the space, before each point
+                                                         // and at the end (the caller throttles what it
+                                                         // prints: cli/progress.h); empty: not called
   bool prune = true;   // apply the memory bound (off: evaluate every point, for tests)
   bool balance = true; // also evaluate each multi-stage plan with balanced stage layers
   const costmodel::Profile* profile = nullptr;  // measured costs (`stagecraft profile`) instead of the
