@@ -142,7 +142,7 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
   }
   s.rank_orders = split_list(f.rank_orders);
   s.for_runtime = f.for_runtime;
-  if (f.grad_bucket_mb) s.grad_bucket_bytes = *f.grad_bucket_mb * 1024 * 1024;  // ranged by cli/flag_bounds.cpp
+  if (f.grad_bucket_mb) s.grad_bucket_bytes = grad_bucket_bytes_of(*f.grad_bucket_mb);
   if (!f.grad_reduce_at.empty()) s.grad_reduce_at = schedules::parse_grad_reduce_at(f.grad_reduce_at, "--grad-reduce-at");
   s.preemptive_comm = f.preemptive_comm;
   s.tp_overlap.clear();

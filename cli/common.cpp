@@ -272,6 +272,11 @@ Inputs resolve(const PlanFlags& f) {
   return in;
 }
 
+double grad_bucket_bytes_of(double mb) {
+  if (!(mb > 0)) throw InputError("--grad-bucket-mb = " + std::to_string(mb) + " is invalid (must be greater than 0)");
+  return mb * 1024 * 1024;
+}
+
 costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::string& gpus_from) {
   for (const auto& [name, v] : {std::pair{"dp", f.dp}, {"tp", f.tp}, {"pp", f.pp}, {"cp", f.cp}, {"ep", f.ep}, {"microbatch-size", f.microbatch_size},
                                 {"microbatches", f.microbatches}, {"chunks", f.chunks}})
@@ -313,11 +318,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (!f.stack.empty()) p.stack = f.stack;
   if (f.preemptive_comm) p.preemptive_comm = true;
   if (!f.grad_reduce_at.empty()) p.grad_reduce_at = schedules::parse_grad_reduce_at(f.grad_reduce_at, "--grad-reduce-at");
-  if (f.grad_bucket_mb) {
-    if (!(*f.grad_bucket_mb > 0))
-      throw InputError("--grad-bucket-mb = " + std::to_string(*f.grad_bucket_mb) + " is invalid (must be greater than 0)");
-    p.grad_bucket_bytes = *f.grad_bucket_mb * 1024 * 1024;
-  }
+  if (f.grad_bucket_mb) p.grad_bucket_bytes = grad_bucket_bytes_of(*f.grad_bucket_mb);
   if (!f.stage_layers.empty()) {
     p.stage_layers.clear();
     for (const std::string& tok : split_list(f.stage_layers)) {

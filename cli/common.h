@@ -132,6 +132,8 @@ costmodel::Estimate estimate_inputs(const Inputs& in, const costmodel::ParallelP
 // The plan alone, from the plan file and flags; dp defaults to gpus / (tp * pp). Checks the
 // plan's own fields (costmodel::check) but nothing that needs a model or a cluster.
 costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::string& gpus_from);
+// --grad-bucket-mb in bytes (MiB), refusing a size not above 0; estimate's and plan's one reading.
+double grad_bucket_bytes_of(double mb);
 
 // Writes to PATH.tmp then renames, so a failure never leaves a half-written file; creates
 // missing parent directories. Throws Error on failure.
