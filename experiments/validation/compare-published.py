@@ -8,10 +8,11 @@ the iteration time and the Spearman rank correlation of the per-GPU throughput. 
 is fitted to the published figures.
 
 Usage: experiments/validation/compare-published.py [path/to/stagecraft] [--runs FILE] [--constant-efficiency]
-       [--as-2023] [extra estimate flags...]
+       [--as-2023] [--brackets] [extra estimate flags...]
 --runs FILE reads another set of the same format (published-h100.json: the H100 runs of 2024-2025;
 published-h100-cp-fp8.json: Llama 3.1 with context parallelism 2, BF16 and FP8; published-h100-moe.json:
-mixture-of-experts runs, where a run's "skip" names what stagecraft cannot express and leaves it out).
+mixture-of-experts runs, where a run's "skip" names what stagecraft cannot express and leaves it out;
+published-fsdp.json: fully sharded data parallel runs of torchtitan).
 --constant-efficiency turns compute by shape off (gpu_sms = 0: every FLOP at achieved_efficiency,
 0.5), the model before it, for comparison. --as-2023 leaves out what the runs' recipes say beyond
 what the A100-era model expressed (stack, fused attention, no dropout, the overlapped gather), to
@@ -28,6 +29,13 @@ and FP8 (--fp8) where the run uses them. For mixture-of-experts runs the model's
 moe_node_limit, moe_capacity_factor, moe_load_imbalance) and attention shapes (head_dim, v_head_dim,
 q_lora_rank, kv_lora_rank, qk_rope_head_dim) go into the model file as given, and the run's expert-
 parallel degree "ep" becomes --ep; these runs also get a table of tokens/s per GPU.
+Fully sharded runs ("zero": 3) get --zero 3 instead of the distributed optimizer's --zero 1,
+--no-reshard-after-forward where "reshard_after_forward" is false and --shard-group where a
+"shard_group" smaller than dp is given (HSDP); "attention": "sdpa-flash" (PyTorch's
+scaled_dot_product_attention) runs on the pytorch-eager stack; a model's "bytes_per_grad" (FSDP's
+reduce dtype) goes into the model file. --brackets also prices the skipped runs that carry a
+"bracket" (the recompute policies bounding one stagecraft cannot express) at each bound, in a
+table of its own, outside the MAPE.
 """
 import json
 import os
@@ -37,16 +45,18 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLUSTERS = {"A100-SXM4-80GB": "dgx-a100-80gb.json",  # the GPU as published -> cluster file here
-            "H100-SXM5-80GB": os.path.join("..", "..", "costmodel", "presets", "clusters", "h100-ib-1024.json")}
+            "H100-SXM5-80GB": os.path.join("..", "..", "costmodel", "presets", "clusters", "h100-ib-1024.json"),
+            "H100-HBM2e-96GB-500W": "grand-teton-h100-96gb.json"}  # torchtitan's Grand Teton hosts
 # The attention backend a recipe runs -> the kernel set it names (costmodel/presets/stacks): TE's
 # flash backend (NVTE_FUSED_ATTN=0) is FlashAttention-2, its fused backend cuDNN's attention.
-STACKS = {"flash": "megatron-core-te-flash2", "cudnn-fused": "megatron-core-te"}
+STACKS = {"flash": "megatron-core-te-flash2", "cudnn-fused": "megatron-core-te", "sdpa-flash": "pytorch-eager"}
 RUN_CLUSTERS = {"bloom-176b-384gpu": "jean-zay-a100-80gb.json"}  # runs on another machine than Selene
 # Model fields passed through as given where a run states them (costmodel/specs.h, ModelSpec): the
 # experts and the attention shapes other than h / a heads (Qwen3's head_dim, DeepSeek's MLA).
 MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "dense_layers",
               "moe_node_limit", "moe_capacity_factor", "moe_load_imbalance")
 SHAPE_FIELDS = ("head_dim", "v_head_dim", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim")
+PRECISION_FIELDS = ("bytes_per_grad",)  # FSDP's reduce dtype (torchtitan reduces in fp32: 4)
 
 
 def usable(run):
@@ -76,7 +86,7 @@ def estimate(binary, run, extra, tmp):
              "bytes_per_activation": 2, "source": run["source"] + ", " + run["where"]}
     if md.get("num_kv_heads"):
         model["num_kv_heads"] = md["num_kv_heads"]
-    for k in MOE_FIELDS + SHAPE_FIELDS:
+    for k in MOE_FIELDS + SHAPE_FIELDS + PRECISION_FIELDS:
         if md.get(k) is not None:
             model[k] = md[k]
     paths = {}
@@ -93,7 +103,13 @@ def estimate(binary, run, extra, tmp):
     cmd += ["--schedule", "interleaved-1f1b", "--chunks", str(vs)] if vs > 1 else ["--schedule", "1f1b"]
     if run.get("sequence_parallel"):
         cmd.append("--sequence-parallel")
-    if run.get("distributed_optimizer"):
+    if run.get("zero") == 3:  # FSDP: parameters sharded too, gathered per unit
+        cmd += ["--zero", "3"]
+        if run.get("reshard_after_forward") is False:
+            cmd.append("--no-reshard-after-forward")
+        if run.get("shard_group") and run["shard_group"] != run["dp"]:
+            cmd += ["--shard-group", str(run["shard_group"])]
+    elif run.get("distributed_optimizer"):
         cmd += ["--zero", "1"]
     if not AS_2023:
         if run.get("attention") in STACKS:
@@ -151,6 +167,31 @@ CONSTANT_EFFICIENCY = False
 AS_2023 = False
 
 
+def brackets(binary, runs_file, extra):
+    """Skipped runs whose only inexpressible knob is the recompute policy, priced at the two
+    policies that bound it (less and more recomputation): is the published time between them?"""
+    with open(runs_file) as f:
+        runs = [r for r in json.load(f)["runs"] if r.get("skip") and r.get("bracket")]
+    print()
+    print("| run (skipped) | GPUs | published s | bound | predicted s | bound | predicted s | published within |")
+    print("|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in runs:
+            lo_policy, hi_policy = run["bracket"]["recompute"]
+            t = []
+            for policy in (lo_policy, hi_policy):
+                r = dict(run, recompute=policy)
+                r.pop("skip")
+                if not usable(r):
+                    raise SystemExit(f"{run['id']}: bracket run not complete")
+                t.append(estimate(binary, r, extra, tmp)["iteration_time_s"])
+            t_pub = run["measured"]["iteration_time_s"]
+            lo, hi = min(t), max(t)
+            where = "yes" if lo <= t_pub <= hi else (f"no, {100 * (t_pub / hi - 1):+.1f}% beyond" if t_pub > hi
+                                                        else f"no, {100 * (t_pub / lo - 1):+.1f}% below")
+            print(f"| {run['id']} | {run['gpus']} | {t_pub:.2f} | {lo_policy} | {t[0]:.2f} | {hi_policy} | {t[1]:.2f} | {where} |")
+
+
 def main():
     global CONSTANT_EFFICIENCY, AS_2023
     args = sys.argv[1:]
@@ -167,6 +208,9 @@ def main():
     if "--as-2023" in extra:
         extra.remove("--as-2023")
         AS_2023 = True
+    with_brackets = "--brackets" in extra
+    if with_brackets:
+        extra.remove("--brackets")
     with open(runs_file) as f:
         runs = [r for r in json.load(f)["runs"] if usable(r)]
     if AS_2023:  # what the A100-era model could not express at all
@@ -217,6 +261,8 @@ def main():
             rho = spearman([pub_tput[i] for i in idx], [pred_tput[i] for i in idx])
             mape = 100 * sum(errs[i] for i in idx) / len(idx)
             print(f"  source {fam}: {len(idx)} runs, MAPE {mape:.1f}%, Spearman {rho:.2f}")
+    if with_brackets:
+        brackets(binary, runs_file, extra)
 
 
 if __name__ == "__main__":
