@@ -1,10 +1,13 @@
 #include "costmodel/runtime_support.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "costmodel/estimate.h"
+#include "costmodel/topology.h"
 #include "schedules/error.h"
 #include "schedules/tp_overlap.h"
 
@@ -25,6 +28,45 @@ std::vector<schedules::TpOverlap> splitting_modes(const ParallelPlan& p) {
   for (auto m : all)
     if (m != schedules::TpOverlap::Blocking) out.push_back(m);
   return out;
+}
+
+// Context parallelism (runtime/cp.h): the built-in decoder's ring attention, its ranks next to
+// the data-parallel ones in the rank order (the runtime's grid holds dp x cp as one axis), and
+// not with experts (their groups are carved from dp alone there).
+void check_context_parallel(const ParallelPlan& p, bool builtin_decoder) {
+  if (p.cp == 1) return;
+  const std::string cp = "runtime: plan.cp = " + std::to_string(p.cp);
+  if (!builtin_decoder) throw InputError(cp + " with a TorchScript model: ring attention is the built-in decoder's (allowed: cp = 1)");
+  if (p.ep > 1)
+    throw InputError(cp + " with plan.ep = " + std::to_string(p.ep) +
+                     " is not supported by the runtime (its expert groups split dp alone); allowed: ep = 1 with cp > 1");
+  const auto axes = rank_axes(p.rank_order);
+  const auto at = [&](Axis a) { return std::find(axes.begin(), axes.end(), a) - axes.begin(); };
+  if (std::abs(at(kCp) - at(kDp)) != 1)
+    throw InputError(cp + " with plan.rank_order = \"" + p.rank_order +
+                     "\": the runtime needs cp next to dp in the order (allowed e.g. tp-cp-dp-pp, tp-dp-cp-pp, tp-dp-pp)");
+}
+
+// Fully sharded data parallelism (runtime/fsdp.h): the built-in decoder's units (layers, the
+// embedding, the head) gathered around their passes; sharded over the whole dp (x cp) group.
+void check_fully_sharded(const ParallelPlan& p, bool builtin_decoder) {
+  if (p.zero != 3) return;
+  if (!builtin_decoder)
+    throw InputError("runtime: plan.zero = 3 with a TorchScript model: the runtime gathers the built-in decoder's units only "
+                     "(allowed: zero 0, 1, 2)");
+  if (p.shard_group != 0 && p.shard_group != p.dp)
+    throw InputError("runtime: plan.shard_group = " + std::to_string(p.shard_group) +
+                     " (hybrid sharding, HSDP) is not implemented by the runtime; allowed: 0 or dp = " + std::to_string(p.dp));
+  for (auto m : splitting_modes(p))
+    throw InputError("runtime: plan.zero = 3 with tp_overlap '" + std::string(schedules::tp_overlap_name(m)) +
+                     "' is not supported (its pieces run the layers block by block); allowed: blocking");
+}
+
+bool splits_backward(const Schedule& s) {
+  for (const auto& list : s.actions)
+    for (const Action& a : list)
+      if (a.op == Op::W || a.op == Op::I || (a.op == Op::OVERLAP_F_B && a.b_op == Op::I)) return true;
+  return false;
 }
 
 void check_sub_batches(const ParallelPlan& p) {
@@ -91,13 +133,9 @@ void check_runtime_plan(const ModelSpec& m, const ParallelPlan& p, bool builtin_
   if (m.fp8)
     throw InputError("runtime: model.fp8 = true (--fp8) is not implemented by the runtime: its linear layers run in fp32 "
                      "or bf16 (allowed: --precision fp32 or bf16; FP8 products need torch._scaled_mm on an H100-class GPU)");
-  if (p.cp > 1)
-    throw InputError("runtime: plan.cp = " + std::to_string(p.cp) +
-                     " (context parallelism) is not implemented by the runtime yet; estimate and plan price it (allowed here: 1)");
+  check_context_parallel(p, builtin_decoder);
   if (builtin_decoder) check_experts(m, p);
-  if (p.zero == 3)
-    throw InputError("runtime: plan.zero = 3 (fully sharded parameters, FSDP) is not implemented by the runtime yet; "
-                     "estimate, simulate and plan price it (allowed here: 0, 1, 2)");
+  check_fully_sharded(p, builtin_decoder);
   check_sub_batches(p);  // before the cost model's fit checks: the runtime's own reason
   if (p.sequence_parallel)
     throw InputError("runtime: sequence parallelism (plan.sequence_parallel) is not implemented by the runtime");
@@ -126,6 +164,10 @@ void check_runtime_schedule(const ParallelPlan& p, const Schedule& s) {
   if (p.zero != 0 && chains)
     throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " is not supported with schedule '" + s.name +
                      "' (its chains reduce copies of a stage jointly); allowed here: 0");
+  if (p.zero == 3 && splits_backward(s))
+    throw InputError("runtime: plan.zero = 3 is not supported with schedule '" + s.name +
+                     "' (its W actions compute weight gradients after the layer's unit is released); allowed: "
+                     "schedules without a split backward");
   if (p.zero != 0 && deferred)
     throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " is not supported with schedule '" + s.name +
                      "' (it defers gradient reductions to the next iteration); allowed here: 0");

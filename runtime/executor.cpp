@@ -6,6 +6,7 @@
 #include <set>
 
 #include "costmodel/costs.h"
+#include "runtime/fsdp.h"
 #include "runtime/output_release.h"
 #include "runtime/preempt.h"
 #include "schedules/buckets.h"
@@ -100,6 +101,7 @@ struct Executor::Impl {
   std::vector<Bucket> gathers;                // zero: reduced buckets whose parameters the step all-gathers
   std::vector<Gather> in_flight;              // zero: their all-gathers, until each stage's next compute
   std::vector<AdamW::Owned> shards;           // zero: the elements this member reduces and updates
+  std::unique_ptr<ShardedParams> fsdp;        // zero 3 with dp > 1: the parameters themselves sharded
   // overlap_grad_reduce: buckets launched from gradient hooks during the stage's last backward.
   struct HookBucket {
     std::vector<torch::Tensor> params;
@@ -451,10 +453,13 @@ struct Executor::Impl {
     for (size_t i = 0; i < cur; ++i) done += static_cast<double>(named[i].second.numel());
     std::vector<std::vector<torch::Tensor>> out(1);
     double bytes = 0;
+    int unit = 0;  // zero 3: a bucket holds one unit's parameters (runtime/fsdp.h)
     while (cur < named.size() && (share >= 1.0 || done < share * total - 0.5)) {
+      const bool new_unit = cfg.zero == 3 && !out.back().empty() && fsdp_unit_of(named[cur].first) != unit;
+      if (cfg.zero == 3) unit = fsdp_unit_of(named[cur].first);
       torch::Tensor p = named[cur++].second;
       done += static_cast<double>(p.numel());
-      if (!out.back().empty() && is_expert(out.back().front()) != is_expert(p)) {  // one group a bucket
+      if (new_unit || (!out.back().empty() && is_expert(out.back().front()) != is_expert(p))) {  // one group a bucket
         out.emplace_back();
         bytes = 0;
       }
@@ -601,12 +606,20 @@ struct Executor::Impl {
     std::map<int, size_t> cursor;
     std::map<int, double> shares;
     std::vector<AdamW::Owned> owned;
+    if (cfg.zero == 3) {
+      ShardedParams::Options fo;
+      fo.group = cfg.dp;
+      fo.timeout = cfg.timeout;
+      fo.reshard_after_forward = cfg.reshard_after_forward;
+      fsdp = std::make_unique<ShardedParams>(fo);
+    }
     for (const Action& a : *list) {
       if (a.op != Op::REDUCE_GRAD) continue;
       for (const auto& params : take_share(a, cursor, shares)) {
         int64_t n = 0;
         for (const auto& p : params) n += p.numel();
         const auto [lo, len] = chunk_of(n);
+        if (fsdp) fsdp->add_bucket(fsdp_unit_of(name_of(a.stage, params.front())), params, lo, len);
         int64_t off = 0;
         for (const auto& p : params) {
           const int64_t a0 = std::max(off, lo), a1 = std::min(off + p.numel(), lo + len);
@@ -615,8 +628,22 @@ struct Executor::Impl {
         }
       }
     }
-    opt->shard(owned);
+    {
+      MemoryScope states(MemCategory::OptimizerStates);  // the sharded moments replace the whole ones
+      opt->shard(owned);
+    }
     shards = std::move(owned);
+    if (fsdp) {
+      opt->keep_params_elsewhere();  // checkpoints take the chunks from sharded_state()
+      fsdp->shard();
+      fsdp_params() = fsdp.get();
+    }
+  }
+
+  const std::string& name_of(int stage, const torch::Tensor& p) {
+    for (const auto& np : part(stage).named_parameters())
+      if (np.second.is_same(p)) return np.first;
+    throw Error("runtime: a parameter of stage " + std::to_string(stage) + " has no name");
   }
 
   // zero: reduce-scatters the bucket, averages this member's chunk into its gradients.
@@ -795,7 +822,17 @@ struct Executor::Impl {
     held.clear();
     if (cfg.precision != Precision::Fp32) clear_autocast_cache();
     grad_sq_acc = squared_gradients();
-    opt->step(later);
+    if (fsdp) {  // the step counted, then applied unit by unit to the chunks (runtime/fsdp.h)
+      for (const auto& [stage, P] : parts)
+        for (const auto& np : P->named_parameters()) later.push_back(np.second);
+      opt->step(later);
+      fsdp->update_units([this](const std::vector<torch::Tensor>& params) { opt->update_late(params); });
+      gathers.clear();  // gathered unit by unit at their next passes instead
+      for (const auto& [stage, P] : parts)  // the unsharded gradients go until the next backward
+        for (const auto& np : P->named_parameters()) np.second.mutable_grad() = torch::Tensor();
+    } else {
+      opt->step(later);
+    }
     if (cfg.zero > 0) gather_parameters();
     if (!states.empty() || !deferred.empty() || !recv_f.empty() || !recv_b.empty() || !pending.empty())
       throw Error("runtime: state left over at the optimizer step (a forward without backward or an unused receive)");
@@ -952,7 +989,21 @@ void Executor::flush() {
   m.late.clear();
 }
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  if (impl_->fsdp && fsdp_params() == impl_->fsdp.get()) fsdp_params() = nullptr;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Executor::sharded_state() const {
+  return impl_->fsdp ? impl_->fsdp->state() : std::vector<std::pair<std::string, torch::Tensor>>{};
+}
+
+void Executor::load_sharded_state(const std::vector<std::pair<std::string, torch::Tensor>>& state) {
+  if (impl_->fsdp) impl_->fsdp->load(state);
+}
+
+std::int64_t Executor::sharded_param_bytes() const { return impl_->fsdp ? impl_->fsdp->shard_bytes() : -1; }
+
+long Executor::unit_gathers() const { return impl_->fsdp ? impl_->fsdp->gathers() : 0; }
 
 StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
   Impl& m = *impl_;

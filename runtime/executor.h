@@ -88,7 +88,10 @@ struct ExecConfig {
                                           // sends in flight (plan.preemptive_comm; runtime/preempt.h)
   int zero = 0;                           // distributed optimizer (plan.zero): each bucket's gradients
                                           // reduce-scattered over dp, AdamW updating this member's chunk,
-                                          // the parameters all-gathered after the step
+                                          // the parameters all-gathered after the step; 3: the
+                                          // parameters themselves sharded too (runtime/fsdp.h), each
+                                          // unit gathered for its passes
+  bool reshard_after_forward = true;      // zero 3: release a unit after its forward (plan.reshard_after_forward)
   bool overlap_param_gather = false;      // with zero: those all-gathers left in flight after the step,
                                           // each stage's waited for at its first compute of the next
                                           // step (plan.overlap_param_gather; Megatron-Core
@@ -113,6 +116,12 @@ class Executor {
   // all-gathers left in flight (overlap_param_gather): call after the last step, before a
   // checkpoint, so that every parameter has seen every step.
   void flush();
+  // zero 3: this member's parameter chunks by name, for a sharded checkpoint (empty otherwise),
+  // and their restoration; the bytes of parameters it keeps resident (-1: the parameters whole).
+  std::vector<std::pair<std::string, torch::Tensor>> sharded_state() const;
+  void load_sharded_state(const std::vector<std::pair<std::string, torch::Tensor>>& state);
+  std::int64_t sharded_param_bytes() const;
+  long unit_gathers() const;  // zero 3: units all-gathered so far (0 otherwise)
 
  private:
   struct Impl;

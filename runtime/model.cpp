@@ -2,7 +2,9 @@
 
 #include "costmodel/runtime_support.h"
 
+#include "runtime/cp.h"
 #include "runtime/device.h"
+#include "runtime/fsdp.h"
 
 #include <cmath>
 
@@ -128,12 +130,12 @@ torch::Tensor grouped_attention(const torch::Tensor& q, torch::Tensor k, torch::
 
 // Rotary position embedding (Su et al., RoFormer, 2021; LLaMA applies it to q and k), rotating
 // the two halves of each head's d channels (GPT-NeoX's layout), base 10,000.
-// x: (b, heads, s, d) -> (b, heads, s, d).
-torch::Tensor rotary(const torch::Tensor& x) {
-  const int64_t s = x.size(2), d = x.size(3), half = d / 2;
+// x: (b, heads, s, d), positions: (s) int64 of its tokens in the sequence -> (b, heads, s, d).
+torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& positions) {
+  const int64_t d = x.size(3), half = d / 2;
   auto opt = torch::TensorOptions().dtype(torch::kFloat32).device(x.device());
   torch::Tensor inv = torch::pow(10000.0, -torch::arange(0, half, opt) * 2.0 / static_cast<double>(d));  // (d/2)
-  torch::Tensor angle = torch::outer(torch::arange(0, s, opt), inv);                                       // (s, d/2)
+  torch::Tensor angle = torch::outer(positions.to(torch::kFloat32), inv);                                  // (s, d/2)
   torch::Tensor cos = angle.cos().to(x.scalar_type()), sin = angle.sin().to(x.scalar_type());
   torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
   return torch::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
@@ -208,8 +210,10 @@ torch::Tensor shard_cols(const torch::Tensor& full, int rank, int size) {
 
 }  // namespace
 
-void check_attention_kernel(const costmodel::ModelSpec& m) {
-  if (m.attention_kernel == costmodel::AttentionKernel::Fused && !compat::fused_attention_available())
+void check_attention_kernel(const costmodel::ModelSpec& m, int cp) {
+  // With cp > 1 attention is the ring's (runtime/cp.h): block by block, keeping only its output
+  // and row statistics, as a fused kernel does, in any LibTorch.
+  if (cp == 1 && m.attention_kernel == costmodel::AttentionKernel::Fused && !compat::fused_attention_available())
     throw InputError("model.attention_kernel = 'fused' needs LibTorch 2.x's scaled_dot_product_attention; this build has "
                      "LibTorch " TORCH_VERSION " (allowed here: materialized)");
 }
@@ -231,8 +235,8 @@ HookDeferredGrads::HookDeferredGrads(const WeightGradHook* hook) : prev_(g_weigh
 HookDeferredGrads::~HookDeferredGrads() { g_weight_hook = prev_; }
 
 GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed,
-                 torch::Device device, ExpertPlacement experts)
-    : m_(m), shape_(shape), tp_rank_(tp_rank), tp_size_(tp_size), experts_(experts), device_(device) {
+                 torch::Device device, ExpertPlacement experts, ContextShard context)
+    : m_(m), shape_(shape), tp_rank_(tp_rank), tp_size_(tp_size), experts_(experts), context_(context), device_(device) {
   if (!costmodel::tp_divides(m, tp_size))
     throw InputError("runtime: tp = " + std::to_string(tp_size) + " must divide num_heads, num_kv_heads and ffn_hidden_size");
   if (costmodel::is_moe(m) && tp_size > 1)
@@ -241,7 +245,12 @@ GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_r
     throw InputError("runtime: expert placement rank " + std::to_string(experts.rank) + " of " + std::to_string(experts.size) +
                      " does not split the model's " + std::to_string(m.num_experts) + " experts evenly");
   costmodel::check_vocab_parallel(m, tp_size);
-  check_attention_kernel(m);
+  check_attention_kernel(m, context.size);
+  if (context.size < 1 || context.rank < 0 || context.rank >= context.size || m.seq_length % (2 * context.size) != 0)
+    throw InputError("runtime: context shard rank " + std::to_string(context.rank) + " of " + std::to_string(context.size) +
+                     " does not split seq_length = " + std::to_string(m.seq_length) + " into 2 cp chunks");
+  positions_ = context.size > 1 ? cp_positions(m.seq_length, context.rank, context.size, device)
+                                : torch::arange(m.seq_length, torch::TensorOptions().dtype(torch::kInt64).device(device));
   if (shape.embedding) init_ends(seed);
   for (int l = 0; l < shape.num_layers; ++l) init_layer(shape.first_layer + l, seed);
   if (m.kind == costmodel::ModelKind::Llama && (m.hidden_size / m.num_heads) % 2 != 0)
@@ -334,8 +343,18 @@ void GptPart::init_moe(LayerParams& p, int l, std::uint64_t seed) {
 int64_t GptPart::vocab_start() const { return static_cast<int64_t>(tp_rank_) * (m_.vocab_size / tp_size_); }
 
 torch::Tensor GptPart::embed(const torch::Tensor& tokens) const {
+  ShardedParams* fsdp = fsdp_params();
+  if (!fsdp) return embed_whole(tokens);
+  // zero 3: a unit whose backward reads no weight (the lookups' gradient scatters into rows).
+  fsdp->before_forward(kEmbedUnit);
+  return fsdp->after_forward(kEmbedUnit, embed_whole(tokens), false);
+}
+
+torch::Tensor GptPart::embed_whole(const torch::Tensor& tokens) const {
   auto with_pos = [&](const torch::Tensor& e) {  // LLaMA: positions enter as rotations of q and k instead
-    return pos_emb_.defined() ? e + pos_emb_.narrow(0, 0, tokens.size(1)).unsqueeze(0) : e;  // (1, s, h)
+    if (!pos_emb_.defined()) return e;
+    if (context_.size > 1) return e + pos_emb_.index_select(0, positions_).unsqueeze(0);  // (1, s/cp, h) this rank's positions
+    return e + pos_emb_.narrow(0, 0, tokens.size(1)).unsqueeze(0);                          // (1, s, h)
   };
   if (tp_size_ == 1) return with_pos(torch::embedding(tok_emb_, tokens));
   // Vocabulary-parallel (Megatron-LM's VocabParallelEmbedding): rows of other ranks' ids are
@@ -354,7 +373,16 @@ torch::Tensor GptPart::norm(const torch::Tensor& x, const torch::Tensor& w, cons
 
 torch::Tensor GptPart::layers(const torch::Tensor& x, int from, int to) const {
   torch::Tensor y = x;
-  for (int l = from; l < to; ++l) y = layer(y, layers_[static_cast<size_t>(l)]);
+  ShardedParams* fsdp = fsdp_params();  // zero 3: each layer a unit, gathered for its passes
+  for (int l = from; l < to; ++l) {
+    if (!fsdp) {
+      y = layer(y, layers_[static_cast<size_t>(l)]);
+      continue;
+    }
+    const int unit = shape_.first_layer + l;
+    fsdp->before_forward(unit);
+    y = fsdp->after_forward(unit, layer(fsdp->wrap_input(unit, y), layers_[static_cast<size_t>(l)]), true);
+  }
   return y;
 }
 
@@ -379,9 +407,14 @@ torch::Tensor GptPart::attention_core(const torch::Tensor& in, const LayerParams
   auto split = qkv.split_with_sizes({heads * d, kv * d, kv * d}, -1);
   auto heads_of = [&](const torch::Tensor& t) { return t.reshape({b, s, t.size(-1) / d, d}).transpose(1, 2); };  // (b, heads, s, d)
   torch::Tensor q = heads_of(split[0]), k = heads_of(split[1]), v = heads_of(split[2]);
-  if (llama()) q = rotary(q), k = rotary(k);
+  const torch::Tensor pos = positions_.narrow(0, 0, s);  // (s) the tokens' positions in the sequence
+  if (llama()) q = rotary(q, pos), k = rotary(k, pos);
   const bool fused = m_.attention_kernel == costmodel::AttentionKernel::Fused;
-  torch::Tensor ctx = recompute_core_ ? RecomputedCore::apply(q, k, v, fused) : grouped_attention(q, k, v, fused);
+  torch::Tensor ctx;
+  if (context_.size > 1)  // a ring over the cp group; it keeps only q, k, v, its output and the row statistics
+    ctx = ring_attention(q, k, v, positions_, cp_context());
+  else
+    ctx = recompute_core_ ? RecomputedCore::apply(q, k, v, fused) : grouped_attention(q, k, v, fused);
   ctx = ctx.transpose(1, 2).reshape({b, s, heads * d});  // (b, s, h/t)
   return dlinear(ctx, p.proj_w);                         // (b, s, h) partial sum over tp ranks
 }
@@ -426,6 +459,13 @@ const torch::Tensor& GptPart::block_bias(int block) const {
 }
 
 torch::Tensor GptPart::loss(const torch::Tensor& x, const torch::Tensor& targets) const {
+  ShardedParams* fsdp = fsdp_params();
+  if (!fsdp) return loss_whole(x, targets);
+  fsdp->before_forward(kHeadUnit);  // zero 3: the final norm and the LM head, one unit
+  return fsdp->after_forward(kHeadUnit, loss_whole(fsdp->wrap_input(kHeadUnit, x), targets), true);
+}
+
+torch::Tensor GptPart::loss_whole(const torch::Tensor& x, const torch::Tensor& targets) const {
   torch::Tensor y = norm(x, lnf_w_, lnf_b_);
   if (tp_size_ > 1) {  // column-parallel over the vocabulary: f before, the loss's own all-reduces after
     torch::Tensor logits = dlinear(CopyToTp::apply(y), head_w_);  // (b, s, V/t)
@@ -436,7 +476,7 @@ torch::Tensor GptPart::loss(const torch::Tensor& x, const torch::Tensor& targets
 }
 
 std::vector<std::int64_t> GptPart::boundary_shape(bool /*input*/, std::int64_t b) const {
-  return {b, static_cast<std::int64_t>(m_.seq_length), static_cast<std::int64_t>(m_.hidden_size)};
+  return {b, static_cast<std::int64_t>(m_.seq_length / context_.size), static_cast<std::int64_t>(m_.hidden_size)};
 }
 
 }  // namespace stagecraft::runtime

@@ -49,10 +49,19 @@ struct ExpertPlacement {
   int size = 1;
 };
 
+// Which tokens of each sequence a part holds: those of cp rank `rank` of `size` (two chunks of
+// s / 2size, runtime/cp.h); size 1: the whole sequence. With size > 1 attention is a ring over
+// cp_context().group.
+struct ContextShard {
+  int rank = 0;
+  int size = 1;
+};
+
 // A vocabulary the tp group cannot split evenly is refused by costmodel::check_vocab_parallel
 // (costmodel/runtime_support.h), which the planner's --for-runtime search applies too.
-// InputError when the model's attention kernel is one this build cannot run (fused needs 2.x).
-void check_attention_kernel(const costmodel::ModelSpec& m);
+// InputError when the model's attention kernel is one this build cannot run (fused needs 2.x,
+// except with context parallelism, cp > 1, whose ring attention is its own fused kernel).
+void check_attention_kernel(const costmodel::ModelSpec& m, int cp = 1);
 
 // Weight-gradient work deferred from I to W (zero-bubble): one closure per linear layer.
 using DeferredGrads = std::vector<std::function<void()>>;
@@ -108,14 +117,15 @@ struct LayerParams {
 class GptPart : public ModelPart {
  public:
   // Weights are drawn on the CPU (the same numbers on every device) and placed on `device`.
-  // MoE layers hold the experts of `experts` (every expert by default).
+  // MoE layers hold the experts of `experts` (every expert by default); the part runs the
+  // tokens of `context` (the whole sequence by default).
   GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_rank, int tp_size, std::uint64_t seed,
-          torch::Device device = torch::kCPU, ExpertPlacement experts = {});
+          torch::Device device = torch::kCPU, ExpertPlacement experts = {}, ContextShard context = {});
 
-  torch::Tensor embed(const torch::Tensor& tokens) const override;                  // (b, s) -> (b, s, h)
+  torch::Tensor embed(const torch::Tensor& tokens) const override;                  // (b, s/cp) -> (b, s/cp, h)
   torch::Tensor layers(const torch::Tensor& x, int from, int to) const override;    // (b, s, h) -> (b, s, h)
   torch::Tensor loss(const torch::Tensor& x, const torch::Tensor& targets) const override;  // (b, s, h) -> ()
-  std::vector<std::int64_t> boundary_shape(bool input, std::int64_t b) const override;  // (b, s, h) both ways
+  std::vector<std::int64_t> boundary_shape(bool input, std::int64_t b) const override;  // (b, s/cp, h) both ways
 
   // Tensor-parallel blocks of the part, for executing them piece by piece (runtime/tp_pieces.h):
   // block 2l is the attention of local layer l, block 2l+1 its MLP. Block k maps the residual
@@ -138,6 +148,8 @@ class GptPart : public ModelPart {
 
  private:
   torch::Tensor layer(const torch::Tensor& x, const LayerParams& p) const;  // (b, s, h) -> (b, s, h)
+  torch::Tensor embed_whole(const torch::Tensor& tokens) const;              // embed with its weights present
+  torch::Tensor loss_whole(const torch::Tensor& x, const torch::Tensor& targets) const;  // loss likewise
   torch::Tensor attention(const torch::Tensor& x, const LayerParams& p) const;
   torch::Tensor mlp(const torch::Tensor& x, const LayerParams& p) const;
   torch::Tensor attention_core(const torch::Tensor& in, const LayerParams& p) const;  // (b, s, h) -> (b, s, h) partial
@@ -158,6 +170,8 @@ class GptPart : public ModelPart {
   PartShape shape_;
   int tp_rank_ = 0, tp_size_ = 1;
   ExpertPlacement experts_;
+  ContextShard context_;
+  torch::Tensor positions_;  // (s/cp) int64 positions of the part's tokens in the sequence
   bool recompute_core_ = false;  // selective recomputation of the attention core
   torch::Device device_;
   std::vector<LayerParams> layers_;

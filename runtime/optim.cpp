@@ -87,7 +87,7 @@ void AdamW::update_late(const std::vector<torch::Tensor>& params) {
 std::vector<std::pair<std::string, torch::Tensor>> AdamW::state() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (size_t i = 0; i < params_.size(); ++i) {
-    out.emplace_back("param." + params_[i].first, params_[i].second.detach());
+    if (!params_elsewhere_) out.emplace_back("param." + params_[i].first, params_[i].second.detach());
     out.emplace_back("adam_m." + params_[i].first, m_[i]);
     out.emplace_back("adam_v." + params_[i].first, v_[i]);
   }
@@ -106,7 +106,7 @@ void AdamW::load(const std::vector<std::pair<std::string, torch::Tensor>>& state
   };
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i].second.copy_(get("param." + params_[i].first, params_[i].second));
+    if (!params_elsewhere_) params_[i].second.copy_(get("param." + params_[i].first, params_[i].second));
     m_[i].copy_(get("adam_m." + params_[i].first, m_[i]));
     v_[i].copy_(get("adam_v." + params_[i].first, v_[i]));
   }

@@ -42,6 +42,9 @@ class AdamW {
   };
   void shard(const std::vector<Owned>& owned);
   bool sharded() const { return sharded_; }
+  // ZeRO 3: the parameters' values live sharded elsewhere (runtime/fsdp.h), so state() leaves
+  // them out and load() does not write them.
+  void keep_params_elsewhere() { params_elsewhere_ = true; }
   // Parameters, moments and the step count, by name, for checkpoints (sharded: this member's
   // moments only, which another dp size cannot load).
   std::vector<std::pair<std::string, torch::Tensor>> state() const;
@@ -58,6 +61,7 @@ class AdamW {
                                       // (sharded: (length) of the owned elements)
   std::vector<std::pair<int64_t, int64_t>> own_;  // sharded: (offset, length) per parameter
   bool sharded_ = false;
+  bool params_elsewhere_ = false;
   AdamWOptions opt_;
   long step_ = 0;
 };

@@ -65,7 +65,8 @@ void check_offloads(const Schedule& s, int rank) {
 
 void check_action(const Schedule& s, const Action& a) {
   if (schedules::is_fsdp(a.op))
-    refuse(s, a, "FSDP's UNSHARD and RESHARD are not executed by the runtime (plan.zero = 3 is not implemented)");
+    refuse(s, a, "FSDP's UNSHARD and RESHARD are not executed as actions by the runtime (with plan.zero = 3 it gathers "
+                 "each layer around its passes itself: run the generator's schedule with --zero 3)");
   if (a.sub_batch >= 0)
     refuse(s, a, "sub-batch actions are not implemented by the runtime (it splits a microbatch inside a stage action "
                  "with tp_overlap merak, cross-pass or oases)");
@@ -123,7 +124,7 @@ void check_decoder(const costmodel::ModelSpec& m, const costmodel::ParallelPlan&
   local.gpus_per_node = world;
   costmodel::check_fit(m, local, p);  // tp divides the heads and the MLP width
   costmodel::check_vocab_parallel(m, p.tp);  // and the vocabulary (GptPart's split)
-  check_attention_kernel(m);
+  check_attention_kernel(m, p.cp);
 }
 
 // A TorchScript model: one tp rank, whole layers (subgraphs), and example shapes whose first
@@ -184,7 +185,8 @@ void preflight(const TrainOptions& opt, int world) {
   // The plan's fields the runtime runs (costmodel/runtime_support.h: the rules `plan --for-runtime` searches by).
   costmodel::check_runtime_plan(opt.model, p, opt.script_path.empty());
   if (p.num_gpus() != world)
-    throw InputError("plan: dp*tp*pp = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) + "*" + std::to_string(p.pp) +
+    throw InputError("plan: dp*tp*pp" + std::string(p.cp > 1 ? "*cp" : "") + " = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) +
+                     "*" + std::to_string(p.pp) + (p.cp > 1 ? "*" + std::to_string(p.cp) : std::string()) +
                      " = " + std::to_string(p.num_gpus()) + " ranks, but the world has " + std::to_string(world) +
                      " processes (--nproc or WORLD_SIZE); they must be equal");
   if (opt.script_path.empty()) check_decoder(opt.model, p, world);

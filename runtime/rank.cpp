@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 
+#include "costmodel/topology.h"
 #include "schedules/error.h"
 
 namespace stagecraft::runtime {
@@ -20,14 +21,15 @@ std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
   return x ^ (x >> 31);
 }
 
-int axis_index(const std::string& name) { return name == "tp" ? 0 : name == "dp" ? 1 : 2; }
-
 }  // namespace
 
-Grid::Grid(const costmodel::ParallelPlan& p) {
-  size = {p.tp, p.dp, p.pp};
-  std::string o = p.rank_order;  // checked by costmodel::check: a permutation of tp, dp, pp
-  for (int i = 0; i < 3; ++i) order[static_cast<size_t>(i)] = axis_index(o.substr(static_cast<size_t>(3 * i), 2));
+Grid::Grid(const costmodel::ParallelPlan& p) : dp(p.dp), cp(p.cp) {
+  size = {p.tp, p.dp * p.cp, p.pp};
+  const auto axes = costmodel::rank_axes(p.rank_order);  // checked by costmodel::check
+  cp_first = costmodel::cp_before_dp(axes);
+  size_t i = 0;
+  for (costmodel::Axis a : axes)  // cp next to dp (check_runtime_plan): the two are the middle axis
+    if (a != costmodel::kCp) order[i++] = a == costmodel::kTp ? 0 : a == costmodel::kDp ? 1 : 2;
 }
 
 std::array<int, 3> Grid::coords(int g) const {
@@ -174,7 +176,7 @@ void Watchdog::declare_self_failed(const std::string& reason) {
 
 // ---- Checkpoints ------------------------------------------------------------------------
 
-void save_rank_state(const std::string& dir, int rank, const AdamW& opt) {
+void save_rank_state(const std::string& dir, int rank, const AdamW& opt, const NamedTensors& extra) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -182,12 +184,13 @@ void save_rank_state(const std::string& dir, int rank, const AdamW& opt) {
   std::string path = dir + "/rank-" + std::to_string(rank) + ".pt";
   torch::serialize::OutputArchive ar;
   for (const auto& [name, t] : opt.state()) ar.write(name, t.cpu());  // loadable on any device
+  for (const auto& [name, t] : extra) ar.write(name, t.cpu());
   ar.save_to(path + ".tmp");
   fs::rename(path + ".tmp", path, ec);
   if (ec) throw Error("cannot rename '" + path + ".tmp' to '" + path + "': " + ec.message());
 }
 
-void load_rank_state(const std::string& dir, int rank, AdamW& opt) {
+void load_rank_state(const std::string& dir, int rank, AdamW& opt, NamedTensors* extra) {
   std::string path = dir + "/rank-" + std::to_string(rank) + ".pt";
   if (!std::filesystem::exists(path)) throw InputError("--resume: no checkpoint file '" + path + "'");
   torch::serialize::InputArchive ar;
@@ -199,6 +202,13 @@ void load_rank_state(const std::string& dir, int rank, AdamW& opt) {
     st.emplace_back(name, t);
   }
   opt.load(st);
+  if (!extra) return;
+  for (auto& [name, t] : *extra) {
+    torch::Tensor got;
+    if (!ar.try_read(name, got) || got.sizes() != t.sizes())
+      throw InputError("--resume: '" + path + "' has no tensor '" + name + "' of this run's shape (another plan?)");
+    t = got;
+  }
 }
 
 }  // namespace stagecraft::runtime

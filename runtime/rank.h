@@ -17,13 +17,22 @@
 
 namespace stagecraft::runtime {
 
+// The ranks as a (tp, dp x cp, pp) grid: context parallelism's ranks are data-parallel ranks
+// that split each sample's sequence, so the middle axis holds both, numbered as the plan's
+// rank order numbers them (costmodel::cp_before_dp; the runtime needs cp next to dp in that
+// order, costmodel::check_runtime_plan). Its group is the one that reduces gradients.
 struct Grid {
-  std::array<int, 3> size{1, 1, 1};   // degree of tp, dp, pp
-  std::array<int, 3> order{0, 1, 2};  // axes fastest first (0 tp, 1 dp, 2 pp)
+  std::array<int, 3> size{1, 1, 1};   // degree of tp, dp x cp, pp
+  std::array<int, 3> order{0, 1, 2};  // axes fastest first (0 tp, 1 dp x cp, 2 pp)
+  int dp = 1, cp = 1;                 // the middle axis's two factors
+  bool cp_first = true;               // cp varies faster than dp along the middle axis
   Grid(const costmodel::ParallelPlan& p);
-  std::array<int, 3> coords(int global) const;         // (tp, dp, pp)
+  std::array<int, 3> coords(int global) const;         // (tp, dp x cp index, pp)
   int global(const std::array<int, 3>& coords) const;
   std::vector<int> group(int global, int axis) const;  // ranks that differ only along axis
+  int dp_of(int middle) const { return cp_first ? middle / cp : middle % dp; }  // data-parallel index
+  int cp_of(int middle) const { return cp_first ? middle % cp : middle / dp; }  // context-parallel index
+  int middle(int dp_index, int cp_index) const { return cp_first ? cp_index + cp * dp_index : dp_index + dp * cp_index; }
 };
 
 // (b, s) tokens and (b, s) next-token targets of samples [first, first + b): each sample is
@@ -65,7 +74,10 @@ class Watchdog {
 };
 
 // Per-rank checkpoint files: DIR/rank-<r>.pt (written as .tmp and renamed) and DIR/meta.json.
-void save_rank_state(const std::string& dir, int rank, const AdamW& opt);
-void load_rank_state(const std::string& dir, int rank, AdamW& opt);
+// `extra`: tensors kept beside the optimizer's (zero 3: this member's parameter chunks); on
+// load, the names and shapes wanted, replaced by the file's tensors.
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+void save_rank_state(const std::string& dir, int rank, const AdamW& opt, const NamedTensors& extra = {});
+void load_rank_state(const std::string& dir, int rank, AdamW& opt, NamedTensors* extra = nullptr);
 
 }  // namespace stagecraft::runtime

@@ -76,7 +76,7 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
   for (const json& r : ranks) {
     double T = steady_mean(r["steps"], "time_s"), C = steady_mean(r["steps"], "compute_s");
     double M = steady_mean(r["steps"], "comm_s"), W = steady_mean(r["steps"], "wait_s");
-    per_rank.push_back({{"rank", r["rank"]}, {"tp", r["tp"]}, {"dp", r["dp"]}, {"pp", r["pp"]},
+    per_rank.push_back({{"rank", r["rank"]}, {"tp", r["tp"]}, {"dp", r["dp"]}, {"cp", r.value("cp", 0)}, {"pp", r["pp"]},
                         {"iteration_time_s", T}, {"compute_s", C}, {"communication_s", M}, {"wait_s", W},
                         {"idle_s", std::max(0.0, T - C - M)}, {"device", r.value("device", "cpu")},
                         {"peak_memory_bytes", r["peak_memory_bytes"]},
@@ -86,6 +86,10 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
                         {"peak_rss_bytes", r.value("peak_rss_bytes", std::int64_t{0})},
                         {"p2p_groups_per_step", r["steps"].empty() ? 0L : r["steps"][0].value("p2p_groups", 0L)}});
     if (r.contains("peak_breakdown_bytes")) per_rank.back()["peak_breakdown_bytes"] = r["peak_breakdown_bytes"];
+    if (!r["steps"].empty() && r["steps"][0].contains("cp_sends"))  // ring attention's chunk sends (runtime/cp.h)
+      per_rank.back()["cp_sends_per_step"] = r["steps"][0]["cp_sends"];
+    if (!r["steps"].empty() && r["steps"][0].contains("unit_gathers"))  // zero 3's all-gathers of units (runtime/fsdp.h)
+      per_rank.back()["unit_gathers_per_step"] = r["steps"].back()["unit_gathers"];
     if (!r["steps"].empty() && r["steps"][0].contains("preempt")) {  // preemptive_comm: summed over the steps
       long chunks = 0, yields = 0, expired = 0;
       double yield_s = 0;
@@ -128,12 +132,14 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
 }
 
 json trace_json(const schedules::Schedule& s, const std::vector<json>& ranks, int, int, int,
-                const std::function<int(int, int, int)>& global_of) {
+                const std::function<int(int, int, int, int)>& global_of) {
   json events = json::array();
   for (const json& r : ranks) {
     int g = r["rank"];
+    const int cp = r.value("cp", 0);
     std::string label = "rank " + std::to_string(g) + " (pp " + std::to_string(r["pp"].get<int>()) + ", dp " +
-                        std::to_string(r["dp"].get<int>()) + ", tp " + std::to_string(r["tp"].get<int>()) + ")";
+                        std::to_string(r["dp"].get<int>()) + (cp > 0 ? ", cp " + std::to_string(cp) : std::string()) + ", tp " +
+                        std::to_string(r["tp"].get<int>()) + ")";
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", g}, {"tid", 0}, {"args", {{"name", label}}}});
     events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", g}, {"tid", 0}, {"args", {{"sort_index", g}}}});
     bool pieces = false;  // the tp tracks only where a stage ran with tp overlap
@@ -150,7 +156,7 @@ json trace_json(const schedules::Schedule& s, const std::vector<json>& ranks, in
         std::string name = schedules::to_text(a);
         if (a.op == Op::SEND_F || a.op == Op::SEND_B) {
           int peer = a.op == Op::SEND_F ? s.next_stage(a.stage) : s.prev_stage(a.stage);
-          name += " -> rank " + std::to_string(global_of(r["tp"], r["dp"], s.rank_of(peer)));
+          name += " -> rank " + std::to_string(global_of(r["tp"], r["dp"], r.value("cp", 0), s.rank_of(peer)));
         }
         json args = {{"iteration", st["step"]}, {"op", std::string(schedules::op_name(a.op))}, {"step", sp[0]}};
         if (a.stage >= 0) args["stage"] = a.stage;

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <set>
 
+#include "runtime/cp.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/memory_counter.h"
@@ -29,12 +30,13 @@ struct Run {
   const RankEnv& env;
   RunPlan plan;
   Grid grid;
-  std::array<int, 3> me;   // (tp, dp, pp)
+  std::array<int, 3> me;   // (tp, dp x cp, pp): grid coordinates (Grid::dp_of, cp_of split the middle one)
   torch::Device device = torch::kCPU;  // where this rank computes (a GPU with NCCL)
   Precision precision = Precision::Fp32;
   c10::intrusive_ptr<c10d::TCPStore> store;
   std::unique_ptr<Watchdog> watchdog;
-  compat::Group world, tp, dp;
+  compat::Group world, tp, dp;  // dp: the dp x cp ranks of this (tp, pp), which reduce gradients together
+  compat::Group cp;             // cp > 1: the ranks that split this rank's sequences (ring attention)
   compat::Group ep, expert_dp;  // ep > 1: this rank's expert-parallel and expert-data-parallel groups
   std::map<int, compat::Group> part_groups;  // model part -> its copies over chains and dp (several chains only)
   std::unique_ptr<ScriptModel> script;  // a TorchScript model's programs (TrainOptions::script_path)
@@ -99,7 +101,7 @@ void make_part_groups(Run& r, const compat::StorePtr& store, const compat::Group
   for (int part : held) {
     std::set<int> members;
     for (int c = 0; c < s.num_chains; ++c)
-      for (int d = 0; d < r.opt.plan.dp; ++d) members.insert(r.grid.global({r.me[0], d, s.rank_of(c * s.stages_per_chain() + part)}));
+      for (int d = 0; d < r.grid.size[1]; ++d) members.insert(r.grid.global({r.me[0], d, s.rank_of(c * s.stages_per_chain() + part)}));
     std::string name = "gradient group of model part " + std::to_string(part) + " (tp " + std::to_string(r.me[0]) + ")";
     r.part_groups[part] = compat::make_group(store, name, {members.begin(), members.end()}, r.env.rank, go);
   }
@@ -123,6 +125,19 @@ void make_expert_groups(Run& r, const compat::StorePtr& store, const compat::Gro
   ep_context().timeout = r.timeout();
 }
 
+// Context parallelism (runtime/cp.h): the cp ranks of this rank's (tp, dp, pp), in cp order, the
+// ring its attention runs over.
+void make_context_group(Run& r, const compat::StorePtr& store, const compat::GroupOptions& go) {
+  const int cp = r.opt.plan.cp, d = r.grid.dp_of(r.me[1]);
+  if (cp == 1) return;
+  std::vector<int> members;
+  for (int c = 0; c < cp; ++c) members.push_back(r.grid.global({r.me[0], r.grid.middle(d, c), r.me[2]}));
+  const std::string name = "cp group " + std::to_string(r.me[0]) + "." + std::to_string(d) + "." + std::to_string(r.me[2]);
+  r.cp = compat::make_group(store, name, members, r.env.rank, go);
+  cp_context().group = &r.cp;
+  cp_context().timeout = r.timeout();
+}
+
 void make_groups(Run& r) {
   compat::GroupOptions go;
   go.backend = resolve_backend(r.opt.backend);
@@ -139,6 +154,7 @@ void make_groups(Run& r) {
   tp_context().timeout = r.timeout();
   make_part_groups(r, store, go);
   make_expert_groups(r, store, go);
+  make_context_group(r, store, go);
 }
 
 // The GPT part of this shape (this tp rank's shard), or a TorchScript model's subgraphs.
@@ -151,7 +167,8 @@ std::unique_ptr<ModelPart> make_part(Run& r, const PartShape& shape) {
     return std::make_unique<ScriptPart>(*r.script, shape.first_layer, shape.num_layers, shape.embedding, shape.head, r.device);
   }
   const ExpertPlacement experts{r.opt.plan.ep > 1 ? r.me[1] % r.opt.plan.ep : 0, r.opt.plan.ep};  // ep rank: d mod ep
-  auto gpt = std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed, r.device, experts);
+  const ContextShard context{r.grid.cp_of(r.me[1]), r.opt.plan.cp};  // the tokens of this cp rank
+  auto gpt = std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed, r.device, experts, context);
   gpt->set_recompute_attention_core(r.opt.plan.recompute == costmodel::RecomputePolicy::Selective);
   return gpt;
 }
@@ -199,6 +216,7 @@ void build_model(Run& r) {
   c.bucket_bytes = r.opt.plan.grad_bucket_bytes;
   c.zero = r.opt.plan.zero;
   c.overlap_param_gather = r.opt.plan.overlap_param_gather;
+  c.reshard_after_forward = r.opt.plan.reshard_after_forward;
   c.overlap_grad_reduce = r.opt.plan.overlap_grad_reduce;
   c.preemptive_comm = r.opt.plan.preemptive_comm;
   c.device = r.device;
@@ -221,7 +239,9 @@ void resume(Run& r) {
   for (const char* k : {"world", "seed", "model", "plan"})
     if (meta[k] != want[k])
       throw InputError(std::string("--resume: the checkpoint's ") + k + " " + meta[k].dump() + " differs from this run's " + want[k].dump());
-  load_rank_state(r.opt.resume_dir, r.env.rank, *r.optim);
+  NamedTensors shards = r.exec->sharded_state();  // zero 3: this member's parameter chunks
+  load_rank_state(r.opt.resume_dir, r.env.rank, *r.optim, &shards);
+  r.exec->load_sharded_state(shards);
   r.first_step = meta["step"].get<long>();
   if (r.optim->steps_done() != r.first_step) throw Error("--resume: rank file and meta.json disagree on the step");
 }
@@ -238,7 +258,7 @@ void barrier(Run& r, const std::string& name) {
 
 void save(Run& r, long step) {
   if (r.opt.save_dir.empty()) return;
-  save_rank_state(r.opt.save_dir, r.env.rank, *r.optim);
+  save_rank_state(r.opt.save_dir, r.env.rank, *r.optim, r.exec->sharded_state());
   barrier(r, "saved");
   if (r.env.rank == 0) write_atomic(r.opt.save_dir + "/meta.json", checkpoint_meta(r, step).dump(2) + "\n");
 }
@@ -283,16 +303,21 @@ void train_loop(Run& r) {
   for (long k = 0; k < r.opt.steps; ++k) {
     const long step = r.first_step + k;
     BatchFn batch = [&](int mb) {
-      long first = step * p.global_batch() + (r.me[1] * m + mb) * b;
+      long first = step * p.global_batch() + (r.grid.dp_of(r.me[1]) * m + mb) * b;
       if (!r.opt.script_path.empty()) return script_batch(r.opt.seed, first, r.opt.example_shapes);
-      return synthetic_batch(r.opt.seed, first, b, r.opt.model.seq_length, r.opt.model.vocab_size);
+      auto [tokens, targets] = synthetic_batch(r.opt.seed, first, b, r.opt.model.seq_length, r.opt.model.vocab_size);
+      const int c = r.grid.cp_of(r.me[1]);  // this cp rank's two chunks of each sequence
+      return std::make_pair(cp_slice(tokens, c, p.cp), cp_slice(targets, c, p.cp));
     };
+    const long cp_sends_before = cp_context().sends, gathers_before = r.exec->unit_gathers();
     StepRecord rec = r.exec->run_step(batch, t0);
     double loss = global_loss(r, rec);
     json s = {{"step", step}, {"time_s", rec.time_s}, {"compute_s", rec.compute_s}, {"comm_s", rec.comm_s}, {"wait_s", rec.wait_s},
               {"tp_collectives", rec.tp_collectives}, {"p2p_groups", rec.p2p_groups}, {"grad_sq", rec.grad_sq},
               {"buckets_in_backward", rec.buckets_in_backward}, {"peak_memory_bytes", rec.peak_bytes}};
     if (r.opt.plan.zero > 0) s["gathers_overlapped"] = rec.gathers_overlapped;
+    if (r.opt.plan.zero == 3) s["unit_gathers"] = r.exec->unit_gathers() - gathers_before;  // all-gathers of units
+    if (p.cp > 1) s["cp_sends"] = cp_context().sends - cp_sends_before;  // ring attention's chunk sends
     if (r.opt.plan.preemptive_comm)
       s["preempt"] = {{"chunks", rec.preempt_chunks}, {"yields", rec.preempt_yields}, {"expired", rec.preempt_expired},
                       {"yield_s", rec.preempt_yield_s}};
@@ -301,7 +326,7 @@ void train_loop(Run& r) {
     if (!r.opt.trace_path.empty()) s["spans"] = spans_json(rec);
     if (!r.opt.trace_path.empty() && !rec.pieces.empty()) s["tp_pieces"] = pieces_json(rec);
     r.steps.push_back(s);
-    bool printer = r.has_loss && r.me[0] == 0 && r.me[1] == 0;
+    bool printer = r.has_loss && r.me[0] == 0 && r.me[1] == 0;  // dp 0, cp 0
     if (printer && r.opt.log_every > 0 && (k % r.opt.log_every == 0 || k + 1 == r.opt.steps))
       std::printf("step %ld loss %.6f iteration %.2f ms\n", step, loss, rec.time_s * 1e3), std::fflush(stdout);
   }
@@ -316,6 +341,7 @@ long peak_rss_bytes() {
 
 // Bytes in the rank's parameters and in its optimizer's state, at the end of the run.
 std::int64_t param_bytes(const Run& r) {
+  if (r.exec && r.exec->sharded_param_bytes() >= 0) return r.exec->sharded_param_bytes();  // zero 3: the chunks kept
   std::int64_t bytes = 0;
   for (const auto& part : r.parts)
     for (const auto& np : part->named_parameters()) bytes += static_cast<std::int64_t>(np.second.nbytes());
@@ -334,7 +360,7 @@ json rank_result(const Run& r) {
     peak = std::max(peak, p);
   }
   const bool counted = peak >= 0;
-  json out = {{"rank", r.env.rank}, {"tp", r.me[0]}, {"dp", r.me[1]}, {"pp", r.me[2]},
+  json out = {{"rank", r.env.rank}, {"tp", r.me[0]}, {"dp", r.grid.dp_of(r.me[1])}, {"cp", r.grid.cp_of(r.me[1])}, {"pp", r.me[2]},
           {"device", describe(r.device)}, {"peak_memory_bytes", counted ? peak : peak_rss_bytes()},
           {"peak_memory_kind", !counted ? "process resident set" : r.device.is_cuda() ? "device allocator" : "live tensors (counting allocator)"},
           {"param_bytes", param_bytes(r)}, {"optimizer_state_bytes", r.optim ? r.optim->state_bytes() : 0},
@@ -358,7 +384,7 @@ std::vector<json> gather(Run& r) {
 // Defined in report.cpp: the trace and the summary from every rank's records.
 json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const std::vector<json>& ranks);
 json trace_json(const schedules::Schedule& s, const std::vector<json>& ranks, int tp, int dp, int pp,
-                const std::function<int(int, int, int)>& global_of);
+                const std::function<int(int, int, int, int)>& global_of);
 
 namespace {
 
@@ -369,9 +395,10 @@ void print_summary_line(const Run& r, const json& sum) {
   const double loss = steps.empty() ? 0.0 : steps.back().value("loss", 0.0);
   double peak = 0;
   for (const json& k : sum.at("ranks")) peak = std::max(peak, k.value("peak_memory_bytes", 0.0));
-  std::printf("trained %zu steps on %d ranks (dp %d, tp %d, pp %d, %s): final loss %.6f, mean iteration %.2f ms after warm-up, "
+  const std::string cp = r.opt.plan.cp > 1 ? ", cp " + std::to_string(r.opt.plan.cp) : "";
+  std::printf("trained %zu steps on %d ranks (dp %d, tp %d, pp %d%s, %s): final loss %.6f, mean iteration %.2f ms after warm-up, "
               "%.0f tokens/s, peak memory %.1f MiB on the fullest rank\n",
-              steps.size(), r.env.world, r.opt.plan.dp, r.opt.plan.tp, r.opt.plan.pp, r.plan.schedule.name.c_str(), loss,
+              steps.size(), r.env.world, r.opt.plan.dp, r.opt.plan.tp, r.opt.plan.pp, cp.c_str(), r.plan.schedule.name.c_str(), loss,
               sum.at("mean_iteration_time_s").get<double>() * 1e3, sum.at("tokens_per_s").get<double>(), peak / (1024.0 * 1024.0));
   std::fflush(stdout);
 }
@@ -382,7 +409,7 @@ void write_outputs(Run& r, const std::vector<json>& ranks) {
   print_summary_line(r, sum);
   if (!r.opt.json_path.empty()) write_atomic(r.opt.json_path, sum.dump(2) + "\n");
   if (!r.opt.trace_path.empty()) {
-    auto g = [&r](int tp, int dp, int pp) { return r.grid.global({tp, dp, pp}); };
+    auto g = [&r](int tp, int dp, int cp, int pp) { return r.grid.global({tp, r.grid.middle(dp, cp), pp}); };
     write_atomic(r.opt.trace_path, trace_json(r.plan.schedule, ranks, r.opt.plan.tp, r.opt.plan.dp, r.opt.plan.pp, g).dump() + "\n");
   }
 }
