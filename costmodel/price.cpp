@@ -10,7 +10,8 @@ double block_s(const BlockWork& b, const KernelContext& w, const ClusterSpec& c,
   if (!priced_by_shape(c)) return b.flops() / (c.gpu_peak_flops_per_s * c.achieved_efficiency);
   const double clock = c.sustained_clock_share();  // compute-bound kernels at the training clock (shape.h)
   double t = 0;
-  for (const Gemm& g : b.gemms) t += shape::gemm_s(c, g.m, g.n, g.k, g.batch, w.element_bytes, clock, g.fp8);
+  for (const Gemm& g : b.gemms)
+    t += shape::streamed_gemm_s(c, g.m, g.n, g.k, g.batch, g.concurrent, w.element_bytes, clock, g.fp8);
   t += b.other_flops / (c.gpu_peak_flops_per_s * c.gemm_max_efficiency * clock);
   if (b.flash_flops > 0) {
     const FlashEfficiency fe = flash_efficiency(k, c.gpu_name, w.head_dim, w.seq_length, w.causal);

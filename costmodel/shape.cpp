@@ -35,6 +35,13 @@ double gemm_s(const ClusterSpec& c, double m, double n, double k, double batch, 
   return std::max(compute, memory_s(c, moved));
 }
 
+double streamed_gemm_s(const ClusterSpec& c, double m, double n, double k, double batch, double streams, double bytes,
+                       double clock_share, bool fp8) {
+  if (streams <= 0 || streams >= batch) return gemm_s(c, m, n, k, batch, bytes, clock_share, fp8);
+  const double rounds = std::floor(batch / streams), rest = batch - rounds * streams;
+  return rounds * gemm_s(c, m, n, k, streams, bytes, clock_share, fp8) + gemm_s(c, m, n, k, rest, bytes, clock_share, fp8);
+}
+
 double gemm_efficiency(const ClusterSpec& c, double m, double n, double k, double batch, double bytes) {
   const double t = gemm_s(c, m, n, k, batch, bytes);
   return t > 0 ? 2 * m * n * k * batch / t / c.gpu_peak_flops_per_s : 0;

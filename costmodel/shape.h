@@ -39,6 +39,12 @@ namespace stagecraft::costmodel::shape {
 // its measured efficiency (gemm_max_efficiency_fp8), the output of `bytes`.
 double gemm_s(const ClusterSpec& c, double m, double n, double k, double batch = 1, double bytes = 2, double clock_share = 1,
               bool fp8 = false);
+// `batch` such products run `streams` at a time (one kernel each on `streams` CUDA streams, as
+// Transformer Engine's GroupedLinear runs an MoE layer's experts): floor(batch / streams) rounds
+// of `streams` products sharing the SMs' waves, then one round of the rest. streams <= 0 or
+// >= batch: gemm_s of the whole batch (one grouped kernel).
+double streamed_gemm_s(const ClusterSpec& c, double m, double n, double k, double batch, double streams, double bytes = 2,
+                       double clock_share = 1, bool fp8 = false);
 // Its efficiency: FLOPs over time over peak.
 double gemm_efficiency(const ClusterSpec& c, double m, double n, double k, double batch = 1, double bytes = 2);
 // A memory-bound operation reading and writing `bytes` in total.

@@ -125,6 +125,7 @@ nlohmann::json to_json(const KernelStack& k) {
           {"flash_kernel", k.flash_kernel},
           {"flash", flash},
           {"tp_overlap_comm_sms", k.tp_overlap_comm_sms},
+          {"grouped_gemm_streams", k.grouped_gemm_streams},
           {"source", k.source}};
 }
 
@@ -145,6 +146,7 @@ KernelStack stack_from_json(const nlohmann::json& j) {
     for (size_t i = 0; i < flash.size(); ++i) k.flash.push_back(point_from_json(flash[i], "stack.flash[" + std::to_string(i) + "]"));
   }
   k.tp_overlap_comm_sms = r.opt<int>("tp_overlap_comm_sms", k.tp_overlap_comm_sms);
+  k.grouped_gemm_streams = r.opt<int>("grouped_gemm_streams", k.grouped_gemm_streams);
   const std::string own = r.opt<std::string>("source", "");
   k.source = base.empty() ? own : own + " Extends '" + base + "': " + k.source;
   r.done();
@@ -179,6 +181,7 @@ void check(const KernelStack& k) {
     if (!(p.bwd_tflops >= 0) || p.bwd_tflops > p.peak_tflops) bad(f + "bwd_tflops", p.bwd_tflops, "in [0, peak_tflops]; 0: not measured");
   }
   if (k.tp_overlap_comm_sms < 0) bad("tp_overlap_comm_sms", k.tp_overlap_comm_sms, "0 or more");
+  if (k.grouped_gemm_streams < 0) bad("grouped_gemm_streams", k.grouped_gemm_streams, "0 (one grouped kernel) or more");
 }
 
 std::vector<std::string> stack_preset_names() {

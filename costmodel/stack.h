@@ -58,6 +58,15 @@ struct KernelStack {
   // communication kernels occupy while a GEMM runs beside them; 0: the stack has no such
   // overlap, and te is refused on it.
   int tp_overlap_comm_sms = 0;
+  // How the routed experts' grouped products run (workload.h moe_block_work, shape.h gemm_s):
+  // 0 = one grouped kernel over all local experts, their output tiles sharing the SMs' waves
+  // (a CUTLASS grouped GEMM, e.g. the grouped_gemm package Megatron-LM used); n > 0 = one
+  // cuBLAS product per expert, n of them at once on n CUDA streams, so the tiles of only n
+  // experts share a wave. Transformer Engine's GroupedLinear runs the latter with 4 streams
+  // (source: TransformerEngine PR #853 "Grouped GEMM via multi-stream cuBLAS";
+  // transformer_engine/common/include/transformer_engine/multi_streams.h, num_streams = 4;
+  // TE issue #1386: the maintainers keep the multi-stream cuBLAS path over a grouped kernel).
+  int grouped_gemm_streams = 0;
   std::string source;               // where the figures come from
 };
 

@@ -67,6 +67,18 @@ CoreWork cp_core_work(const KernelStack& k, double bb, double s_local, double he
 // output and inner sizes swapped ((T x n) x (n x k)); the core's two products need two each
 // (flops.h); the weight gradient is (k x T) x (T x n). Memory-bound operations move the stack's
 // bytes per element (stack.h); in the backward about twice their forward.
+double moe_permute_bytes(double copies, double h, double e, double local_experts, int sources) {
+  // Permutation 1 (the rank's tokens into per-destination order before the dispatch) and its
+  // inverse after the combine: (copies, h) read and written, each.
+  double bytes = 2 * 2 * copies * h * e;
+  // Permutation 2: the received copies arrive grouped by source rank; with several local experts
+  // they are sorted into per-expert order before the experts and back before the combine
+  // (Megatron-Core MoEAlltoAllTokenDispatcher: dispatch_postprocess and combine_preprocess,
+  // sort_chunks_by_idxs when num_local_experts > 1), two more passes over (copies, h).
+  if (sources > 1 && local_experts > 1) bytes += 2 * 2 * copies * h * e;
+  return bytes;
+}
+
 namespace {
 // The MLP block of an MoE layer (ModelSpec::num_experts) on one rank of tp t and ep `ep`, for T
 // tokens: the router (T x h) x (h x E), replicated on the tp ranks (on the rank's T/t tokens with
@@ -86,27 +98,39 @@ void moe_block_work(LayerWork& w, const ModelSpec& m, const KernelStack& k, doub
   const bool swiglu = m.kind == ModelKind::Llama;
   const int up = swiglu ? 2 : 1;
   const double T_router = sp ? T / t : T;
-  auto add = [&](BlockWork& f, BlockWork& i, BlockWork& wg, double mm, double width, double batch, int split) {
-    for (int u = 0; u < up; ++u) {
-      f.gemms.push_back(linear(Gemm{mm, width / split, h, batch}));
-      i.gemms.push_back(linear(Gemm{mm, h, width / split, batch}));
-      wg.gemms.push_back(linear(Gemm{h, width / split, mm, batch}));
+  // `fused_up`: the first matrix of a gated MLP as one product of 2 f_e columns (gate and up
+  // together), as Megatron-Core's grouped experts hold it (megatron/core/transformer/moe/
+  // experts.py, TEGroupedMLP: linear_fc1 of ffn_hidden_size * 2 outputs with a gated linear
+  // unit); `streams`: how many experts' products run at once (Gemm::concurrent).
+  auto add = [&](BlockWork& f, BlockWork& i, BlockWork& wg, double mm, double width, double batch, int split, bool fused_up,
+                 double streams) {
+    auto push = [&](BlockWork& b, Gemm g) {
+      g = linear(g);
+      g.concurrent = streams;
+      b.gemms.push_back(g);
+    };
+    const int products = fused_up ? 1 : up;
+    const double w_up = width / split * (fused_up ? up : 1);
+    for (int u = 0; u < products; ++u) {
+      push(f, Gemm{mm, w_up, h, batch});
+      push(i, Gemm{mm, h, w_up, batch});
+      push(wg, Gemm{h, w_up, mm, batch});
     }
-    f.gemms.push_back(linear(Gemm{mm, h, width / split, batch}));
-    i.gemms.push_back(linear(Gemm{mm, width / split, h, batch}));
-    wg.gemms.push_back(linear(Gemm{width / split, h, mm, batch}));
+    push(f, Gemm{mm, h, width / split, batch});
+    push(i, Gemm{mm, width / split, h, batch});
+    push(wg, Gemm{width / split, h, mm, batch});
   };
   BlockWork &f = w.moe_f, &i = w.moe_i, &wg = w.moe_w;
   f.gemms.push_back(Gemm{T_router, E, h, 1});  // the router, 16-bit (Megatron-Core keeps it in fp32 or bf16)
   i.gemms.push_back(Gemm{T_router, h, E, 1});
   wg.gemms.push_back(Gemm{h, E, T_router, 1});
-  add(f, i, wg, rows, fe, local, et);
-  if (m.num_shared_experts > 0) add(f, i, wg, T, m.num_shared_experts * fe, 1, t);
+  add(f, i, wg, rows, fe, local, et, true, k.grouped_gemm_streams);
+  if (m.num_shared_experts > 0) add(f, i, wg, T, m.num_shared_experts * fe, 1, t, false, 0);
   const double Th_outside = sp ? T * h / t : T * h;
   const double resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
   const double act = (swiglu ? tr.swiglu : tr.gelu) * e * (copies * fe / et + T * m.num_shared_experts * fe / t);
   const double route = T_router * E * 4 * 3;            // logits, softmax and top-k over (T, E) in fp32
-  const double permute = 2 * 2 * copies * h * e;        // (T k, h) permuted and unpermuted, read and written
+  const double permute = moe_permute_bytes(copies, h, e, local, ep * et);
   f.memory_bytes = Th_outside * e * (tr.layer_norm + resid) + act + route + permute;
   i.memory_bytes = 2 * f.memory_bytes;
   if (m.fp8) {  // the experts' inputs and output gradients cast to FP8, as the dense MLP's

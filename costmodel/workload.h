@@ -22,6 +22,10 @@ namespace stagecraft::costmodel {
 struct Gemm {
   double m = 0, n = 0, k = 0, batch = 1;
   bool fp8 = false;  // FP8 operands at the FP8 rate (ModelSpec::fp8), 16-bit output
+  // How many of the `batch` products run at once: 0 = all (one grouped or batched kernel);
+  // n > 0 = n at a time, one kernel each on n streams (KernelStack::grouped_gemm_streams), so
+  // only n products' tiles share the SMs' waves (shape::streamed_gemm_s).
+  double concurrent = 0;
   double flops() const { return 2 * m * n * k * batch; }
 };
 
@@ -71,6 +75,13 @@ CoreWork attention_core_work(const KernelStack& k, double bb, double s, double h
 // model FLOPs are the full sequence's over cp; the kernels run at one chunk's length.
 CoreWork cp_core_work(const KernelStack& k, double bb, double s_local, double heads, double d, bool causal, int cp,
                       double dv = 0);
+
+// Bytes the permutations of one MoE layer's forward move on one rank for `copies` routed copies
+// (tokens x k x load) of h elements of `e` bytes: permutation 1 and its inverse, 4 copies h e
+// (each read and written); with `sources` > 1 (ep x et ranks sending copies) and several
+// local experts, permutation 2 and its inverse as well (Megatron-Core's sort_chunks_by_idxs
+// after the dispatch and before the combine), 8 copies h e. The backward moves twice this.
+double moe_permute_bytes(double copies, double h, double e, double local_experts, int sources);
 
 // One transformer layer and the head on one of t tensor-parallel ranks, for bb samples.
 struct LayerWork : KernelContext {

@@ -13,7 +13,10 @@
 #include "costmodel/memory.h"
 #include "costmodel/moe.h"
 #include "costmodel/presets.h"
+#include "costmodel/shape.h"
+#include "costmodel/stack.h"
 #include "costmodel/topology.h"
+#include "costmodel/workload.h"
 #include "helpers.h"
 
 using namespace stagecraft;
@@ -211,4 +214,83 @@ TEST(MixtureOfExperts, RefusalsNameTheField) {
   ModelSpec bad = m;
   bad.experts_per_token = 9;
   EXPECT_NE(error_of([&] { check(bad); }).find("experts_per_token = 9"), std::string::npos);
+}
+
+// The routed experts at their real per-expert shape, as Megatron-Core with Transformer Engine
+// runs them (docs/costmodel.md "Mixture of experts", Work): Qwen3-30B-A3B (h 2048, f_e 768, 128
+// experts, top-8), one 4,096-token sample, tp 1, ep 8: the rank's experts take 4096 x 8 copies
+// over 128 / 8 = 16 local experts, 2,048 rows each; the gated first matrix one product of
+// 2 x 768 columns per expert (TEGroupedMLP's linear_fc1), the second 768 -> 2048; each product
+// one cuBLAS kernel, 4 experts at once (the stack's grouped_gemm_streams, TE's num_streams).
+TEST(MixtureOfExperts, ExpertProductsAtTheirPerExpertShape) {
+  const ModelSpec m = load_model("qwen3-30b-a3b");
+  const KernelStack& te = load_stack("megatron-core-te");
+  EXPECT_EQ(te.grouped_gemm_streams, 4);
+  EXPECT_EQ(load_stack("megatron-core-te-flash2").grouped_gemm_streams, 4);
+  EXPECT_EQ(load_stack("megatron-lm").grouped_gemm_streams, 0);  // one grouped kernel
+  const LayerWork w = layer_work(m, te, 1, 1, false, false, 1, 8, 0);
+  ASSERT_EQ(w.moe_f.gemms.size(), 3u);  // router, fc1 (gate and up), fc2
+  const Gemm& fc1 = w.moe_f.gemms[1];
+  const Gemm& fc2 = w.moe_f.gemms[2];
+  EXPECT_DOUBLE_EQ(fc1.m, 2048);
+  EXPECT_DOUBLE_EQ(fc1.n, 1536);
+  EXPECT_DOUBLE_EQ(fc1.k, 2048);
+  EXPECT_DOUBLE_EQ(fc1.batch, 16);
+  EXPECT_DOUBLE_EQ(fc1.concurrent, 4);
+  EXPECT_DOUBLE_EQ(fc2.m, 2048);
+  EXPECT_DOUBLE_EQ(fc2.n, 2048);
+  EXPECT_DOUBLE_EQ(fc2.k, 768);
+  EXPECT_DOUBLE_EQ(fc2.concurrent, 4);
+  // The input and weight gradients: the same products transposed, weight gradient of fc2 768 x 2048
+  // over the expert's 2,048 rows.
+  EXPECT_DOUBLE_EQ(w.moe_w.gemms[2].m, 768);
+  EXPECT_DOUBLE_EQ(w.moe_w.gemms[2].n, 2048);
+  EXPECT_DOUBLE_EQ(w.moe_w.gemms[2].k, 2048);
+  // The router stays one 16-bit product of the rank's tokens, not streamed.
+  EXPECT_DOUBLE_EQ(w.moe_f.gemms[0].concurrent, 0);
+  // The FLOPs are those of k = 8 experts per token of 3 h f_e each (forward).
+  EXPECT_DOUBLE_EQ(fc1.flops() + fc2.flops(), 2.0 * 4096 * 8 * 3 * 2048 * 768);
+}
+
+// Experts 4 at a time: floor(16 / 4) rounds of 4 products, or 2 rounds of 4 and one of 2 for 10.
+// By hand for the fc2 weight gradient above (768 x 2048 outputs, H100's 128 x 256 tiles, 132 SMs):
+// one product has 6 x 8 = 48 tiles; 4 at once 192 tiles, 2 waves of 132 slots, wave use
+// 192 / 264; one grouped kernel of 16: 768 tiles in 6 waves, 768 / 792. The streamed form is
+// slower by (768 / 792) / (192 / 264) where compute-bound.
+TEST(MixtureOfExperts, StreamedExpertProductsByHand) {
+  const ClusterSpec c = h100(1);
+  EXPECT_EQ(c.gpu_sms, 132);
+  EXPECT_EQ(c.gemm_tile_m, 128);
+  EXPECT_EQ(c.gemm_tile_n, 256);
+  const double m = 768, n = 2048, k = 2048;
+  EXPECT_DOUBLE_EQ(shape::streamed_gemm_s(c, m, n, k, 16, 4), 4 * shape::gemm_s(c, m, n, k, 4));
+  EXPECT_DOUBLE_EQ(shape::streamed_gemm_s(c, m, n, k, 10, 4), 2 * shape::gemm_s(c, m, n, k, 4) + shape::gemm_s(c, m, n, k, 2));
+  EXPECT_DOUBLE_EQ(shape::streamed_gemm_s(c, m, n, k, 16, 0), shape::gemm_s(c, m, n, k, 16));   // one grouped kernel
+  EXPECT_DOUBLE_EQ(shape::streamed_gemm_s(c, m, n, k, 3, 4), shape::gemm_s(c, m, n, k, 3));     // fewer than the streams
+  const double ratio = (768.0 / 792.0) / (192.0 / 264.0);
+  EXPECT_NEAR(shape::streamed_gemm_s(c, m, n, k, 16, 4) / shape::gemm_s(c, m, n, k, 16), ratio, 1e-12);
+}
+
+// The permutations' bytes by hand (Megatron-Core MoEAlltoAllTokenDispatcher): permutation 1
+// before the dispatch and its inverse after the combine, each reading and writing (copies, h);
+// with copies from several ranks and several local experts, permutation 2 (sort_chunks_by_idxs)
+// after the dispatch and its inverse before the combine, as much again. Qwen3-30B-A3B, one
+// 4,096-token sample, ep 8: 32,768 copies of 2,048 bf16 elements.
+TEST(MixtureOfExperts, PermutationBytesByHand) {
+  const double copies = 4096.0 * 8, h = 2048, e = 2;
+  EXPECT_DOUBLE_EQ(moe_permute_bytes(copies, h, e, 16, 8), 8 * copies * h * e);  // 1 GiB
+  EXPECT_DOUBLE_EQ(moe_permute_bytes(copies, h, e, 16, 8), 1073741824.0);
+  EXPECT_DOUBLE_EQ(moe_permute_bytes(copies, h, e, 16, 1), 4 * copies * h * e);  // one source: no sort
+  EXPECT_DOUBLE_EQ(moe_permute_bytes(copies, h, e, 1, 8), 4 * copies * h * e);   // one local expert: no sort
+  // In the layer's forward traffic: the router's (T, E) fp32 logits, softmax and top-k, the
+  // norm and residual, the SwiGLU over the copies, the permutations; the backward twice that.
+  const ModelSpec m = load_model("qwen3-30b-a3b");
+  const KernelStack& te = load_stack("megatron-core-te");
+  const LayerWork w = layer_work(m, te, 1, 1, false, false, 1, 8, 0);
+  const MemoryTraffic& tr = te.traffic;
+  const double T = 4096, resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
+  const double expected = T * h * e * (tr.layer_norm + resid) + tr.swiglu * e * copies * 768 + T * 128 * 4 * 3 +
+                          moe_permute_bytes(copies, h, e, 16, 8);
+  EXPECT_DOUBLE_EQ(w.moe_f.memory_bytes, expected);
+  EXPECT_DOUBLE_EQ(w.moe_i.memory_bytes, 2 * expected);
 }
