@@ -54,9 +54,13 @@ void check_fully_sharded(const ParallelPlan& p, bool builtin_decoder) {
   if (!builtin_decoder)
     throw InputError("runtime: plan.zero = 3 with a TorchScript model: the runtime gathers the built-in decoder's units only "
                      "(allowed: zero 0, 1, 2)");
-  if (p.shard_group != 0 && p.shard_group != p.dp)
+  const bool hybrid = p.shard_group != 0 && p.shard_group != p.dp;
+  if (hybrid && p.shard_group < 2)
     throw InputError("runtime: plan.shard_group = " + std::to_string(p.shard_group) +
-                     " (hybrid sharding, HSDP) is not implemented by the runtime; allowed: 0 or dp = " + std::to_string(p.dp));
+                     " shards nothing (allowed: 0, or 2 to dp = " + std::to_string(p.dp) + ")");
+  if (hybrid && p.cp > 1)
+    throw InputError("runtime: plan.shard_group = " + std::to_string(p.shard_group) + " (hybrid sharding) with plan.cp = " +
+                     std::to_string(p.cp) + " is not supported by the runtime (allowed: cp = 1, or shard_group 0 or dp)");
   for (auto m : splitting_modes(p))
     throw InputError("runtime: plan.zero = 3 with tp_overlap '" + std::string(schedules::tp_overlap_name(m)) +
                      "' is not supported (its pieces run the layers block by block); allowed: blocking");
@@ -82,21 +86,19 @@ void check_sub_batches(const ParallelPlan& p) {
 }
 
 // Mixture of experts (runtime/moe.h): what the runtime's MoE layers and expert parallelism run,
-// before the cost model's own checks (which would ask for sequence parallelism with tp > 1).
+// beyond the cost model's own checks (tp > 1 with experts needs sequence parallelism there).
 void check_experts(const ModelSpec& m, const ParallelPlan& p) {
   if (!is_moe(m)) return;  // ep > 1 without experts: the cost model's own refusal
-  const std::string with = " with model '" + m.name + "' (" + std::to_string(m.num_experts) + " experts)";
-  if (p.tp > 1)
-    throw InputError("runtime: plan.tp = " + std::to_string(p.tp) + with +
-                     " is not implemented by the runtime: experts under tensor parallelism need sequence parallelism "
-                     "(Megatron-Core's rule), which the runtime does not run (allowed with experts: tp = 1, with any dp, "
-                     "ep and pp; estimate, simulate and plan price tp > 1)");
   if (m.moe_capacity_factor > 0)
     throw InputError("runtime: model.moe_capacity_factor = " + std::to_string(m.moe_capacity_factor) +
                      ": the runtime's MoE layers are dropless (every routed token is computed; allowed: 0)");
   if (m.moe_node_limit > 0)
     throw InputError("runtime: model.moe_node_limit = " + std::to_string(m.moe_node_limit) +
                      ": node-limited routing is not implemented by the runtime (plain top-k over every expert; allowed: 0)");
+  if (expert_tp(p) != p.tp)
+    throw InputError("runtime: plan.etp = " + std::to_string(p.etp) + " with tp = " + std::to_string(p.tp) +
+                     ": the runtime slices every expert over the attention's tp ranks (allowed: etp 0 or " +
+                     std::to_string(p.tp) + ")");
   if (p.ep > 1 && p.zero != 0)
     throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " with plan.ep = " + std::to_string(p.ep) +
                      " is not implemented by the runtime (the distributed optimizer does not shard the routed experts "
@@ -138,7 +140,9 @@ void check_runtime_plan(const ModelSpec& m, const ParallelPlan& p, bool builtin_
   check_fully_sharded(p, builtin_decoder);
   check_sub_batches(p);  // before the cost model's fit checks: the runtime's own reason
   if (p.sequence_parallel)
-    throw InputError("runtime: sequence parallelism (plan.sequence_parallel) is not implemented by the runtime");
+    for (auto mode : splitting_modes(p))
+      throw InputError("runtime: sequence parallelism with tp_overlap '" + std::string(schedules::tp_overlap_name(mode)) +
+                       "' is not supported (its pieces run the blocks with Megatron's all-reduces); allowed: blocking");
   if (!builtin_decoder) return;
   if (m.kind == ModelKind::Bert)
     throw InputError("runtime: model '" + m.name + "' is of kind " + std::string(kind_name(m.kind)) +

@@ -58,15 +58,7 @@ CoreWork cp_core_work(const KernelStack& k, double bb, double s_local, double he
   return c;
 }
 
-// Shapes, for bb samples of s tokens (T = bb s), hidden h, a heads of d = h/a, FFN f, vocab V,
-// on one of t tensor-parallel ranks (Megatron-LM: QKV and the MLP's first matrices split by
-// columns, the projections by rows; a/t heads per rank). Forward products (m x k) x (k x n):
-// QKV (T x h) x (h x (h + 2h_kv)/t); scores a/t bb products (s x d) x (d x s); context a/t bb
-// (s x s) x (s x d); projection (T x h/t) x (h/t x h); MLP up (T x h) x (h x f/t), twice for
-// SwiGLU's gate; down (T x f/t) x (f/t x h). The input gradient repeats each product with its
-// output and inner sizes swapped ((T x n) x (n x k)); the core's two products need two each
-// (flops.h); the weight gradient is (k x T) x (T x n). Memory-bound operations move the stack's
-// bytes per element (stack.h); in the backward about twice their forward.
+// Bytes of an MoE layer's token permutations (workload.h).
 double moe_permute_bytes(double copies, double h, double e, double local_experts, int sources) {
   // Permutation 1 (the rank's tokens into per-destination order before the dispatch) and its
   // inverse after the combine: (copies, h) read and written, each.
@@ -79,6 +71,15 @@ double moe_permute_bytes(double copies, double h, double e, double local_experts
   return bytes;
 }
 
+// Shapes, for bb samples of s tokens (T = bb s), hidden h, a heads of d = h/a, FFN f, vocab V,
+// on one of t tensor-parallel ranks (Megatron-LM: QKV and the MLP's first matrices split by
+// columns, the projections by rows; a/t heads per rank). Forward products (m x k) x (k x n):
+// QKV (T x h) x (h x (h + 2h_kv)/t); scores a/t bb products (s x d) x (d x s); context a/t bb
+// (s x s) x (s x d); projection (T x h/t) x (h/t x h); MLP up (T x h) x (h x f/t), twice for
+// SwiGLU's gate; down (T x f/t) x (f/t x h). The input gradient repeats each product with its
+// output and inner sizes swapped ((T x n) x (n x k)); the core's two products need two each
+// (flops.h); the weight gradient is (k x T) x (T x n). Memory-bound operations move the stack's
+// bytes per element (stack.h); in the backward about twice their forward.
 namespace {
 // The MLP block of an MoE layer (ModelSpec::num_experts) on one rank of tp t and ep `ep`, for T
 // tokens: the router (T x h) x (h x E), replicated on the tp ranks (on the rank's T/t tokens with

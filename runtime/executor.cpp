@@ -587,14 +587,18 @@ struct Executor::Impl {
   compat::Group& grad_group(int stage, const std::vector<torch::Tensor>& params) const {
     if (cfg.expert_dp && !params.empty() && is_expert(params.front())) return *cfg.expert_dp;
     auto it = cfg.grad_groups.find(stage);
-    return it == cfg.grad_groups.end() ? *cfg.dp : *it->second;
+    return it == cfg.grad_groups.end() ? shard_group() : *it->second;
   }
 
-  // This member's chunk of a bucket of n elements: the bucket padded to a multiple of dp, cut
-  // into dp equal chunks (Megatron's distributed optimizer shards each bucket so).
+  // The group each bucket is cut over: dp, or with hybrid sharding its shard group.
+  compat::Group& shard_group() const { return cfg.shard ? *cfg.shard : *cfg.dp; }
+
+  // This member's chunk of a bucket of n elements: the bucket padded to a multiple of the shard
+  // group's size (dp), cut into as many equal chunks (Megatron's distributed optimizer shards each
+  // bucket so).
   std::pair<int64_t, int64_t> chunk_of(int64_t n) const {
-    const int64_t d = cfg.dp->size(), c = (n + d - 1) / d;
-    return {cfg.dp->rank * c, c};
+    const int64_t d = shard_group().size(), c = (n + d - 1) / d;
+    return {shard_group().rank * c, c};
   }
 
   // zero: the buckets every step reduces (take_share over the list's REDUCE_GRADs, as run_step
@@ -608,7 +612,7 @@ struct Executor::Impl {
     std::vector<AdamW::Owned> owned;
     if (cfg.zero == 3) {
       ShardedParams::Options fo;
-      fo.group = cfg.dp;
+      fo.group = &shard_group();
       fo.timeout = cfg.timeout;
       fo.reshard_after_forward = cfg.reshard_after_forward;
       fsdp = std::make_unique<ShardedParams>(fo);
@@ -655,7 +659,9 @@ struct Executor::Impl {
     padded.narrow(0, 0, n).copy_(b.flat);
     torch::Tensor mine = torch::empty({len}, b.flat.options());
     compat::reduce_scatter_sum(g, padded, mine, cfg.timeout);
-    mine.mul_(1.0 / g.size());
+    // Hybrid sharding: the chunk's sums of the other shard groups (FSDP's HYBRID_SHARD all-reduce).
+    if (cfg.replicate && cfg.replicate->size() > 1) compat::all_reduce_sum_blocking(*cfg.replicate, mine, cfg.timeout);
+    mine.mul_(1.0 / cfg.dp->size());
     torch::NoGradGuard ng;
     int64_t off = 0;
     for (auto& p : b.params) {
@@ -845,7 +851,7 @@ struct Executor::Impl {
     if (!shards.empty()) {  // zero: each member holds the reduced gradients of its chunks only
       for (const auto& o : shards)
         acc += o.param.grad().reshape({-1}).narrow(0, o.offset, o.length).to(torch::kFloat64).pow(2).sum();
-      compat::all_reduce_sum_blocking(*cfg.dp, acc, cfg.timeout);
+      compat::all_reduce_sum_blocking(shard_group(), acc, cfg.timeout);  // each chunk once (replicas hold the same)
       return acc;
     }
     for (const auto& [stage, P] : parts)

@@ -92,6 +92,11 @@ struct ExecConfig {
                                           // parameters themselves sharded too (runtime/fsdp.h), each
                                           // unit gathered for its passes
   bool reshard_after_forward = true;      // zero 3: release a unit after its forward (plan.reshard_after_forward)
+  // zero 3 with hybrid sharding (HSDP, plan.shard_group < dp): the parameters sharded over the
+  // shard group (shard_group consecutive dp ranks), each chunk replicated over the replicate
+  // group (the dp / shard_group ranks holding the same chunk); null: sharded over all of dp.
+  compat::Group* shard = nullptr;
+  compat::Group* replicate = nullptr;
   bool overlap_param_gather = false;      // with zero: those all-gathers left in flight after the step,
                                           // each stage's waited for at its first compute of the next
                                           // step (plan.overlap_param_gather; Megatron-Core

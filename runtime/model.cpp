@@ -102,6 +102,47 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   static variable_list backward(AutogradContext*, variable_list g) { return {g[0]}; }
 };
 
+// Sequence parallelism (Korthikanti et al., MLSys 2023, sec. 4.2.2; Megatron-LM's
+// gather_from_sequence_parallel_region and reduce_scatter_to_sequence_parallel_region): outside
+// the tensor-parallel blocks each tp rank holds s/t of the sequence; a block's input is
+// all-gathered along the sequence (backward: reduce-scatter) and its partial output
+// reduce-scattered along it (backward: all-gather), replacing Megatron's f and g.
+// x: (b, s/t, h) -> (b, s, h).
+torch::Tensor seq_all_gather(const torch::Tensor& x) {
+  TpContext& tp = tp_context();
+  const int64_t t = tp.group->size(), b = x.size(0), sl = x.size(1), h = x.size(2);
+  torch::Tensor in = x.contiguous();
+  torch::Tensor out = torch::empty({t * in.numel()}, in.options());
+  auto t0 = std::chrono::steady_clock::now();
+  compat::all_gather(*tp.group, in.view({-1}), out, tp.timeout);
+  tp.collectives += 1;
+  tp.comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out.view({t, b, sl, h}).permute({1, 0, 2, 3}).reshape({b, t * sl, h});
+}
+
+// x: (b, s, h) partial sums -> (b, s/t, h) this rank's slice of the sums.
+torch::Tensor seq_reduce_scatter(const torch::Tensor& x) {
+  TpContext& tp = tp_context();
+  const int64_t t = tp.group->size(), b = x.size(0), sl = x.size(1) / t, h = x.size(2);
+  torch::Tensor in = x.reshape({b, t, sl, h}).permute({1, 0, 2, 3}).contiguous().view({-1});
+  torch::Tensor out = torch::empty({in.numel() / t}, in.options());
+  auto t0 = std::chrono::steady_clock::now();
+  compat::reduce_scatter_sum(*tp.group, in, out, tp.timeout);
+  tp.collectives += 1;
+  tp.comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out.view({b, sl, h});
+}
+
+struct GatherFromSeq : torch::autograd::Function<GatherFromSeq> {
+  static torch::Tensor forward(AutogradContext*, const torch::Tensor& x) { return seq_all_gather(x); }
+  static variable_list backward(AutogradContext*, variable_list g) { return {seq_reduce_scatter(g[0])}; }
+};
+
+struct ScatterToSeq : torch::autograd::Function<ScatterToSeq> {
+  static torch::Tensor forward(AutogradContext*, const torch::Tensor& x) { return seq_reduce_scatter(x); }
+  static variable_list backward(AutogradContext*, variable_list g) { return {seq_all_gather(g[0])}; }
+};
+
 torch::Tensor dlinear(const torch::Tensor& x, const torch::Tensor& w) { return DeferrableLinear::apply(x, w); }
 
 // The generator owner of routed expert e of global layer l: apart from the layers' owners
@@ -239,8 +280,9 @@ GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_r
     : m_(m), shape_(shape), tp_rank_(tp_rank), tp_size_(tp_size), experts_(experts), context_(context), device_(device) {
   if (!costmodel::tp_divides(m, tp_size))
     throw InputError("runtime: tp = " + std::to_string(tp_size) + " must divide num_heads, num_kv_heads and ffn_hidden_size");
-  if (costmodel::is_moe(m) && tp_size > 1)
-    throw InputError("runtime: tp = " + std::to_string(tp_size) + " with experts: the runtime's MoE layers run with tp = 1");
+  if (costmodel::is_moe(m) && (m.expert_ffn_hidden_size % tp_size != 0 || (m.num_shared_experts * m.expert_ffn_hidden_size) % tp_size != 0))
+    throw InputError("runtime: tp = " + std::to_string(tp_size) + " must divide expert_ffn_hidden_size = " +
+                     std::to_string(m.expert_ffn_hidden_size) + " (expert tensor parallelism = tp)");
   if (experts.size < 1 || experts.rank < 0 || experts.rank >= experts.size || (costmodel::is_moe(m) && m.num_experts % experts.size != 0))
     throw InputError("runtime: expert placement rank " + std::to_string(experts.rank) + " of " + std::to_string(experts.size) +
                      " does not split the model's " + std::to_string(m.num_experts) + " experts evenly");
@@ -317,9 +359,11 @@ ExpertWeights GptPart::init_expert(const std::string& name, std::uint64_t owner,
                                    std::uint64_t seed) {
   const int64_t h = m_.hidden_size;
   ExpertWeights w;
-  w.fc1_w = add(name + "fc1_w", draw(seed, owner, first_id, {width, h}));
-  if (llama()) w.up_w = add(name + "up_w", draw(seed, owner, first_id + 1, {width, h}));
-  w.fc2_w = add(name + "fc2_w", draw(seed, owner, first_id + 2, {h, width}));
+  // Expert tensor parallelism = tp (Megatron-Core's default): each tp rank holds width/t of the
+  // expert's first matrices' rows and of its second's columns, drawn whole and sliced.
+  w.fc1_w = add(name + "fc1_w", shard_rows(draw(seed, owner, first_id, {width, h}), tp_rank_, tp_size_));
+  if (llama()) w.up_w = add(name + "up_w", shard_rows(draw(seed, owner, first_id + 1, {width, h}), tp_rank_, tp_size_));
+  w.fc2_w = add(name + "fc2_w", shard_cols(draw(seed, owner, first_id + 2, {h, width}), tp_rank_, tp_size_));
   return w;
 }
 
@@ -340,6 +384,13 @@ void GptPart::init_moe(LayerParams& p, int l, std::uint64_t seed) {
     p.moe.shared = init_expert(n + "shared.", owner, 7, static_cast<int64_t>(m_.num_shared_experts) * fe, seed);
 }
 
+void GptPart::set_sequence_parallel(bool on) {
+  sp_ = on && tp_size_ > 1;
+  if (sp_ && positions_.size(0) % tp_size_ != 0)
+    throw InputError("runtime: sequence parallelism: tp = " + std::to_string(tp_size_) + " must divide the rank's " +
+                     std::to_string(positions_.size(0)) + " tokens (seq_length / cp)");
+}
+
 int64_t GptPart::vocab_start() const { return static_cast<int64_t>(tp_rank_) * (m_.vocab_size / tp_size_); }
 
 torch::Tensor GptPart::embed(const torch::Tensor& tokens) const {
@@ -353,6 +404,7 @@ torch::Tensor GptPart::embed(const torch::Tensor& tokens) const {
 torch::Tensor GptPart::embed_whole(const torch::Tensor& tokens) const {
   auto with_pos = [&](const torch::Tensor& e) {  // LLaMA: positions enter as rotations of q and k instead
     if (!pos_emb_.defined()) return e;
+    if (sp_) return e + replicated(pos_emb_).index_select(0, local_positions()).unsqueeze(0);  // (1, s/(cp t), h)
     if (context_.size > 1) return e + pos_emb_.index_select(0, positions_).unsqueeze(0);  // (1, s/cp, h) this rank's positions
     return e + pos_emb_.narrow(0, 0, tokens.size(1)).unsqueeze(0);                          // (1, s, h)
   };
@@ -362,7 +414,8 @@ torch::Tensor GptPart::embed_whole(const torch::Tensor& tokens) const {
   const int64_t start = vocab_start(), end = start + tok_emb_.size(0);
   torch::Tensor outside = (tokens < start).logical_or(tokens >= end);                          // (b, s)
   torch::Tensor e = torch::embedding(tok_emb_, (tokens - start).masked_fill(outside, 0));      // (b, s, h)
-  return with_pos(ReduceFromTp::apply(e.masked_fill(outside.unsqueeze(-1), 0.0)));
+  e = e.masked_fill(outside.unsqueeze(-1), 0.0);
+  return with_pos(sp_ ? ScatterToSeq::apply(e) : ReduceFromTp::apply(e));  // sequence parallel: this rank's s/t tokens
 }
 
 torch::Tensor GptPart::norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
@@ -387,14 +440,34 @@ torch::Tensor GptPart::layers(const torch::Tensor& x, int from, int to) const {
 }
 
 torch::Tensor GptPart::layer(const torch::Tensor& x, const LayerParams& p) const {
-  torch::Tensor a = x + attention(norm(x, p.ln1_w, p.ln1_b), p);
-  return a + mlp(norm(a, p.ln2_w, p.ln2_b), p);
+  torch::Tensor a = x + attention(norm(x, replicated(p.ln1_w), replicated(p.ln1_b)), p);
+  return a + mlp(norm(a, replicated(p.ln2_w), replicated(p.ln2_b)), p);
+}
+
+torch::Tensor GptPart::enter_tp(const torch::Tensor& x) const {
+  if (tp_size_ == 1) return x;
+  return sp_ ? GatherFromSeq::apply(x) : CopyToTp::apply(x);
+}
+
+torch::Tensor GptPart::leave_tp(const torch::Tensor& y) const {
+  if (tp_size_ == 1) return y;
+  return sp_ ? ScatterToSeq::apply(y) : ReduceFromTp::apply(y);
+}
+
+torch::Tensor GptPart::replicated(const torch::Tensor& w) const {
+  // Megatron-LM all-reduces these gradients over tp once a step (allreduce_layernorm_grads /
+  // the sequence-parallel parameters); here each use sums its own, the same sums.
+  return sp_ && w.defined() && w.requires_grad() ? CopyToTp::apply(w) : w;
+}
+
+torch::Tensor GptPart::local_positions() const {
+  const int64_t n = positions_.size(0) / tp_size_;
+  return positions_.narrow(0, tp_rank_ * n, n);
 }
 
 torch::Tensor GptPart::attention(const torch::Tensor& x, const LayerParams& p) const {
-  torch::Tensor out = attention_core(tp_size_ > 1 ? CopyToTp::apply(x) : x, p);  // (b, s, h) partial sum over tp ranks
-  if (tp_size_ > 1) out = ReduceFromTp::apply(out);
-  return out + p.proj_b;
+  torch::Tensor out = leave_tp(attention_core(enter_tp(x), p));  // (b, s, h) partial sums over tp reduced
+  return out + replicated(p.proj_b);
 }
 
 torch::Tensor GptPart::attention_core(const torch::Tensor& in, const LayerParams& p) const {
@@ -420,13 +493,20 @@ torch::Tensor GptPart::attention_core(const torch::Tensor& in, const LayerParams
 }
 
 torch::Tensor GptPart::mlp(const torch::Tensor& x, const LayerParams& p) const {
-  if (p.is_moe) {  // tp 1 (the constructor's check): nothing to reduce
+  if (p.is_moe) {
+    if (tp_size_ > 1 && !sp_)
+      throw Error("runtime: experts with tp = " + std::to_string(tp_size_) + " need sequence parallelism (Megatron-Core's rule)");
+    // tp > 1: every tp rank routes the whole (gathered) sequence alike and computes its slice of
+    // each expert (expert tp = tp); the gated sum is partial, reduce-scattered like a dense MLP's.
+    // The router's gradient, from partial expert outputs, is summed over tp (replicated).
     MoeShape shape{m_.num_experts, m_.experts_per_token, llama(), experts_.size, ep_context().group, ep_context().timeout};
-    return moe_mlp(x, p.moe, shape, &deferrable_linear);
+    if (tp_size_ == 1) return moe_mlp(x, p.moe, shape, &deferrable_linear);
+    MoeParams q = p.moe;
+    q.router_w = CopyToTp::apply(p.moe.router_w);
+    return leave_tp(moe_mlp(enter_tp(x), q, shape, &deferrable_linear));
   }
-  torch::Tensor out = mlp_core(tp_size_ > 1 ? CopyToTp::apply(x) : x, p);  // (b, s, h) partial sum
-  if (tp_size_ > 1) out = ReduceFromTp::apply(out);
-  return out + p.fc2_b;
+  torch::Tensor out = leave_tp(mlp_core(enter_tp(x), p));  // (b, s, h) partial sums over tp reduced
+  return out + replicated(p.fc2_b);
 }
 
 torch::Tensor GptPart::mlp_core(const torch::Tensor& in, const LayerParams& p) const {
@@ -466,9 +546,9 @@ torch::Tensor GptPart::loss(const torch::Tensor& x, const torch::Tensor& targets
 }
 
 torch::Tensor GptPart::loss_whole(const torch::Tensor& x, const torch::Tensor& targets) const {
-  torch::Tensor y = norm(x, lnf_w_, lnf_b_);
-  if (tp_size_ > 1) {  // column-parallel over the vocabulary: f before, the loss's own all-reduces after
-    torch::Tensor logits = dlinear(CopyToTp::apply(y), head_w_);  // (b, s, V/t)
+  torch::Tensor y = norm(x, replicated(lnf_w_), replicated(lnf_b_));
+  if (tp_size_ > 1) {  // column-parallel over the vocabulary: f (or the sequence's all-gather) before, the loss's own all-reduces after
+    torch::Tensor logits = dlinear(enter_tp(y), head_w_);  // (b, s, V/t)
     return VocabParallelCrossEntropy::apply(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}), vocab_start());
   }
   torch::Tensor logits = dlinear(y, head_w_);  // (b, s, V)
@@ -476,7 +556,8 @@ torch::Tensor GptPart::loss_whole(const torch::Tensor& x, const torch::Tensor& t
 }
 
 std::vector<std::int64_t> GptPart::boundary_shape(bool /*input*/, std::int64_t b) const {
-  return {b, static_cast<std::int64_t>(m_.seq_length / context_.size), static_cast<std::int64_t>(m_.hidden_size)};
+  const int split = context_.size * (sp_ ? tp_size_ : 1);  // cp, and tp with sequence parallelism
+  return {b, static_cast<std::int64_t>(m_.seq_length / split), static_cast<std::int64_t>(m_.hidden_size)};
 }
 
 }  // namespace stagecraft::runtime

@@ -140,6 +140,10 @@ class GptPart : public ModelPart {
   // Selective recomputation (plan.recompute = selective): every layer's attention core keeps
   // only q, k and v and is recomputed in its backward.
   void set_recompute_attention_core(bool on) { recompute_core_ = on; }
+  // Sequence parallelism (plan.sequence_parallel, tp > 1): outside the tensor-parallel blocks the
+  // part holds s/(cp t) tokens; blocks all-gather the sequence and reduce-scatter their output.
+  // InputError when tp does not divide the rank's s/cp tokens.
+  void set_sequence_parallel(bool on);
 
   const PartShape& shape() const override { return shape_; }
   const torch::Device& device() const override { return device_; }
@@ -149,6 +153,10 @@ class GptPart : public ModelPart {
  private:
   torch::Tensor layer(const torch::Tensor& x, const LayerParams& p) const;  // (b, s, h) -> (b, s, h)
   torch::Tensor embed_whole(const torch::Tensor& tokens) const;              // embed with its weights present
+  torch::Tensor enter_tp(const torch::Tensor& x) const;  // a tp block's input: f, or the sequence's all-gather
+  torch::Tensor leave_tp(const torch::Tensor& y) const;  // its partial output: g, or the reduce-scatter
+  torch::Tensor replicated(const torch::Tensor& w) const;  // a replicated weight whose gradient SP leaves partial
+  torch::Tensor local_positions() const;  // (s/(cp t)) positions of the rank's tokens with sequence parallelism
   torch::Tensor loss_whole(const torch::Tensor& x, const torch::Tensor& targets) const;  // loss likewise
   torch::Tensor attention(const torch::Tensor& x, const LayerParams& p) const;
   torch::Tensor mlp(const torch::Tensor& x, const LayerParams& p) const;
@@ -173,6 +181,7 @@ class GptPart : public ModelPart {
   ContextShard context_;
   torch::Tensor positions_;  // (s/cp) int64 positions of the part's tokens in the sequence
   bool recompute_core_ = false;  // selective recomputation of the attention core
+  bool sp_ = false;              // sequence parallelism (tp > 1)
   torch::Device device_;
   std::vector<LayerParams> layers_;
   torch::Tensor tok_emb_;   // (V/t, h) this rank's vocabulary slice

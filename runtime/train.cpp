@@ -37,6 +37,7 @@ struct Run {
   std::unique_ptr<Watchdog> watchdog;
   compat::Group world, tp, dp;  // dp: the dp x cp ranks of this (tp, pp), which reduce gradients together
   compat::Group cp;             // cp > 1: the ranks that split this rank's sequences (ring attention)
+  compat::Group shard, replicate;  // zero 3 with hybrid sharding: this rank's shard and replicate groups
   compat::Group ep, expert_dp;  // ep > 1: this rank's expert-parallel and expert-data-parallel groups
   std::map<int, compat::Group> part_groups;  // model part -> its copies over chains and dp (several chains only)
   std::unique_ptr<ScriptModel> script;  // a TorchScript model's programs (TrainOptions::script_path)
@@ -138,6 +139,23 @@ void make_context_group(Run& r, const compat::StorePtr& store, const compat::Gro
   cp_context().timeout = r.timeout();
 }
 
+// Hybrid sharding (zero 3, plan.shard_group = S < dp; cp 1, costmodel::check_runtime_plan): the
+// shard group is the S consecutive dp ranks sharing d / S, the replicate group the dp / S ranks
+// sharing d mod S (S apart), as FSDP's HYBRID_SHARD builds its device mesh (replicate, shard).
+void make_hybrid_shard_groups(Run& r, const compat::StorePtr& store, const compat::GroupOptions& go) {
+  const auto& p = r.opt.plan;
+  const int S = p.shard_group, d = r.me[1];
+  if (p.zero != 3 || S == 0 || S == p.dp) return;
+  std::vector<int> shard, replicate;
+  for (int i = d / S * S; i < d / S * S + S; ++i) shard.push_back(r.grid.global({r.me[0], i, r.me[2]}));
+  for (int j = d % S; j < p.dp; j += S) replicate.push_back(r.grid.global({r.me[0], j, r.me[2]}));
+  auto name = [&](const char* what, int k) {
+    return std::string(what) + " group " + std::to_string(r.me[0]) + "." + std::to_string(r.me[2]) + "." + std::to_string(k);
+  };
+  r.shard = compat::make_group(store, name("shard", d / S), shard, r.env.rank, go);
+  r.replicate = compat::make_group(store, name("replicate", d % S), replicate, r.env.rank, go);
+}
+
 void make_groups(Run& r) {
   compat::GroupOptions go;
   go.backend = resolve_backend(r.opt.backend);
@@ -155,6 +173,7 @@ void make_groups(Run& r) {
   make_part_groups(r, store, go);
   make_expert_groups(r, store, go);
   make_context_group(r, store, go);
+  make_hybrid_shard_groups(r, store, go);
 }
 
 // The GPT part of this shape (this tp rank's shard), or a TorchScript model's subgraphs.
@@ -170,6 +189,7 @@ std::unique_ptr<ModelPart> make_part(Run& r, const PartShape& shape) {
   const ContextShard context{r.grid.cp_of(r.me[1]), r.opt.plan.cp};  // the tokens of this cp rank
   auto gpt = std::make_unique<GptPart>(r.opt.model, shape, r.me[0], r.opt.plan.tp, r.opt.seed, r.device, experts, context);
   gpt->set_recompute_attention_core(r.opt.plan.recompute == costmodel::RecomputePolicy::Selective);
+  gpt->set_sequence_parallel(r.opt.plan.sequence_parallel);
   return gpt;
 }
 
@@ -217,6 +237,7 @@ void build_model(Run& r) {
   c.zero = r.opt.plan.zero;
   c.overlap_param_gather = r.opt.plan.overlap_param_gather;
   c.reshard_after_forward = r.opt.plan.reshard_after_forward;
+  if (r.shard.size() > 0) c.shard = &r.shard, c.replicate = &r.replicate;
   c.overlap_grad_reduce = r.opt.plan.overlap_grad_reduce;
   c.preemptive_comm = r.opt.plan.preemptive_comm;
   c.device = r.device;

@@ -3,7 +3,8 @@
 // unit (layer, embedding, head) all-gathered for its passes. Training equals unsharded training
 // to 1e-5 alone and with pp, tp, cp and full recomputation; all-gathers per unit follow the
 // closed form (2 a microbatch with reshard-after-forward, 1 without; the embedding's backward
-// reads no weight: 1); a rank keeps 1/dp of the parameters; sharded checkpoints resume exactly;
+// reads no weight: 1); a rank keeps 1/dp of the parameters (1/shard_group with hybrid sharding,
+// which trains the same too); sharded checkpoints resume exactly;
 // what the runtime does not run exits 2 naming the field.
 #include <gtest/gtest.h>
 
@@ -55,6 +56,19 @@ TEST(RuntimeFsdp, ComposesWithPipelineTensorAndContextParallelism) {
 // every forward and again for every backward with reshard-after-forward (2m), once per
 // forward-backward pair without (m: released when its backward ends); the embedding once per
 // forward. A rank keeps its chunk of every bucket: half the parameters at dp 2 (padding aside).
+// Hybrid sharding (HSDP): shard over 2 consecutive dp ranks, replicate over the 2 groups; the
+// chunks' gradients reduce-scattered in the shard group and all-reduced across the replicas.
+TEST(RuntimeFsdp, HybridShardingTrainsAsTheWholeOnes) {
+  expect_same_training(flags("--nproc 4 --dp 4", 1), " --shard-group 2");
+  expect_same_training(flags("--nproc 8 --dp 4 --pp 2 --schedule 1f1b", 2), " --shard-group 2");
+  TrainRun whole = train(flags("--nproc 4 --dp 4", 1) + " --zero 0");
+  TrainRun hybrid = train(flags("--nproc 4 --dp 4", 1) + " --zero 3 --shard-group 2");
+  ASSERT_EQ(hybrid.cli.exit_code, 0) << hybrid.cli.err;
+  const double whole_bytes = whole.summary["ranks"][0]["param_bytes"].get<double>();
+  for (const auto& rank : hybrid.summary["ranks"])  // half the parameters: a shard group of 2
+    EXPECT_NEAR(rank["param_bytes"].get<double>(), whole_bytes / 2, 0.01 * whole_bytes);
+}
+
 TEST(RuntimeFsdp, GathersPerUnitFollowTheClosedForm) {
   const int m = 2;
   TrainRun whole = train(flags("--nproc 2 --dp 2", m) + " --zero 0");
@@ -102,7 +116,8 @@ TEST(RuntimeFsdp, ShardedCheckpointsResumeExactly) {
 TEST(RuntimeFsdp, UnsupportedCombinationsExit2NamingTheField) {
   const std::string base = "--model " + tiny8() + " --steps 1 --zero 3";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {base + " --nproc 4 --dp 4 --shard-group 2", "plan.shard_group"},
+      {base + " --nproc 4 --dp 4 --shard-group 1", "plan.shard_group = 1"},
+      {base + " --nproc 8 --dp 4 --cp 2 --shard-group 2 --attention-kernel fused", "hybrid sharding"},
       {base + " --nproc 4 --dp 2 --pp 2 --microbatches 2 --schedule zb-h1", "split backward"},
       {base + " --nproc 4 --dp 2 --tp 2 --microbatch-size 2 --tp-overlap merak", "tp_overlap"},
   };

@@ -4,7 +4,8 @@
 // reference (values and gradients, GELU and SwiGLU experts with a shared expert), and the
 // expert-parallel all-to-alls over a real two-member Gloo group (two threads) equal to the experts
 // computed on one rank, including splits of zero rows. Then `stagecraft train`: the losses of
-// ep 2, ep 4, dp 4 x ep 2 and pipelines with ep 2 equal a single process's within 1e-5, and
+// ep 2, ep 4, dp 4 x ep 2 and pipelines with ep 2 (1F1B, ZB-H1, DualPipeV) equal a single
+// process's within 1e-5, and
 // differ from the dense model's; the combinations the runtime does not run exit 2 naming the
 // field.
 #include <gtest/gtest.h>
@@ -290,6 +291,7 @@ TEST(RuntimeMoe, ExpertParallelLossesEqualSingleProcess) {
                           Split{4, 1, 2, "--schedule 1f1b"},                    // two expert-data-parallel copies
                           Split{2, 2, 2, "--schedule 1f1b --recompute full"},   // a pipeline, recomputed all-to-alls
                           Split{2, 2, 2, "--schedule zb-h1 --overlap-grad-reduce"},  // split backward, hooks
+                          Split{2, 2, 2, "--schedule dualpipev"},               // overlapped forward-backward pairs
                           Split{2, 1, 1, "--schedule 1f1b --zero 1"}}) {       // ep 1: experts replicated over dp
     const std::string args = flags(kMoe, sp.dp) + " --nproc " + std::to_string(sp.dp * sp.pp) + " --dp " + std::to_string(sp.dp) +
                              " --pp " + std::to_string(sp.pp) + " --ep " + std::to_string(sp.ep) + " " + sp.extra;
@@ -336,7 +338,7 @@ TEST(RuntimeMoe, UnsupportedCombinationsExit2NamingTheField) {
     std::string args, field;
   };
   const std::vector<Case> cases = {
-      {flags(kMoe, 1) + " --nproc 2 --tp 2", "plan.tp = 2"},
+      {flags(kMoe, 1) + " --nproc 2 --tp 2", "sequence_parallel"},  // Megatron-Core's rule: experts under tp need SP
       {flags(kMoe, 2) + " --nproc 2 --dp 2 --ep 2 --zero 1", "plan.zero = 1"},
       {flags(kMoe, 2) + " --nproc 4 --dp 2 --pp 2 --ep 2 --schedule chimera", "plan.ep = 2"},
       {flags(kMoe, 2) + " --nproc 4 --dp 2 --pp 2 --ep 2 --schedule fold3d", "plan.ep = 2"},
