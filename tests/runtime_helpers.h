@@ -29,10 +29,37 @@ inline TrainRun train(const std::string& args) {
   return r;
 }
 
+// `train ARGS` is refused before any rank starts: exit 2, the message naming `want`.
+inline void expect_train_refused(const std::string& args, const std::string& want) {
+  TrainRun r = train(args);
+  EXPECT_EQ(r.cli.exit_code, 2) << args << "\n" << r.cli.err;
+  EXPECT_NE(r.cli.err.find(want), std::string::npos) << args << "\n" << r.cli.err;
+}
+
 inline std::vector<double> losses(const nlohmann::json& summary) {
   std::vector<double> out;
   for (const auto& s : summary["steps"]) out.push_back(s["loss"].get<double>());
   return out;
+}
+
+// `train FLAGS` for 2 steps saved to `dir`, then resumed from it for 2 more, gives the losses of
+// 4 uninterrupted steps exactly; `full_losses`: where to put those 4 losses.
+inline void expect_resume_continues(const std::string& flags, const std::string& dir, std::vector<double>* full_losses = nullptr) {
+  TrainRun full = train(flags + " --steps 4");
+  ASSERT_EQ(full.cli.exit_code, 0) << full.cli.err;
+  TrainRun first = train(flags + " --steps 2 --save " + dir);
+  ASSERT_EQ(first.cli.exit_code, 0) << first.cli.err;
+  TrainRun second = train(flags + " --steps 2 --resume " + dir);
+  ASSERT_EQ(second.cli.exit_code, 0) << second.cli.err;
+  const std::vector<double> all = losses(full.summary), a = losses(first.summary), b = losses(second.summary);
+  ASSERT_EQ(all.size(), 4u);
+  if (full_losses) *full_losses = all;
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(a[i], all[i]) << flags << ": step " << i;
+    EXPECT_EQ(b[i], all[i + 2]) << flags << ": step " << i + 2 << " after resuming";
+  }
 }
 
 }  // namespace stagecraft::test

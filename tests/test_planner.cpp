@@ -598,9 +598,12 @@ TEST(PlannerSpace, ForRuntimeKeepsWhatTheRuntimeRuns) {
   size_t expected = 0;
   for (const ParallelPlan& p : all) expected += costmodel::runtime_runs(m, p) ? 1 : 0;
   EXPECT_EQ(runnable.size(), expected);
-  bool zero_with_chimera = false, merak = false, zero3 = false;
+  bool zero_with_chimera = false, merak = false, zero3 = false, sp = false;
   for (const ParallelPlan& p : runnable) {
-    EXPECT_FALSE(p.sequence_parallel);
+    if (p.sequence_parallel) {  // the runtime's sequence parallelism: blocking tp collectives only
+      EXPECT_EQ(p.tp_overlap, schedules::TpOverlap::Blocking);
+      sp = true;
+    }
     if (p.zero == 3) {  // the runtime's FSDP gathers layers around blocking tp collectives only
       EXPECT_EQ(p.tp_overlap, schedules::TpOverlap::Blocking);
       zero3 = true;
@@ -615,6 +618,7 @@ TEST(PlannerSpace, ForRuntimeKeepsWhatTheRuntimeRuns) {
   }
   EXPECT_TRUE(merak);
   EXPECT_TRUE(zero3);
+  EXPECT_TRUE(sp);
   EXPECT_FALSE(zero_with_chimera);  // the schedule's rule: chains reduce copies jointly, no ZeRO
   s.fp8 = {false, true};
   EXPECT_NE(test::error_of([&] { planner::enumerate(s, m, h100_nodes(2)); }).find("precisions = fp8 is invalid"), std::string::npos);

@@ -120,11 +120,7 @@ TEST(RuntimeCp, UnsupportedCombinationsExit2NamingTheField) {
       {base + " --nproc 3 --cp 3 --dp 1", "cp"},  // 2 cp = 6 does not divide the 16 tokens
       {flags("runtime-tiny8-moe", 2) + " --attention-kernel fused --nproc 4 --cp 2 --dp 2 --ep 2", "plan.ep"},
   };
-  for (const auto& [args, want] : cases) {
-    TrainRun r = train(args);
-    EXPECT_EQ(r.cli.exit_code, 2) << args << "\n" << r.cli.err;
-    EXPECT_NE(r.cli.err.find(want), std::string::npos) << args << "\n" << r.cli.err;
-  }
+  for (const auto& [args, want] : cases) expect_train_refused(args, want);
 }
 
 }  // namespace
