@@ -1,4 +1,5 @@
 #include "costmodel/costs.h"
+#include "costmodel/overlapped_pair.h"
 
 #include <algorithm>
 #include <array>
@@ -171,14 +172,19 @@ double param_gather_head_share(const ParallelPlan& p, double grad_bytes) {
   return std::min(1.0, p.grad_bucket_bytes / grad_bytes);
 }
 
+OverlappedPair overlapped_pair(double compute_s, double comm_s, int gpu_sms) {
+  const double share = gpu_sms > kDualPipeCommSms ? static_cast<double>(kDualPipeCommSms) / (gpu_sms - kDualPipeCommSms) : 0;
+  OverlappedPair p;
+  p.compute_s = compute_s;
+  p.comm_s = comm_s;
+  p.busy_s = compute_s + share * std::min(comm_s, compute_s);
+  return p;
+}
+
 void set_overlapped_pair(StageCost& sc, int gpu_sms) {
   const double fa = sc.moe.exposed_f_s, ba = sc.moe.exposed_b_s;
   if (fa <= 0 && ba <= 0) return;
-  const double share = gpu_sms > kDualPipeCommSms ? static_cast<double>(kDualPipeCommSms) / (gpu_sms - kDualPipeCommSms) : 0;
-  auto pair = [&](double backward_s) {
-    const double compute = sc.f_s - fa + backward_s - ba, comm = fa + ba;
-    return std::max(compute + share * std::min(comm, compute), comm);
-  };
+  auto pair = [&](double backward_s) { return overlapped_pair(sc.f_s - fa + backward_s - ba, fa + ba, gpu_sms).time_s(); };
   sc.overlap_b_s = pair(sc.b_s) - sc.f_s;
   sc.overlap_i_s = pair(sc.i_s) - sc.f_s;
 }

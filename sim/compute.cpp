@@ -12,6 +12,7 @@
 #include "schedules/buckets.h"
 #include "schedules/error.h"
 #include "schedules/tp_overlap.h"
+#include "costmodel/overlapped_pair.h"
 #include "sim/runner.h"
 
 namespace stagecraft::sim::detail {
@@ -311,9 +312,28 @@ Act Runner::compute_action(int u, int k, int pos, Act prev, Act* first) {
   if (comm_s > d + 1e-15)
     throw InputError("simulator: stage " + std::to_string(a.stage) + " folds " + std::to_string(comm_s) +
                      " s of tensor- and expert-parallel communication into a " + std::to_string(d) + " s action (must be at most it)");
+  double compute_s = d - comm_s;
+  // DualPipe's overlapped pair with experts: its compute (with what the SMs held by communication
+  // take from it, costmodel/overlapped_pair.h) and, beside it from a zero-length start the
+  // action's inputs precede, its halves' all-to-alls as flows (pair_all_to_alls).
+  const bool pair = pair_runs_all_to_alls(a);
+  costmodel::OverlappedPair pc;
+  Act pair_start = kNone;
+  if (pair) {
+    pc = pair_costs(a);
+    compute_s = pc.busy_s - (ring ? tp_s : 0);
+    if (compute_s < -1e-15)
+      throw InputError("simulator: overlapped pair at rank " + std::to_string(r) + " step " + std::to_string(pos) + " folds " +
+                       std::to_string(tp_s) + " s of tensor-parallel all-reduces into " + std::to_string(pc.busy_s) +
+                       " s of compute (must be at most it)");
+    pair_start = exec(u, k, pos, 0, RecKind::TpPad);
+    ex_.records[static_cast<size_t>(pair_start)].comm = CommKind::ExpertParallel;
+    add_edge(prev, pair_start);
+    prev = pair_start;
+  }
   Act e = kNone;
   if (cut != bucket_cuts_.end()) {  // a backward whose gradient buckets are ready inside it
-    e = split_backward(u, k, pos, d - comm_s, prev, cut->second);
+    e = split_backward(u, k, pos, compute_s, prev, cut->second);
     *first = first_piece_;
   } else if (cpb > 0) {
     // Context parallelism: the compute (with the ring's exposed time), the ring beside it, both
@@ -326,12 +346,15 @@ Act Runner::compute_action(int u, int k, int pos, Act prev, Act* first) {
     add_edge(start, c);
     e = cp_ring(u, k, pos, cpb, start, c);
   } else {
-    e = exec(u, k, pos, d - comm_s, RecKind::Compute);
+    e = exec(u, k, pos, compute_s, RecKind::Compute);
     add_edge(prev, e);
     *first = e;
   }
   if (a2a > 0) e = all_to_alls(u, k, pos, a.stage, e, a2a);
-  return ring ? tp_collectives(u, k, pos, a.stage, {e}, count) : e;
+  if (ring) e = tp_collectives(u, k, pos, a.stage, {e}, count);
+  if (!pair) return e;
+  *first = pair_start;
+  return pair_all_to_alls(u, k, pos, a, pair_start, e, pc);
 }
 
 // The backward at pos as pieces that end where its buckets' gradients are ready: at (1 - early)

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "costmodel/costs.h"
+#include "costmodel/overlapped_pair.h"
 #include "sim/runner.h"
 
 namespace stagecraft::sim::detail {
@@ -48,7 +49,7 @@ void Runner::group_exchange(const GroupKey& key, int size, const GroupMember& m,
 // An action's share of a per-microbatch exchange as flows (explicit tp; `f` and `b` per stage,
 // empty when the plan has none): F the forward's, B and I the backward's, R the forward's for the
 // share of layers it recomputes; none inside an inner schedule or an overlapped pair (DualPipe's
-// F&B keeps its exchanges in its priced overlap, folded), nor for W.
+// F&B runs its all-to-alls beside its compute: pair_all_to_alls), nor for W.
 double Runner::exchange_share(const Action& a, const std::vector<double>& f, const std::vector<double>& b) const {
   if (opt_.tp_comm != TpComm::Explicit || f.empty() || runs_inner(a)) return 0;
   const size_t st = static_cast<size_t>(a.stage);
@@ -69,7 +70,7 @@ double Runner::all_to_all_count(const Action& a) const { return exchange_share(a
 // both ends reach the action's all-to-alls. Its pad, after its flows both ways, adds what the
 // cost table prices beyond the flows' own time alone: count x all_to_all_s minus (latency +
 // count x bytes / bandwidth) of the slower of the in-node and cross-node parts.
-Act Runner::all_to_alls(int u, int k, int pos, int stage, Act after, double count) {
+Act Runner::all_to_alls(int u, int k, int pos, int stage, Act after, double count, int exchange) {
   const size_t st = static_cast<size_t>(stage);
   const costmodel::AllReducePath& path = w_.a2a_path;
   const double intra = count * w_.a2a_intra_bytes[st], cross = count * w_.a2a_cross_bytes[st];
@@ -90,8 +91,57 @@ Act Runner::all_to_alls(int u, int k, int pos, int stage, Act after, double coun
     const int local = on_node.at(na), remote = ep - local;
     return na == nb ? intra / std::max(1, local - 1) : cross / std::max(1, remote);
   };
-  group_exchange({0, k, rank_of_unit(u), pos, first}, ep, {u, after, pad}, CommKind::ExpertParallel, bytes);
+  group_exchange({exchange, k, rank_of_unit(u), pos, first}, ep, {u, after, pad}, CommKind::ExpertParallel, bytes);
   return pad;
+}
+
+// An OVERLAP_F_B runs its halves' all-to-alls as flows where an F or a B of its stages would
+// (explicit tp, ep groups along dp, no inner schedule) and one half has any.
+bool Runner::pair_runs_all_to_alls(const Action& a) const {
+  if (a.op != Op::OVERLAP_F_B || opt_.tp_comm != TpComm::Explicit || w_.a2a_f.empty() || runs_inner(a)) return false;
+  return w_.a2a_f[static_cast<size_t>(a.stage)] > 0 || w_.a2a_b[static_cast<size_t>(a.b_stage)] > 0;
+}
+
+// The pair's compute and expert communication from its own halves (the forward of a.stage, the
+// backward or I of a.b_stage), under the cost model's rule (costmodel/overlapped_pair.h). The
+// evaluator prices the pair per stage with the backward stage's forward (costs.h
+// set_overlapped_pair): the same where the two stages hold alike MoE layers.
+costmodel::OverlappedPair Runner::pair_costs(const Action& a) const {
+  const costmodel::StageCost& f = c_.stages[static_cast<size_t>(a.stage)];
+  const costmodel::StageCost& b = c_.stages[static_cast<size_t>(a.b_stage)];
+  const double backward_s = a.b_op == Op::I ? b.i_s : b.b_s;
+  const double fa = f.moe.exposed_f_s, ba = b.moe.exposed_b_s;
+  return costmodel::overlapped_pair(f.f_s - fa + backward_s - ba, fa + ba, w_.gpu_sms);
+}
+
+// The pair's communication stream, from `start` (each member's zero-length start, after its
+// inputs): the forward half's all-to-alls (dispatch and combine of every MoE layer and
+// sub-batch) as flows among the ep group, then the backward half's, each a rendezvous of the
+// group with its latency pad (all_to_alls); then a pad with the rest of the pair's priced
+// communication (the experts' tp all-gathers and reduce-scatters, which F and B keep in their
+// compute). The pair ends at a zero-length join of that stream and `compute_end` (its compute
+// and tp ring): alone on their links, max(busy, comm) as the evaluator prices it; slowed by
+// other flows, later.
+Act Runner::pair_all_to_alls(int u, int k, int pos, const Action& a, Act start, Act compute_end, const costmodel::OverlappedPair& pc) {
+  Act at = start;
+  double priced = 0;
+  const size_t fs = static_cast<size_t>(a.stage), bs = static_cast<size_t>(a.b_stage);
+  if (w_.a2a_f[fs] > 0) {
+    at = all_to_alls(u, k, pos, a.stage, at, w_.a2a_f[fs], 0);
+    priced += w_.a2a_f[fs] * w_.a2a_s[fs];
+  }
+  if (w_.a2a_b[bs] > 0) {
+    at = all_to_alls(u, k, pos, a.b_stage, at, w_.a2a_b[bs], 2);
+    priced += w_.a2a_b[bs] * w_.a2a_s[bs];
+  }
+  Act rest = exec(u, k, pos, std::max(0.0, pc.comm_s - priced), RecKind::TpPad);
+  ex_.records[static_cast<size_t>(rest)].comm = CommKind::ExpertParallel;
+  add_edge(at, rest);
+  Act join = exec(u, k, pos, 0, RecKind::TpPad);
+  ex_.records[static_cast<size_t>(join)].comm = CommKind::ExpertParallel;
+  add_edge(rest, join);
+  add_edge(compute_end, join);
+  return join;
 }
 
 // The ring's bytes one cp rank sends in an action (cp > 1: Workload::cp_ring_f_bytes).

@@ -162,7 +162,22 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
       std::vector<Done> lane = bytes <= 0 ? issue
                                : s_.num_chains > 1 ? flat_ring(k, mem, t, bytes, issue, Half::Both)
                                                    : dp_allreduce(k, mem, t, bytes, issue, half);
-      strided_reductions(k, mem, t, w_.expert_reduce_bytes[st] * a.fraction, w_.ep, half, lane);  // the routed experts'
+      // The routed experts': on each copy's expert-data-parallel groups (a schedule with several
+      // chains, Chimera or DualPipe, holds a copy per chain; the evaluator reduces the experts of
+      // one copy over its own dp group, costs.cpp add_expert_grad_reduction).
+      if (s_.num_chains > 1) {
+        std::map<int, std::vector<int>> by_rank;  // the ring's members on each copy's rank
+        for (int j = 0; j < n; ++j) by_rank[mem[static_cast<size_t>(j)].rank].push_back(j);
+        for (const auto& [copy_rank, at] : by_rank) {
+          std::vector<Member> sub;
+          std::vector<Done> sub_done;
+          for (int j : at) sub.push_back(mem[static_cast<size_t>(j)]), sub_done.push_back(lane[static_cast<size_t>(j)]);
+          strided_reductions(k, sub, t, w_.expert_reduce_bytes[st] * a.fraction, w_.ep, half, sub_done);
+          for (size_t i = 0; i < at.size(); ++i) lane[static_cast<size_t>(at[i])] = sub_done[i];
+        }
+      } else {
+        strided_reductions(k, mem, t, w_.expert_reduce_bytes[st] * a.fraction, w_.ep, half, lane);
+      }
       strided_reductions(k, mem, t, replica, w_.replica_stride, Half::Both, lane);  // HSDP's shard copies
       for (int j = 0; j < n; ++j) {
         Done& d = done[static_cast<size_t>(j)];

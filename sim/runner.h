@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "costmodel/inner.h"
+#include "costmodel/overlapped_pair.h"
 #include "sim/executor.h"
 
 namespace stagecraft::sim::detail {
@@ -171,7 +172,14 @@ class Runner {
   // then a pad with the latencies the flows do not carry (compute.cpp). Returns the pad.
   double exchange_share(const schedules::Action& a, const std::vector<double>& f, const std::vector<double>& b) const;
   double all_to_all_count(const schedules::Action& a) const;
-  Act all_to_alls(int u, int k, int pos, int stage, Act after, double count);
+  // `exchange`: the group key's kind (0; an overlapped pair's backward half 2).
+  Act all_to_alls(int u, int k, int pos, int stage, Act after, double count, int exchange = 0);
+  // DualPipe's overlapped pair with experts (exchange.cpp): its halves' all-to-alls as flows beside
+  // its compute, the compute timed by the cost model's rule (costmodel/overlapped_pair.h).
+  bool pair_runs_all_to_alls(const schedules::Action& a) const;
+  costmodel::OverlappedPair pair_costs(const schedules::Action& a) const;
+  Act pair_all_to_alls(int u, int k, int pos, const schedules::Action& a, Act start, Act compute_end,
+                       const costmodel::OverlappedPair& pc);
   // Context parallelism's ring (exchange.cpp): an action's key/value exchanges with the next cp
   // rank as one flow beside its compute, from `start`; returns the join of the compute exec
   // `compute` and the ring.
@@ -184,7 +192,8 @@ class Runner {
     int unit;
     Act after, done;
   };
-  using GroupKey = std::tuple<int, int, int, int, int>;  // (kind, k, rank, pos, group)
+  using GroupKey = std::tuple<int, int, int, int, int>;  // (kind, k, rank, pos, group); kind 0 all-to-alls
+                                                         // (a pair's forward half), 1 cp ring, 2 a pair's backward half
   void group_exchange(const GroupKey& key, int size, const GroupMember& m, CommKind kind,
                       const std::function<double(int, int)>& bytes);
   std::map<GroupKey, std::vector<GroupMember>> groups_;

@@ -51,6 +51,7 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
   w.tp_alpha_s = topo.group_link(costmodel::kTp).latency_s;
   if (p.ep > 1 && costmodel::expert_axis(p) == costmodel::kDpCp) {
     w.a2a_path = topo.allreduce_path(costmodel::kDpCp, p.ep, 1);
+    w.gpu_sms = cl.gpu_sms;
     for (const costmodel::StageCost& sc : c.stages) {
       const costmodel::MoeLayer& l = sc.moe.layer;
       const double per_microbatch = static_cast<double>(sc.moe.moe_layers) * std::max(1, sc.inner.sub_batches);

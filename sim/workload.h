@@ -39,6 +39,8 @@ struct Workload {
                                      // its node and across (AllToAllBytes)
   std::vector<double> a2a_s;         // (stages) one all-to-all's seconds as the cost table prices it
   costmodel::AllReducePath a2a_path; // the ep group's links (Topology::allreduce_path(kDpCp, ep, 1))
+  int gpu_sms = 0;                   // ClusterSpec::gpu_sms: an overlapped pair's compute beside its
+                                     // all-to-alls (costmodel/overlapped_pair.h)
   // Context parallelism's ring (costmodel/cp.h; set_context_parallel): each cp rank's key/value
   // chunks (and their gradients) to the next cp rank, beside the compute.
   int cp = 1;                        // cp ranks per ring
