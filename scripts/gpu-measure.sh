@@ -50,7 +50,7 @@ $bin estimate --model experiments/gpu/gpt-1.4b-bf16-fused.json --cluster h100-ib
 python3 - "$out" <<'PY'
 import json, os, sys
 out = sys.argv[1]
-peak = 989e12  # H100/H200 SXM dense bf16 (../shared/reference/facts.md)
+peak = 989e12  # H100/H200 SXM dense bf16 (NVIDIA H100 and H200 datasheets: 1,979 TFLOP/s with sparsity)
 if os.path.exists(f"{out}/estimate-gpt-1.4b.json"):
     e = json.load(open(f"{out}/estimate-gpt-1.4b.json"))
     print(f"predicted: {e['iteration_time_s']*1e3:.1f} ms/iteration, peak {e['max_memory_bytes']/2**30:.2f} GiB")
