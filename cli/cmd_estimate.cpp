@@ -95,6 +95,14 @@ void print_estimate(const costmodel::Estimate& e) {
                                 fmt_percent(e.cluster.memory_margin) + ")"},
       {"headroom (fullest rank)", fmt_signed_bytes(e.usable_memory_bytes - e.max_memory_bytes) + " (" + std::string(fit_verdict_line(e)) + ")"},
   };
+  if (const auto kinds = costmodel::compute_by_kind(e); !kinds.empty()) {  // --json has every rank's
+    const costmodel::ComputeByKind& k = kinds.front();
+    rows.push_back({"rank 0 compute by kind", "products " + fmt_seconds(k.passes.products_s) + ", attention core " +
+                                                 fmt_seconds(k.passes.attention_core_s) + ", memory-bound " +
+                                                 fmt_seconds(k.passes.memory_s) + ", communication inside " +
+                                                 fmt_seconds(k.passes.comm_s) + ", optimizer " + fmt_seconds(k.optimizer_s) +
+                                                 (std::abs(k.other_s) > 1e-9 ? ", other " + fmt_seconds(k.other_s) : "")});
+  }
   if (p.cp > 1) {  // one layer's ring (costmodel/cp.h); --json has every stage's
     const costmodel::CpLayer& cl = e.costs.stages.front().cp;
     rows.push_back({"context parallel, per layer", std::to_string(cl.exchanges_f) + " key/value chunks of " +

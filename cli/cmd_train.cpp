@@ -24,6 +24,9 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--resume", f->run.resume_dir, "continue from a checkpoint written by --save");
   c->add_option("--log-every", f->run.log_every, "print the loss every this many steps (0: never; default 1)");
   c->add_option("--threads", f->run.threads, "intra-op CPU threads per rank (default 1)");
+  c->add_flag("--op-times", f->run.op_times,
+              "time the matrix products and attention cores inside each compute action (device events on a GPU) and "
+              "print each rank's iteration by kind: products, attention core, other compute, optimizer, communication, idle");
   c->add_option("--example-shape", f->example_shape,
                 "with --model FILE.pt (a TorchScript module whose forward(input, target) returns the loss): one microbatch's "
                 "input shape, then its target's, comma-separated; the first dimension is the microbatch size");

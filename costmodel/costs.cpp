@@ -6,6 +6,7 @@
 #include <map>
 #include <cctype>
 #include <cstdlib>
+#include <initializer_list>
 #include <numeric>
 
 #include "costmodel/comm.h"
@@ -213,6 +214,50 @@ void set_boundary_transfers(StageCost& sc, const Schedule& s, int stage, const T
 }
 
 namespace {
+// One sub-batch's pass of a stage's layers by kind (price.h block_kinds): `forward` f, else the
+// full backward (i and w); nd dense and nm MoE layers, the head on the last stage; the attention
+// core's kernels (in the attention blocks already, the recomputed forward with selective
+// recomputation) counted as attention, the rest as products and memory-bound work. The
+// communication the pass waits for is the caller's (scaled_kinds).
+PassKinds layer_pass_kinds(const LayerWork& lw, bool forward, bool selective, double nd, double nm, bool last,
+                           const ClusterSpec& c, const KernelStack& k) {
+  auto kinds = [&](const BlockWork& b) { return block_kinds(b, lw, c, k); };
+  BlockKinds all, core;
+  auto add = [&](BlockKinds& into, std::initializer_list<const BlockWork*> blocks, double times) {
+    for (const BlockWork* b : blocks) into.add(kinds(*b), times);
+  };
+  if (forward) {
+    add(all, {&lw.attn_f, &lw.mlp_f}, nd);
+    add(all, {&lw.attn_f, &lw.moe_f}, nm);
+    if (last) add(all, {&lw.head_f}, 1);
+    add(core, {&lw.core.f}, nd + nm);
+  } else {
+    add(all, {&lw.attn_i, &lw.attn_w, &lw.mlp_i, &lw.mlp_w}, nd);
+    add(all, {&lw.attn_i, &lw.attn_w, &lw.moe_i, &lw.moe_w}, nm);
+    if (last) add(all, {&lw.head_i, &lw.head_w}, 1);
+    add(core, {&lw.core.i}, nd + nm);
+    if (selective) add(core, {&lw.core.f}, nd + nm);
+  }
+  PassKinds out;
+  out.attention_core_s = core.total_s() + std::max(0.0, all.flash_s - core.flash_s);
+  out.products_s = std::max(0.0, all.products_s - core.products_s);
+  out.memory_s = std::max(0.0, all.memory_s - core.memory_s);
+  return out;
+}
+
+// A pass of `duration_s`, of which `comm_s` waits for communication, the rest split in the
+// shares of `shape` (its compute by kind).
+PassKinds scaled_kinds(const PassKinds& shape, double duration_s, double comm_s) {
+  PassKinds out;
+  out.comm_s = std::min(std::max(0.0, comm_s), duration_s);
+  const double compute = shape.products_s + shape.attention_core_s + shape.memory_s, rest = duration_s - out.comm_s;
+  if (compute <= 0) return out;
+  out.products_s = rest * shape.products_s / compute;
+  out.attention_core_s = rest * shape.attention_core_s / compute;
+  out.memory_s = rest * shape.memory_s / compute;
+  return out;
+}
+
 // The routed experts' gradients (StageCost::expert_grad_bytes) over the expert-data-parallel
 // groups, dp x cp / ep ranks ep apart (moe.h): an all-reduce, a reduce-scatter with a distributed
 // optimizer. Adds to reduce_grad_s and its latency.
@@ -439,9 +484,12 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
     ic.head = last;
     const double attn_mm = flops::attention_block_matmul_flops(m, bb), core = flops::layer_attention_forward_flops(m, bb);
     const double mlp = flops::mlp_block_forward_flops(m, bb);
+    PassKinds shape_f, shape_b;  // one sub-batch's passes by kind, before the durations scale them
     if (!prof) {
       // The layer's work (workload.h) priced by shape or at the flat rate (price.h).
       const LayerWork lw = layer_work(m, stack, bb, t, sp, selective, p.cp, p.ep, et);
+      shape_f = layer_pass_kinds(lw, true, selective, nd, nm, last, c, stack);
+      shape_b = layer_pass_kinds(lw, false, selective, nd, nm, last, c, stack);
       LayerTimes lt = price_layer(lw, c, stack, &notes);
       if (nm > 0) {
         // An MoE layer's MLP block waits for its all-to-alls and tp collectives (moe.h); the
@@ -520,6 +568,10 @@ CostTable analytic_cost_table(const ModelSpec& m, const ClusterSpec& c, const Pa
       sc.r_s = d.r_s;
       sc.tp_exposed_f_s = d.exposed_comm_f_s;
       sc.tp_exposed_b_s = d.exposed_comm_b_s;
+      // The durations by kind: what the pass waits for, and its compute in the work's shares.
+      const double ring = n * sb, moe_f = sc.moe.exposed_f_s, moe_b = sc.moe.exposed_b_s;
+      sc.kinds_f = scaled_kinds(shape_f, sc.f_s, sc.tp_exposed_f_s + ring * sc.cp.exposed_f_s + moe_f);
+      sc.kinds_b = scaled_kinds(shape_b, sc.b_s, sc.tp_exposed_b_s + ring * sc.cp.exposed_b_s + moe_b);
     }
     const int per_action = t > 1 ? static_cast<int>(2 * n) * sb : 0;  // collectives of one F (and one I)
     sc.tp_allreduces_f = per_action;

@@ -17,6 +17,19 @@
 
 namespace stagecraft::costmodel {
 
+// One pass's seconds by kind (analytic pricing, price.h BlockKinds): the matrix products outside
+// the attention core, the attention core (its products or fused kernel and its score traffic),
+// the memory-bound kernels, and the communication the pass waits for inside it (exposed tensor-
+// parallel collectives, the cp ring's exposed steps, the experts' all-to-alls). They add up to
+// the pass's duration; all 0 when the costs are profiled or unit costs.
+struct PassKinds {
+  double products_s = 0;
+  double attention_core_s = 0;
+  double memory_s = 0;
+  double comm_s = 0;
+  double total_s() const { return products_s + attention_core_s + memory_s + comm_s; }
+};
+
 struct StageCost {        // one stage, one microbatch
   double f_s = 0;         // forward
   double b_s = 0;         // full backward
@@ -68,6 +81,8 @@ struct StageCost {        // one stage, one microbatch
                                   // parallel group (moe.h) instead of dp x cp
   FsdpStage fsdp;                 // zero 3: its collectives per microbatch, already in f_s, b_s, i_s
                                   // and w_s (exposed_*), and its gathered units (in work_bytes)
+  PassKinds kinds_f;              // f_s by kind (analytic costs; else zeros)
+  PassKinds kinds_b;              // b_s by kind
 };
 
 struct CostTable {

@@ -302,6 +302,58 @@ Estimate estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& 
   return estimate_as_given(m, c, resolve_schedule_params(m, c, p, opt), opt);
 }
 
+std::vector<ComputeByKind> compute_by_kind(const Estimate& e) {
+  std::vector<ComputeByKind> out;
+  if (!e.profile_source.empty() || e.costs.stages.empty() || e.costs.stages.front().kinds_f.total_s() <= 0) return out;
+  auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
+  auto add = [](PassKinds& into, const PassKinds& k, double times) {
+    into.products_s += times * k.products_s, into.attention_core_s += times * k.attention_core_s;
+    into.memory_s += times * k.memory_s, into.comm_s += times * k.comm_s;
+  };
+  for (int r = 0; r < e.schedule.num_ranks; ++r) {
+    ComputeByKind c;
+    for (const schedules::Action& a : e.schedule.actions[static_cast<size_t>(r)]) {
+      if (a.op == schedules::Op::OPTIMIZER) {
+        c.optimizer_s += e.costs.optimizer_s.empty() ? 0.0 : e.costs.optimizer_s[static_cast<size_t>(r)];
+        continue;
+      }
+      if (!schedules::is_compute(a.op)) continue;
+      const StageCost& sc = e.costs.stages[static_cast<size_t>(a.stage)];
+      switch (a.op) {
+        case schedules::Op::F: add(c.passes, sc.kinds_f, 1); break;
+        case schedules::Op::B: add(c.passes, sc.kinds_b, 1); break;
+        case schedules::Op::I: add(c.passes, sc.kinds_b, share(sc.i_s, sc.b_s)); break;
+        case schedules::Op::W: add(c.passes, sc.kinds_b, share(sc.w_s, sc.b_s)); break;
+        case schedules::Op::R: add(c.passes, sc.kinds_f, a.fraction * share(sc.r_s, sc.f_s)); break;
+        case schedules::Op::OVERLAP_F_B: {
+          const StageCost& sb = e.costs.stages[static_cast<size_t>(a.b_stage)];
+          add(c.passes, sc.kinds_f, 1);
+          add(c.passes, sb.kinds_b, a.b_op == schedules::Op::I ? share(sb.i_s, sb.b_s) : 1.0);
+          break;
+        }
+        default: break;
+      }
+    }
+    const double busy = static_cast<size_t>(r) < e.eval.compute_s.size() ? e.eval.compute_s[static_cast<size_t>(r)] : 0.0;
+    c.other_s = busy - c.passes.total_s() - c.optimizer_s;
+    if (std::abs(c.other_s) <= 1e-12 * busy) c.other_s = 0;  // rounding of the same sums
+    out.push_back(c);
+  }
+  return out;
+}
+
+namespace {
+// (ranks) compute_by_kind as JSON objects; [] when the costs are not analytic.
+nlohmann::json compute_by_kind_json(const Estimate& e) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ComputeByKind& c : compute_by_kind(e))
+    out.push_back({{"products_s", c.passes.products_s}, {"attention_core_s", c.passes.attention_core_s},
+                   {"memory_bound_s", c.passes.memory_s}, {"communication_in_compute_s", c.passes.comm_s},
+                   {"optimizer_s", c.optimizer_s}, {"other_s", c.other_s}});
+  return out;
+}
+}  // namespace
+
 nlohmann::json to_json(const Estimate& e) {
   nlohmann::json j = {{"model", e.model.name},
           {"attention_kernel", attention_kernel_name(e.model.attention_kernel)},
@@ -321,6 +373,7 @@ nlohmann::json to_json(const Estimate& e) {
           {"bubble_fraction", e.eval.bubble_fraction},
           {"mean_idle_fraction", e.eval.mean_idle_fraction},
           {"compute_s", e.eval.compute_s},
+          {"compute_by_kind_s", compute_by_kind_json(e)},
           {"idle_s", e.eval.idle_s},
           {"dp_comm_s", e.eval.dp_comm_s},
           {"exposed_dp_comm_s", e.eval.exposed_dp_comm_s},

@@ -78,6 +78,19 @@ std::vector<int> grad_buckets(const CostTable& costs, const ParallelPlan& p);
 double recomputed_layer_samples(const schedules::Schedule& s, const ModelSpec& m, const ParallelPlan& p);
 // hardware_flops_per_iteration (flops.h) of plan p running schedule s.
 double hardware_flops(const schedules::Schedule& s, const ModelSpec& m, const ParallelPlan& p);
+// One rank's compute time by kind: its compute actions' priced passes in their kinds
+// (StageCost::kinds_f, kinds_b; an I or W the backward's kinds in its share, an R the forward's),
+// the optimizer step, and what the evaluator's compute time holds beyond those (`other_s`:
+// overlapped pairs' savings, negative; copies and waits the evaluator counts as compute). The
+// measured counterpart is `train --op-times` (runtime/op_times.h).
+struct ComputeByKind {
+  PassKinds passes;
+  double optimizer_s = 0;
+  double other_s = 0;
+};
+// Per rank; empty when the costs are not analytic (profiled or unit costs).
+std::vector<ComputeByKind> compute_by_kind(const Estimate& e);
+
 // Fills tokens_per_s, tflops_per_gpu, mfu and hfu from the iteration time and the FLOP counts.
 void set_rates(Estimate& e);
 // Fills max_memory_bytes, usable_memory_bytes, headroom_bytes and fits from the per-rank peaks.

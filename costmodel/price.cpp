@@ -6,19 +6,30 @@ namespace stagecraft::costmodel {
 
 bool priced_by_shape(const ClusterSpec& c) { return c.gpu_sms > 0; }
 
-double block_s(const BlockWork& b, const KernelContext& w, const ClusterSpec& c, const KernelStack& k, std::vector<std::string>* notes) {
-  if (!priced_by_shape(c)) return b.flops() / (c.gpu_peak_flops_per_s * c.achieved_efficiency);
+BlockKinds block_kinds(const BlockWork& b, const KernelContext& w, const ClusterSpec& c, const KernelStack& k,
+                       std::vector<std::string>* notes) {
+  BlockKinds out;
+  if (!priced_by_shape(c)) {
+    const double rate = c.gpu_peak_flops_per_s * c.achieved_efficiency;
+    out.products_s = (b.flops() - b.model_flops) / rate;
+    out.flash_s = b.model_flops / rate;
+    return out;
+  }
   const double clock = c.sustained_clock_share();  // compute-bound kernels at the training clock (shape.h)
-  double t = 0;
   for (const Gemm& g : b.gemms)
-    t += shape::streamed_gemm_s(c, g.m, g.n, g.k, g.batch, g.concurrent, w.element_bytes, clock, g.fp8);
-  t += b.other_flops / (c.gpu_peak_flops_per_s * c.gemm_max_efficiency * clock);
+    out.products_s += shape::streamed_gemm_s(c, g.m, g.n, g.k, g.batch, g.concurrent, w.element_bytes, clock, g.fp8);
+  out.products_s += b.other_flops / (c.gpu_peak_flops_per_s * c.gemm_max_efficiency * clock);
   if (b.flash_flops > 0) {
     const FlashEfficiency fe = flash_efficiency(k, c.gpu_name, w.head_dim, w.seq_length, w.causal);
     if (notes && !fe.note.empty()) notes->push_back(fe.note);
-    t += b.flash_flops / ((b.flash_backward ? fe.bwd : fe.fwd) * c.gpu_peak_flops_per_s * clock);
+    out.flash_s = b.flash_flops / ((b.flash_backward ? fe.bwd : fe.fwd) * c.gpu_peak_flops_per_s * clock);
   }
-  return t + shape::memory_s(c, b.memory_bytes);
+  out.memory_s = shape::memory_s(c, b.memory_bytes);
+  return out;
+}
+
+double block_s(const BlockWork& b, const KernelContext& w, const ClusterSpec& c, const KernelStack& k, std::vector<std::string>* notes) {
+  return block_kinds(b, w, c, k, notes).total_s();
 }
 
 LayerTimes price_layer(const LayerWork& w, const ClusterSpec& c, const KernelStack& k, std::vector<std::string>* notes) {

@@ -26,11 +26,27 @@ struct LayerTimes {
   double moe_f_s = 0, moe_i_s = 0, moe_w_s = 0;     // an MoE layer's MLP block (0 without experts)
 };
 
+// What one block's pass spends, by kind of kernel: matrix products (and kernels known by their
+// FLOPs alone), fused attention kernels, memory-bound traffic. block_s is their sum.
+struct BlockKinds {
+  double products_s = 0;
+  double flash_s = 0;
+  double memory_s = 0;
+  double total_s() const { return products_s + flash_s + memory_s; }
+  void add(const BlockKinds& o, double times = 1) {
+    products_s += times * o.products_s, flash_s += times * o.flash_s, memory_s += times * o.memory_s;
+  }
+};
+
 // Whether the cluster is priced by shape (gpu_sms > 0) or at the flat rate.
 bool priced_by_shape(const ClusterSpec& c);
 // Seconds of one block's pass. `notes` (may be null) collects what the pricer had to assume.
 double block_s(const BlockWork& b, const KernelContext& w, const ClusterSpec& c, const KernelStack& k,
                std::vector<std::string>* notes = nullptr);
+// The same seconds by kind. At the flat rate the core's model FLOPs count as the fused kernel's,
+// the rest as products, and memory-bound work is folded into the rate (memory_s 0).
+BlockKinds block_kinds(const BlockWork& b, const KernelContext& w, const ClusterSpec& c, const KernelStack& k,
+                       std::vector<std::string>* notes = nullptr);
 LayerTimes price_layer(const LayerWork& w, const ClusterSpec& c, const KernelStack& k, std::vector<std::string>* notes = nullptr);
 
 }  // namespace stagecraft::costmodel

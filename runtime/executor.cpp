@@ -7,6 +7,7 @@
 
 #include "costmodel/costs.h"
 #include "runtime/fsdp.h"
+#include "runtime/op_times.h"
 #include "runtime/output_release.h"
 #include "runtime/preempt.h"
 #include "schedules/buckets.h"
@@ -1023,6 +1024,12 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
   const size_t n = m.list->size();
   tl.begin(t0);
   const int step_mark = tl.mark();
+  std::unique_ptr<OpRecorder> ops;  // --op-times: the model's products and cores mark the timeline
+  if (m.cfg.op_times) ops = std::make_unique<OpRecorder>(tl), op_recorder() = ops.get();
+  struct Uninstall {
+    bool on;
+    ~Uninstall() { if (on) op_recorder() = nullptr; }
+  } uninstall{static_cast<bool>(ops)};
   m.start_mark.assign(n, -1);
   m.end_marks.assign(n, {});
   m.piece_marks.clear();
@@ -1045,6 +1052,7 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
     live[i] = device_allocated_bytes(m.cfg.device);
   }
   tl.resolve();  // on a GPU: waits for the iteration's kernels, then reads the events
+  if (ops) m.rec.op_s = ops->seconds();
   m.rec.time_s = tl.resolved_at_s() - tl.seconds(step_mark);
   m.rec.peak_bytes = device_peak_bytes(m.cfg.device);
   if (memory_counter_installed(m.cfg.device)) m.rec.peak_breakdown = device_peak_breakdown(m.cfg.device);
@@ -1081,6 +1089,7 @@ StepRecord Executor::run_step(const BatchFn& batch, Clock::time_point t0) {
     m.rec.wait_s += host_wait[i];
     if (schedules::is_compute(a.op)) {
       m.rec.compute_s += dur - host_wait[i] - tp_comm[i];
+      if (a.op == Op::OPTIMIZER) m.rec.optimizer_s += dur - host_wait[i] - tp_comm[i];
       m.rec.comm_s += tp_comm[i];
     } else if (a.op != Op::OFFLOAD && a.op != Op::RELOAD) {
       m.rec.comm_s += dur;

@@ -6,6 +6,7 @@
 // layers from its checkpoint. Every action's start and end are recorded.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,6 +57,9 @@ struct StepRecord {
                                   // (device_peak_bytes after a reset at its start; -1: not counted)
   MemBreakdown peak_breakdown{};  // bytes per category at that peak (CPU counting allocator,
                                   // memory_counter.h; all zero where nothing tags allocations)
+  std::array<double, 2> op_s{};   // ExecConfig::op_times: seconds of matrix products and of attention
+                                  // cores inside the compute actions (runtime/op_times.h)
+  double optimizer_s = 0;         // the OPTIMIZER actions' compute (part of compute_s)
   double grad_sq = 0;             // sum of squared gradients of this rank's parameters at OPTIMIZER
                                   // (a diagnostic for comparing runs of one plan)
 };
@@ -107,6 +111,7 @@ struct ExecConfig {
   // tp > 1 only). Absent or blocking: Megatron's blocking all-reduces inside autograd.
   std::map<int, schedules::TpOverlap> tp_overlap;  // stage -> mode
   int global_rank = 0;                    // for messages
+  bool op_times = false;                  // time matrix products and attention cores (train --op-times)
 };
 
 class Executor {

@@ -5,6 +5,7 @@
 #include "runtime/cp.h"
 #include "runtime/device.h"
 #include "runtime/fsdp.h"
+#include "runtime/op_times.h"
 
 #include <cmath>
 
@@ -50,15 +51,18 @@ struct DeferrableLinear : torch::autograd::Function<DeferrableLinear> {
     // inputs' dtypes (the weight's fp32 gradient accumulates in fp32).
     torch::Tensor xc = autocast_input(x), wc = autocast_input(w);
     ctx->save_for_backward({xc, wc, w});
+    OpScope timed(OpKind::Gemm);
     return torch::matmul(xc, wc.t());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     torch::Tensor x = saved[0], wc = saved[1], w = saved[2];
     torch::Tensor go = grads[0].to(wc.scalar_type());
+    OpScope timed(OpKind::Gemm);
     torch::Tensor gx = torch::matmul(go, wc);
     if (g_defer) {
       g_defer->push_back([x, w, go] {
+        OpScope timed_w(OpKind::Gemm);
         torch::Tensor g = weight_grad(go, x).to(w.scalar_type());
         if (g_weight_hook) (*g_weight_hook)(w, g);
         accumulate_grad(w, g);
@@ -484,10 +488,15 @@ torch::Tensor GptPart::attention_core(const torch::Tensor& in, const LayerParams
   if (llama()) q = rotary(q, pos), k = rotary(k, pos);
   const bool fused = m_.attention_kernel == costmodel::AttentionKernel::Fused;
   torch::Tensor ctx;
-  if (context_.size > 1)  // a ring over the cp group; it keeps only q, k, v, its output and the row statistics
-    ctx = ring_attention(q, k, v, positions_, cp_context());
-  else
-    ctx = recompute_core_ ? RecomputedCore::apply(q, k, v, fused) : grouped_attention(q, k, v, fused);
+  q = mark_backward_end(q, OpKind::AttentionCore);  // `train --op-times`: the core's backward ends with q's gradient
+  {
+    OpScope timed(OpKind::AttentionCore);
+    if (context_.size > 1)  // a ring over the cp group; it keeps only q, k, v, its output and the row statistics
+      ctx = ring_attention(q, k, v, positions_, cp_context());
+    else
+      ctx = recompute_core_ ? RecomputedCore::apply(q, k, v, fused) : grouped_attention(q, k, v, fused);
+  }
+  ctx = mark_backward_begin(ctx, OpKind::AttentionCore);
   ctx = ctx.transpose(1, 2).reshape({b, s, heads * d});  // (b, s, h/t)
   return dlinear(ctx, p.proj_w);                         // (b, s, h) partial sum over tp ranks
 }

@@ -86,6 +86,14 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
                         {"peak_rss_bytes", r.value("peak_rss_bytes", std::int64_t{0})},
                         {"p2p_groups_per_step", r["steps"].empty() ? 0L : r["steps"][0].value("p2p_groups", 0L)}});
     if (r.contains("peak_breakdown_bytes")) per_rank.back()["peak_breakdown_bytes"] = r["peak_breakdown_bytes"];
+    if (!r["steps"].empty() && r["steps"][0].contains("op_s")) {  // --op-times: the iteration by kind (runtime/op_times.h)
+      json ops = json::array();
+      for (const json& st : r["steps"]) ops.push_back(st["op_s"]);
+      const double G = steady_mean(ops, "gemm"), A = steady_mean(ops, "attention_core"), O = steady_mean(ops, "optimizer");
+      per_rank.back()["breakdown_s"] = {{"gemm_s", G}, {"attention_core_s", A}, {"other_compute_s", std::max(0.0, C - G - A - O)},
+                                        {"optimizer_s", O}, {"communication_s", M},
+                                        {"idle_s", std::max(0.0, T - C - M)}};  // waits inside compute actions included
+    }
     if (!r["steps"].empty() && r["steps"][0].contains("cp_sends"))  // ring attention's chunk sends (runtime/cp.h)
       per_rank.back()["cp_sends_per_step"] = r["steps"][0]["cp_sends"];
     if (!r["steps"].empty() && r["steps"][0].contains("unit_gathers"))  // zero 3's all-gathers of units (runtime/fsdp.h)

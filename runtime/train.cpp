@@ -13,6 +13,7 @@
 #include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/memory_counter.h"
+#include "runtime/op_times.h"
 #include "runtime/plan.h"
 #include "runtime/rank.h"
 #include "runtime/script_part.h"
@@ -243,6 +244,7 @@ void build_model(Run& r) {
   c.device = r.device;
   c.precision = r.precision;
   c.global_rank = r.env.rank;
+  c.op_times = r.opt.op_times;
   r.exec = std::make_unique<Executor>(c, by_stage, r.optim.get());
 }
 
@@ -339,6 +341,9 @@ void train_loop(Run& r) {
     if (r.opt.plan.zero > 0) s["gathers_overlapped"] = rec.gathers_overlapped;
     if (r.opt.plan.zero == 3) s["unit_gathers"] = r.exec->unit_gathers() - gathers_before;  // all-gathers of units
     if (p.cp > 1) s["cp_sends"] = cp_context().sends - cp_sends_before;  // ring attention's chunk sends
+    if (r.opt.op_times)
+      s["op_s"] = {{op_kind_name(OpKind::Gemm), rec.op_s[0]}, {op_kind_name(OpKind::AttentionCore), rec.op_s[1]},
+                   {"optimizer", rec.optimizer_s}};
     if (r.opt.plan.preemptive_comm)
       s["preempt"] = {{"chunks", rec.preempt_chunks}, {"yields", rec.preempt_yields}, {"expired", rec.preempt_expired},
                       {"yield_s", rec.preempt_yield_s}};
@@ -424,10 +429,25 @@ void print_summary_line(const Run& r, const json& sum) {
   std::fflush(stdout);
 }
 
+// --op-times: each rank's iteration by kind (the summary's breakdown_s), one line a rank.
+void print_breakdown(const json& sum) {
+  for (const json& k : sum.at("ranks")) {
+    if (!k.contains("breakdown_s")) continue;
+    const json& b = k["breakdown_s"];
+    std::printf("rank %d: %.2f ms = products %.2f + attention core %.2f + other compute %.2f + optimizer %.2f + "
+                "communication %.2f + idle and waits %.2f ms\n",
+                k["rank"].get<int>(), k["iteration_time_s"].get<double>() * 1e3, b["gemm_s"].get<double>() * 1e3,
+                b["attention_core_s"].get<double>() * 1e3, b["other_compute_s"].get<double>() * 1e3,
+                b["optimizer_s"].get<double>() * 1e3, b["communication_s"].get<double>() * 1e3, b["idle_s"].get<double>() * 1e3);
+  }
+  std::fflush(stdout);
+}
+
 void write_outputs(Run& r, const std::vector<json>& ranks) {
   if (r.env.rank != 0) return;
   const json sum = summary_json(r.opt, r.plan.schedule, ranks);
   print_summary_line(r, sum);
+  if (r.opt.op_times) print_breakdown(sum);
   if (!r.opt.json_path.empty()) write_atomic(r.opt.json_path, sum.dump(2) + "\n");
   if (!r.opt.trace_path.empty()) {
     auto g = [&r](int tp, int dp, int cp, int pp) { return r.grid.global({tp, r.grid.middle(dp, cp), pp}); };

@@ -35,6 +35,7 @@ struct TrainOptions {
   std::string save_dir;             // checkpoint after the last step ("" = none)
   std::string resume_dir;           // continue from this checkpoint ("" = fresh start)
   int log_every = 1;                // print the loss every this many steps (0 = never)
+  bool op_times = false;            // time the model's matrix products and attention cores (runtime/op_times.h)
   int threads = 1;                  // intra-op threads per rank (torch::set_num_threads)
   std::string script_path;          // a TorchScript module to train instead of a GPT ("" = none):
                                     // forward(input, target) returns the loss (runtime/script_part.h)

@@ -33,6 +33,10 @@ bin=build-gpu/bin/stagecraft
 # Warm-up is the first step (mean_iteration_time_s leaves it out); the data are real tokens.
 step train-bf16 120 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 --microbatch-size 4 --microbatches 8 \
   --steps "$steps" --log-every 5 --json "$out/train-gpt-1.4b-bf16.json" --trace "$out/train-gpt-1.4b-bf16.trace.json"
+# The same run with its products and attention cores timed by device events (train --op-times):
+# where each millisecond goes, beside the prediction's split (estimate --json compute_by_kind_s).
+step train-bf16-ops 120 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 --microbatch-size 4 \
+  --microbatches 8 --steps 10 --log-every 5 --op-times --json "$out/train-gpt-1.4b-bf16-ops.json"
 step train-fp32 90 $bin train --model gpt-1.4b --attention-kernel fused --backend nccl --precision fp32 --microbatch-size 4 --microbatches 8 \
   --steps 10 --log-every 5 --json "$out/train-gpt-1.4b-fp32.json"
 step profile 120 $bin profile --device cuda --attention-kernel fused --nproc 0 --hidden 1024,2048 --heads 16 --seq 1024 --microbatch-size 1,2,4 \
@@ -57,6 +61,18 @@ if os.path.exists(f"{out}/estimate-gpt-1.4b.json"):
 if os.path.exists(f"{out}/estimate-gpt-1.4b-profiled.json"):
     e = json.load(open(f"{out}/estimate-gpt-1.4b-profiled.json"))
     print(f"predicted with the bf16 profile: {e['iteration_time_s']*1e3:.1f} ms/iteration, peak {e['max_memory_bytes']/2**30:.2f} GiB")
+# Measured by kind (train --op-times, rank 0, per iteration after warm-up) beside predicted
+# (estimate's compute_by_kind_s of rank 0; the prediction has no idle time on one rank).
+ops, est = f"{out}/train-gpt-1.4b-bf16-ops.json", f"{out}/estimate-gpt-1.4b.json"
+if os.path.exists(ops) and os.path.exists(est):
+    m = json.load(open(ops))['ranks'][0]['breakdown_s']
+    k = (json.load(open(est)).get('compute_by_kind_s') or [{}])[0]
+    pairs = [("products", m['gemm_s'], k.get('products_s', 0)), ("attention core", m['attention_core_s'], k.get('attention_core_s', 0)),
+             ("other compute / memory-bound", m['other_compute_s'], k.get('memory_bound_s', 0) + k.get('communication_in_compute_s', 0)),
+             ("optimizer", m['optimizer_s'], k.get('optimizer_s', 0)), ("communication and idle", m['communication_s'] + m['idle_s'], 0)]
+    print("by kind, ms per iteration (measured | predicted):")
+    for name, a, b in pairs:
+        print(f"  {name}: {a*1e3:.1f} | {b*1e3:.1f}")
 for p in ("bf16", "fp32"):
     f = f"{out}/train-gpt-1.4b-{p}.json"
     if not os.path.exists(f):

@@ -88,7 +88,9 @@ TEST_P(RuntimeParity, LossesEqualSingleProcess) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Grids, RuntimeParity,
-                         // Every schedule with pp 2 alone and with pp 4. The dp ranks of a stage reduce its
+                         // Every schedule with pp 2 alone; with pp 4 those whose order depends on the depth
+                         // beyond 2 (interleaving, looping, V shapes, waves, chains, Merak's shift, zero
+                         // bubble's r-dependent delays and DualPipe's pairs) and 1F1B. The dp ranks of a stage reduce its
                          // gradients whatever the order, and the tp ranks of a stage run its action list
                          // together, so with dp 2 or tp 2 one schedule per family stands for the rest: whole
                          // backward (gpipe, 1f1b), several stages a rank (interleaved-1f1b), split backward
@@ -100,7 +102,9 @@ INSTANTIATE_TEST_SUITE_P(Grids, RuntimeParity,
                                            Grid3{2, 1, 2, {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "chimera", "hanayo",
                                                            "fold3d-aiao", "dualpipev"}},
                                            Grid3{1, 2, 2, {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "chimera", "hanayo"}},
-                                           Grid3{2, 2, 1, {"gpipe", "1f1b", "zb-h1"}}, Grid3{1, 1, 4, {}}),
+                                           Grid3{2, 2, 1, {"gpipe", "1f1b", "zb-h1"}},
+                                           Grid3{1, 1, 4, {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h2", "zb-v", "zb1p",
+                                                           "chimera", "hanayo", "merak", "dualpipe", "dualpipev"}}),
                          [](const auto& info) {
                            const Grid3& g = info.param;
                            return "dp" + std::to_string(g.dp) + "_tp" + std::to_string(g.tp) + "_pp" + std::to_string(g.pp);
