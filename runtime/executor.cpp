@@ -625,12 +625,9 @@ struct Executor::Impl {
         for (const auto& p : params) n += p.numel();
         const auto [lo, len] = chunk_of(n);
         if (fsdp) fsdp->add_bucket(fsdp_unit_of(name_of(a.stage, params.front())), params, lo, len);
-        int64_t off = 0;
-        for (const auto& p : params) {
-          const int64_t a0 = std::max(off, lo), a1 = std::min(off + p.numel(), lo + len);
-          if (a1 > a0) owned.push_back({p, a0 - off, a1 - a0});
-          off += p.numel();
-        }
+        for_each_owned(params, lo, len, [&](const torch::Tensor& p, int64_t at, int64_t, int64_t count) {
+          owned.push_back({p, at, count});
+        });
       }
     }
     {
@@ -664,12 +661,9 @@ struct Executor::Impl {
     if (cfg.replicate && cfg.replicate->size() > 1) compat::all_reduce_sum_blocking(*cfg.replicate, mine, cfg.timeout);
     mine.mul_(1.0 / cfg.dp->size());
     torch::NoGradGuard ng;
-    int64_t off = 0;
-    for (auto& p : b.params) {
-      const int64_t a0 = std::max(off, lo), a1 = std::min(off + p.numel(), lo + len);
-      if (a1 > a0) p.mutable_grad().view({-1}).narrow(0, a0 - off, a1 - a0).copy_(mine.narrow(0, a0 - lo, a1 - a0));
-      off += p.numel();
-    }
+    for_each_owned(b.params, lo, len, [&](const torch::Tensor& p, int64_t at, int64_t in_chunk, int64_t count) {
+      p.mutable_grad().view({-1}).narrow(0, at, count).copy_(mine.narrow(0, in_chunk, count));
+    });
   }
 
   // zero: after the step, every member's updated chunk of every bucket to every member, one

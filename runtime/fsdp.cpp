@@ -38,32 +38,22 @@ torch::Tensor flat_alias(const torch::Tensor& p) {
   return torch::from_blob(p.data_ptr(), {p.numel()}, torch::TensorOptions().dtype(p.dtype()).device(p.device()));
 }
 
-// Identity forward; its backward releases the unit: it runs once the gradient of the unit's
-// input is complete, i.e. after the unit's whole backward.
-struct ReleaseAfterBackward : torch::autograd::Function<ReleaseAfterBackward> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, std::int64_t self, std::int64_t unit) {
+// Identity forward; its backward gathers the unit (`gather`: on the unit's output, before any of
+// its backward) or releases it (on the unit's input: once that gradient is complete, after all
+// of the unit's backward).
+struct UnitBackwardHook : torch::autograd::Function<UnitBackwardHook> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, std::int64_t self, std::int64_t unit, bool gather) {
     ctx->saved_data["self"] = self;
     ctx->saved_data["unit"] = unit;
+    ctx->saved_data["gather"] = gather;
     return x.view_as(x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     auto* s = reinterpret_cast<ShardedParams*>(static_cast<std::intptr_t>(ctx->saved_data["self"].toInt()));
-    s->release(static_cast<int>(ctx->saved_data["unit"].toInt()));
-    return {g[0], torch::Tensor(), torch::Tensor()};
-  }
-};
-
-// Identity forward; its backward gathers the unit: it runs before any of the unit's backward.
-struct GatherBeforeBackward : torch::autograd::Function<GatherBeforeBackward> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& y, std::int64_t self, std::int64_t unit) {
-    ctx->saved_data["self"] = self;
-    ctx->saved_data["unit"] = unit;
-    return y.view_as(y);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list g) {
-    auto* s = reinterpret_cast<ShardedParams*>(static_cast<std::intptr_t>(ctx->saved_data["self"].toInt()));
-    s->gather(static_cast<int>(ctx->saved_data["unit"].toInt()));
-    return {g[0], torch::Tensor(), torch::Tensor()};
+    const int unit = static_cast<int>(ctx->saved_data["unit"].toInt());
+    if (ctx->saved_data["gather"].toBool()) s->gather(unit);
+    else s->release(unit);
+    return {g[0], torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -154,16 +144,11 @@ void ShardedParams::release(int unit) {
 
 // Writes (to_params) or reads back (from params) this member's chunk of a bucket.
 static void fsdp_copy_owned(std::vector<torch::Tensor>& params, std::int64_t lo, std::int64_t len, torch::Tensor& shard, bool to_params) {
-  std::int64_t off = 0;
-  for (const torch::Tensor& p : params) {
-    const std::int64_t a0 = std::max(off, lo), a1 = std::min(off + p.numel(), lo + len);
-    if (a1 > a0) {
-      torch::Tensor in_param = flat_alias(p).narrow(0, a0 - off, a1 - a0), in_shard = shard.narrow(0, a0 - lo, a1 - a0);
-      if (to_params) in_param.copy_(in_shard);
-      else in_shard.copy_(in_param);
-    }
-    off += p.numel();
-  }
+  for_each_owned(params, lo, len, [&](const torch::Tensor& p, std::int64_t at, std::int64_t in_chunk, std::int64_t n) {
+    torch::Tensor in_param = flat_alias(p).narrow(0, at, n), in_shard = shard.narrow(0, in_chunk, n);
+    if (to_params) in_param.copy_(in_shard);
+    else in_shard.copy_(in_param);
+  });
 }
 
 void ShardedParams::update_units(const std::function<void(const std::vector<torch::Tensor>& params)>& update) {
@@ -184,14 +169,14 @@ void ShardedParams::update_units(const std::function<void(const std::vector<torc
 
 torch::Tensor ShardedParams::wrap_input(int unit, const torch::Tensor& x) {
   if (!x.requires_grad() || !torch::GradMode::is_enabled()) return x;
-  return ReleaseAfterBackward::apply(x, static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(this)), unit);
+  return UnitBackwardHook::apply(x, static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(this)), unit, false);
 }
 
 torch::Tensor ShardedParams::after_forward(int unit, const torch::Tensor& y, bool weights_in_backward) {
   const bool graph = y.requires_grad() && torch::GradMode::is_enabled();
   if (opt_.reshard_after_forward || !weights_in_backward || !graph) release(unit);
   if (!graph || !weights_in_backward) return y;
-  return GatherBeforeBackward::apply(y, static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(this)), unit);
+  return UnitBackwardHook::apply(y, static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(this)), unit, true);
 }
 
 std::int64_t ShardedParams::shard_bytes() const {

@@ -12,6 +12,7 @@
 // keeps (`shard`); a gather all-gathers every member's chunk back into the parameters' storage.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -29,6 +30,19 @@ namespace stagecraft::runtime {
 constexpr int kEmbedUnit = -1;
 constexpr int kHeadUnit = 1 << 20;
 int fsdp_unit_of(const std::string& param_name);
+
+// The elements [lo, lo + len) of the concatenation of `params` (one member's chunk of a bucket:
+// ZeRO's and FSDP's cut), parameter by parameter: fn(p, offset in p's flat view, offset in the
+// chunk, count) for each parameter the chunk overlaps.
+template <class Fn>
+void for_each_owned(const std::vector<torch::Tensor>& params, std::int64_t lo, std::int64_t len, Fn&& fn) {
+  std::int64_t off = 0;
+  for (const torch::Tensor& p : params) {
+    const std::int64_t a0 = std::max(off, lo), a1 = std::min(off + p.numel(), lo + len);
+    if (a1 > a0) fn(p, a0 - off, a0 - lo, a1 - a0);
+    off += p.numel();
+  }
+}
 
 class ShardedParams {
  public:

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,17 @@ inline TrainRun train(const std::string& args) {
   if (r.cli.exit_code == 0) r.summary = nlohmann::json::parse(read_text(json_path));
   std::remove(json_path.c_str());
   return r;
+}
+
+// `train ARGS`, run once per ARGS in this test program: a reference several tests compare with.
+inline const TrainRun& train_once(const std::string& args) {
+  static std::map<std::string, TrainRun> cache;
+  auto it = cache.find(args);
+  if (it == cache.end()) {
+    it = cache.emplace(args, train(args)).first;
+    EXPECT_EQ(it->second.cli.exit_code, 0) << args << "\n" << it->second.cli.err;
+  }
+  return it->second;
 }
 
 // `train ARGS` is refused before any rank starts: exit 2, the message naming `want`.

@@ -30,15 +30,7 @@ std::string flags(const std::string& m, int dp) {
          std::to_string(kGlobalMicrobatches / dp);
 }
 
-const TrainRun& single_process(const std::string& m) {
-  static std::map<std::string, TrainRun> cache;
-  auto it = cache.find(m);
-  if (it == cache.end()) {
-    it = cache.emplace(m, train(flags(m, 1) + " --schedule gpipe")).first;
-    EXPECT_EQ(it->second.cli.exit_code, 0) << it->second.cli.err;
-  }
-  return it->second;
-}
+const TrainRun& single_process(const std::string& m) { return train_once(flags(m, 1) + " --schedule gpipe"); }
 
 double first_grad_sq(const nlohmann::json& summary) { return summary["steps"][0]["grad_sq_sum"].get<double>(); }
 

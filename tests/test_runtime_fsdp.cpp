@@ -23,12 +23,7 @@ constexpr int kLayers = 8;  // runtime-tiny8
 std::string tiny8() { return data_path("models/runtime-tiny8.json"); }
 
 // The unsharded run of `flags`, once per flags.
-const TrainRun& plain_run(const std::string& flags) {
-  static std::map<std::string, TrainRun> cache;
-  auto it = cache.find(flags);
-  if (it == cache.end()) it = cache.emplace(flags, train(flags + " --zero 0")).first;
-  return it->second;
-}
+const TrainRun& plain_run(const std::string& flags) { return train_once(flags + " --zero 0"); }
 
 void expect_same_training(const std::string& flags, const std::string& extra = "") {
   const TrainRun& plain = plain_run(flags);

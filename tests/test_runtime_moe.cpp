@@ -256,15 +256,7 @@ std::string flags(const std::string& model, int dp) {
 // holder), taken before any update, when every run holds the same weights.
 double first_grad_sq(const nlohmann::json& summary) { return summary["steps"][0]["grad_sq_sum"].get<double>(); }
 
-const TrainRun& single_process(const std::string& model) {
-  static std::map<std::string, TrainRun> cache;
-  auto it = cache.find(model);
-  if (it == cache.end()) {
-    it = cache.emplace(model, train(flags(model, 1) + " --schedule gpipe")).first;
-    EXPECT_EQ(it->second.cli.exit_code, 0) << it->second.cli.err;
-  }
-  return it->second;
-}
+const TrainRun& single_process(const std::string& model) { return train_once(flags(model, 1) + " --schedule gpipe"); }
 
 std::vector<double> single_losses(const std::string& model) {
   const TrainRun& r = single_process(model);
