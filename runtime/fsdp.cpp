@@ -57,6 +57,15 @@ struct UnitBackwardHook : torch::autograd::Function<UnitBackwardHook> {
   }
 };
 
+// Writes (to_params) or reads back (from params) this member's chunk of a bucket.
+void fsdp_copy_owned(std::vector<torch::Tensor>& params, std::int64_t lo, std::int64_t len, torch::Tensor& shard, bool to_params) {
+  for_each_owned(params, lo, len, [&](const torch::Tensor& p, std::int64_t at, std::int64_t in_chunk, std::int64_t n) {
+    torch::Tensor in_param = flat_alias(p).narrow(0, at, n), in_shard = shard.narrow(0, in_chunk, n);
+    if (to_params) in_param.copy_(in_shard);
+    else in_shard.copy_(in_param);
+  });
+}
+
 }  // namespace
 
 ShardedParams::ShardedParams(Options o) : opt_(o) {
@@ -66,11 +75,9 @@ ShardedParams::ShardedParams(Options o) : opt_(o) {
 void ShardedParams::add_bucket(int unit, std::vector<torch::Tensor> params, std::int64_t lo, std::int64_t len) {
   Bucket b;
   b.unit = unit;
-  for (const torch::Tensor& p : params) {
+  for (const torch::Tensor& p : params)
     if (!p.is_contiguous() || p.storage_offset() != 0 || storage_of(p)->nbytes() != bytes_of(p))
       throw Error("runtime: zero 3 needs every parameter to own its storage (contiguous, whole)");
-    b.n += p.numel();
-  }
   b.params = std::move(params);
   b.lo = lo, b.len = len;
   of_unit_[unit].push_back(buckets_.size());
@@ -82,12 +89,8 @@ void ShardedParams::shard() {
   MemoryScope scope(MemCategory::Parameters);
   torch::NoGradGuard ng;
   for (Bucket& b : buckets_) {
-    std::vector<torch::Tensor> flat;
-    for (const torch::Tensor& p : b.params) flat.push_back(p.detach().reshape({-1}));
-    torch::Tensor all = torch::cat(flat);
-    b.shard = torch::zeros({b.len}, all.options());
-    const std::int64_t have = std::max<std::int64_t>(0, std::min(b.n, b.lo + b.len) - b.lo);
-    if (have > 0) b.shard.narrow(0, 0, have).copy_(all.narrow(0, b.lo, have));
+    b.shard = torch::zeros({b.len}, b.params.front().options().requires_grad(false));  // zero padding past n
+    fsdp_copy_owned(b.params, b.lo, b.len, b.shard, false);
   }
   for (auto& [unit, on] : gathered_) release(unit);
 }
@@ -140,15 +143,6 @@ void ShardedParams::release(int unit) {
       s->set_nbytes(0);
     }
   it->second = false;
-}
-
-// Writes (to_params) or reads back (from params) this member's chunk of a bucket.
-static void fsdp_copy_owned(std::vector<torch::Tensor>& params, std::int64_t lo, std::int64_t len, torch::Tensor& shard, bool to_params) {
-  for_each_owned(params, lo, len, [&](const torch::Tensor& p, std::int64_t at, std::int64_t in_chunk, std::int64_t n) {
-    torch::Tensor in_param = flat_alias(p).narrow(0, at, n), in_shard = shard.narrow(0, in_chunk, n);
-    if (to_params) in_param.copy_(in_shard);
-    else in_shard.copy_(in_param);
-  });
 }
 
 void ShardedParams::update_units(const std::function<void(const std::vector<torch::Tensor>& params)>& update) {

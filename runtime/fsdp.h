@@ -86,7 +86,7 @@ class ShardedParams {
   struct Bucket {
     int unit = 0;
     std::vector<torch::Tensor> params;
-    std::int64_t lo = 0, len = 0, n = 0;  // chunk [lo, lo + len) of the n elements
+    std::int64_t lo = 0, len = 0;         // this member's chunk [lo, lo + len) of the params' elements
     torch::Tensor shard;                  // (len) this member's chunk, zero-padded past n
   };
   void allocate(int unit);
