@@ -15,8 +15,15 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--steps", f->run.steps, "optimizer steps to run (default 10)");
   c->add_option("--seed", f->run.seed, "seed of the weights and the synthetic data (default 1234)");
   c->add_option("--lr", f->run.lr, "AdamW learning rate (default 1e-3)");
+  c->add_option("--adamw", f->run.adamw,
+                "how AdamW's update runs: foreach (default; each operation over every parameter at once), loop (one parameter "
+                "at a time) or fused (one kernel, at::_fused_adamw_: LibTorch 2.1+ on a GPU)");
   c->add_option("--backend", f->run.backend, "auto (nccl when each local rank has a GPU of its own, else gloo), gloo (CPU tensors) or nccl (each rank on a GPU)");
   c->add_option("--precision", f->run.precision, "fp32 (default) or bf16 (autocast: bf16 matrix products, fp32 weights and optimizer)");
+  c->add_flag("--tf32", f->run.tf32, "fp32 matrix products in TF32 on the GPU's tensor cores (GPU runs only; off by default, as in LibTorch)");
+  c->add_option("--bf16-weights", f->run.bf16_weights,
+                "with --precision bf16: kept (default; one bf16 copy of each weight, cast after each update and read by every "
+                "microbatch, beside the fp32 main weights) or cast (autocast's cast at each use)");
   c->add_option("--timeout", f->run.timeout_s, "seconds before a silent peer is declared failed (default 60)");
   c->add_option("--trace", f->run.trace_path, "write a Chrome trace of every executed action to this file");
   c->add_option("--json", f->run.json_path, "write the JSON summary (losses, iteration times, per-rank times, memory)");

@@ -3,6 +3,9 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <mutex>
+#include <unordered_map>
+
 #include "schedules/error.h"
 
 #if defined(STAGECRAFT_WITH_CUDA)
@@ -77,6 +80,67 @@ torch::Tensor autocast_input(const torch::Tensor& t) {
 }
 
 void clear_autocast_cache() { at::autocast::clear_cache(); }
+
+namespace {
+struct KeptCopy {
+  // The weight itself, weakly: a TensorImpl freed and its address reused by another weight (a
+  // profile's next shape) must not find this copy.
+  c10::weak_intrusive_ptr<c10::TensorImpl> weight;
+  std::int64_t version = -1;  // the weight's version counter when it was cast
+  torch::Tensor copy;         // shaped like the weight, in autocast's dtype
+};
+struct WeightCopyCache {
+  std::mutex mu;
+  WeightCopies mode = WeightCopies::Kept;
+  std::unordered_map<const c10::TensorImpl*, KeptCopy> kept;  // by the weight's TensorImpl
+  std::int64_t casts = 0;
+};
+WeightCopyCache& weight_cache() {
+  static WeightCopyCache c;
+  return c;
+}
+}  // namespace
+
+torch::Tensor autocast_weight(const torch::Tensor& w) {
+  const auto dev = w.device().type();
+  if (!autocast_enabled(dev) || !w.is_floating_point()) return w;
+  WeightCopyCache& c = weight_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  const std::int64_t version = static_cast<std::int64_t>(w._version());
+  if (c.mode == WeightCopies::Kept) {
+    auto it = c.kept.find(w.unsafeGetTensorImpl());
+    if (it != c.kept.end() && !it->second.weight.expired() && it->second.version == version) return it->second.copy;
+  }
+  ++c.casts;
+  if (c.mode == WeightCopies::Cast) return w.to(autocast_dtype(dev));
+  for (auto it = c.kept.begin(); it != c.kept.end();)  // the copies of weights that are gone
+    it = it->second.weight.expired() ? c.kept.erase(it) : std::next(it);
+  MemoryScope scope(MemCategory::Parameters);  // the model's bf16 weights, as Megatron-LM holds them
+  torch::Tensor copy = w.detach().to(autocast_dtype(dev));
+  c.kept.insert_or_assign(w.unsafeGetTensorImpl(), KeptCopy{c10::weak_intrusive_ptr<c10::TensorImpl>(w.getIntrusivePtr()), version, copy});
+  return copy;
+}
+
+void set_tf32(bool on) { at::globalContext().setAllowTF32CuBLAS(on); }
+
+void set_weight_copies(WeightCopies w) {
+  WeightCopyCache& c = weight_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.mode = w;
+  c.kept.clear();
+}
+
+void drop_weight_copies(const std::vector<torch::Tensor>& params) {
+  WeightCopyCache& c = weight_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (const torch::Tensor& p : params) c.kept.erase(p.unsafeGetTensorImpl());
+}
+
+std::int64_t weight_casts() {
+  WeightCopyCache& c = weight_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.casts;
+}
 
 void synchronize(const torch::Device& d) {
   if (d.is_cuda()) torch::cuda::synchronize(d.index());

@@ -38,6 +38,21 @@ class AutocastScope {
 torch::Tensor autocast_input(const torch::Tensor& t);
 // Drops autocast's cached low-precision copies of the parameters (call before they change).
 void clear_autocast_cache();
+// `w` as a hand-written autograd function's matrix product reads it (outside autograd: the
+// function returns w's gradient itself): under autocast its bf16 copy, kept or cast at this use
+// as set_weight_copies says (a kept copy is made again once w's version counter moves: an
+// optimizer step, a checkpoint load, a parameter all-gather); outside autocast `w` itself.
+torch::Tensor autocast_weight(const torch::Tensor& w);
+void set_weight_copies(WeightCopies w);  // for this process (one rank); Kept unless set
+// fp32 matrix products (cuBLAS) in TF32 on a GPU's tensor cores, or not (LibTorch's default
+// since 1.12: not); for this process.
+void set_tf32(bool on);
+// Forgets the kept copies of `params`: for writes autograd does not see (FSDP's unit gathers
+// and releases write through an alias with a version counter of its own).
+void drop_weight_copies(const std::vector<torch::Tensor>& params);
+// Weights this process has cast to bf16 for matrix products so far (kept: once per weight and
+// change; cast: at every use).
+std::int64_t weight_casts();
 
 // Blocks until every kernel queued on `d` has finished (no-op on the CPU).
 void synchronize(const torch::Device& d);

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "runtime/device.h"
 #include "runtime/memory_counter.h"
 #include "schedules/error.h"
 
@@ -136,12 +137,14 @@ void ShardedParams::gather(int unit) {
 void ShardedParams::release(int unit) {
   auto it = gathered_.find(unit);
   if (it == gathered_.end() || !it->second) return;
-  for (size_t i : of_unit_.at(unit))
+  for (size_t i : of_unit_.at(unit)) {
+    drop_weight_copies(buckets_[i].params);  // their bf16 copies go with them (FSDP2's param_dtype)
     for (const torch::Tensor& p : buckets_[i].params) {
       c10::StorageImpl* s = storage_of(p);
       s->set_data_ptr_noswap(at::DataPtr(nullptr, p.device()));
       s->set_nbytes(0);
     }
+  }
   it->second = false;
 }
 

@@ -46,10 +46,10 @@ torch::Tensor weight_grad(const torch::Tensor& go, const torch::Tensor& x) {  //
 // y = x w^T whose weight gradient can be deferred from I to W.
 struct DeferrableLinear : torch::autograd::Function<DeferrableLinear> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w) {
-    // Under bf16 autocast the product runs in bf16: x and w are cast here (and saved cast),
-    // since a custom function's backward runs outside autocast; gradients return in the
-    // inputs' dtypes (the weight's fp32 gradient accumulates in fp32).
-    torch::Tensor xc = autocast_input(x), wc = autocast_input(w);
+    // Under bf16 autocast the product runs in bf16: x is cast here and w read as its bf16
+    // copy (both saved so), since a custom function's backward runs outside autocast;
+    // gradients return in the inputs' dtypes (the weight's fp32 gradient accumulates in fp32).
+    torch::Tensor xc = autocast_input(x), wc = autocast_weight(w);
     ctx->save_for_backward({xc, wc, w});
     OpScope timed(OpKind::Gemm);
     return torch::matmul(xc, wc.t());

@@ -31,29 +31,99 @@ void AdamW::shard(const std::vector<Owned>& owned) {
   }
 }
 
-void AdamW::update(size_t i) {
+namespace {
+
+// The update's operands: parameter, gradient, moments, each flat or shaped alike.
+struct Operands {
+  std::vector<torch::Tensor> p, g, m, v;
+};
+
+// AdamW's update (Loshchilov and Hutter, Algorithm 2; torch.optim.AdamW): decay, both moments,
+// then the bias-corrected step. `bc1` = 1 - beta1^t, `bc2_sqrt` = sqrt(1 - beta2^t).
+void update_loop(Operands& o, const AdamWOptions& a, double bc1, double bc2_sqrt) {
+  for (size_t k = 0; k < o.p.size(); ++k) {
+    o.p[k].mul_(1 - a.lr * a.weight_decay);
+    o.m[k].mul_(a.beta1).add_(o.g[k], 1 - a.beta1);
+    o.v[k].mul_(a.beta2).addcmul_(o.g[k], o.g[k], 1 - a.beta2);
+    torch::Tensor denom = (o.v[k].sqrt() / bc2_sqrt).add_(a.eps);
+    o.p[k].addcdiv_(o.m[k], denom, -a.lr / bc1);
+  }
+}
+
+// The same operations, each over every operand at once.
+void update_foreach(Operands& o, const AdamWOptions& a, double bc1, double bc2_sqrt) {
+  at::_foreach_mul_(o.p, 1 - a.lr * a.weight_decay);
+  at::_foreach_mul_(o.m, a.beta1);
+  at::_foreach_add_(o.m, o.g, 1 - a.beta1);
+  at::_foreach_mul_(o.v, a.beta2);
+  at::_foreach_addcmul_(o.v, o.g, o.g, 1 - a.beta2);
+  std::vector<torch::Tensor> denom = at::_foreach_sqrt(o.v);
+  at::_foreach_div_(denom, bc2_sqrt);
+  at::_foreach_add_(denom, a.eps);
+  at::_foreach_addcdiv_(o.p, o.m, denom, -a.lr / bc1);
+}
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#define STAGECRAFT_FUSED_ADAMW 1
+// One kernel: the step count travels as a tensor on the parameters' device, as
+// torch.optim.AdamW(fused=True) keeps it (one per parameter; here one shared).
+void update_fused(Operands& o, const AdamWOptions& a, long step) {
+  torch::Tensor t = torch::full({}, static_cast<double>(step), o.p.front().options().dtype(torch::kFloat32));
+  std::vector<torch::Tensor> steps(o.p.size(), t), none;
+  at::_fused_adamw_(o.p, o.g, o.m, o.v, none, steps, a.lr, a.beta1, a.beta2, a.weight_decay, a.eps,
+                    /*amsgrad=*/false, /*maximize=*/false);
+}
+#endif
+
+}  // namespace
+
+AdamWKernel parse_adamw_kernel(const std::string& s) {
+  if (s == "loop") return AdamWKernel::Loop;
+  if (s == "foreach") return AdamWKernel::Foreach;
+  if (s == "fused") return AdamWKernel::Fused;
+  throw InputError("--adamw '" + s + "' is invalid (allowed: loop, foreach, fused)");
+}
+
+bool fused_adamw_available(const torch::Device& device) {
+#if defined(STAGECRAFT_FUSED_ADAMW)
+  return device.is_cuda() || TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 4;
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+void AdamW::update(const std::vector<size_t>& idx) {
   const double bc1 = 1 - std::pow(opt_.beta1, static_cast<double>(step_));
   const double bc2_sqrt = std::sqrt(1 - std::pow(opt_.beta2, static_cast<double>(step_)));
-  torch::Tensor param = params_[i].second, p = param;
-  torch::Tensor g = p.grad();
-  if (!g.defined()) throw Error("runtime: parameter " + params_[i].first + " has no gradient at the optimizer step");
-  // The gradient stays allocated, zeroed for the next step's accumulation, as Megatron-LM's
-  // gradient buffer does (and as the cost model counts it: resident all the time).
-  struct ZeroAfter {
-    torch::Tensor& grad;
-    ~ZeroAfter() { grad.zero_(); }
-  } zero_after{param.mutable_grad()};
-  if (sharded_) {  // the owned elements only, as flat views of the parameter and its gradient
-    const auto [off, len] = own_[i];
-    if (len == 0) return;
-    p = p.view({-1}).narrow(0, off, len);
-    g = g.reshape({-1}).narrow(0, off, len);
+  Operands o;
+  for (size_t i : idx) {
+    torch::Tensor p = params_[i].second, g = p.grad();
+    if (!g.defined()) throw Error("runtime: parameter " + params_[i].first + " has no gradient at the optimizer step");
+    if (sharded_) {  // the owned elements only, as flat views of the parameter and its gradient
+      const auto [off, len] = own_[i];
+      if (len == 0) continue;
+      p = p.view({-1}).narrow(0, off, len);
+      g = g.reshape({-1}).narrow(0, off, len);
+    }
+    o.p.push_back(p), o.g.push_back(g), o.m.push_back(m_[i]), o.v.push_back(v_[i]);
   }
-  p.mul_(1 - opt_.lr * opt_.weight_decay);
-  m_[i].mul_(opt_.beta1).add_(g, 1 - opt_.beta1);
-  v_[i].mul_(opt_.beta2).addcmul_(g, g, 1 - opt_.beta2);
-  torch::Tensor denom = (v_[i].sqrt() / bc2_sqrt).add_(opt_.eps);
-  p.addcdiv_(m_[i], denom, -opt_.lr / bc1);
+  if (!o.p.empty()) {
+    switch (opt_.kernel) {
+      case AdamWKernel::Loop: update_loop(o, opt_, bc1, bc2_sqrt); break;
+      case AdamWKernel::Foreach: update_foreach(o, opt_, bc1, bc2_sqrt); break;
+      case AdamWKernel::Fused:
+#if defined(STAGECRAFT_FUSED_ADAMW)
+        update_fused(o, opt_, step_);
+        break;
+#else
+        throw InputError("--adamw fused: this build's LibTorch (" TORCH_VERSION ") has no at::_fused_adamw_ (2.1 or later)");
+#endif
+    }
+  }
+  // The gradients stay allocated, zeroed for the next step's accumulation, as Megatron-LM's
+  // gradient buffer does (and as the cost model counts them: resident all the time).
+  for (size_t i : idx) params_[i].second.mutable_grad().zero_();
 }
 
 size_t AdamW::index_of(const torch::Tensor& p) const {
@@ -75,13 +145,17 @@ void AdamW::step(const std::vector<torch::Tensor>& later) {
   ++step_;
   std::vector<bool> skip(params_.size(), false);
   for (const auto& p : later) skip[index_of(p)] = true;
+  std::vector<size_t> now;
   for (size_t i = 0; i < params_.size(); ++i)
-    if (!skip[i]) update(i);
+    if (!skip[i]) now.push_back(i);
+  update(now);
 }
 
 void AdamW::update_late(const std::vector<torch::Tensor>& params) {
   torch::NoGradGuard no_grad;
-  for (const auto& p : params) update(index_of(p));
+  std::vector<size_t> idx;
+  for (const auto& p : params) idx.push_back(index_of(p));
+  update(idx);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> AdamW::state() const {

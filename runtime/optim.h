@@ -11,12 +11,25 @@
 
 namespace stagecraft::runtime {
 
+// How one update runs over the parameters (`--adamw`); the arithmetic is the same.
+enum class AdamWKernel {
+  Loop,     // the update's eight elementwise operations, one parameter at a time
+  Foreach,  // the same operations, each over every parameter at once (ATen's _foreach_* ops:
+            // multi-tensor kernels on a GPU, torch.optim.AdamW(foreach=True)); the CPU loops
+  Fused,    // one kernel for the whole update of every parameter (at::_fused_adamw_,
+            // torch.optim.AdamW(fused=True)): LibTorch 2.1+ on a GPU, 2.4+ on the CPU
+};
+AdamWKernel parse_adamw_kernel(const std::string& s);  // loop | foreach | fused; InputError otherwise
+// Whether this build runs the fused kernel on `device` (see AdamWKernel::Fused).
+bool fused_adamw_available(const torch::Device& device);
+
 struct AdamWOptions {
   double lr = 1e-3;            // learning rate
   double beta1 = 0.9;          // first-moment decay
   double beta2 = 0.999;        // second-moment decay
   double eps = 1e-8;           // denominator guard
   double weight_decay = 0.01;  // decoupled decay, multiplied by lr
+  AdamWKernel kernel = AdamWKernel::Foreach;  // how the update is launched
 };
 
 class AdamW {
@@ -52,7 +65,9 @@ class AdamW {
   void load(const std::vector<std::pair<std::string, torch::Tensor>>& state);
 
  private:
-  void update(size_t i);  // parameter i at step_
+  // Parameters `idx` at step_ (each one's owned elements when sharded), then their gradients
+  // zeroed.
+  void update(const std::vector<size_t>& idx);
   size_t index_of(const torch::Tensor& p) const;
 
   std::vector<std::pair<std::string, torch::Tensor>> params_;

@@ -1,6 +1,8 @@
 #include "runtime/plan.h"
 
+#include "runtime/device.h"
 #include "runtime/model.h"
+#include "runtime/optim.h"
 
 #include <map>
 #include <set>
@@ -179,6 +181,12 @@ Precision parse_precision(const std::string& s) {
                    "simulate and plan price and the runtime does not run)");
 }
 
+WeightCopies parse_weight_copies(const std::string& s) {
+  if (s == "kept") return WeightCopies::Kept;
+  if (s == "cast") return WeightCopies::Cast;
+  throw InputError("--bf16-weights '" + s + "' is invalid (allowed: kept, cast)");
+}
+
 void preflight(const TrainOptions& opt, int world) {
   costmodel::check(opt.plan);
   const auto& p = opt.plan;
@@ -195,6 +203,15 @@ void preflight(const TrainOptions& opt, int world) {
   if (opt.timeout_s <= 0) throw InputError("--timeout must be positive");
   resolve_backend(opt.backend);
   parse_precision(opt.precision);
+  parse_weight_copies(opt.bf16_weights);
+  const torch::Device device = device_for_backend(resolve_backend(opt.backend), 0);
+  if (opt.tf32 && !device.is_cuda())
+    throw InputError("--tf32: TF32 is a GPU tensor-core format and this run computes on the CPU (backend " + resolve_backend(opt.backend) +
+                     "); allowed on the CPU: without --tf32");
+  if (parse_adamw_kernel(opt.adamw) == AdamWKernel::Fused && !fused_adamw_available(device))
+    throw InputError("--adamw fused: this build's LibTorch (" TORCH_VERSION ") has no fused AdamW on " +
+                     std::string(device.is_cuda() ? "a GPU" : "the CPU") +
+                     " (at::_fused_adamw_: LibTorch 2.1 or later on a GPU, 2.4 or later on the CPU); allowed here: loop, foreach");
   const RunPlan rp = make_run_plan(opt.model, p);
   costmodel::check_runtime_schedule(p, rp.schedule);
 }

@@ -96,6 +96,8 @@ json summary_json(const TrainOptions& opt, const schedules::Schedule& s, const s
     }
     if (!r["steps"].empty() && r["steps"][0].contains("cp_sends"))  // ring attention's chunk sends (runtime/cp.h)
       per_rank.back()["cp_sends_per_step"] = r["steps"][0]["cp_sends"];
+    if (!r["steps"].empty() && r["steps"][0].contains("weight_casts"))  // bf16: weights cast in the last step (--bf16-weights)
+      per_rank.back()["weight_casts_per_step"] = r["steps"].back()["weight_casts"];
     if (!r["steps"].empty() && r["steps"][0].contains("unit_gathers"))  // zero 3's all-gathers of units (runtime/fsdp.h)
       per_rank.back()["unit_gathers_per_step"] = r["steps"].back()["unit_gathers"];
     if (!r["steps"].empty() && r["steps"][0].contains("preempt")) {  // preemptive_comm: summed over the steps

@@ -53,6 +53,8 @@ struct Run {
     me = grid.coords(e.rank);
     device = device_for_backend(resolve_backend(o.backend), e.local_rank);
     precision = parse_precision(o.precision);
+    set_weight_copies(parse_weight_copies(o.bf16_weights));
+    set_tf32(o.tf32);
   }
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(static_cast<long>(opt.timeout_s * 1000)); }
 };
@@ -219,6 +221,7 @@ void build_model(Run& r) {
   AdamWOptions ao;
   ao.lr = r.opt.lr;
   ao.weight_decay = r.opt.weight_decay;
+  ao.kernel = parse_adamw_kernel(r.opt.adamw);
   {
     MemoryScope states(MemCategory::OptimizerStates);  // AdamW allocates its moments up front
     r.optim = std::make_unique<AdamW>(params, ao);
@@ -333,6 +336,7 @@ void train_loop(Run& r) {
       return std::make_pair(cp_slice(tokens, c, p.cp), cp_slice(targets, c, p.cp));
     };
     const long cp_sends_before = cp_context().sends, gathers_before = r.exec->unit_gathers();
+    const std::int64_t casts_before = weight_casts();
     StepRecord rec = r.exec->run_step(batch, t0);
     double loss = global_loss(r, rec);
     json s = {{"step", step}, {"time_s", rec.time_s}, {"compute_s", rec.compute_s}, {"comm_s", rec.comm_s}, {"wait_s", rec.wait_s},
@@ -341,6 +345,7 @@ void train_loop(Run& r) {
     if (r.opt.plan.zero > 0) s["gathers_overlapped"] = rec.gathers_overlapped;
     if (r.opt.plan.zero == 3) s["unit_gathers"] = r.exec->unit_gathers() - gathers_before;  // all-gathers of units
     if (p.cp > 1) s["cp_sends"] = cp_context().sends - cp_sends_before;  // ring attention's chunk sends
+    if (r.precision == Precision::Bf16) s["weight_casts"] = weight_casts() - casts_before;  // weights cast to bf16
     if (r.opt.op_times)
       s["op_s"] = {{op_kind_name(OpKind::Gemm), rec.op_s[0]}, {op_kind_name(OpKind::AttentionCore), rec.op_s[1]},
                    {"optimizer", rec.optimizer_s}};

@@ -19,6 +19,15 @@ enum class Precision {
 };
 Precision parse_precision(const std::string& s);  // fp32 | bf16; InputError naming the value otherwise
 
+// Where a bf16 matrix product gets its weight from (`--bf16-weights`, with --precision bf16).
+enum class WeightCopies {
+  Kept,  // one bf16 copy of each weight, cast when the weight last changed and read by every
+         // microbatch until the next change: Megatron-LM's bf16 model parameters beside the
+         // optimizer's fp32 main parameters and gradients (2 bytes more per weight)
+  Cast,  // a cast at each use, as autocast does (each microbatch's forward and recomputation)
+};
+WeightCopies parse_weight_copies(const std::string& s);  // kept | cast; InputError naming the value otherwise
+
 struct TrainOptions {
   costmodel::ModelSpec model;       // what to train (the tiny preset in tests)
   costmodel::ParallelPlan plan;     // dp, tp, pp, microbatches, schedule, recompute, stage layers
@@ -26,9 +35,12 @@ struct TrainOptions {
   unsigned long long seed = 1234;   // weights and data derive from it
   double lr = 1e-3;                 // AdamW learning rate
   double weight_decay = 0.01;       // AdamW decoupled weight decay
+  std::string adamw = "foreach";    // how AdamW's update runs: loop, foreach (multi-tensor) or fused (runtime/optim.h)
   std::string backend = "auto";     // auto (nccl when each local rank has a GPU, else gloo), gloo or nccl; nccl computes
                                     // on the GPU local_rank % visible GPUs, gloo on the CPU
   std::string precision = "fp32";   // fp32, or bf16 (autocast: bf16 products, fp32 weights and AdamW)
+  bool tf32 = false;                // fp32 matrix products on a GPU's tensor cores in TF32 (10-bit mantissa inputs)
+  std::string bf16_weights = "kept";  // with bf16: kept (one bf16 copy per weight and update) or cast (at each use)
   double timeout_s = 60;            // a peer silent this long is declared failed
   std::string trace_path;           // Chrome trace of every executed action ("" = none)
   std::string json_path;            // JSON summary ("" = none)

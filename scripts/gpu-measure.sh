@@ -25,9 +25,9 @@ step() {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.csv" 2>&1
 python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI)' > "$out/torch-version.txt"
 cat "$out/gpu.csv" "$out/torch-version.txt"
-TARGETS="stagecraft test_runtime_train test_runtime_precision test_runtime_trace" \
+TARGETS="stagecraft test_runtime_train test_runtime_precision test_runtime_trace test_runtime_fast_paths" \
   step build 330 scripts/gpu-build.sh -DSTAGECRAFT_BUILD_BENCH=OFF -DSTAGECRAFT_WITH_CBC=OFF || exit "$status"
-step ctest 45 ctest --test-dir build-gpu -R 'RuntimePrecision|RuntimeTrain|RuntimeTrace' --output-on-failure
+step ctest 45 ctest --test-dir build-gpu -R 'RuntimePrecision|RuntimeTrain|RuntimeTrace|RuntimeFastPaths' --output-on-failure
 tail -3 "$out/ctest.log"
 bin=build-gpu/bin/stagecraft
 # Warm-up is the first step (mean_iteration_time_s leaves it out); the data are real tokens.
@@ -37,14 +37,23 @@ step train-bf16 120 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json 
 # where each millisecond goes, beside the prediction's split (estimate --json compute_by_kind_s).
 step train-bf16-ops 120 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 --microbatch-size 4 \
   --microbatches 8 --steps 10 --log-every 5 --op-times --json "$out/train-gpt-1.4b-bf16-ops.json"
+# The fast paths' effects, each against the run above (kept bf16 weights, foreach AdamW): bf16
+# weights cast at each use as autocast does, AdamW one parameter at a time, AdamW in one kernel.
+for v in "cast:--bf16-weights cast" "loop:--adamw loop" "fused:--adamw fused"; do
+  step "train-bf16-${v%%:*}" 60 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 \
+    --microbatch-size 4 --microbatches 8 --steps 6 --log-every 5 --op-times ${v#*:} --json "$out/train-gpt-1.4b-bf16-${v%%:*}.json"
+done
 step train-fp32 90 $bin train --model gpt-1.4b --attention-kernel fused --backend nccl --precision fp32 --microbatch-size 4 --microbatches 8 \
   --steps 10 --log-every 5 --json "$out/train-gpt-1.4b-fp32.json"
+# fp32 with its products in TF32 on the tensor cores (train --tf32), against the plain fp32 run.
+step train-fp32-tf32 60 $bin train --model gpt-1.4b --attention-kernel fused --backend nccl --precision fp32 --tf32 --microbatch-size 4 \
+  --microbatches 8 --steps 6 --log-every 5 --json "$out/train-gpt-1.4b-fp32-tf32.json"
 step profile 120 $bin profile --device cuda --attention-kernel fused --nproc 0 --hidden 1024,2048 --heads 16 --seq 1024 --microbatch-size 1,2,4 \
   --runs 20 --warmup 5 --out "$out/profile-cuda.json"
 # The layer of that run under autocast, for the profiled prediction below.
 step profile-bf16 90 $bin profile --device cuda --precision bf16 --attention-kernel fused --nproc 0 --hidden 1536 --heads 16 \
   --seq 1024 --microbatch-size 4 --vocab 50257 --runs 10 --warmup 3 --out "$out/profile-cuda-bf16.json"
-$bin estimate --model experiments/gpu/gpt-1.4b-autocast.json --cluster h100-ib-1024 --dp 1 --tp 1 --pp 1 --microbatch-size 4 \
+$bin estimate --model experiments/gpu/gpt-1.4b-bf16-fused.json --cluster h100-ib-1024 --dp 1 --tp 1 --pp 1 --microbatch-size 4 \
   --microbatches 8 --profile "$out/profile-cuda-bf16.json" --json > "$out/estimate-gpt-1.4b-profiled.json" \
   2> "$out/estimate-profiled.log" || echo "profiled estimate failed"
 # The prediction for the bf16 run (analytic, H100 SXM figures; the model as trained: fused
@@ -73,7 +82,20 @@ if os.path.exists(ops) and os.path.exists(est):
     print("by kind, ms per iteration (measured | predicted):")
     for name, a, b in pairs:
         print(f"  {name}: {a*1e3:.1f} | {b*1e3:.1f}")
-for p in ("bf16", "fp32"):
+# Each fast path's effect: the iteration and the optimizer step, per iteration after warm-up.
+base = f"{out}/train-gpt-1.4b-bf16-ops.json"
+if os.path.exists(base):
+    b0 = json.load(open(base))
+    for v, what in (("cast", "bf16 weights cast at each use (vs kept)"), ("loop", "AdamW per parameter (vs foreach)"),
+                    ("fused", "AdamW fused (vs foreach)")):
+        f = f"{out}/train-gpt-1.4b-bf16-{v}.json"
+        if not os.path.exists(f):
+            print(f"{what}: no summary"); continue
+        s = json.load(open(f))
+        print(f"{what}: {s['mean_iteration_time_s']*1e3:.1f} vs {b0['mean_iteration_time_s']*1e3:.1f} ms/iteration, optimizer "
+              f"{s['ranks'][0]['breakdown_s']['optimizer_s']*1e3:.2f} vs {b0['ranks'][0]['breakdown_s']['optimizer_s']*1e3:.2f} ms, "
+              f"peak {s['ranks'][0]['peak_memory_bytes']/2**30:.2f} vs {b0['ranks'][0]['peak_memory_bytes']/2**30:.2f} GiB")
+for p in ("bf16", "fp32", "fp32-tf32"):
     f = f"{out}/train-gpt-1.4b-{p}.json"
     if not os.path.exists(f):
         print(f"{p}: no summary"); continue

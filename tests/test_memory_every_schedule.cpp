@@ -108,8 +108,9 @@ TEST_P(MeasuredPeakPerRankWithinFivePercent, Fp32) { check_row(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(MemoryEverySchedule, MeasuredPeakPerRankWithinFivePercent, ::testing::ValuesIn(rows_of(kSweep, kProfile)),
                          test_name);
 
-// bf16 autocast: each forward keeps bf16 casts of its inputs and weights; the profile measured
-// under autocast prices them (docs/memory.md, "bf16").
+// bf16 autocast: each forward keeps bf16 casts of its inputs, the weights' bf16 copies are kept
+// between updates (18 bytes per parameter); the profile measured under autocast prices the
+// activations (docs/memory.md, "bf16").
 class Bf16PeakPerRankWithinFivePercent : public ::testing::TestWithParam<Row> {};
 TEST_P(Bf16PeakPerRankWithinFivePercent, Bf16) { check_row(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(MemoryEverySchedule, Bf16PeakPerRankWithinFivePercent,

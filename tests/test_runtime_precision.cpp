@@ -62,10 +62,10 @@ TEST(RuntimePrecision, BadPrecisionAndMissingGpuFailBeforeTraining) {
   EXPECT_NE(bad.err.find("--precision 'fp8'"), std::string::npos) << bad.err;
   EXPECT_NE(bad.err.find("fp32, bf16"), std::string::npos) << bad.err;
   // FP8 is priced by the cost model only: the runtime refuses it before training.
-  // tiny is fp32 (refused by the model check); gpt-1.4b-autocast is 16-bit (refused by the runtime).
+  // tiny is fp32 (refused by the model check); gpt-1.4b-bf16-fused is 16-bit (refused by the runtime).
   const std::pair<const char*, const char*> fp8_cases[] = {
       {"tiny", "bytes_per_activation = 4"},
-      {STAGECRAFT_TEST_DATA "/../../experiments/gpu/gpt-1.4b-autocast.json", "is not implemented by the runtime"}};
+      {STAGECRAFT_TEST_DATA "/../../experiments/gpu/gpt-1.4b-bf16-fused.json", "is not implemented by the runtime"}};
   for (const auto& [model, needle] : fp8_cases) {
     RunResult fp8 = run_cli(std::string("train --model ") + model + " --steps 1 --fp8");
     EXPECT_EQ(fp8.exit_code, 2) << model;
