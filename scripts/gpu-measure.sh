@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/gpu}
-steps=${1:-30}
+steps=${1:-12}
 mkdir -p "$out"
 status=0
 # step NAME LIMIT_S CMD...: runs CMD with a time limit, its output in $out/NAME.log.
@@ -27,7 +27,7 @@ python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch._C.
 cat "$out/gpu.csv" "$out/torch-version.txt"
 TARGETS="stagecraft test_runtime_train test_runtime_precision test_runtime_trace test_runtime_fast_paths" \
   step build 330 scripts/gpu-build.sh -DSTAGECRAFT_BUILD_BENCH=OFF -DSTAGECRAFT_WITH_CBC=OFF || exit "$status"
-step ctest 45 ctest --test-dir build-gpu -R 'RuntimePrecision|RuntimeTrain|RuntimeTrace|RuntimeFastPaths' --output-on-failure
+step ctest 90 ctest --test-dir build-gpu -R 'RuntimePrecision|RuntimeTrain|RuntimeTrace|RuntimeFastPaths' --output-on-failure
 tail -3 "$out/ctest.log"
 bin=build-gpu/bin/stagecraft
 # Warm-up is the first step (mean_iteration_time_s leaves it out); the data are real tokens.
@@ -41,21 +41,18 @@ step train-bf16-ops 120 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.j
 # weights cast at each use as autocast does, AdamW one parameter at a time, AdamW in one kernel.
 for v in "cast:--bf16-weights cast" "loop:--adamw loop" "fused:--adamw fused"; do
   step "train-bf16-${v%%:*}" 60 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 \
-    --microbatch-size 4 --microbatches 8 --steps 6 --log-every 5 --op-times ${v#*:} --json "$out/train-gpt-1.4b-bf16-${v%%:*}.json"
+    --microbatch-size 4 --microbatches 8 --steps 4 --log-every 5 --op-times ${v#*:} --json "$out/train-gpt-1.4b-bf16-${v%%:*}.json"
 done
 step train-fp32 90 $bin train --model gpt-1.4b --attention-kernel fused --backend nccl --precision fp32 --microbatch-size 4 --microbatches 8 \
-  --steps 10 --log-every 5 --json "$out/train-gpt-1.4b-fp32.json"
+  --steps 4 --log-every 5 --json "$out/train-gpt-1.4b-fp32.json"
 # fp32 with its products in TF32 on the tensor cores (train --tf32), against the plain fp32 run.
 step train-fp32-tf32 60 $bin train --model gpt-1.4b --attention-kernel fused --backend nccl --precision fp32 --tf32 --microbatch-size 4 \
-  --microbatches 8 --steps 6 --log-every 5 --json "$out/train-gpt-1.4b-fp32-tf32.json"
-step profile 120 $bin profile --device cuda --attention-kernel fused --nproc 0 --hidden 1024,2048 --heads 16 --seq 1024 --microbatch-size 1,2,4 \
-  --runs 20 --warmup 5 --out "$out/profile-cuda.json"
-# The layer of that run under autocast, for the profiled prediction below.
-step profile-bf16 90 $bin profile --device cuda --precision bf16 --attention-kernel fused --nproc 0 --hidden 1536 --heads 16 \
-  --seq 1024 --microbatch-size 4 --vocab 50257 --runs 10 --warmup 3 --out "$out/profile-cuda-bf16.json"
-$bin estimate --model experiments/gpu/gpt-1.4b-bf16-fused.json --cluster h100-ib-1024 --dp 1 --tp 1 --pp 1 --microbatch-size 4 \
-  --microbatches 8 --profile "$out/profile-cuda-bf16.json" --json > "$out/estimate-gpt-1.4b-profiled.json" \
-  2> "$out/estimate-profiled.log" || echo "profiled estimate failed"
+  --microbatches 8 --steps 4 --log-every 5 --json "$out/train-gpt-1.4b-fp32-tf32.json"
+# The closed loop: the run's layer profiled under autocast, four configurations (microbatches of
+# 4 and 2, full recomputation, a materialized core) measured beside their profiled and analytic
+# predictions (scripts/closed-loop.sh, tested on the CPU with a small model).
+step closed-loop 240 scripts/closed-loop.sh $bin "$out" cuda experiments/gpu/gpt-1.4b-bf16-fused.json 1536 16 1024 50257 h100-ib-1024 4
+cat "$out/closed-loop.txt" 2>/dev/null
 # The prediction for the bf16 run (analytic, H100 SXM figures; the model as trained: fused
 # attention, fp32 gradients, experiments/gpu/gpt-1.4b-bf16-fused.json).
 $bin estimate --model experiments/gpu/gpt-1.4b-bf16-fused.json --cluster h100-ib-1024 --dp 1 --tp 1 --pp 1 --microbatch-size 4 \
@@ -67,8 +64,8 @@ peak = 989e12  # H100/H200 SXM dense bf16 (NVIDIA H100 and H200 datasheets: 1,97
 if os.path.exists(f"{out}/estimate-gpt-1.4b.json"):
     e = json.load(open(f"{out}/estimate-gpt-1.4b.json"))
     print(f"predicted: {e['iteration_time_s']*1e3:.1f} ms/iteration, peak {e['max_memory_bytes']/2**30:.2f} GiB")
-if os.path.exists(f"{out}/estimate-gpt-1.4b-profiled.json"):
-    e = json.load(open(f"{out}/estimate-gpt-1.4b-profiled.json"))
+if os.path.exists(f"{out}/loop-profiled-b4-fused.json"):
+    e = json.load(open(f"{out}/loop-profiled-b4-fused.json"))
     print(f"predicted with the bf16 profile: {e['iteration_time_s']*1e3:.1f} ms/iteration, peak {e['max_memory_bytes']/2**30:.2f} GiB")
 # Measured by kind (train --op-times, rank 0, per iteration after warm-up) beside predicted
 # (estimate's compute_by_kind_s of rank 0; the prediction has no idle time on one rank).
