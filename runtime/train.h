@@ -26,8 +26,9 @@ struct TrainOptions {
   unsigned long long seed = 1234;   // weights and data derive from it
   double lr = 1e-3;                 // AdamW learning rate
   double weight_decay = 0.01;       // AdamW decoupled weight decay
-  std::string backend = "auto";     // auto (nccl when each local rank has a GPU, else gloo), gloo or nccl; nccl computes
-                                    // on the GPU local_rank % visible GPUs, gloo on the CPU
+  std::string backend = "auto";     // auto (nccl when each local rank has a GPU, else gloo where built, else store), gloo,
+                                    // nccl or store; nccl computes on the GPU local_rank % visible GPUs, gloo on the
+                                    // CPU, store on that GPU where one is visible (ranks may share it), else the CPU
   std::string precision = "fp32";   // fp32, or bf16 (autocast: bf16 products, fp32 weights and AdamW)
   double timeout_s = 60;            // a peer silent this long is declared failed
   std::string trace_path;           // Chrome trace of every executed action ("" = none)
