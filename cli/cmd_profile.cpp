@@ -28,7 +28,8 @@ void add_profile_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--threads", o->grid.threads, "intra-op CPU threads (default 1)");
   c->add_option("--device", o->grid.device, "where the layers run: cpu (default), cuda or cuda:N (a CUDA build)");
   c->add_option("--nproc", o->nproc, "local ranks for the collectives (default 2; 0 skips them)");
-  c->add_option("--backend", o->coll.backend, "collectives over gloo (default, CPU tensors) or nccl (one GPU per rank)");
+  c->add_option("--backend", o->coll.backend, "collectives over gloo (default, CPU tensors), nccl (one GPU per rank) or store (the job's TCP store; a "
+                  "shared GPU where the build has CUDA)");
   c->add_option("--max-bytes", o->coll.max_bytes, "largest collective message (default 4 MiB)");
   c->add_option("--out", o->out, "profile JSON to write")->required();
   c->add_flag("--quiet", o->quiet, "no progress lines (elapsed, estimated remaining) on standard error");

@@ -9,7 +9,7 @@ namespace stagecraft::cli {
 
 void add_train_command(CLI::App& app, int argc, char** argv) {
   auto f = std::make_shared<TrainFlags>();
-  CLI::App* c = app.add_subcommand("train", "train a GPT model or a TorchScript module for real with the LibTorch runtime (Gloo on CPU, NCCL on GPUs)");
+  CLI::App* c = app.add_subcommand("train", "train a GPT model or a TorchScript module for real with the LibTorch runtime (Gloo on CPU, NCCL on GPUs, or the store backend)");
   add_plan_flags(c, f->plan, true, /*with_cluster=*/false);
   c->add_option("--nproc", f->nproc, "start this many local ranks (default: one rank per process, placed by RANK/WORLD_SIZE, SLURM_* or OMPI_*; with --plan and no such variables, the plan's ranks)");
   c->add_option("--steps", f->run.steps, "optimizer steps to run (default 10)");
@@ -18,7 +18,9 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--adamw", f->run.adamw,
                 "how AdamW's update runs: foreach (default; each operation over every parameter at once), loop (one parameter "
                 "at a time) or fused (one kernel, at::_fused_adamw_: LibTorch 2.1+ on a GPU)");
-  c->add_option("--backend", f->run.backend, "auto (nccl when each local rank has a GPU of its own, else gloo), gloo (CPU tensors) or nccl (each rank on a GPU)");
+  c->add_option("--backend", f->run.backend, "auto (nccl when each local rank has a GPU of its own, else gloo where this build has it, else store), gloo (CPU "
+                  "tensors), nccl (each rank on a GPU of its own) or store (tensors through the job's TCP store: slow; the ranks "
+                  "share the visible GPUs where the build has CUDA, else the CPU)");
   c->add_option("--precision", f->run.precision, "fp32 (default) or bf16 (autocast: bf16 matrix products, fp32 weights and optimizer)");
   c->add_flag("--tf32", f->run.tf32, "fp32 matrix products in TF32 on the GPU's tensor cores (GPU runs only; off by default, as in LibTorch)");
   c->add_option("--bf16-weights", f->run.bf16_weights,

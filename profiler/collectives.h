@@ -18,8 +18,8 @@ struct CollectiveOptions {
   int warmup = 2;              // untimed repetitions per size
   int runs = 9;                // timed repetitions per size; the median is kept
   double timeout_s = 60;       // a silent peer fails the measurement after this
-  std::string backend = "gloo";  // gloo (CPU tensors, host clock) or nccl (each rank's GPU,
-                                 // device events; one GPU per rank)
+  std::string backend = "gloo";  // gloo (CPU tensors, host clock), nccl (each rank's GPU,
+                                 // device events; one GPU per rank) or store (runtime/store_comm.h)
 };
 
 // Measured on every rank of `env` (world >= 2); rank 0 returns the rows, others an empty list.

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "runtime/plan.h"
+#include "runtime/store_comm.h"
 #include "schedules/error.h"
 
 #if defined(STAGECRAFT_WITH_NCCL)
@@ -27,14 +28,18 @@ int local_world_size() {
 
 std::string resolve_backend(const std::string& requested) {
   // auto: NCCL only when every rank on this machine has a GPU of its own (NCCL ranks cannot
-  // share a device in one communicator; four ranks on one GPU hang), else Gloo.
-  if (requested == "auto")
-    return compat::nccl_compiled() && compat::cuda_devices() >= local_world_size() ? "nccl" : "gloo";
-  if (requested == "gloo") return "gloo";
-  if (requested != "nccl") throw InputError("--backend '" + requested + "' is invalid (allowed: auto, gloo, nccl)");
+  // share a device in one communicator; four ranks on one GPU hang), else Gloo where this build
+  // has it, else the store backend (a PyTorch wheel without Gloo's headers, several ranks a GPU).
+  if (requested == "auto") {
+    if (compat::nccl_compiled() && compat::cuda_devices() >= local_world_size()) return "nccl";
+    return compat::gloo_compiled() ? "gloo" : "store";
+  }
+  if (requested == "gloo" || requested == "store") return requested;
+  if (requested != "nccl")
+    throw InputError("--backend '" + requested + "' is invalid (allowed: " + std::string(compat::kBackendChoices) + ")");
   if (!compat::nccl_compiled())
     throw InputError("--backend nccl: this build's LibTorch (" TORCH_VERSION ") has no NCCL; build against a CUDA "
-                     "LibTorch (docs/gpu.md) or use --backend gloo");
+                     "LibTorch (docs/gpu.md) or use --backend gloo or --backend store");
   if (compat::cuda_devices() == 0) throw InputError("--backend nccl: no CUDA GPU is visible on this machine");
   return "nccl";
 }
@@ -52,7 +57,9 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
 }
 #endif
 
-c10::intrusive_ptr<CommBase> make_backend(const StorePtr& store, int rank, int size, const GroupOptions& opt) {
+c10::intrusive_ptr<CommBase> make_backend(const StorePtr& store, const std::string& name, int rank, int size,
+                                          const GroupOptions& opt) {
+  if (opt.backend == "store") return c10::make_intrusive<StoreComm>(store, rank, size, opt.timeout, name);
   if (opt.backend == "nccl") {
 #if defined(STAGECRAFT_WITH_NCCL)
     auto o = c10d::ProcessGroupNCCL::Options::create();
@@ -70,7 +77,8 @@ c10::intrusive_ptr<CommBase> make_backend(const StorePtr& store, int rank, int s
 #else
   (void)store, (void)rank, (void)size;
   throw InputError("backend gloo with more than one rank: this build's LibTorch (" TORCH_VERSION
-                   ") was compiled without gloo's headers (a PyTorch wheel); use --backend nccl (docs/gpu.md)");
+                   ") was compiled without gloo's headers (a PyTorch wheel); use --backend nccl, or --backend store for "
+                   "several ranks on one GPU (docs/gpu.md)");
 #endif
 }
 
@@ -88,7 +96,7 @@ Group make_group(const StorePtr& store, const std::string& prefix, std::vector<i
   g.name = prefix;
   g.members = std::move(members);
   g.rank = group_rank_of(g, global_rank);
-  if (g.size() > 1) g.pg = make_backend(c10::make_intrusive<c10d::PrefixStore>(prefix, store), g.rank, g.size(), opt);
+  if (g.size() > 1) g.pg = make_backend(c10::make_intrusive<c10d::PrefixStore>(prefix, store), prefix, g.rank, g.size(), opt);
   return g;
 }
 
@@ -233,6 +241,14 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
 }
 
 bool fused_attention_available() { return TORCH_VERSION_MAJOR >= 2; }
+
+bool gloo_compiled() {
+#if defined(STAGECRAFT_WITH_GLOO)
+  return true;
+#else
+  return false;
+#endif
+}
 
 bool nccl_compiled() {
 #if defined(STAGECRAFT_WITH_NCCL)

@@ -30,7 +30,7 @@ struct Group {
 };
 
 struct GroupOptions {
-  std::string backend = "gloo";      // gloo or nccl (resolved)
+  std::string backend = "gloo";      // gloo, nccl or store (resolved; runtime/store_comm.h)
   std::string master_addr;           // used to pick the Gloo network device
   std::chrono::milliseconds timeout{60000};  // every blocking operation gives up after this
 };
@@ -44,8 +44,9 @@ WorkPtr recv(Group& g, torch::Tensor& t, int src_global, int tag);  // asynchron
 WorkPtr all_reduce_sum(Group& g, torch::Tensor& t);                 // asynchronous, in place
 // One step's sends and receives as one group, as torch.distributed.batch_isend_irecv issues
 // them (docs/runtime.md): on NCCL, c10d's coalescing (ncclGroupStart/ncclGroupEnd), so that two
-// ranks sending to each other in the same step cannot deadlock; on Gloo, whose sends do not wait
-// for their receiver, the calls are no-ops and the same executor path runs. Inside a group
+// ranks sending to each other in the same step cannot deadlock; on Gloo and the store backend,
+// whose sends do not wait for their receiver, the calls are no-ops and the same executor path
+// runs. Inside a group
 // send/recv may return a null handle (LibTorch 2.x NCCL); end_p2p then returns the handle that
 // completes with the whole group (null where every call returned its own).
 void begin_p2p(Group& g);
@@ -53,8 +54,9 @@ WorkPtr end_p2p(Group& g, std::vector<WorkPtr>& issued);  // issued: what send/r
 // Blocking all-reduce (sum) in place. Gloo in LibTorch 1.13 has no bf16 or fp16 sums: on Gloo
 // such a tensor is summed as fp32 and rounded back (NCCL sums it as it is).
 void all_reduce_sum_blocking(Group& g, torch::Tensor& t, std::chrono::milliseconds timeout);
-// Whether all_reduce_sum_blocking would sum `t` as an fp32 copy (Gloo and a bf16 or fp16 `t`);
-// an asynchronous caller then sums such a copy itself and rounds back after its wait.
+// Whether all_reduce_sum_blocking would sum `t` as an fp32 copy (Gloo or the store backend, and
+// a bf16 or fp16 `t`); an asynchronous caller then sums such a copy itself and rounds back after
+// its wait.
 bool all_reduce_widens(const Group& g, const torch::Tensor& t);
 // Blocking all-reduce (max) in place of an fp32 tensor (vocabulary-parallel cross-entropy's
 // row maxima).
@@ -71,8 +73,9 @@ void reduce_scatter_sum(Group& g, const torch::Tensor& in, torch::Tensor& out, s
 void wait(const WorkPtr& w, std::chrono::milliseconds timeout);
 // All-to-all of rows (the first dimension), blocking: rows [sum(send[:r]), +send[r]) of `in`
 // go to member r, and `out` (sum(recv) rows) receives member r's at sum(recv[:r]); the other
-// dimensions equal. c10d's alltoall_base with split sizes (Gloo and NCCL both have it). On Gloo
-// a bf16 or fp16 tensor travels as an fp32 copy (as all_reduce_sum_blocking does).
+// dimensions equal. c10d's alltoall_base with split sizes (Gloo, NCCL and the store backend have
+// it). On Gloo and the store backend a bf16 or fp16 tensor travels as an fp32 copy (as
+// all_reduce_sum_blocking does).
 void all_to_all_rows(Group& g, const torch::Tensor& in, torch::Tensor& out, const std::vector<std::int64_t>& send,
                      const std::vector<std::int64_t>& recv, std::chrono::milliseconds timeout);
 
@@ -83,7 +86,12 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
 // Whether this build has the fused kernel (LibTorch 2.x).
 bool fused_attention_available();
 
-// Whether this LibTorch build has NCCL, and how many CUDA devices the machine shows.
+// The values of --backend, for help texts and error messages.
+constexpr const char* kBackendChoices = "auto, gloo, nccl, store";
+
+// Whether this LibTorch build has Gloo (not a PyTorch wheel: runtime/torch_pch.h) and NCCL, and
+// how many CUDA devices the machine shows.
+bool gloo_compiled();
 bool nccl_compiled();
 int cuda_devices();
 

@@ -49,9 +49,21 @@ void set_autocast(c10::DeviceType t, bool on, torch::ScalarType dtype) {
                    ") has no CUDA; build against a CUDA LibTorch (docs/gpu.md)");
 }
 
+// The store backend's device: a GPU shared by local ranks in turn where this build and machine
+// have one (the point of the backend: several ranks on one GPU), else the CPU.
+torch::Device store_device(int local_rank) {
+#if defined(STAGECRAFT_WITH_CUDA)
+  const int n = static_cast<int>(torch::cuda::device_count());
+  if (n > 0) return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % n));
+#endif
+  (void)local_rank;
+  return torch::Device(torch::kCPU);
+}
+
 }  // namespace
 
 torch::Device device_for_backend(const std::string& backend, int local_rank) {
+  if (backend == "store") return store_device(local_rank);
   if (backend != "nccl") return torch::Device(torch::kCPU);
 #if defined(STAGECRAFT_WITH_CUDA)
   const int n = static_cast<int>(torch::cuda::device_count());

@@ -16,8 +16,9 @@
 
 namespace stagecraft::runtime {
 
-// The device a rank computes on: the GPU `local_rank % visible GPUs` with NCCL, else the CPU
-// (Gloo exchanges CPU tensors only).
+// The device a rank computes on: the GPU `local_rank % visible GPUs` with NCCL, and with the
+// store backend where this build has CUDA and a GPU is visible (several ranks may share it);
+// else the CPU (Gloo exchanges CPU tensors only).
 torch::Device device_for_backend(const std::string& backend, int local_rank);
 
 // While alive, operations on `d` autocast to bf16 (when p is Bf16; else it does nothing).

@@ -36,8 +36,9 @@ struct TrainOptions {
   double lr = 1e-3;                 // AdamW learning rate
   double weight_decay = 0.01;       // AdamW decoupled weight decay
   std::string adamw = "foreach";    // how AdamW's update runs: loop, foreach (multi-tensor) or fused (runtime/optim.h)
-  std::string backend = "auto";     // auto (nccl when each local rank has a GPU, else gloo), gloo or nccl; nccl computes
-                                    // on the GPU local_rank % visible GPUs, gloo on the CPU
+  std::string backend = "auto";     // auto (nccl when each local rank has a GPU, else gloo where built, else store), gloo,
+                                    // nccl or store; nccl computes on the GPU local_rank % visible GPUs, gloo on the
+                                    // CPU, store on that GPU where one is visible (ranks may share it), else the CPU
   std::string precision = "fp32";   // fp32, or bf16 (autocast: bf16 products, fp32 weights and AdamW)
   bool tf32 = false;                // fp32 matrix products on a GPU's tensor cores in TF32 (10-bit mantissa inputs)
   std::string bf16_weights = "kept";  // with bf16: kept (one bf16 copy per weight and update) or cast (at each use)

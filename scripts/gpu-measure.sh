@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (docs/gpu.md): builds against the installed PyTorch's LibTorch, runs the
-# runtime tests (Gloo, plus the device checks), then measures one NCCL rank training GPT 1.4B
+# runtime tests (Gloo, plus the device checks) and the store backend's (4 ranks sharing the
+# GPU), then measures one NCCL rank training GPT 1.4B
 # in bf16 (tokens/s, model FLOPs/s, allocator peak) and a layer profile on the GPU. Everything
 # it measures goes under $OUT (default out/gpu). Needs .deps/gpu from scripts/gpu-deps.sh.
 # Each step logs to $OUT/<step>.log and a failing step does not stop the later ones (device time
@@ -30,6 +31,29 @@ TARGETS="stagecraft test_runtime_train test_runtime_precision test_runtime_trace
 step ctest 90 ctest --test-dir build-gpu -R 'RuntimePrecision|RuntimeTrain|RuntimeTrace|RuntimeFastPaths' --output-on-failure
 tail -3 "$out/ctest.log"
 bin=build-gpu/bin/stagecraft
+# The store backend (docs/runtime.md "The store backend"): several ranks on the one GPU, tensors
+# through the job's TCP store. Its tests (tests/test_runtime_store_backend.cpp, in the
+# test_runtime_lib program: collectives on CUDA tensors; tp 2 x pp 2, dp 2 with ZeRO 1 and MoE
+# ep 2 against one rank), then a 4-rank tp 2 x pp 2 run against one rank with both losses
+# printed. About a minute; a failure is logged and the later steps still run.
+if TARGETS="test_runtime_lib" step build-store 150 scripts/gpu-build.sh -DSTAGECRAFT_BUILD_BENCH=OFF -DSTAGECRAFT_WITH_CBC=OFF; then
+  step store-tests 90 build-gpu/bin/test_runtime_lib --gtest_filter='RuntimeStoreBackend.*'
+  tail -3 "$out/store-tests.log"
+fi
+store_flags=(--model tests/data/models/runtime-tiny8.json --backend store --steps 3 --seed 7 --lr 3e-3 --microbatches 8 --log-every 0)
+step store-1rank 30 $bin train "${store_flags[@]}" --schedule gpipe --json "$out/store-1rank.json"
+step store-4ranks 60 $bin train "${store_flags[@]}" --nproc 4 --tp 2 --pp 2 --schedule 1f1b --json "$out/store-4ranks.json"
+python3 - "$out" <<'PY' || echo "store backend: no losses to compare"
+import json, sys
+out = sys.argv[1]
+one, four = (json.load(open(f"{out}/store-{n}.json")) for n in ("1rank", "4ranks"))
+a, b = ([s["loss"] for s in r["steps"]] for r in (one, four))
+print("store backend, losses of 1 rank:            ", " ".join(f"{x:.7f}" for x in a))
+print("store backend, losses of tp 2 x pp 2 (4 ranks):", " ".join(f"{x:.7f}" for x in b))
+print(f"largest relative difference {max(abs(x - y) / abs(x) for x, y in zip(a, b)):.2e}; "
+      f"devices {one['ranks'][0]['device']} | {four['ranks'][0]['device']}; "
+      f"{four['mean_iteration_time_s']*1e3:.1f} ms/step with 4 ranks, {one['mean_iteration_time_s']*1e3:.1f} with 1")
+PY
 # Warm-up is the first step (mean_iteration_time_s leaves it out); the data are real tokens.
 step train-bf16 120 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 --microbatch-size 4 --microbatches 8 \
   --steps "$steps" --log-every 5 --json "$out/train-gpt-1.4b-bf16.json" --trace "$out/train-gpt-1.4b-bf16.trace.json"
