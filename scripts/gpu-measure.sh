@@ -98,24 +98,28 @@ if os.path.exists(ops) and os.path.exists(est):
     print("by kind, ms per iteration (measured | predicted):")
     for name, a, b in pairs:
         print(f"  {name}: {a*1e3:.1f} | {b*1e3:.1f}")
+def summary(run, what):  # train-gpt-1.4b-<run>.json, or None after saying it is missing
+    f = f"{out}/train-gpt-1.4b-{run}.json"
+    if not os.path.exists(f):
+        print(f"{what}: no summary")
+        return None
+    return json.load(open(f))
 # Each fast path's effect: the iteration and the optimizer step, per iteration after warm-up.
 base = f"{out}/train-gpt-1.4b-bf16-ops.json"
 if os.path.exists(base):
     b0 = json.load(open(base))
     for v, what in (("cast", "bf16 weights cast at each use (vs kept)"), ("loop", "AdamW per parameter (vs foreach)"),
                     ("fused", "AdamW fused (vs foreach)")):
-        f = f"{out}/train-gpt-1.4b-bf16-{v}.json"
-        if not os.path.exists(f):
-            print(f"{what}: no summary"); continue
-        s = json.load(open(f))
+        s = summary(f"bf16-{v}", what)
+        if s is None:
+            continue
         print(f"{what}: {s['mean_iteration_time_s']*1e3:.1f} vs {b0['mean_iteration_time_s']*1e3:.1f} ms/iteration, optimizer "
               f"{s['ranks'][0]['breakdown_s']['optimizer_s']*1e3:.2f} vs {b0['ranks'][0]['breakdown_s']['optimizer_s']*1e3:.2f} ms, "
               f"peak {s['ranks'][0]['peak_memory_bytes']/2**30:.2f} vs {b0['ranks'][0]['peak_memory_bytes']/2**30:.2f} GiB")
 for p in ("bf16", "fp32", "fp32-tf32"):
-    f = f"{out}/train-gpt-1.4b-{p}.json"
-    if not os.path.exists(f):
-        print(f"{p}: no summary"); continue
-    s = json.load(open(f))
+    s = summary(p, p)
+    if s is None:
+        continue
     print(f"{p}: {s['mean_iteration_time_s']*1e3:.1f} ms/iteration, {s['tokens_per_s']:.0f} tokens/s, "
           f"MFU {100*s['model_flops_per_s']/peak:.1f}%, HFU {100*s['hardware_flops_per_s']/peak:.1f}% of 989 TFLOP/s, "
           f"peak {s['ranks'][0]['peak_memory_bytes']/2**30:.1f} GiB ({s['ranks'][0]['device']})")
