@@ -57,7 +57,7 @@ def load(path):
         return json.load(open(path))
     except (OSError, ValueError):
         return None
-print("configuration | measured ms | profiled ms (error) | analytic ms (error) | measured peak GiB | profiled peak GiB (error)")
+print("configuration | measured ms | profiled ms (error) | analytic ms (error) | measured peak MiB | profiled peak MiB (error)")
 for c in sys.argv[2:]:
     name = c.split()[0]
     t = load(f"{out}/loop-train-{name}.json")
@@ -71,12 +71,12 @@ for c in sys.argv[2:]:
             cells.append("none"); continue
         p = e["iteration_time_s"] * 1e3
         cells.append(f"{p:.1f} ({100 * (p - m) / m:+.1f}%)")
-    peak = t["ranks"][0]["peak_memory_bytes"] / 2**30
-    cells.append(f"{peak:.2f}")
+    peak = t["ranks"][0]["peak_memory_bytes"] / 2**20
+    cells.append(f"{peak:.1f}")
     e = load(f"{out}/loop-profiled-{name}.json")
     if e is not None:
-        q = e["max_memory_bytes"] / 2**30
-        cells.append(f"{q:.2f} ({100 * (q - peak) / peak:+.1f}%)")
+        q = e["max_memory_bytes"] / 2**20
+        cells.append(f"{q:.1f} ({100 * (q - peak) / peak:+.1f}%)")
     print(" | ".join(cells))
 PY
 exit "$status"
