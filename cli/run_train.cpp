@@ -56,6 +56,7 @@ int run_train(const TrainFlags& given, const std::vector<std::string>& argv) {
   if (f.nproc > 0 && !runtime::launched_locally()) {
     runtime::preflight(resolve_train(f, f.nproc), f.nproc);  // bad configs fail before any rank starts
     // A forked rank reports its errors as the program does (exit 2 or 1, one line).
+    if (!runtime::fork_safe()) return runtime::launch_local(f.nproc, argv, f.run.timeout_s);
     return runtime::launch_local(f.nproc, argv, f.run.timeout_s, [&f] { return exit_code_of([&f] { return rank_main(f); }); });
   }
   return rank_main(f);

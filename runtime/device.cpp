@@ -133,6 +133,14 @@ torch::Tensor autocast_weight(const torch::Tensor& w) {
   return copy;
 }
 
+bool fork_safe() {
+#if defined(STAGECRAFT_WITH_CUDA)
+  return false;
+#else
+  return true;
+#endif
+}
+
 void set_tf32(bool on) { at::globalContext().setAllowTF32CuBLAS(on); }
 
 void set_weight_copies(WeightCopies w) {

@@ -96,6 +96,10 @@ void preflight(const TrainOptions& opt, int world);
 // the development machine); otherwise, or without rank_main, each rank re-executes this program
 // with the same arguments `argv` (a fork of a threaded process could hang in its thread pools).
 int launch_local(int nproc, const std::vector<std::string>& argv, double timeout_s, const std::function<int()>& rank_main = {});
+// Whether launch_local's ranks may be plain forks of the launcher: not in a build with CUDA,
+// whose preflight may have initialised the driver (cudaGetDeviceCount), which a forked child
+// can no longer use; such ranks re-execute the program.
+bool fork_safe();
 
 // Runs training as one rank. Returns the process exit code (0 success); never hangs past
 // the timeout when a peer fails. Communication failures are reported naming the peer.
