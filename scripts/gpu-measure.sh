@@ -5,7 +5,9 @@
 # in bf16 (tokens/s, model FLOPs/s, allocator peak) and a layer profile on the GPU. Everything
 # it measures goes under $OUT (default out/gpu). Needs .deps/gpu from scripts/gpu-deps.sh.
 # Each step logs to $OUT/<step>.log and a failing step does not stop the later ones (device time
-# is scarce); the exit status is that of the first failure.
+# is scarce); the exit status is that of the first failure. The most wanted figures come first
+# (the bf16 run, its kinds, the closed loop), so that a call cut short at its limit still
+# brings them back; the report at the end can be rerun on the files: its Python reads $OUT only.
 # Usage: scripts/gpu-measure.sh [steps]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,9 +30,27 @@ python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch._C.
 cat "$out/gpu.csv" "$out/torch-version.txt"
 TARGETS="stagecraft test_runtime_train test_runtime_precision test_runtime_trace test_runtime_fast_paths test_runtime_lib" \
   step build 330 scripts/gpu-build.sh -DSTAGECRAFT_BUILD_BENCH=OFF -DSTAGECRAFT_WITH_CBC=OFF || exit "$status"
-step ctest 120 ctest --test-dir build-gpu -R 'RuntimePrecision|RuntimeTrain|RuntimeTrace|RuntimeFastPaths|RuntimeStoreBackend' --output-on-failure
+step ctest 150 ctest --test-dir build-gpu -j 6 -R 'RuntimePrecision|RuntimeTrain|RuntimeTrace|RuntimeFastPaths|RuntimeStoreBackend' --output-on-failure
 tail -3 "$out/ctest.log"
 bin=build-gpu/bin/stagecraft
+# Warm-up is the first step (mean_iteration_time_s leaves it out); the data are real tokens.
+step train-bf16 120 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 --microbatch-size 4 --microbatches 8 \
+  --steps "$steps" --log-every 5 --json "$out/train-gpt-1.4b-bf16.json" --trace "$out/train-gpt-1.4b-bf16.trace.json"
+# The same run with its products and attention cores timed by device events (train --op-times):
+# where each millisecond goes, beside the prediction's split (estimate --json compute_by_kind_s).
+step train-bf16-ops 120 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 --microbatch-size 4 \
+  --microbatches 8 --steps 10 --log-every 5 --op-times --json "$out/train-gpt-1.4b-bf16-ops.json"
+# The closed loop: the run's layer profiled under autocast, four configurations (microbatches of
+# 4 and 2, full recomputation, a materialized core) measured beside their profiled and analytic
+# predictions (scripts/closed-loop.sh, tested on the CPU with a small model).
+step closed-loop 240 scripts/closed-loop.sh $bin "$out" cuda experiments/gpu/gpt-1.4b-bf16-fused.json 1536 16 1024 50257 h100-ib-1024 4
+cat "$out/closed-loop.txt" 2>/dev/null
+# The fast paths' effects, each against the --op-times run (kept bf16 weights, foreach AdamW): bf16
+# weights cast at each use as autocast does, AdamW one parameter at a time, AdamW in one kernel.
+for v in "cast:--bf16-weights cast" "loop:--adamw loop" "fused:--adamw fused"; do
+  step "train-bf16-${v%%:*}" 60 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 \
+    --microbatch-size 4 --microbatches 8 --steps 4 --log-every 5 --op-times ${v#*:} --json "$out/train-gpt-1.4b-bf16-${v%%:*}.json"
+done
 # The store backend (docs/runtime.md "The store backend"): several ranks on the one GPU, tensors
 # through the job's TCP store. Its tests ran in the ctest step above (RuntimeStoreBackend:
 # collectives on CUDA tensors; tp 2 x pp 2, dp 2 with ZeRO 1 and MoE ep 2 against one rank);
@@ -49,29 +69,11 @@ print(f"largest relative difference {max(abs(x - y) / abs(x) for x, y in zip(a, 
       f"devices {one['ranks'][0]['device']} | {four['ranks'][0]['device']}; "
       f"{four['mean_iteration_time_s']*1e3:.1f} ms/step with 4 ranks, {one['mean_iteration_time_s']*1e3:.1f} with 1")
 PY
-# Warm-up is the first step (mean_iteration_time_s leaves it out); the data are real tokens.
-step train-bf16 120 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 --microbatch-size 4 --microbatches 8 \
-  --steps "$steps" --log-every 5 --json "$out/train-gpt-1.4b-bf16.json" --trace "$out/train-gpt-1.4b-bf16.trace.json"
-# The same run with its products and attention cores timed by device events (train --op-times):
-# where each millisecond goes, beside the prediction's split (estimate --json compute_by_kind_s).
-step train-bf16-ops 120 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 --microbatch-size 4 \
-  --microbatches 8 --steps 10 --log-every 5 --op-times --json "$out/train-gpt-1.4b-bf16-ops.json"
-# The fast paths' effects, each against the run above (kept bf16 weights, foreach AdamW): bf16
-# weights cast at each use as autocast does, AdamW one parameter at a time, AdamW in one kernel.
-for v in "cast:--bf16-weights cast" "loop:--adamw loop" "fused:--adamw fused"; do
-  step "train-bf16-${v%%:*}" 60 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 \
-    --microbatch-size 4 --microbatches 8 --steps 4 --log-every 5 --op-times ${v#*:} --json "$out/train-gpt-1.4b-bf16-${v%%:*}.json"
-done
 step train-fp32 90 $bin train --model gpt-1.4b --attention-kernel fused --backend nccl --precision fp32 --microbatch-size 4 --microbatches 8 \
   --steps 4 --log-every 5 --json "$out/train-gpt-1.4b-fp32.json"
 # fp32 with its products in TF32 on the tensor cores (train --tf32), against the plain fp32 run.
 step train-fp32-tf32 60 $bin train --model gpt-1.4b --attention-kernel fused --backend nccl --precision fp32 --tf32 --microbatch-size 4 \
   --microbatches 8 --steps 4 --log-every 5 --json "$out/train-gpt-1.4b-fp32-tf32.json"
-# The closed loop: the run's layer profiled under autocast, four configurations (microbatches of
-# 4 and 2, full recomputation, a materialized core) measured beside their profiled and analytic
-# predictions (scripts/closed-loop.sh, tested on the CPU with a small model).
-step closed-loop 240 scripts/closed-loop.sh $bin "$out" cuda experiments/gpu/gpt-1.4b-bf16-fused.json 1536 16 1024 50257 h100-ib-1024 4
-cat "$out/closed-loop.txt" 2>/dev/null
 # The prediction for the bf16 run (analytic, H100 SXM figures; the model as trained: fused
 # attention, fp32 gradients, experiments/gpu/gpt-1.4b-bf16-fused.json).
 $bin estimate --model experiments/gpu/gpt-1.4b-bf16-fused.json --cluster h100-ib-1024 --dp 1 --tp 1 --pp 1 --microbatch-size 4 \
