@@ -49,28 +49,21 @@ void set_autocast(c10::DeviceType t, bool on, torch::ScalarType dtype) {
                    ") has no CUDA; build against a CUDA LibTorch (docs/gpu.md)");
 }
 
-// The store backend's device: a GPU shared by local ranks in turn where this build and machine
-// have one (the point of the backend: several ranks on one GPU), else the CPU.
-torch::Device store_device(int local_rank) {
+}  // namespace
+
+// nccl: the GPU `local_rank % visible GPUs` (an error without one); store: the same GPU where
+// this build and machine have one (several ranks may share it: the point of the backend), else
+// the CPU; gloo: the CPU.
+torch::Device device_for_backend(const std::string& backend, int local_rank) {
+  if (backend != "nccl" && backend != "store") return torch::Device(torch::kCPU);
 #if defined(STAGECRAFT_WITH_CUDA)
   const int n = static_cast<int>(torch::cuda::device_count());
   if (n > 0) return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % n));
-#endif
-  (void)local_rank;
-  return torch::Device(torch::kCPU);
-}
-
-}  // namespace
-
-torch::Device device_for_backend(const std::string& backend, int local_rank) {
-  if (backend == "store") return store_device(local_rank);
-  if (backend != "nccl") return torch::Device(torch::kCPU);
-#if defined(STAGECRAFT_WITH_CUDA)
-  const int n = static_cast<int>(torch::cuda::device_count());
-  if (n == 0) throw InputError("--backend nccl: no CUDA GPU is visible on this machine");
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % n));
+  if (backend == "store") return torch::Device(torch::kCPU);
+  throw InputError("--backend nccl: no CUDA GPU is visible on this machine");
 #else
   (void)local_rank;
+  if (backend == "store") return torch::Device(torch::kCPU);
   no_cuda("--backend nccl");
 #endif
 }

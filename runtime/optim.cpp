@@ -39,18 +39,8 @@ struct Operands {
 };
 
 // AdamW's update (Loshchilov and Hutter, Algorithm 2; torch.optim.AdamW): decay, both moments,
-// then the bias-corrected step. `bc1` = 1 - beta1^t, `bc2_sqrt` = sqrt(1 - beta2^t).
-void update_loop(Operands& o, const AdamWOptions& a, double bc1, double bc2_sqrt) {
-  for (size_t k = 0; k < o.p.size(); ++k) {
-    o.p[k].mul_(1 - a.lr * a.weight_decay);
-    o.m[k].mul_(a.beta1).add_(o.g[k], 1 - a.beta1);
-    o.v[k].mul_(a.beta2).addcmul_(o.g[k], o.g[k], 1 - a.beta2);
-    torch::Tensor denom = (o.v[k].sqrt() / bc2_sqrt).add_(a.eps);
-    o.p[k].addcdiv_(o.m[k], denom, -a.lr / bc1);
-  }
-}
-
-// The same operations, each over every operand at once.
+// then the bias-corrected step, each operation over every operand at once (ATen's _foreach_*).
+// `bc1` = 1 - beta1^t, `bc2_sqrt` = sqrt(1 - beta2^t).
 void update_foreach(Operands& o, const AdamWOptions& a, double bc1, double bc2_sqrt) {
   at::_foreach_mul_(o.p, 1 - a.lr * a.weight_decay);
   at::_foreach_mul_(o.m, a.beta1);
@@ -61,6 +51,14 @@ void update_foreach(Operands& o, const AdamWOptions& a, double bc1, double bc2_s
   at::_foreach_div_(denom, bc2_sqrt);
   at::_foreach_add_(denom, a.eps);
   at::_foreach_addcdiv_(o.p, o.m, denom, -a.lr / bc1);
+}
+
+// The same update one parameter at a time (each operation launched per parameter).
+void update_loop(const Operands& o, const AdamWOptions& a, double bc1, double bc2_sqrt) {
+  for (size_t k = 0; k < o.p.size(); ++k) {
+    Operands one{{o.p[k]}, {o.g[k]}, {o.m[k]}, {o.v[k]}};
+    update_foreach(one, a, bc1, bc2_sqrt);
+  }
 }
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)

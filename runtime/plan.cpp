@@ -201,12 +201,12 @@ void preflight(const TrainOptions& opt, int world) {
   check_script(opt);
   if (opt.steps < 1) throw InputError("--steps = " + std::to_string(opt.steps) + " must be at least 1");
   if (opt.timeout_s <= 0) throw InputError("--timeout must be positive");
-  resolve_backend(opt.backend);
+  const std::string backend = resolve_backend(opt.backend);
   parse_precision(opt.precision);
   parse_weight_copies(opt.bf16_weights);
-  const torch::Device device = device_for_backend(resolve_backend(opt.backend), 0);
+  const torch::Device device = device_for_backend(backend, 0);
   if (opt.tf32 && !device.is_cuda())
-    throw InputError("--tf32: TF32 is a GPU tensor-core format and this run computes on the CPU (backend " + resolve_backend(opt.backend) +
+    throw InputError("--tf32: TF32 is a GPU tensor-core format and this run computes on the CPU (backend " + backend +
                      "); allowed on the CPU: without --tf32");
   if (parse_adamw_kernel(opt.adamw) == AdamWKernel::Fused && !fused_adamw_available(device))
     throw InputError("--adamw fused: this build's LibTorch (" TORCH_VERSION ") has no fused AdamW on " +

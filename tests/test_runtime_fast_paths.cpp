@@ -26,9 +26,9 @@ void expect_same_losses(const TrainRun& a, const TrainRun& b, double rel = 0) {
   }
 }
 
-// The same operations in the same order: bit for bit on the CPU (whose foreach ops loop over
-// the tensors); a GPU's multi-tensor kernels may contract a multiply-add the per-tensor ones do
-// not, so there to fp32 rounding.
+// The same operations in the same order, over one list or one parameter at a time: bit for bit
+// on the CPU (whose foreach ops loop over the tensors); on a GPU the multi-tensor kernels split
+// the lists into chunks of their own, so there to fp32 rounding.
 double adamw_tolerance(const TrainRun& r) {
   return r.cli.exit_code == 0 && r.summary["ranks"][0]["device"] == "cpu" ? 0.0 : 1e-6;
 }
