@@ -110,6 +110,17 @@ std::vector<Projection> attention_projections(const ModelSpec& m) {
   return out;
 }
 
+double attention_pair_share(const ModelSpec& m) {
+  const double s = m.seq_length, w = m.sliding_window;
+  if (m.sliding_window <= 0 || w >= s) return 1.0;
+  const double windowed = (2 * s * w - w * w) / (s * s);
+  const std::vector<int>& p = m.sliding_window_pattern;
+  if (p.empty()) return windowed;
+  double share = 0;
+  for (int l = 0; l < m.num_layers; ++l) share += p[static_cast<size_t>(l) % p.size()] != 0 ? windowed : 1.0;
+  return share / m.num_layers;
+}
+
 bool is_moe(const ModelSpec& m) { return m.num_experts > 0; }
 bool is_moe_layer(const ModelSpec& m, int layer) {
   if (!is_moe(m) || layer < m.dense_layers) return false;
@@ -183,6 +194,8 @@ nlohmann::json to_json(const ModelSpec& m) {
   for (auto [key, v] : {std::pair{"head_dim", m.head_dim}, {"v_head_dim", m.v_head_dim}, {"q_lora_rank", m.q_lora_rank},
                         {"kv_lora_rank", m.kv_lora_rank}, {"qk_rope_head_dim", m.qk_rope_head_dim}})
     if (v != 0) j[key] = v;
+  if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
+  if (!m.sliding_window_pattern.empty()) j["sliding_window_pattern"] = m.sliding_window_pattern;
   if (is_moe(m)) {
     j["num_experts"] = m.num_experts;
     j["experts_per_token"] = m.experts_per_token;
@@ -302,6 +315,8 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.q_lora_rank = r.opt<int>("q_lora_rank", 0);
   m.kv_lora_rank = r.opt<int>("kv_lora_rank", 0);
   m.qk_rope_head_dim = r.opt<int>("qk_rope_head_dim", 0);
+  m.sliding_window = r.opt<int>("sliding_window", 0);
+  m.sliding_window_pattern = r.opt<std::vector<int>>("sliding_window_pattern", {});
   m.num_experts = r.opt<int>("num_experts", 0);
   m.experts_per_token = r.opt<int>("experts_per_token", 0);
   m.expert_ffn_hidden_size = r.opt<int>("expert_ffn_hidden_size", 0);
@@ -429,6 +444,19 @@ void check_moe_pattern(const std::string& w, const ModelSpec& m) {
     bad(w, "moe_layer_pattern", text, "has no MoE layer (at least one 1; or num_experts 0 for a dense model)");
 }
 
+void check_window(const std::string& w, const ModelSpec& m) {
+  if (m.sliding_window < 0) bad(w, "sliding_window", std::to_string(m.sliding_window), "must be >= 0 (0: full attention)");
+  const std::vector<int>& p = m.sliding_window_pattern;
+  if (p.empty()) return;
+  if (m.sliding_window == 0)
+    bad(w, "sliding_window_pattern", std::to_string(p.size()) + " entries", "needs sliding_window > 0");
+  for (int x : p)
+    if (x != 0 && x != 1)
+      bad(w, "sliding_window_pattern", std::to_string(x), "holds 0 (full attention) or 1 (windowed) per layer");
+  if (static_cast<int>(p.size()) > m.num_layers)
+    bad(w, "sliding_window_pattern", std::to_string(p.size()) + " entries", "is longer than num_layers");
+}
+
 void check_moe(const std::string& w, const ModelSpec& m) {
   if (m.num_experts < 0) bad(w, "num_experts", std::to_string(m.num_experts), "must be >= 0 (0: a dense model)");
   if (!is_moe(m)) {
@@ -477,6 +505,7 @@ void check(const ModelSpec& m) {
     bad(w, "bytes_per_grad", std::to_string(m.bytes_per_grad), "allowed: 0 (as bytes_per_param), 2, 4");
   check_attention_shape(w, m);
   check_moe(w, m);
+  check_window(w, m);
   if (m.fp8 && m.bytes_per_activation != 2)
     bad(w, "fp8", "true with bytes_per_activation = " + std::to_string(m.bytes_per_activation),
         "FP8 products take 16-bit (bf16) activations as Transformer Engine's do: bytes_per_activation = 2");

@@ -66,6 +66,10 @@ struct ModelSpec {
   int kv_lora_rank = 0;           // MLA: width of the keys' and values' latent (down h -> kv_lora + d_rope,
                                   // up kv_lora -> a(d + d_v)); 0: no MLA
   int qk_rope_head_dim = 0;       // MLA: the rotary dims d_rope of each query and key head
+  int sliding_window = 0;         // > 0: windowed layers attend each query to at most this many keys
+                                  // (itself and the ones before it; Mistral, gpt-oss); 0: none
+  std::vector<int> sliding_window_pattern;  // layer i is windowed where pattern[i % P] is 1 (P its
+                                  // length); empty: every layer (gpt-oss: [1, 0], alternate layers)
   // Mixture of experts (docs/costmodel.md "Mixture of experts"; Shazeer et al., ICLR 2017; GShard,
   // Lepikhin et al., ICLR 2021; DeepSeekMoE, Dai et al., arXiv 2401.06066): the MLP of each MoE
   // layer is a router and E experts of which each token takes k, plus shared experts that every
@@ -281,6 +285,11 @@ struct Projection {
   bool row = false;        // split by rows (its input sharded): the output projection
 };
 std::vector<Projection> attention_projections(const ModelSpec& m);
+// The attention core's work over the full s x s count (the convention of the FLOPs here: 2 s^2
+// pairs' worth for causal decoders too), in the mean over the model's layers: 1 for full
+// attention; a windowed layer's queries attend min(i, w) keys, s w - w^2 / 2 of the causal s^2 / 2
+// pairs, (2 s w - w^2) / s^2 of the count (w < s). One rule for the FLOPs and the fused kernels.
+double attention_pair_share(const ModelSpec& m);
 // Mixture of experts: whether the model has experts, and whether transformer layer `layer` (0
 // first) is an MoE layer (the first dense_layers keep a dense MLP); MoE layers among layers
 // [first, first + n).

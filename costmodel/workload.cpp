@@ -202,8 +202,15 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   const double Th_outside = sp ? T * h / t : T * h;  // norms and residual adds: s/t of the sequence with sp
   const double resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
   // The attention core, forward: two batched products and the score traffic, or one kernel.
-  const CoreWork core = cp > 1 ? cp_core_work(k, bb, s, heads, d, w.causal, cp, dv)
-                                : attention_core_work(k, bb, s, heads, d, fused, w.causal, m.dropout, e, dv);
+  CoreWork core = cp > 1 ? cp_core_work(k, bb, s, heads, d, w.causal, cp, dv)
+                          : attention_core_work(k, bb, s, heads, d, fused, w.causal, m.dropout, e, dv);
+  if (fused) {  // sliding windows: a fused kernel skips the tiles outside the window (the mean layer's share)
+    const double share = attention_pair_share(m);
+    for (BlockWork* b : {&core.f, &core.i}) {
+      b->flash_flops *= share;
+      b->model_flops *= share;
+    }
+  }
   w.core = core;
   const BlockWork& core_f = core.f;
   const BlockWork& core_i = core.i;

@@ -117,3 +117,23 @@ TEST(PlanWorkload, EstimateCarriesTheWorkloadItPriced) {
   EXPECT_EQ(j["stages"].size(), 2u);
   EXPECT_EQ(j["stages"][0]["moe_layers"], 24);
 }
+
+// gpt-oss-120b (released config.json): 36 layers of 128 experts (3 x 2880 x 2880 each), router
+// 2880 x 128, attention 2880 x 4096 x 2 + 2 x 2880 x 512, norms 2 x 2880; embedding and head 2 x
+// 201,088 x 2880: 116,789,045,760 parameters (the model card: 116.8B). Every other layer attends
+// a 128-token window of its 4,096: (2 x 4096 x 128 - 128^2) / 4096^2 = 0.0615234375 of the full
+// count, the mean over the layers (0.0615234375 + 1) / 2; the core's FLOPs that share of
+// 2 s^2 a (d + d_v) = 2 x 4096^2 x 64 x 128.
+TEST(PlanWorkload, SlidingWindowLayersByHand) {
+  const ModelSpec m = load_model("gpt-oss-120b");
+  EXPECT_DOUBLE_EQ(flops::model_params(m), 116789045760.0);
+  EXPECT_DOUBLE_EQ(attention_pair_share(m), (0.0615234375 + 1) / 2);
+  EXPECT_DOUBLE_EQ(flops::layer_attention_forward_flops(m, 1), 2.0 * 4096 * 4096 * 64 * 128 * 0.530761718750);
+  ModelSpec full = m;
+  full.sliding_window = 0;
+  full.sliding_window_pattern.clear();
+  EXPECT_DOUBLE_EQ(attention_pair_share(full), 1.0);
+  ModelSpec bad = m;
+  bad.sliding_window_pattern = {1, 2};
+  EXPECT_NE(error_of([&] { check(bad); }).find("sliding_window_pattern"), std::string::npos);
+}
