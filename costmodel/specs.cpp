@@ -194,6 +194,7 @@ nlohmann::json to_json(const ModelSpec& m) {
   for (auto [key, v] : {std::pair{"head_dim", m.head_dim}, {"v_head_dim", m.v_head_dim}, {"q_lora_rank", m.q_lora_rank},
                         {"kv_lora_rank", m.kv_lora_rank}, {"qk_rope_head_dim", m.qk_rope_head_dim}})
     if (v != 0) j[key] = v;
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
   if (!m.sliding_window_pattern.empty()) j["sliding_window_pattern"] = m.sliding_window_pattern;
   if (is_moe(m)) {
@@ -315,6 +316,7 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.q_lora_rank = r.opt<int>("q_lora_rank", 0);
   m.kv_lora_rank = r.opt<int>("kv_lora_rank", 0);
   m.qk_rope_head_dim = r.opt<int>("qk_rope_head_dim", 0);
+  m.mtp_layers = r.opt<int>("mtp_layers", 0);
   m.sliding_window = r.opt<int>("sliding_window", 0);
   m.sliding_window_pattern = r.opt<std::vector<int>>("sliding_window_pattern", {});
   m.num_experts = r.opt<int>("num_experts", 0);
@@ -445,6 +447,8 @@ void check_moe_pattern(const std::string& w, const ModelSpec& m) {
 }
 
 void check_window(const std::string& w, const ModelSpec& m) {
+  if (m.mtp_layers < 0 || m.mtp_layers > 8)
+    bad(w, "mtp_layers", std::to_string(m.mtp_layers), "must be in [0, 8] (0: no multi-token prediction)");
   if (m.sliding_window < 0) bad(w, "sliding_window", std::to_string(m.sliding_window), "must be >= 0 (0: full attention)");
   const std::vector<int>& p = m.sliding_window_pattern;
   if (p.empty()) return;

@@ -66,6 +66,10 @@ struct ModelSpec {
   int kv_lora_rank = 0;           // MLA: width of the keys' and values' latent (down h -> kv_lora + d_rope,
                                   // up kv_lora -> a(d + d_v)); 0: no MLA
   int qk_rope_head_dim = 0;       // MLA: the rotary dims d_rope of each query and key head
+  int mtp_layers = 0;             // multi-token prediction modules (DeepSeek-V3, arXiv 2412.19437 Sec.
+                                  // 2.2; Megatron-Core --mtp-num-layers), each a transformer layer (of
+                                  // the last layer's kind), a (2h -> h) projection, two norms and the
+                                  // shared head's logits and loss again, on the last pipeline stage
   int sliding_window = 0;         // > 0: windowed layers attend each query to at most this many keys
                                   // (itself and the ones before it; Mistral, gpt-oss); 0: none
   std::vector<int> sliding_window_pattern;  // layer i is windowed where pattern[i % P] is 1 (P its
