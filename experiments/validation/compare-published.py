@@ -48,7 +48,10 @@ PRESETS = os.path.join("..", "..", "costmodel", "presets", "clusters")
 CLUSTERS = {"A100-SXM4-80GB": "dgx-a100-80gb.json",  # the GPU as published -> cluster file here
             "H100-SXM5-80GB": os.path.join(PRESETS, "h100-ib-1024.json"),
             "H100-HBM2e-96GB-500W": "grand-teton-h100-96gb.json",  # torchtitan's Grand Teton hosts
-            "B200-SXM-180GB": os.path.join(PRESETS, "b200-ib-1024.json")}
+            "B200-SXM-180GB": os.path.join(PRESETS, "b200-ib-1024.json"),
+            "GB200-NVL72-186GB": os.path.join(PRESETS, "gb200-nvl72-1152.json"),
+            "GB300-NVL72-288GB": os.path.join(PRESETS, "gb300-nvl72-1152.json")}
+NVL72 = ("GB200-NVL72-186GB", "GB300-NVL72-288GB")
 # The precisions a run can state and the flags that price them ("fp8": per-tensor scaling).
 PRECISIONS = {"bf16": [], "fp8": ["--fp8"]}
 # The attention backend a recipe runs -> the kernel set it names (costmodel/presets/stacks): TE's
@@ -98,7 +101,16 @@ def estimate(binary, run, extra, tmp):
         if run.get(k) is None and k in DEFAULTS:
             run[k] = DEFAULTS[k]
     cluster = load_cluster(os.path.join(HERE, RUN_CLUSTERS.get(run["id"], CLUSTERS[run["gpu"]])))
-    cluster["nodes"] = run["gpus"] // cluster["gpus_per_node"]
+    if run["gpu"] in NVL72:
+        # How many of a rack's 72 GPUs the job uses: Megatron-Bridge's Slurm launcher places jobs of
+        # 4-GPU trays in segments of all its trays up to 18, else the largest divisor of the tray
+        # count up to 18 (scripts/performance/utils/executors.py at 6e16ebfa): 256 GPUs as 4 racks of 64.
+        trays = run["gpus"] // 4
+        segment = trays if trays <= 18 else max(d for d in range(1, 19) if trays % d == 0)
+        cluster["gpus_used_per_node"] = 4 * segment
+        cluster["nodes"] = trays // segment
+    else:
+        cluster["nodes"] = run["gpus"] // cluster["gpus_per_node"]
     if CONSTANT_EFFICIENCY:
         cluster["gpu_sms"] = 0
         cluster.pop("gpu_boost_clock_mhz", None)  # the clocks belong to compute by shape
