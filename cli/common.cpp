@@ -33,6 +33,13 @@ std::string wrap_text(const std::string& text, std::size_t width) {
   return out + line;
 }
 
+std::string wrap_text(const std::string& text, std::size_t width, const std::string& indent) {
+  const std::string w = wrap_text(text, width > indent.size() + 20 ? width - indent.size() : 20);
+  std::string out = indent;
+  for (char ch : w) out += ch == '\n' ? "\n" + indent : std::string(1, ch);
+  return out;
+}
+
 std::string WrappingFormatter::make_option_desc(const CLI::Option* opt) const {
   return wrap_text(CLI::Formatter::make_option_desc(opt), kHelpWidth - get_column_width());
 }
@@ -234,6 +241,9 @@ void add_model_flags(CLI::App* app, ModelFlags& f) {
   app->add_flag("--fp8", f.fp8,
                 "the transformer layers' linear products in FP8 as Transformer Engine runs them (a GPU with FP8 and a "
                 "16-bit model; docs/costmodel.md \"FP8\")");
+  app->add_option("--fp8-recipe", f.fp8_recipe,
+                  "FP8 (as --fp8) with this scaling recipe: delayed (TE's default), current (tensor-wise), blockwise "
+                  "(1x128 and 128x128 blocks) or mxfp8 (block 32; Blackwell); docs/costmodel.md \"FP8 recipes\"");
   app->add_option("--seq-length", f.seq_length, "tokens per sample, in place of the model's seq_length (e.g. 32768)");
 }
 
@@ -241,13 +251,17 @@ void apply_model_flags(costmodel::ModelSpec& m, const ModelFlags& f) {
   if (!f.attention_kernel.empty()) m.attention_kernel = costmodel::parse_attention_kernel(f.attention_kernel, "--attention-kernel");
   if (f.no_dropout) m.dropout = false;
   if (f.fp8) m.fp8 = true;
+  if (!f.fp8_recipe.empty()) {
+    m.fp8 = true;
+    m.fp8_recipe = costmodel::parse_fp8_recipe(f.fp8_recipe, "--fp8-recipe");
+  }
   if (f.seq_length) m.seq_length = *f.seq_length;
   costmodel::check(m);
 }
 
 void refuse_model_flags_for_graph(const std::string& model, const ModelFlags& f) {
   if (!f.any()) return;
-  const char* flag = f.fp8 ? "--fp8" : f.no_dropout ? "--no-dropout" : f.seq_length ? "--seq-length" : "--attention-kernel";
+  const char* flag = f.fp8 ? "--fp8" : !f.fp8_recipe.empty() ? "--fp8-recipe" : f.no_dropout ? "--no-dropout" : f.seq_length ? "--seq-length" : "--attention-kernel";
   throw InputError(std::string(flag) + " with a graph (--model " + model +
                    "): the graph's nodes say what they compute and keep (saved_bytes)");
 }
