@@ -11,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "costmodel/gpus.h"
 #include "costmodel/presets.h"
 #include "costmodel/stack.h"
 #include "graphs/estimate.h"
@@ -127,6 +128,10 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   if (with_cluster) add_nodes_flag(app, f.nodes);
   if (with_cluster)
     app->add_option("--profile", f.profile, "profile JSON from `stagecraft profile`: measured costs instead of the analytic model");
+  if (with_cluster)
+    app->add_option("--gpu-calibration", f.gpu_calibration,
+                    "GPU calibration JSON (a sustained GEMM sweep, scripts/gpu-measure.sh): its measured efficiency in "
+                    "place of the catalog's efficiency and clock ratio (docs/costmodel.md \"GPU calibration\")");
   add_schedule_param_flags(app, f.params);
 }
 
@@ -278,6 +283,9 @@ Inputs resolve(const PlanFlags& f) {
   if (in.graph) refuse_model_flags_for_graph(f.model, f.model_flags);
   in.model = in.graph ? graphs::model_of(*in.graph) : load_model_flags(f);
   in.cluster = costmodel::load_cluster(f.cluster);
+  if (!f.gpu_calibration.empty())
+    costmodel::apply_gpu_calibration(in.cluster, schedules::read_json_file(f.gpu_calibration, "--gpu-calibration"),
+                                     f.gpu_calibration);
   apply_memory_margin(in.cluster, f.memory_margin);
   apply_nodes(in.cluster, f.nodes);
   in.plan = resolve_plan(f, in.cluster.num_gpus(), "GPUs of cluster '" + in.cluster.name + "'");

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <sstream>
+#include <tuple>
 
+#include "costmodel/json_reader.h"
 #include "costmodel/presets.h"
 #include "schedules/error.h"
 #include "schedules/json_read.h"
@@ -94,6 +96,51 @@ std::string clock_line(const ClusterSpec& c) {
     << c.sustained_clock_share() << " of the measured rate; "
     << (c.clock_calibration.empty() ? "stated by cluster '" + c.name + "' (compute_source)" : c.clock_calibration);
   return o.str();
+}
+
+}  // namespace stagecraft::costmodel
+
+namespace stagecraft::costmodel {
+
+void apply_gpu_calibration(ClusterSpec& c, const nlohmann::json& j, const std::string& what) {
+  Reader r(j, "gpu calibration " + what);
+  const std::string gpu = r.req<std::string>("gpu");
+  const double eff = r.req<double>("gemm_max_efficiency");
+  const double fp8 = r.opt<double>("gemm_max_efficiency_fp8", 0.0);
+  const double mem = r.opt<double>("memory_efficiency", 0.0);
+  const double clock = r.opt<double>("sm_clock_mhz", 0.0);
+  r.opt<double>("measured_tflops", 0.0);
+  r.opt<nlohmann::json>("shapes", nlohmann::json());
+  const std::string source = r.req<std::string>("source");
+  r.done();
+  const std::string w = "gpu calibration " + what + ": ";
+  if (c.gpu.empty() || gpu != c.gpu)
+    throw InputError(w + "gpu = \"" + gpu + "\" is invalid (cluster '" + c.name + "' " +
+                     (c.gpu.empty() ? "names no catalog GPU" : "has " + c.gpu) + "; a calibration applies to the GPU it was measured on)");
+  if (c.gpu_sms == 0)
+    throw InputError(w + "cluster '" + c.name + "' prices compute at a flat rate (gpu_sms = 0); a calibration replaces "
+                     "the efficiency of compute by shape");
+  for (auto [field, v, given] : {std::tuple{"gemm_max_efficiency", eff, true}, {"gemm_max_efficiency_fp8", fp8, fp8 != 0},
+                                 {"memory_efficiency", mem, mem != 0}})
+    if (given && !(v > 0 && v <= 1)) {
+      std::ostringstream o;
+      o << v;
+      throw InputError(w + field + " = " + o.str() + " is invalid (must be in (0, 1]: a share of the dense peak)");
+    }
+  c.gemm_max_efficiency = eff;
+  if (fp8 > 0) c.gemm_max_efficiency_fp8 = fp8;
+  if (mem > 0) c.memory_efficiency = mem;
+  c.gpu_boost_clock_mhz = c.gpu_sustained_clock_mhz = 0;  // the measured rate is at the clock the GPU held
+  std::ostringstream o;
+  o << "measured, " << what << ": sustained GEMM rate";
+  if (clock > 0) o << " at " << clock << " MHz";
+  o << " (" << source << ")";
+  c.clock_calibration = o.str();
+  const std::vector<std::string> replaced = {"gemm_max_efficiency", "gpu_boost_clock_mhz", "gpu_sustained_clock_mhz",
+                                             fp8 > 0 ? "gemm_max_efficiency_fp8" : "", mem > 0 ? "memory_efficiency" : ""};
+  auto& a = c.gpu_assumed;
+  a.erase(std::remove_if(a.begin(), a.end(), [&](const auto& x) { return std::count(replaced.begin(), replaced.end(), x.first) > 0; }),
+          a.end());
 }
 
 }  // namespace stagecraft::costmodel

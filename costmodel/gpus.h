@@ -42,4 +42,14 @@ std::vector<std::pair<std::string, std::string>> used_assumptions(const ClusterS
 // and the share of the measured rate, or why there is none.
 std::string clock_line(const ClusterSpec& c);
 
+// A GPU calibration (`estimate --gpu-calibration F`; written by `profile --gemm-calibration` on
+// a GPU): the GEMM rate measured over seconds of back-to-back products, so at the clock the GPU
+// holds, as a share of the dense bf16 peak, in place of the catalog's gemm_max_efficiency and
+// clock ratio (both clocks become 0: the measurement includes the clock). Fields: "gpu" (the
+// catalog GPU it was measured on; must be the cluster's), "gemm_max_efficiency" in (0, 1],
+// optional "gemm_max_efficiency_fp8" and "memory_efficiency", optional "sm_clock_mhz" (the
+// clock observed, for the record), optional "measured_tflops", "shapes" (what was swept) and
+// "source" (required). InputError naming the field; `what` names the file.
+void apply_gpu_calibration(ClusterSpec& c, const nlohmann::json& calibration, const std::string& what);
+
 }  // namespace stagecraft::costmodel

@@ -254,6 +254,11 @@ nlohmann::json to_json(const ClusterSpec& c) {
           {"bus_efficiency_source", c.bus_efficiency_source},
           {"memory_margin", c.memory_margin},
           {"source", c.source}};
+  if (c.node_gpus > 0) {  // as the file says it: the installed node and what a job uses of it
+    j["gpus_per_node"] = c.node_gpus;
+    j["nics_per_node"] = c.node_nics;
+    j["gpus_used_per_node"] = c.gpus_per_node;
+  }
   if (!c.gpu.empty()) j["gpu"] = c.gpu;
   if (c.gpu_mxfp8_peak_flops_per_s > 0) j["gpu_mxfp8_peak_flops_per_s"] = c.gpu_mxfp8_peak_flops_per_s;
   if (c.gpu_fp4_peak_flops_per_s > 0) j["gpu_fp4_peak_flops_per_s"] = c.gpu_fp4_peak_flops_per_s;
@@ -377,6 +382,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& given) {
   c.name = r.opt<std::string>("name", "custom");
   c.nodes = r.req<int>("nodes");
   c.gpus_per_node = r.req<int>("gpus_per_node");
+  const int used_per_node = r.opt<int>("gpus_used_per_node", 0);
   c.gpu = r.opt<std::string>("gpu", "");
   c.gpu_name = r.opt<std::string>("gpu_name", "");
   c.gpu_peak_flops_per_s = r.req<double>("gpu_peak_flops_per_s");
@@ -417,6 +423,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& given) {
   c.source = r.opt<std::string>("source", "");
   r.done();
   require_gpu_fields(j, c);
+  if (used_per_node != 0 && c.gpus_per_node > 0 && c.nics_per_node > 0)
+    set_gpus_used_per_node(c, used_per_node, "cluster.gpus_used_per_node");
   for (const AssumedFigure& a : assumed_figures(j)) c.gpu_assumed.emplace_back(a.field, a.note);
   if (!c.gpu.empty() && !given.contains("clock_calibration") && given.contains("gpu_sustained_clock_mhz") &&
       given.at("gpu_sustained_clock_mhz") != gpu_entry(c.gpu).value("gpu_sustained_clock_mhz", nlohmann::json()))
@@ -758,6 +766,26 @@ void set_nodes(ClusterSpec& c, int nodes, const std::string& field) {
   if (nodes == c.nodes) return;
   c.name += " (" + std::to_string(nodes) + " nodes)";
   c.nodes = nodes;
+}
+
+void set_gpus_used_per_node(ClusterSpec& c, int used, const std::string& field) {
+  const int gpus = c.node_gpus > 0 ? c.node_gpus : c.gpus_per_node, nics = c.node_nics > 0 ? c.node_nics : c.nics_per_node;
+  if (used < 0 || used > gpus)
+    throw InputError(field + " = " + std::to_string(used) + " is invalid (must be in [1, " + std::to_string(gpus) +
+                     "], the GPUs of one node of cluster '" + c.name + "', or 0 for all of them)");
+  if (used == 0 || used == gpus) {
+    c.gpus_per_node = gpus;
+    c.nics_per_node = nics;
+    c.node_gpus = c.node_nics = 0;
+    return;
+  }
+  c.node_gpus = gpus;
+  c.node_nics = nics;
+  c.gpus_per_node = used;
+  c.nics_per_node = std::max(1, nics * used / gpus);
+  if (c.fast_group_size > 1 && used % c.fast_group_size != 0)
+    throw InputError(field + " = " + std::to_string(used) + " is invalid (must be a multiple of fast_group_size = " +
+                     std::to_string(c.fast_group_size) + ")");
 }
 
 void set_memory_margin(ClusterSpec& c, double margin, const std::string& field) {

@@ -104,6 +104,11 @@ struct ClusterSpec {
   std::string name;
   int nodes = 0;
   int gpus_per_node = 0;
+  int gpus_used_per_node = 0;           // > 0: a job uses this many of each node's GPUs (an NVL72 rack's
+                                        // 64 of 72, say); gpus_per_node and nics_per_node then hold
+                                        // what the job uses, node_gpus and node_nics what is installed
+  int node_gpus = 0;                    // GPUs installed per node when gpus_used_per_node > 0, else 0
+  int node_nics = 0;                    // NICs installed per node when gpus_used_per_node > 0, else 0
   std::string gpu;                      // the catalog GPU it names (costmodel/presets/gpus/); "" when
                                         // the cluster states every GPU field itself
   std::string gpu_name;
@@ -356,6 +361,11 @@ void check_fp8(const ModelSpec& m, const ClusterSpec& c);
 // The same cluster with `nodes` nodes (a preset scaled out or in; each node and the network keep
 // their figures; the name says so). InputError naming `field` when nodes < 1.
 void set_nodes(ClusterSpec& c, int nodes, const std::string& field);
+// A job that uses `used` of each node's GPUs (ClusterSpec::gpus_used_per_node; an NVL72 rack of
+// which a job takes 64): the node then has `used` GPUs and their share of its NICs, one at least
+// (NICs serve the GPUs beside them, as a GB200 compute tray's four NICs its four GPUs); 0 or the
+// node's size: all of them. InputError naming `field` outside [0, installed GPUs].
+void set_gpus_used_per_node(ClusterSpec& c, int used, const std::string& field);
 // The fraction of GPU memory a plan leaves free (ClusterSpec::memory_margin); InputError naming
 // `field` outside [0, 1).
 void set_memory_margin(ClusterSpec& c, double margin, const std::string& field);

@@ -7,6 +7,7 @@
 
 #include "costmodel/gpus.h"
 #include "costmodel/presets.h"
+#include "costmodel/shape.h"
 #include "helpers.h"
 
 using namespace stagecraft::costmodel;
@@ -192,4 +193,70 @@ TEST(GpuCatalog, ShortClusterFile) {
   EXPECT_EQ(c.sustained_clock_share(), p.sustained_clock_share());
   EXPECT_EQ(c.gemm_max_efficiency_fp8, p.gemm_max_efficiency_fp8);
   EXPECT_EQ(to_json(cluster_from_json(to_json(c))), to_json(c));  // round trip
+}
+
+// A calibration file written by hand (what `profile --gemm-calibration` writes on a GPU): its
+// sustained efficiency replaces the catalog's efficiency and clock ratio. One 8192^3 bf16 GEMM on
+// an H100 (132 SMs, 128x256 tiles: 64 x 32 = 2,048 tiles in 16 waves of 132, wave use 2048/2112):
+// before, 2 x 8192^3 / (989e12 x 0.80 x 1575/1980 x 2048/2112) = 1.802 ms; calibrated at 0.70,
+// 2 x 8192^3 / (989e12 x 0.70 x 2048/2112) = 1.638 ms (compute-bound: its 403 MB take 0.13 ms).
+TEST(GpuCatalog, CalibrationFileReplacesEfficiencyAndClock) {
+  ClusterSpec c = load_cluster("h100-ib-1024");
+  const double n = 8192, flops = 2 * n * n * n, waves = 2048.0 / 2112;
+  EXPECT_NEAR(shape::gemm_s(c, n, n, n, 1, 2, c.sustained_clock_share()), flops / (989e12 * 0.8 * 1575 / 1980 * waves), 1e-12);
+  const nlohmann::json cal = {{"gpu", "h100-sxm"}, {"gemm_max_efficiency", 0.7}, {"sm_clock_mhz", 1600},
+                              {"source", "written by hand for this test"}};
+  apply_gpu_calibration(c, cal, "hand.json");
+  EXPECT_EQ(c.sustained_clock_share(), 1.0);
+  EXPECT_NEAR(shape::gemm_s(c, n, n, n, 1, 2, c.sustained_clock_share()), flops / (989e12 * 0.7 * waves), 1e-12);
+  EXPECT_NEAR(flops / (989e12 * 0.7 * waves), 1.6378e-3, 1e-7);
+  EXPECT_NE(clock_line(c).find("measured, hand.json: sustained GEMM rate at 1600 MHz"), std::string::npos) << clock_line(c);
+  EXPECT_FALSE(has_field(c.gpu_assumed, "gpu_sustained_clock_mhz"));
+  // On another GPU, or out of range: refused naming the field.
+  ClusterSpec b = load_cluster("b200-ib-1024");
+  EXPECT_NE(error_of([&] { apply_gpu_calibration(b, cal, "hand.json"); }).find("gpu = \"h100-sxm\" is invalid (cluster 'b200-ib-1024' has b200"),
+            std::string::npos);
+  nlohmann::json bad = cal;
+  bad["gemm_max_efficiency"] = 1.3;
+  ClusterSpec h = load_cluster("h100-ib-1024");
+  EXPECT_NE(error_of([&] { apply_gpu_calibration(h, bad, "hand.json"); }).find("gemm_max_efficiency = 1.3 is invalid"), std::string::npos);
+  bad.erase("source");
+  EXPECT_NE(error_of([&] { apply_gpu_calibration(h, bad, "hand.json"); }).find("source is missing"), std::string::npos);
+}
+
+// GB300 NVL72 (catalog gb300 and the cluster preset): NVIDIA's figures per GPU (rack figures over
+// 72 GPUs, halved from sparse: 360 PFLOP/s bf16 and 720 FP8 with sparsity per rack give 2.5 and
+// 5 PFLOP/s dense per GPU; 288 GB at 8 TB/s, 160 SMs: NVIDIA's Blackwell Ultra blog).
+TEST(GpuCatalog, Gb300Preset) {
+  const ClusterSpec c = load_cluster("gb300-nvl72-1152");
+  EXPECT_EQ(c.gpu, "gb300");
+  EXPECT_EQ(c.gpu_peak_flops_per_s, 360e15 / 72 / 2);
+  EXPECT_EQ(c.gpu_fp8_peak_flops_per_s, 720e15 / 72 / 2);
+  EXPECT_EQ(c.gpu_mxfp8_peak_flops_per_s, 5e15);
+  EXPECT_EQ(c.gpu_memory_bytes, 288e9);
+  EXPECT_EQ(c.gpu_memory_bandwidth_Bps, 8e12);
+  EXPECT_EQ(c.gpu_sms, 160);
+  EXPECT_EQ(c.num_gpus(), 16 * 72);
+  EXPECT_EQ(c.inter_node_bandwidth_Bps, 100e9);  // one 800 Gb/s ConnectX-8 per GPU
+  EXPECT_TRUE(has_field(c.gpu_assumed, "gemm_max_efficiency"));
+}
+
+// A job on NVL72 racks that uses 64 of each rack's 72 GPUs: the node (rack) has 64 GPUs and the
+// NICs beside them (one per GPU: 64), 16 racks give 1,024 GPUs.
+TEST(GpuCatalog, GpusUsedPerRack) {
+  nlohmann::json j = to_json(load_cluster("gb200-nvl72-1152"));
+  j["gpus_used_per_node"] = 64;
+  const ClusterSpec c = cluster_from_json(j);
+  EXPECT_EQ(c.gpus_per_node, 64);
+  EXPECT_EQ(c.nics_per_node, 64);
+  EXPECT_EQ(c.node_gpus, 72);
+  EXPECT_EQ(c.num_gpus(), 1024);
+  EXPECT_EQ(to_json(cluster_from_json(to_json(c))), to_json(c));
+  EXPECT_EQ(to_json(c).at("gpus_per_node"), 72);
+  ClusterSpec all = c;
+  set_gpus_used_per_node(all, 0, "gpus_used_per_node");
+  EXPECT_EQ(all.num_gpus(), 1152);
+  j["gpus_used_per_node"] = 73;
+  EXPECT_NE(error_of([&] { cluster_from_json(j); }).find("cluster.gpus_used_per_node = 73 is invalid (must be in [1, 72]"),
+            std::string::npos);
 }
