@@ -91,9 +91,11 @@ std::string clock_line(const ClusterSpec& c) {
     if (!c.clock_calibration.empty()) o << " (" << c.clock_calibration << ")";
     return o.str();
   }
-  o.precision(3);
-  o << c.gpu_sustained_clock_mhz << " of " << c.gpu_boost_clock_mhz << " MHz, compute-bound kernels at "
-    << c.sustained_clock_share() << " of the measured rate; "
+  std::ostringstream share;
+  share.precision(3);
+  share << c.sustained_clock_share();
+  o << c.gpu_sustained_clock_mhz << " of " << c.gpu_boost_clock_mhz << " MHz, compute-bound kernels at " << share.str()
+    << " of the measured rate; "
     << (c.clock_calibration.empty() ? "stated by cluster '" + c.name + "' (compute_source)" : c.clock_calibration);
   return o.str();
 }

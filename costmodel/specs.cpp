@@ -427,7 +427,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& given) {
     set_gpus_used_per_node(c, used_per_node, "cluster.gpus_used_per_node");
   for (const AssumedFigure& a : assumed_figures(j)) c.gpu_assumed.emplace_back(a.field, a.note);
   if (!c.gpu.empty() && !given.contains("clock_calibration") && given.contains("gpu_sustained_clock_mhz") &&
-      given.at("gpu_sustained_clock_mhz") != gpu_entry(c.gpu).value("gpu_sustained_clock_mhz", nlohmann::json()))
+      c.gpu_sustained_clock_mhz != gpu_entry(c.gpu).value("gpu_sustained_clock_mhz", 0.0))
     c.clock_calibration = "cluster '" + c.name + "' states its own clocks (see its compute_source)";
   check(c);
   return c;
