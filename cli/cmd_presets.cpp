@@ -82,7 +82,8 @@ void run(const PresetsOpts& o) {
   for (const auto& n : gpu_preset_names()) {
     const nlohmann::json g = gpu_entry(n);
     auto num = [&](const char* f) { return g.value(f, 0.0); };
-    gpus.push_back({n, g.value("gpu_name", ""), fmt_num(num("gpu_peak_flops_per_s") / 1e12, 0),
+    const double tf = num("gpu_peak_flops_per_s") / 1e12;
+    gpus.push_back({n, g.value("gpu_name", ""), fmt_num(tf, tf < 10 ? 2 : 0),
                     num("gpu_fp8_peak_flops_per_s") > 0 ? fmt_num(num("gpu_fp8_peak_flops_per_s") / 1e12, 0) : "-",
                     fmt_bytes(num("gpu_memory_bytes")), fmt_num(num("gpu_memory_bandwidth_Bps") / 1e12, 2) + " TB/s",
                     num("gpu_sms") > 0 ? fmt_num(num("gpu_sms"), 0) : "flat",

@@ -34,7 +34,7 @@ TEST(GpuCli, EstimateListsClockAndAssumedFigures) {
   EXPECT_NE(r.out.find("  gpu: b200 (catalog;"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  clock: 1575 of 1980 MHz, compute-bound kernels at 0.795 of the measured rate; b200-assumed"),
             std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("  assumed, not measured: gemm_tile_m 128, gemm_max_efficiency 0.8, memory_efficiency 0.9"), std::string::npos)
+  EXPECT_NE(r.out.find("  assumed, not measured: gemm_max_efficiency 0.8, gemm_tile_m 128, gpu_boost_clock_mhz 1980.0"), std::string::npos)
       << r.out;
   r = run_cli("estimate --cluster h100-ib-1024 --json" + plan);
   ASSERT_EQ(r.exit_code, 0) << r.err;
