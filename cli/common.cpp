@@ -129,6 +129,9 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   if (with_cluster)
     app->add_option("--profile", f.profile, "profile JSON from `stagecraft profile`: measured costs instead of the analytic model");
   if (with_cluster)
+    app->add_option("--gpus-used-per-node", f.gpus_used_per_node,
+                    "GPUs a job uses of each node, with their share of its NICs (e.g. 64 of an NVL72 rack's 72; 0: all)");
+  if (with_cluster)
     app->add_option("--gpu-calibration", f.gpu_calibration,
                     "GPU calibration JSON (a sustained GEMM sweep, scripts/gpu-measure.sh): its measured efficiency in "
                     "place of the catalog's efficiency and clock ratio (docs/costmodel.md \"GPU calibration\")");
@@ -288,6 +291,7 @@ Inputs resolve(const PlanFlags& f) {
                                      f.gpu_calibration);
   apply_memory_margin(in.cluster, f.memory_margin);
   apply_nodes(in.cluster, f.nodes);
+  if (f.gpus_used_per_node) costmodel::set_gpus_used_per_node(in.cluster, *f.gpus_used_per_node, "--gpus-used-per-node");
   in.plan = resolve_plan(f, in.cluster.num_gpus(), "GPUs of cluster '" + in.cluster.name + "'");
   if (!in.graph) costmodel::check_fit(in.model, in.cluster, in.plan);  // a graph: graphs::estimate_graph checks its own
   if (!f.profile.empty()) in.profile = costmodel::load_profile(f.profile);

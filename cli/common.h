@@ -71,6 +71,7 @@ struct PlanFlags {
   std::optional<double> grad_bucket_mb;   // bucket size in MiB (default: the plan's, else 25)
   ScheduleParamFlags params;      // --waves, --segments, --alpha1, --param
   std::string profile;            // measured costs (stagecraft profile) instead of the analytic model
+  std::optional<int> gpus_used_per_node;  // GPUs a job uses of each node (an NVL72 rack's 64 of 72)
   std::string gpu_calibration;    // a GPU calibration file: measured GEMM efficiency in place of the
                                   // catalog's efficiency and clock (costmodel/gpus.h)
   std::optional<double> memory_margin;  // overrides the cluster's memory_margin

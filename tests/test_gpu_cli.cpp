@@ -102,3 +102,14 @@ TEST(GpuCli, GemmCalibrationNeedsCuda) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--gpu is required"), std::string::npos) << r.err;
 }
+
+// A job using 64 of each NVL72 rack's 72 GPUs: 16 racks give 1,024 GPUs.
+TEST(GpuCli, GpusUsedPerNode) {
+  const std::string plan = " --model llama3-8b --attention-kernel fused --dp 128 --tp 8 --pp 1 --microbatches 1";
+  auto r = run_cli("estimate --cluster gb300-nvl72-1152 --gpus-used-per-node 64" + plan);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("on cluster gb300-nvl72-1152 (1024 x GB300"), std::string::npos) << r.out;
+  r = run_cli("estimate --cluster gb300-nvl72-1152 --gpus-used-per-node 73" + plan);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--gpus-used-per-node = 73 is invalid (must be in [1, 72]"), std::string::npos) << r.err;
+}
