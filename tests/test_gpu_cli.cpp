@@ -22,7 +22,7 @@ TEST(GpuCli, PresetsListAndShowGpus) {
   EXPECT_NE(r.out.find("gb300"), std::string::npos);
   r = run_cli("presets --show b200");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("gpu_peak_flops_per_s = 2250000000000000.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gpu_peak_flops_per_s = 2.25e+15"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("source: NVIDIA GB200 NVL72 / HGX B200 specifications"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ASSUMED: the H100 SXM's measured share (0.80)"), std::string::npos) << r.out;
 }
@@ -66,8 +66,9 @@ TEST(GpuCli, GpuCalibrationFlag) {
   write(path, R"({"gpu": "h100-sxm", "gemm_max_efficiency": 0.7, "source": "by hand"})");
   auto r = run_cli("estimate --cluster h100-ib-1024 --model gpt3-7.5b --dp 1 --tp 8 --pp 1 --microbatches 1 --gpu-calibration " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("clock: none: compute-bound kernels at the clock of the measurements (measured, " + path), std::string::npos)
+  EXPECT_NE(r.out.find("clock: none: compute-bound kernels at the clock of the measurements (measured,"), std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("h100-cal.json: sustained GEMM rate (by hand)"), std::string::npos) << r.out;
   r = run_cli("estimate --cluster b200-ib-1024 --model gpt3-7.5b --dp 1 --tp 8 --pp 1 --microbatches 1 --gpu-calibration " + path);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("gpu = \"h100-sxm\" is invalid"), std::string::npos) << r.err;
