@@ -83,14 +83,15 @@ void run(const PresetsOpts& o) {
     const nlohmann::json g = gpu_entry(n);
     auto num = [&](const char* f) { return g.value(f, 0.0); };
     const double tf = num("gpu_peak_flops_per_s") / 1e12;
-    gpus.push_back({n, g.value("gpu_name", ""), fmt_num(tf, tf < 10 ? 2 : 0),
+    const std::string name = g.value("gpu_name", "");
+    gpus.push_back({n, name.size() > 26 ? name.substr(0, 23) + "..." : name, fmt_num(tf, tf < 10 ? 2 : 0),
                     num("gpu_fp8_peak_flops_per_s") > 0 ? fmt_num(num("gpu_fp8_peak_flops_per_s") / 1e12, 0) : "-",
                     fmt_bytes(num("gpu_memory_bytes")), fmt_num(num("gpu_memory_bandwidth_Bps") / 1e12, 2) + " TB/s",
                     num("gpu_sms") > 0 ? fmt_num(num("gpu_sms"), 0) : "flat",
                     std::to_string(g.contains("assumed") ? g.at("assumed").size() : 0)});
   }
   std::cout << "\nGPUs (clusters name one with \"gpu\")\n"
-            << format_table({"name", "gpu", "bf16 TF", "fp8 TF", "memory", "bandwidth", "SMs", "assumed figures"}, gpus);
+            << format_table({"name", "gpu", "bf16 TF", "fp8 TF", "memory", "bandwidth", "SMs", "assumed"}, gpus);
   std::cout << "\nFull sources and every field: stagecraft presets --show NAME\n";
 }
 

@@ -114,3 +114,15 @@ TEST(GpuCli, GpusUsedPerNode) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--gpus-used-per-node = 73 is invalid (must be in [1, 72]"), std::string::npos) << r.err;
 }
+
+// plan --precisions searches the FP8 recipes, each a value of the precision choice; MXFP8 off
+// Blackwell is refused naming it.
+TEST(GpuCli, PlanSearchesFp8Recipes) {
+  const std::string base = "plan --model gpt3-7.5b --nodes 1 --global-batch 8 --tp 8 --pp 1 --schedules 1f1b --quiet";
+  auto r = run_cli(base + " --cluster b200-ib-1024 --precisions fp8,fp8-current,fp8-blockwise,fp8-mxfp8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* k : {"fp8-current ", "fp8-blockwise ", "fp8-mxfp8 "}) EXPECT_NE(r.out.find(k), std::string::npos) << k << r.out;
+  r = run_cli(base + " --cluster h100-ib-1024 --precisions bf16,fp8-mxfp8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("gpu_mxfp8_peak_flops_per_s = 0"), std::string::npos) << r.err;
+}
