@@ -38,6 +38,7 @@ std::string fit_verdict_line(const costmodel::Estimate& e) {
 struct EstimateOpts {
   PlanFlags plan;
   bool json = false;
+  bool workload = false;  // --json also prints the plan's workload (costmodel/plan_workload.h)
   std::string trace;
 };
 
@@ -212,6 +213,7 @@ void run_estimate(const EstimateOpts& o) {
     nlohmann::json assumed = nlohmann::json::object();
     for (const auto& [field, why] : costmodel::used_assumptions(e.cluster, e.model)) assumed[field] = why;
     j["gpu_assumed"] = assumed;
+    if (o.workload && e.workload) j["workload"] = costmodel::to_json(*e.workload);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -348,8 +350,12 @@ void add_estimate_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("estimate", "predict iteration time, throughput, bubble and memory of one configuration");
   add_plan_flags(c, o->plan, true);
   c->add_flag("--json", o->json, "print one JSON object instead of the table");
+  c->add_flag("--workload", o->workload, "with --json: add the plan's workload (per stage: blocks, bytes, parameters)");
   c->add_option("--trace", o->trace, "write a Chrome trace (Perfetto) of the evaluated iterations to this file");
-  c->callback([o] { run_estimate(*o); });
+  c->callback([o] {
+    if (o->workload && !o->json) throw InputError("--workload prints into the JSON object (allowed: with --json)");
+    run_estimate(*o);
+  });
 }
 
 void add_compare_command(CLI::App& app) {

@@ -29,7 +29,8 @@ double layer_matmul_forward_flops(const ModelSpec& m, int b) {
 
 double layer_attention_forward_flops(const ModelSpec& m, int b) {
   double s = D(m.seq_length);
-  return 2 * D(b) * s * s * D(m.num_heads) * (qk_head_dim(m) + v_head_dim(m));  // 4bs^2h when d_qk = d_v = h/a
+  // 4bs^2h when d_qk = d_v = h/a; sliding windows: the mean layer's share (attention_pair_share).
+  return 2 * D(b) * s * s * D(m.num_heads) * (qk_head_dim(m) + v_head_dim(m)) * attention_pair_share(m);
 }
 
 double moe_layer_forward_flops(const ModelSpec& m, int b) {
