@@ -60,9 +60,6 @@ std::vector<AssumedFigure> assumed_figures(const nlohmann::json& resolved) {
   return out;
 }
 
-}  // namespace stagecraft::costmodel
-
-namespace stagecraft::costmodel {
 
 std::vector<std::pair<std::string, std::string>> used_assumptions(const ClusterSpec& c, const ModelSpec& m) {
   static const std::vector<std::string> shape_only = {"gpu_sms", "gemm_tile_m", "gemm_tile_n", "gemm_max_efficiency",
@@ -100,9 +97,6 @@ std::string clock_line(const ClusterSpec& c) {
   return o.str();
 }
 
-}  // namespace stagecraft::costmodel
-
-namespace stagecraft::costmodel {
 
 void apply_gpu_calibration(ClusterSpec& c, const nlohmann::json& j, const std::string& what) {
   Reader r(j, "gpu calibration " + what);

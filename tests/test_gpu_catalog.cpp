@@ -61,6 +61,19 @@ TEST(GpuCatalog, EveryFigureHasASource) {
   }
 }
 
+// Every catalog GPU makes a valid cluster with nothing but a network: its figures pass the
+// cluster's checks (ranges, the shape fields with gpu_sms, clocks ordered).
+TEST(GpuCatalog, EveryGpuMakesAValidCluster) {
+  nlohmann::json net = flat("h100-nvl-ib-64");
+  for (const std::string& f : gpu_fields()) net.erase(f);
+  for (const std::string& n : gpu_preset_names()) {
+    nlohmann::json j = net;
+    j["gpu"] = n;
+    EXPECT_EQ(error_of([&] { cluster_from_json(j); }), "no error") << n;
+    EXPECT_FALSE(cluster_from_json(j).clock_calibration.empty() && cluster_from_json(j).gpu_sms > 0) << n;
+  }
+}
+
 // The clusters took their figures out of their own files without changing one: the values the
 // presets carried before the catalog (git history of costmodel/presets/clusters/), pinned here.
 TEST(GpuCatalog, PresetFiguresUnchanged) {
