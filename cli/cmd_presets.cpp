@@ -7,6 +7,7 @@
 #include "costmodel/flops.h"
 #include "costmodel/gpus.h"
 #include "costmodel/presets.h"
+#include "costmodel/stack.h"
 #include "schedules/error.h"
 
 namespace stagecraft::cli {
@@ -32,6 +33,20 @@ void show_gpu(const std::string& name) {
     if (src.contains(f)) std::cout << wrap_text("source: " + src.at(f).get<std::string>(), 90, "      ") << "\n";
     if (assumed.contains(f)) std::cout << wrap_text("ASSUMED: " + assumed.at(f).get<std::string>(), 90, "      ") << "\n";
   }
+  // The attention-kernel rates per stack (costmodel/presets/stacks): measured points on this GPU,
+  // or the stack's other GPUs' shares of their peak, which the estimate then notes as assumed.
+  const std::string gpu_name = g.value("gpu_name", "");
+  std::string rates;
+  for (const auto& e : costmodel::preset_entries()) {
+    if (e.kind != "stack") continue;
+    const costmodel::KernelStack& k = costmodel::load_stack(e.name);
+    if (k.flash.empty()) continue;
+    long n = 0;
+    for (const costmodel::FlashPoint& p : k.flash) n += gpu_name.find(p.gpu) != std::string::npos;
+    rates += (rates.empty() ? "" : "; ") + e.name + " (" + k.flash_kernel + "): " +
+             (n > 0 ? std::to_string(n) + " measured points" : "none here, ASSUMED at its other GPUs' share of peak");
+  }
+  if (!rates.empty()) std::cout << wrap_text("attention-kernel rates per stack: " + rates, 96, "  ") << "\n";
   if (g.contains("compute_source"))
     std::cout << wrap_text("compute_source: " + g.at("compute_source").get<std::string>(), 96, "  ") << "\n";
 }
