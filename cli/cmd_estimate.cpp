@@ -10,6 +10,7 @@
 #include "costmodel/estimate.h"
 #include "costmodel/flops.h"
 #include "costmodel/fold3d_model.h"
+#include "costmodel/gpus.h"
 #include "costmodel/svg.h"
 #include "costmodel/trace.h"
 #include "schedules/error.h"
@@ -67,6 +68,26 @@ costmodel::Estimate with_engine(const costmodel::Estimate& e, const std::string&
                    ")");
 }
 
+// The GPU behind the prices: its catalog entry, the clock calibration and the figures it used
+// that are assumed rather than measured (issue 49), each wrapped to the 100 columns.
+void print_gpu_lines(const costmodel::Estimate& e) {
+  const costmodel::ClusterSpec& c = e.cluster;
+  auto put = [](const std::string& head, const std::string& text) {
+    const std::string w = wrap_text(text, 98, std::string(head.size() + 2, ' '));
+    std::cout << "  " << head << w.substr(head.size() + 2) << "\n";
+  };
+  put("gpu: ", c.gpu.empty() ? c.gpu_name + ", every figure stated by cluster '" + c.name + "' (no catalog GPU)"
+                             : c.gpu + " (catalog; `stagecraft presets --show " + c.gpu + "` has the sources)");
+  put("clock: ", costmodel::clock_line(c));
+  const auto assumed = costmodel::used_assumptions(c, e.model);
+  if (assumed.empty()) return;
+  const nlohmann::json values = costmodel::to_json(c);
+  std::string list;
+  for (const auto& a : assumed)
+    list += (list.empty() ? "" : ", ") + a.first + (values.contains(a.first) ? " " + values.at(a.first).dump() : "");
+  put("assumed, not measured: ", list);
+}
+
 void print_estimate(const costmodel::Estimate& e) {
   const auto& p = e.plan;
   const bool fused = e.model.attention_kernel == costmodel::AttentionKernel::Fused;
@@ -80,8 +101,13 @@ void print_estimate(const costmodel::Estimate& e) {
             << (p.zero ? ", zero " + zero_label(p) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
             << (p.sequence_parallel ? ", sequence parallel" : "") << (p.overlap_grad_reduce ? ", bucketed gradient reduction" : "")
             << ", stack " << p.stack << ", attention " << costmodel::attention_kernel_name(e.model.attention_kernel)
-            << (e.model.dropout ? "" : ", no dropout") << (e.model.fp8 ? ", fp8" : "") << "\n"
+            << (e.model.dropout ? "" : ", no dropout") << (e.model.fp8 ? ", fp8" : "")
+            << (e.model.fp8 && e.model.fp8_recipe != costmodel::Fp8Recipe::Delayed
+                    ? " " + std::string(costmodel::fp8_recipe_name(e.model.fp8_recipe)) + " scaling"
+                    : "")
+            << "\n"
             << "costs: " << (e.profile_source.empty() ? "analytic" : "measured, profile " + e.profile_source) << "\n";
+  print_gpu_lines(e);
   for (const std::string& n : e.costs.notes) std::cout << "  note: " << n << "\n";
   std::cout << "\n";
   std::vector<std::vector<std::string>> rows = {
@@ -182,6 +208,11 @@ void run_estimate(const EstimateOpts& o) {
   if (o.json) {
     nlohmann::json j = costmodel::to_json(e);
     if (aiao) j["fold3d_model"] = costmodel::fold3d::to_json(f, paper_ns);
+    j["gpu"] = e.cluster.gpu;  // the catalog GPU ("" when the cluster states every figure; costmodel/gpus.h)
+    j["clock"] = costmodel::clock_line(e.cluster);
+    nlohmann::json assumed = nlohmann::json::object();
+    for (const auto& [field, why] : costmodel::used_assumptions(e.cluster, e.model)) assumed[field] = why;
+    j["gpu_assumed"] = assumed;
     if (o.workload && e.workload) j["workload"] = costmodel::to_json(*e.workload);
     std::cout << j.dump(2) << "\n";
     return;

@@ -136,10 +136,17 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
     s.expert_tp.push_back(x);
   }
   s.fp8.clear();
-  for (const std::string& v : split_list(f.precisions)) {
-    if (v != "bf16" && v != "fp8") throw InputError("--precisions \"" + v + "\" is invalid (allowed: bf16, fp8)");
-    s.fp8.push_back(v == "fp8");
+  s.fp8_recipes.clear();
+  for (const std::string& v : split_list(f.precisions)) {  // bf16, fp8 (delayed scaling) or fp8-RECIPE
+    const bool fp8 = v != "bf16";
+    if (fp8 && v != "fp8" && v.rfind("fp8-", 0) != 0)
+      throw InputError("--precisions \"" + v + "\" is invalid (allowed: bf16, fp8, fp8-current, fp8-blockwise, fp8-mxfp8)");
+    const costmodel::Fp8Recipe r = v == "fp8" || !fp8 ? costmodel::Fp8Recipe::Delayed
+                                                      : costmodel::parse_fp8_recipe(v.substr(4), "--precisions " + v + ":");
+    if (std::find(s.fp8.begin(), s.fp8.end(), fp8) == s.fp8.end()) s.fp8.push_back(fp8);
+    if (fp8 && std::find(s.fp8_recipes.begin(), s.fp8_recipes.end(), r) == s.fp8_recipes.end()) s.fp8_recipes.push_back(r);
   }
+  if (s.fp8_recipes.empty()) s.fp8_recipes.push_back(costmodel::Fp8Recipe::Delayed);
   s.rank_orders = split_list(f.rank_orders);
   s.for_runtime = f.for_runtime;
   if (f.grad_bucket_mb) s.grad_bucket_bytes = grad_bucket_bytes_of(*f.grad_bucket_mb);
@@ -194,7 +201,11 @@ void print_table(const planner::SearchResult& r, const std::vector<double>& simu
                     dims_label(p), std::to_string(p.microbatch_size) + " x " + std::to_string(p.num_microbatches), schedule_label(p),
                     std::string(costmodel::recompute_name(p.recompute)), p.sequence_parallel ? "on" : "off",
                     zero_label(p), layers_label(p)});
-    if (precision) rows.back().insert(rows.back().end() - 1, c.fp8 ? "fp8" : "bf16");
+    if (precision)
+      rows.back().insert(rows.back().end() - 1, !c.fp8 ? "bf16"
+                                                : c.fp8_recipe == costmodel::Fp8Recipe::Delayed
+                                                    ? "fp8"
+                                                    : "fp8-" + std::string(costmodel::fp8_recipe_name(c.fp8_recipe)));
   }
   std::vector<std::string> header = {"#", "iteration"};
   if (!simulated.empty()) header.push_back("simulated");
@@ -227,6 +238,7 @@ nlohmann::json result_json(const planner::SearchResult& r, const std::vector<dou
   for (const planner::Candidate& c : r.best) {
     best.push_back({{"plan", costmodel::to_json(c.plan)},
                     {"fp8", c.fp8},
+                    {"fp8_recipe", c.fp8 ? std::string(costmodel::fp8_recipe_name(c.fp8_recipe)) : std::string()},
                     {"iteration_time_s", c.iteration_time_s},
                     {"tokens_per_s", c.tokens_per_s},
                     {"mfu", c.mfu},
@@ -271,6 +283,7 @@ std::vector<double> verify_on_sim(const PlanCmdFlags& f, const costmodel::ModelS
   for (const planner::Candidate& c : r.best) {
     costmodel::ModelSpec mc = m;
     mc.fp8 = c.fp8;
+    mc.fp8_recipe = c.fp8_recipe;
     out.push_back(sim::simulated_estimate(costmodel::estimate(mc, r.cluster, c.plan)).eval.iteration_time_s);
   }
   return out;
@@ -537,7 +550,8 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--tp", f->tp, "tensor-parallel degrees tried, comma-separated (default: every divisor up to --max-tp)");
   c->add_option("--pp", f->pp, "pipeline degrees tried, comma-separated (default: every divisor)");
   c->add_option("--precisions", f->precisions,
-                "precisions tried, comma-separated: bf16, fp8 (the layers' linear products in FP8; a GPU with FP8). "
+                "precisions tried, comma-separated: bf16, fp8 (the layers' linear products in FP8 with delayed scaling; a GPU with FP8), "
+                "fp8-current, fp8-blockwise, fp8-mxfp8 (the other FP8 recipes, docs/costmodel.md \"FP8 recipes\"). "
                 "--fp8 prices every plan in FP8")
       ->capture_default_str();
   c->add_option("--cp", f->cp,

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "costmodel/gpus.h"
 #include "costmodel/presets.h"
 #include "costmodel/stack.h"
 #include "graphs/estimate.h"
@@ -31,6 +32,13 @@ std::string wrap_text(const std::string& text, std::size_t width) {
     line += (line.empty() ? "" : " ") + word;
   }
   return out + line;
+}
+
+std::string wrap_text(const std::string& text, std::size_t width, const std::string& indent) {
+  const std::string w = wrap_text(text, width > indent.size() + 20 ? width - indent.size() : 20);
+  std::string out = indent;
+  for (char ch : w) out += ch == '\n' ? "\n" + indent : std::string(1, ch);
+  return out;
 }
 
 std::string WrappingFormatter::make_option_desc(const CLI::Option* opt) const {
@@ -127,6 +135,13 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   if (with_cluster) add_nodes_flag(app, f.nodes);
   if (with_cluster)
     app->add_option("--profile", f.profile, "profile JSON from `stagecraft profile`: measured costs instead of the analytic model");
+  if (with_cluster)
+    app->add_option("--gpus-used-per-node", f.gpus_used_per_node,
+                    "GPUs a job uses of each node, with their share of its NICs (e.g. 64 of an NVL72 rack's 72; 0: all)");
+  if (with_cluster)
+    app->add_option("--gpu-calibration", f.gpu_calibration,
+                    "GPU calibration JSON (a sustained GEMM sweep, scripts/gpu-measure.sh): its measured efficiency in "
+                    "place of the catalog's efficiency and clock ratio (docs/costmodel.md \"GPU calibration\")");
   add_schedule_param_flags(app, f.params);
 }
 
@@ -241,6 +256,9 @@ void add_model_flags(CLI::App* app, ModelFlags& f) {
   app->add_flag("--fp8", f.fp8,
                 "the transformer layers' linear products in FP8 as Transformer Engine runs them (a GPU with FP8 and a "
                 "16-bit model; docs/costmodel.md \"FP8\")");
+  app->add_option("--fp8-recipe", f.fp8_recipe,
+                  "FP8 (as --fp8) with this scaling recipe: delayed (TE's default), current (tensor-wise), blockwise "
+                  "(1x128 and 128x128 blocks) or mxfp8 (block 32; Blackwell); docs/costmodel.md \"FP8 recipes\"");
   app->add_option("--seq-length", f.seq_length, "tokens per sample, in place of the model's seq_length (e.g. 32768)");
 }
 
@@ -248,13 +266,17 @@ void apply_model_flags(costmodel::ModelSpec& m, const ModelFlags& f) {
   if (!f.attention_kernel.empty()) m.attention_kernel = costmodel::parse_attention_kernel(f.attention_kernel, "--attention-kernel");
   if (f.no_dropout) m.dropout = false;
   if (f.fp8) m.fp8 = true;
+  if (!f.fp8_recipe.empty()) {
+    m.fp8 = true;
+    m.fp8_recipe = costmodel::parse_fp8_recipe(f.fp8_recipe, "--fp8-recipe");
+  }
   if (f.seq_length) m.seq_length = *f.seq_length;
   costmodel::check(m);
 }
 
 void refuse_model_flags_for_graph(const std::string& model, const ModelFlags& f) {
   if (!f.any()) return;
-  const char* flag = f.fp8 ? "--fp8" : f.no_dropout ? "--no-dropout" : f.seq_length ? "--seq-length" : "--attention-kernel";
+  const char* flag = f.fp8 ? "--fp8" : !f.fp8_recipe.empty() ? "--fp8-recipe" : f.no_dropout ? "--no-dropout" : f.seq_length ? "--seq-length" : "--attention-kernel";
   throw InputError(std::string(flag) + " with a graph (--model " + model +
                    "): the graph's nodes say what they compute and keep (saved_bytes)");
 }
@@ -271,8 +293,12 @@ Inputs resolve(const PlanFlags& f) {
   if (in.graph) refuse_model_flags_for_graph(f.model, f.model_flags);
   in.model = in.graph ? graphs::model_of(*in.graph) : load_model_flags(f);
   in.cluster = costmodel::load_cluster(f.cluster);
+  if (!f.gpu_calibration.empty())
+    costmodel::apply_gpu_calibration(in.cluster, schedules::read_json_file(f.gpu_calibration, "--gpu-calibration"),
+                                     f.gpu_calibration);
   apply_memory_margin(in.cluster, f.memory_margin);
   apply_nodes(in.cluster, f.nodes);
+  if (f.gpus_used_per_node) costmodel::set_gpus_used_per_node(in.cluster, *f.gpus_used_per_node, "--gpus-used-per-node");
   in.plan = resolve_plan(f, in.cluster.num_gpus(), "GPUs of cluster '" + in.cluster.name + "'");
   if (!in.graph) costmodel::check_fit(in.model, in.cluster, in.plan);  // a graph: graphs::estimate_graph checks its own
   if (!f.profile.empty()) in.profile = costmodel::load_profile(f.profile);

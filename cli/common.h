@@ -35,8 +35,9 @@ struct ModelFlags {
   std::string attention_kernel;    // overrides the model's: materialized | fused ("" keeps it)
   bool no_dropout = false;         // the model trains without dropout (overrides its dropout)
   bool fp8 = false;                // the layers' linear products in FP8 (sets the model's fp8)
+  std::string fp8_recipe;          // delayed | current | blockwise | mxfp8: FP8 with that recipe ("" keeps it)
   std::optional<int> seq_length;   // tokens per sample (overrides the model's seq_length)
-  bool any() const { return !attention_kernel.empty() || no_dropout || fp8 || seq_length.has_value(); }
+  bool any() const { return !attention_kernel.empty() || no_dropout || fp8 || !fp8_recipe.empty() || seq_length.has_value(); }
 };
 // Adds --attention-kernel, --no-dropout, --fp8 and --seq-length to a command.
 void add_model_flags(CLI::App* app, ModelFlags& f);
@@ -72,6 +73,9 @@ struct PlanFlags {
   std::optional<double> grad_bucket_mb;   // bucket size in MiB (default: the plan's, else 25)
   ScheduleParamFlags params;      // --waves, --segments, --alpha1, --param
   std::string profile;            // measured costs (stagecraft profile) instead of the analytic model
+  std::optional<int> gpus_used_per_node;  // GPUs a job uses of each node (an NVL72 rack's 64 of 72)
+  std::string gpu_calibration;    // a GPU calibration file: measured GEMM efficiency in place of the
+                                  // catalog's efficiency and clock (costmodel/gpus.h)
   std::optional<double> memory_margin;  // overrides the cluster's memory_margin
   std::optional<int> nodes;             // overrides the cluster's node count
 };
@@ -95,6 +99,8 @@ class WrappingFormatter : public CLI::Formatter {
 };
 // `text` broken at spaces into lines of at most `width` characters (a longer word stays whole).
 std::string wrap_text(const std::string& text, std::size_t width);
+// The same with every line led by `indent` (counted in the width).
+std::string wrap_text(const std::string& text, std::size_t width, const std::string& indent);
 
 // --stack's help: `lead`, then the stack presets by name (the default marked) or a stack JSON.
 std::string stack_flag_help(const std::string& lead);

@@ -41,6 +41,7 @@ constexpr FlagBound kBounds[] = {
     {"", "--grad-bucket-mb", 1.0 / 1024, 1 << 20, false},  // 1 KiB to 1 TiB
     {"", "--memory-margin", 0, 0.99, false},  // [0, 1) in the cluster spec
     {"", "--nodes", 1, 1 << 17, true},
+    {"", "--gpus-used-per-node", 0, 4096, true},  // 0: all of a node's GPUs
     // simulate
     {"simulate", "--iterations", 1, 100, true},
     // plan

@@ -11,6 +11,7 @@
 #include "cli/runtime_commands.h"
 #include "costmodel/profile.h"
 #include "profiler/collectives.h"
+#include "profiler/gemm_calibration.h"
 #include "profiler/layers.h"
 #include "profiler/validate.h"
 #include "runtime/train.h"
@@ -44,6 +45,21 @@ void run_profile(const ProfileOpts& o, int argc, char** argv) {
     }
     std::cout.flush();
     std::_Exit(0);
+  }
+  if (!o.gemm_calibration.empty()) {  // a GPU calibration instead of a profile
+    profiler::GemmCalibrationOptions go;
+    go.device = o.grid.device;
+    go.gpu = o.gpu;
+    std::cout << "measuring sustained bf16 GEMMs on " << go.device << " (" << go.shapes.size() << " shapes, "
+              << go.seconds_per_shape + 1 << " s each)...\n";
+    const nlohmann::json cal = profiler::measure_gemm_calibration(go);
+    for (const auto& sh : cal.at("shapes"))
+      std::cout << "  " << sh.at("m") << " x " << sh.at("n") << " x " << sh.at("k") << ": "
+                << fmt_num(sh.at("tflops").get<double>(), 1) << " TFLOP/s\n";
+    write_file_atomic(o.gemm_calibration, cal.dump(1) + "\n");
+    std::cout << "gemm_max_efficiency " << fmt_num(cal.at("gemm_max_efficiency").get<double>(), 3) << " written to "
+              << o.gemm_calibration << " (use it with estimate --gpu-calibration)\n";
+    return;
   }
   if (o.out.empty()) throw InputError("--out FILE is required (where the profile goes)");
   if (o.nproc == 1 || o.nproc < 0) throw InputError("--nproc " + std::to_string(o.nproc) + " is invalid (0: no collectives, or 2 or more ranks)");

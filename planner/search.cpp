@@ -84,10 +84,18 @@ std::string zero_key(int z) { return "zero " + std::to_string(z); }
 std::string shard_key(int g) { return "shard group " + std::to_string(g); }
 std::string cp_key(int x) { return "cp " + std::to_string(x); }
 std::string ep_key(int x) { return "ep " + std::to_string(x); }
-std::string precision_key(bool fp8) { return fp8 ? "fp8" : "bf16"; }
+// One precision searched: 16 bits, or FP8 with a recipe.
+struct Precision {
+  bool fp8 = false;
+  costmodel::Fp8Recipe recipe = costmodel::Fp8Recipe::Delayed;
+};
+std::string precision_key(Precision p) {
+  if (!p.fp8) return "bf16";
+  return p.recipe == costmodel::Fp8Recipe::Delayed ? "fp8" : "fp8-" + std::string(costmodel::fp8_recipe_name(p.recipe));
+}
 
 // The choices of the space with more than one value, each value's key, in the space's order.
-std::vector<std::string> choice_keys(const PlanSpace& space, const std::vector<int>& eps, const std::vector<bool>& precisions) {
+std::vector<std::string> choice_keys(const PlanSpace& space, const std::vector<int>& eps, const std::vector<Precision>& precisions) {
   std::vector<std::string> keys;
   if (space.zero.size() > 1)
     for (int z : space.zero) keys.push_back(zero_key(z));
@@ -98,13 +106,13 @@ std::vector<std::string> choice_keys(const PlanSpace& space, const std::vector<i
   if (eps.size() > 1)
     for (int x : eps) keys.push_back(ep_key(x));
   if (precisions.size() > 1)
-    for (bool f : precisions) keys.push_back(precision_key(f));
+    for (Precision f : precisions) keys.push_back(precision_key(f));
   return keys;
 }
 
 // The keys a point belongs to (those of choice_keys).
-std::vector<std::string> keys_of(const ParallelPlan& p, bool fp8, const PlanSpace& space, const std::vector<int>& eps,
-                                 const std::vector<bool>& precisions) {
+std::vector<std::string> keys_of(const ParallelPlan& p, Precision fp8, const PlanSpace& space, const std::vector<int>& eps,
+                                 const std::vector<Precision>& precisions) {
   std::vector<std::string> keys;
   if (space.zero.size() > 1) keys.push_back(zero_key(p.zero));
   if (space.shard_groups.size() > 1 && p.zero == 3) keys.push_back(shard_key(p.shard_group));
@@ -147,7 +155,16 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   int stages = 0;
   ModelSpec model = m;  // the model at the precision being searched
   // Each precision of the space over every point (a model already in FP8: FP8 only).
-  const std::vector<bool> precisions = m.fp8 || custom ? std::vector<bool>{m.fp8} : space.fp8;
+  std::vector<Precision> precisions;
+  if (m.fp8 || custom) {
+    precisions.push_back({m.fp8, m.fp8_recipe});
+  } else {
+    for (bool f : space.fp8) {
+      if (!f) precisions.push_back({false, costmodel::Fp8Recipe::Delayed});
+      if (f)
+        for (costmodel::Fp8Recipe r : space.fp8_recipes) precisions.push_back({true, r});
+    }
+  }
   const std::vector<int> eps = expert_degrees(space, m);
   for (const std::string& k : choice_keys(space, eps, precisions)) res.choices.push_back({k});
   auto choice = [&](const std::string& key) -> ChoiceBest* {
@@ -171,11 +188,12 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
       costmodel::check(q);
       cand = custom ? candidate_of(opt.estimate(res.cluster, q), res.cluster, fits) : price(q, fits);
       cand.fp8 = model.fp8;
+      cand.fp8_recipe = model.fp8_recipe;
     } catch (const InputError&) {
       return false;
     }
     ++res.stats.evaluated;
-    for (const std::string& k : keys_of(q, model.fp8, space, eps, precisions))
+    for (const std::string& k : keys_of(q, {model.fp8, model.fp8_recipe}, space, eps, precisions))
       if (ChoiceBest* c = choice(k)) {
         ++c->evaluated;
         if (!fits) continue;
@@ -193,8 +211,9 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
     return true;
   };
   const long total = static_cast<long>(points.size() * precisions.size());
-  for (bool fp8 : precisions) {
-    model.fp8 = fp8;
+  for (Precision fp8 : precisions) {
+    model.fp8 = fp8.fp8;
+    model.fp8_recipe = fp8.recipe;
     for (const ParallelPlan& p : points) {
       // Every point: 64 of the expensive ones took 40-50 s with nothing printed (issue 36); the
       // Progress the CLI passes prints at most once every 2 s.

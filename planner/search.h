@@ -18,6 +18,7 @@ namespace stagecraft::planner {
 struct Candidate {
   costmodel::ParallelPlan plan;
   bool fp8 = false;              // priced with the model's linear products in FP8 (PlanSpace::fp8)
+  costmodel::Fp8Recipe fp8_recipe = costmodel::Fp8Recipe::Delayed;  // its recipe, with fp8
   double iteration_time_s = 0;
   double tokens_per_s = 0;
   double mfu = 0;                // model FLOPs utilisation (costmodel/flops.h)

@@ -48,17 +48,20 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   if (space.fp8.empty()) bad("precisions", "(none)", "give at least one (bf16, fp8)");
   if (space.for_runtime && (m.fp8 || std::find(space.fp8.begin(), space.fp8.end(), true) != space.fp8.end()))
     bad("precisions", "fp8", "with --for-runtime: the runtime's linear layers run in fp32 or bf16; allowed: bf16");
+  if (space.fp8_recipes.empty()) bad("precisions", "(no FP8 recipe)", "give at least one recipe");
   for (bool f : space.fp8)
-    if (f && !m.fp8) {
-      ModelSpec f8 = m;
-      f8.fp8 = true;
-      try {
-        costmodel::check(f8);
-        costmodel::check_fp8(f8, c);
-      } catch (const InputError& e) {
-        bad("precisions", "fp8", e.what());
+    for (costmodel::Fp8Recipe r : space.fp8_recipes)
+      if (f && !m.fp8) {
+        ModelSpec f8 = m;
+        f8.fp8 = true;
+        f8.fp8_recipe = r;
+        try {
+          costmodel::check(f8);
+          costmodel::check_fp8(f8, c);
+        } catch (const InputError& e) {
+          bad("precisions", r == costmodel::Fp8Recipe::Delayed ? "fp8" : std::string(costmodel::fp8_recipe_name(r)), e.what());
+        }
       }
-    }
   if (space.gpus < 0 || space.gpus > c.num_gpus())
     bad("gpus", std::to_string(space.gpus), "must be 0 (all) or at most the " + std::to_string(c.num_gpus()) + " of cluster '" + c.name + "'");
   if (space.global_batch < 1) bad("global_batch", std::to_string(space.global_batch), "must be at least 1 sequence");
