@@ -64,6 +64,7 @@ MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num
               "moe_node_limit", "moe_capacity_factor", "moe_load_imbalance", "moe_layer_pattern", "sliding_window",
               "sliding_window_pattern")
 DEFAULTS = {}
+STRICT = True  # the older sets: a refused row stops the run; the newer sets (with a split) list it
 SPLIT = None  # --split dev|holdout: only the rows of that split (published-moe.json, published-blackwell.json)
 SHAPE_FIELDS = ("head_dim", "v_head_dim", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim")
 PRECISION_FIELDS = ("bytes_per_grad",)  # FSDP's reduce dtype (torchtitan reduces in fp32: 4)
@@ -97,7 +98,7 @@ def load_cluster(path):
 
 def estimate(binary, run, extra, tmp):
     run = dict(run)
-    for k in ("attention", "dropout"):
+    for k in ("attention", "dropout", "distributed_optimizer"):
         if run.get(k) is None and k in DEFAULTS:
             run[k] = DEFAULTS[k]
     cluster = load_cluster(os.path.join(HERE, RUN_CLUSTERS.get(run["id"], CLUSTERS[run["gpu"]])))
@@ -173,6 +174,8 @@ def estimate(binary, run, extra, tmp):
         cmd += ["--grad-bucket-mb", f"{mb:.1f}"]
     out = subprocess.run(cmd + extra, capture_output=True, text=True)
     if out.returncode != 0:
+        if out.returncode == 2 and not STRICT:  # the program refuses the configuration: listed, not priced
+            return {"refused": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "exit 2"}
         raise SystemExit(f"{run['id']}: {' '.join(cmd)}\n{out.stderr}")
     return json.loads(out.stdout)
 
@@ -189,13 +192,21 @@ def model_features(md, model):
 
 
 def precision_flags(run):
-    """The flags of a run's precision: "fp8" (the older sets' exact word) --fp8, a named precision
-    from PRECISIONS, any other (the older sets' prose about 16-bit mixed precision) none; None where
-    the precision is one the program does not price (mxfp8, nvfp4)."""
+    """The flags of a run's precision: "mxfp8" and "fp8" with a stated fp8_recipe that recipe,
+    "fp8" alone (the older sets) --fp8 (delayed scaling), a named precision from PRECISIONS, any
+    other (the older sets' prose about 16-bit mixed precision) none; None where the precision is
+    one the program does not price (nvfp4)."""
     p = run.get("precision") or "bf16"
+    if p == "mxfp8":
+        return ["--fp8-recipe", "mxfp8"]
+    if p == "fp8" and run.get("fp8_recipe"):  # the recipe where a row states it (the older sets do not)
+        stated = run["fp8_recipe"].lower()
+        for recipe in ("current", "delayed", "blockwise"):
+            if stated.startswith(recipe):
+                return ["--fp8-recipe", recipe]
     if p in PRECISIONS:
         return PRECISIONS[p]
-    return None if p in ("mxfp8", "nvfp4") else []
+    return None if p == "nvfp4" else []
 
 
 def recompute_flags(run):
@@ -216,6 +227,28 @@ def moe_flags(run):
     if moe.get("token_dispatcher") == "allgather":
         return ["--moe-dispatcher", "allgather"]
     return []
+
+
+def by_group(rows, row_runs, errs):
+    """MAPE, the signed mean error of the time and the worst row per GPU and per model, and the fit
+    verdicts: what issue 48 asks the validation to show."""
+    if not row_runs:
+        return
+    worst = max(range(len(rows)), key=lambda i: errs[i])
+    print(f"  worst: {rows[worst][0]} ({100 * rows[worst][6]:+.1f}%)")
+    fits = {}
+    for r in rows:
+        verdict = r[11] if isinstance(r[11], str) else ("fits" if r[11] else "does not fit")
+        fits[verdict] = fits.get(verdict, 0) + 1
+    print("  fit verdicts: " + ", ".join(f"{v} {n}" for v, n in sorted(fits.items())))
+    for label, key in (("GPU", lambda run: run["gpu"]), ("model", lambda run: run["model"]["name"])):
+        groups = {}
+        for i, run in enumerate(row_runs):
+            groups.setdefault(key(run), []).append(i)
+        for g, idx in sorted(groups.items()):
+            mape = 100 * sum(errs[i] for i in idx) / len(idx)
+            signed = 100 * sum(rows[i][6] for i in idx) / len(idx)
+            print(f"  {label} {g}: {len(idx)} runs, MAPE {mape:.1f}%, mean signed time error {signed:+.1f}%")
 
 
 def ranks(xs):
@@ -272,13 +305,14 @@ def brackets(binary, runs_file, extra):
 
 
 def main():
-    global CONSTANT_EFFICIENCY, AS_2023, SPLIT, DEFAULTS
+    global CONSTANT_EFFICIENCY, AS_2023, SPLIT, DEFAULTS, STRICT
     args = sys.argv[1:]
     binary = args.pop(0) if args and not args[0].startswith("--") else os.path.join(HERE, "..", "..", "build", "bin", "stagecraft")
     runs_file = os.path.join(HERE, "published.json")
     if "--split" in args:
         i = args.index("--split")
         SPLIT = args[i + 1]
+        STRICT = False
         del args[i:i + 2]
     if "--runs" in args:
         i = args.index("--runs")
@@ -300,10 +334,13 @@ def main():
         runs = [r for r in json.load(f)["runs"] if usable(r)]
     if AS_2023:  # what the A100-era model could not express at all
         runs = [r for r in runs if (r.get("cp") or 1) == 1 and r.get("precision", "bf16") != "fp8"]
-    rows, errs, pub_tput, pred_tput, moe_rows = [], [], [], [], []
+    rows, errs, pub_tput, pred_tput, moe_rows, refused, row_runs = [], [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
             e = estimate(binary, run, extra, tmp)
+            if "refused" in e:
+                refused.append((run["id"], e["refused"]))
+                continue
             hw = e["hardware_flops_per_iteration"]
             m = run["measured"]
             # Published iteration time, or the one the paper's TFLOP/s implies: Megatron SC21's
@@ -314,6 +351,7 @@ def main():
             errs.append(abs(err))
             pub_tput.append(hw / t_pub / run["gpus"] / 1e12)
             pred_tput.append(hw / t_pred / run["gpus"] / 1e12)
+            row_runs.append(run)
             rows.append((run["id"], run["gpus"], f"{run['tp']}/{run['pp']}/{run['dp']}", run["recompute"],
                          t_pub, t_pred, err, pub_tput[-1], pred_tput[-1], e["mfu"], e["hfu"], e.get("fit", e["fits"])))
             if run["model"].get("num_experts"):  # tokens per second per GPU, as the MoE sources publish them
@@ -346,6 +384,9 @@ def main():
             rho = spearman([pub_tput[i] for i in idx], [pred_tput[i] for i in idx])
             mape = 100 * sum(errs[i] for i in idx) / len(idx)
             print(f"  source {fam}: {len(idx)} runs, MAPE {mape:.1f}%, Spearman {rho:.2f}")
+    by_group(rows, row_runs, errs)
+    for rid, why in refused:
+        print(f"  refused by the program: {rid}: {why}")
     if with_brackets:
         brackets(binary, runs_file, extra)
 
