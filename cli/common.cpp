@@ -103,6 +103,9 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
                   "with --recompute selective, what is recomputed, comma-separated: core_attn (default), layernorm, "
                   "mla_up_proj, mlp, moe_act, shared_experts, moe (Megatron-Core --recompute-modules)")
       ->delimiter(',');
+  app->add_option("--offload-layers", f.offload_layers,
+                  "activations of this many of each stage's layers kept in host memory between the forward "
+                  "and the backward, copied beside the compute (Megatron-Core --cpu-offloading-num-layers)");
   app->add_option("--rank-order", f.rank_order, "rank numbering, fastest axis first (default tp-dp-pp)");
   app->add_option("--stage-layers", f.stage_layers, "layers per stage of one pipeline, comma-separated (default balanced)");
   app->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism (activations split t ways)");
@@ -343,6 +346,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (f.sequence_parallel) p.sequence_parallel = true;
   if (!f.recompute.empty()) p.recompute = costmodel::parse_recompute(f.recompute);
   if (!f.recompute_modules.empty()) p.recompute_modules = f.recompute_modules;
+  if (f.offload_layers) p.offload_layers = *f.offload_layers;
   if (!f.rank_order.empty()) p.rank_order = f.rank_order;
   if (!f.tp_overlap.empty()) p.tp_overlap = schedules::parse_tp_overlap(f.tp_overlap, "--tp-overlap");
   if (f.zero) p.zero = *f.zero;

@@ -30,6 +30,7 @@ constexpr FlagBound kBounds[] = {
     {"", "--cp", 1, 1024, true},
     {"", "--ep", 1, 4096, true},
     {"", "--etp", 0, 1024, true},
+    {"", "--offload-layers", 0, 100000, true},
     {"", "--seq-length", 1, 1 << 22, true},
     {"", "--microbatch-size", 1, 1 << 16, true},
     {"", "--microbatches", 1, 1 << 16, true},

@@ -48,6 +48,14 @@ void set_activation_bytes(StageWorkload& w, const ModelSpec& ms, const ParallelP
   w.work_bytes = sb * std::max({nd > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp) : 0.0,
                                 nm > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp, et) : 0.0,
                                 w.last ? memory::head_backward_working_bytes(ms, bb, t, sp) : 0.0});
+  // Offloaded layers: their kept bytes (the mean layer's) leave the GPU between the passes.
+  w.offloaded_layers = std::min(p.offload_layers, w.layers);
+  if (w.offloaded_layers > 0) {
+    const double mean_layer = sb * (nd * layer.act_bytes + nm * moe.act_bytes) / (nd + nm);
+    w.offloaded_bytes = w.offloaded_layers * mean_layer;
+    w.act_bytes -= w.offloaded_bytes;
+    w.ckpt_bytes = std::min(w.ckpt_bytes, w.act_bytes);
+  }
   w.w_kept_bytes = sb * (nd * memory::layer_weight_kept_bytes(ms, bb, t, sp) +
                          nm * memory::layer_weight_kept_bytes(ms, bb, t, sp, et) +
                          (w.last ? memory::head_weight_kept_bytes(ms, bb, t, sp) : 0));
@@ -171,7 +179,9 @@ nlohmann::json stage_json(const StageWorkload& w) {
           {"act_bytes", w.act_bytes},
           {"ckpt_bytes", w.ckpt_bytes},
           {"work_bytes", w.work_bytes},
-          {"w_kept_bytes", w.w_kept_bytes}};
+          {"w_kept_bytes", w.w_kept_bytes},
+          {"offloaded_layers", w.offloaded_layers},
+          {"offloaded_bytes", w.offloaded_bytes}};
 }
 
 }  // namespace

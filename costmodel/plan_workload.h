@@ -53,6 +53,11 @@ struct StageWorkload {
   double ckpt_bytes = 0;
   double work_bytes = 0;
   double w_kept_bytes = -1;
+  // Activation offloading (plan.offload_layers): of act_bytes, what the offloaded layers keep in
+  // host memory instead (not counted in act_bytes), moved out in each forward and back in each
+  // backward over the host link.
+  int offloaded_layers = 0;        // min(plan.offload_layers, layers)
+  double offloaded_bytes = 0;      // per microbatch, each way
 };
 
 struct PlanWorkload {

@@ -254,6 +254,24 @@ void set_durations(StageCost& sc, const StageWorkload& w, const std::array<PassK
   sc.kinds_b = scaled_kinds(shapes[1], sc.b_s, sc.tp_exposed_b_s + ring * sc.cp.exposed_b_s + sc.moe.exposed_b_s);
 }
 
+// Activation offloading (plan.offload_layers, Megatron-Core's cpu_offload.py): each offloaded
+// layer's kept bytes go to host memory while the next layer computes and come back while the
+// layer after it in the backward computes; what a copy takes beyond that layer's pass shows. One
+// layer's bytes more are in use, the copy in flight.
+void set_offload(StageCost& sc, const StageWorkload& w, const ClusterSpec& c) {
+  if (w.offloaded_layers <= 0 || w.layers <= 0) return;
+  const double layer_bytes = w.offloaded_bytes / w.offloaded_layers;
+  const double copy_s = layer_bytes / c.host_link_bandwidth_Bps;
+  const double f_exposed = w.offloaded_layers * std::max(0.0, copy_s - sc.f_s / w.layers);
+  const double b_exposed = w.offloaded_layers * std::max(0.0, copy_s - sc.b_s / w.layers);
+  const double i_exposed = w.offloaded_layers * std::max(0.0, copy_s - sc.i_s / w.layers);
+  sc.f_s += f_exposed;
+  sc.r_s += f_exposed;
+  sc.b_s += b_exposed;
+  sc.i_s += i_exposed;
+  sc.work_bytes += layer_bytes;
+}
+
 // Activations: the workload's formulas, or the profile's measured bytes where it has them.
 void set_memory(Pricing& pr, StageCost& sc, const StageWorkload& w) {
   const ParallelPlan& p = pr.w.plan;
@@ -313,6 +331,7 @@ void price_stage(Pricing& pr, CostTable& table, const StageWorkload& w) {
   sc.expert_grad_bytes = w.expert_grad_bytes;
   set_grad_reduction(sc, pr.s, w.stage, pr.topo, p, pr.prof, table.notes);
   set_memory(pr, sc, w);
+  set_offload(sc, w, pr.c);
   if (p.zero == 3) set_fsdp(sc, pr.w.model, p, pr.topo, w.first, w.last, pr.prof, table.notes);
   set_overlapped_pair(sc, pr.c.gpu_sms);
 }
@@ -324,6 +343,9 @@ CostTable price(const PlanWorkload& w, const ClusterSpec& c, const Schedule& s, 
   if (p.cp > 1 && prof)
     throw InputError("plan.cp = " + std::to_string(p.cp) + " with a measured profile: the profile's layers ran whole "
                      "sequences, not a ring of chunks (allowed: cp = 1 with --profile, or the analytic costs)");
+  if (prof && p.offload_layers > 0)
+    throw InputError("plan.offload_layers = " + std::to_string(p.offload_layers) + " with a measured profile: the "
+                     "profiler's bytes are whole layers' (allowed: offload_layers 0 with --profile, or the analytic costs)");
   if (prof && recompute_modules_of(p).any_beyond_core())
     throw InputError("plan.recompute_modules beyond core_attn with a measured profile: the profiler measures whole layers "
                      "and the core's selective recomputation (allowed: core_attn with --profile, or the analytic costs)");

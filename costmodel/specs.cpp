@@ -343,6 +343,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.ep > 1) j["ep"] = p.ep;
   if (p.etp != 0) j["etp"] = p.etp;
   if (p.moe_dispatcher != "alltoall") j["moe_dispatcher"] = p.moe_dispatcher;
+  if (p.offload_layers > 0) j["offload_layers"] = p.offload_layers;
   if (!p.recompute_modules.empty()) j["recompute_modules"] = p.recompute_modules;
   if (p.zero == 3) {
     j["reshard_after_forward"] = p.reshard_after_forward;
@@ -512,6 +513,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.ep = r.opt<int>("ep", 1);
   p.etp = r.opt<int>("etp", 0);
   p.moe_dispatcher = r.opt<std::string>("moe_dispatcher", "alltoall");
+  p.offload_layers = r.opt<int>("offload_layers", 0);
   p.reshard_after_forward = r.opt<bool>("reshard_after_forward", true);
   p.shard_group = r.opt<int>("shard_group", 0);
   p.layer_tp = r.opt<std::vector<int>>("layer_tp", {});
@@ -689,6 +691,7 @@ void check(const ParallelPlan& p) {
   at_least_one(w, "pp", p.pp);
   at_least_one(w, "cp", p.cp);
   at_least_one(w, "ep", p.ep);
+  if (p.offload_layers < 0) bad(w, "offload_layers", std::to_string(p.offload_layers), "must be >= 0 (0: none)");
   if (!p.recompute_modules.empty() && p.recompute != RecomputePolicy::Selective)
     bad(w, "recompute_modules", std::to_string(p.recompute_modules.size()) + " modules",
         "apply to selective recomputation only (allowed: recompute = selective, or no modules)");

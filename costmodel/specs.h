@@ -235,6 +235,9 @@ struct ParallelPlan {
                                      // default: every expert split t ways, its tokens gathered over tp), or
                                      // 1 (each expert whole on one rank; the ep ranks then come from the
                                      // tp x dp x cp ranks, tp fastest; Megatron-Core --expert-tensor-parallel-size 1)
+  int offload_layers = 0;            // activations of this many of each stage's layers go to host memory in
+                                     // the forward and come back before the backward, beside the compute
+                                     // (Megatron-Core --cpu-offloading-num-layers; costmodel/plan_workload.h)
   std::string moe_dispatcher = "alltoall";  // how MoE layers move tokens (Megatron-Core
                                      // --moe-token-dispatcher-type; costmodel/moe.h): alltoall (token,
                                      // probability and count exchanges), allgather (every token of the

@@ -140,6 +140,9 @@ def estimate(binary, run, extra, tmp):
            "--tp", str(run["tp"]), "--pp", str(run["pp"]), "--dp", str(run["dp"]),
            "--microbatch-size", str(run["microbatch_size"]), "--microbatches", str(mb)]
     cmd += recompute_flags(run) + moe_flags(run)
+    knobs = (run.get("recipe") or {}).get("knobs") or {}
+    if knobs.get("cpu_offloading_num_layers"):  # Megatron-Core --cpu-offloading-num-layers
+        cmd += ["--offload-layers", str(knobs["cpu_offloading_num_layers"])]
     cmd += ["--schedule", "interleaved-1f1b", "--chunks", str(vs)] if vs > 1 else ["--schedule", "1f1b"]
     if run.get("sequence_parallel"):
         cmd.append("--sequence-parallel")
