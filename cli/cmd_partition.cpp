@@ -21,7 +21,7 @@ struct PartitionOpts {
   std::string cluster;           // preset or JSON; empty: balance FLOPs
   int pp = 1;                    // stages
   int microbatch_size = 1;       // b, for a model (a graph file fixes its own shapes)
-  int max_subgraphs = 0;         // Merak's k; 0 = no bound
+  std::optional<int> max_subgraphs;  // Merak's k; absent = no bound
   int common_min_users = 3;      // users that make a node common
   std::string recompute = "none";
   std::string graph_out;         // write the graph JSON here
@@ -42,6 +42,8 @@ graphs::Graph load(const PartitionOpts& o) {
     throw InputError("--model " + o.model + ": importing TorchScript needs the runtime (LibTorch), which this build lacks");
 #endif
   }
+  if (!o.example_shape.empty())
+    throw InputError("--example-shape is for a TorchScript model (--model FILE.pt); --model is " + o.model + " (allowed: absent)");
   const bool file = ends_with(o.model, ".json");
   if (file) {
     nlohmann::json j = schedules::read_json_file(o.model, "--model");
@@ -61,7 +63,7 @@ void run(const PartitionOpts& o) {
     throw InputError("--recompute = '" + o.recompute + "' is invalid (allowed: none, full)");
   const graphs::Graph g = load(o);
   graphs::ShardOptions so;
-  so.max_subgraphs = o.max_subgraphs;
+  so.max_subgraphs = o.max_subgraphs.value_or(0);
   so.common_min_users = o.common_min_users;
   const auto t0 = std::chrono::steady_clock::now();
   const graphs::Sharding sh = graphs::shard(g, so);

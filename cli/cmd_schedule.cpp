@@ -177,7 +177,8 @@ void add_schedule_command(CLI::App& app) {
   c->add_option("--out", o->out, "write to this file instead of standard output");
   c->add_option("--unit-costs", o->unit_costs,
                 "evaluate with these per-stage, per-microbatch durations and no communication, e.g. F=1,B=2,I=1,W=1,R=1; "
-                "prints the metrics as JSON");
+                "prints the metrics as JSON")
+      ->check(non_empty("OP=SECONDS pairs, e.g. F=1,B=2"));
   add_schedule_param_flags(c, o->params);
   c->add_option("--svg", o->svg, "draw the evaluated schedule (unit costs) as an SVG timeline into this file");
   c->add_flag("--lowered", o->lowered, "show the lowered schedule (sends, receives, reductions, optimizer)");

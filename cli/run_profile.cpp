@@ -86,11 +86,26 @@ void run_validate(const ValidateOpts& o) {
 #else
   vo.simulate = false;
 #endif
+  check_output_file("--out", o.out);
+  if (!o.summary.empty()) check_output_file("--summary", o.summary);
   std::cout << "validating " << s.configs.size() << " configurations (" << s.steps << " steps each, median after "
-            << s.warmup << ")...\n";
-  // Rows are written as they complete, so an interrupted or failing sweep keeps what it measured.
-  vo.on_rows = [&](const std::vector<profiler::ValidationRow>& done) { write_file_atomic(o.out, profiler::validation_csv(done)); };
-  auto rows = profiler::run_validation(s, vo, std::cout);
+            << s.warmup << "): " << s.configs.size() * static_cast<size_t>(s.rounds) << " training runs in " << s.rounds
+            << " rounds, minutes on a small machine; fewer \"rounds\" or \"steps\" in the sweep make it faster\n";
+  // Rows are written as they complete (their last round), so an interrupted or failing sweep
+  // keeps what it measured; an interrupt says how many.
+  size_t written = 0;
+  vo.on_rows = [&](const std::vector<profiler::ValidationRow>& done) {
+    write_file_atomic(o.out, profiler::validation_csv(done));
+    written = done.size();
+  };
+  std::vector<profiler::ValidationRow> rows;
+  try {
+    rows = profiler::run_validation(s, vo, std::cout);
+  } catch (const Error& e) {
+    if (std::string(e.what()) != "validate: interrupted") throw;
+    throw Error(written ? "validate: interrupted; the " + std::to_string(written) + " rows completed are in " + o.out
+                        : "validate: interrupted before any row completed its last round; nothing written to " + o.out);
+  }
   write_file_atomic(o.out, profiler::validation_csv(rows));
   nlohmann::json sum = profiler::validation_summary(rows, vo.simulate);
   sum["cost_model"] = o.profile.empty() ? "analytic" : "profiled: " + o.profile;

@@ -116,6 +116,19 @@ std::vector<std::string> keys_of(const ParallelPlan& p, bool fp8, const PlanSpac
 
 }  // namespace
 
+std::pair<std::string, long> main_rejection(const SearchStats& s) {
+  std::pair<std::string, long> out{"", 0};
+  for (const auto& [why, n] : s.rejections)
+    if (n > out.second) out = {why, n};
+  return out;
+}
+
+bool ranks_before(const Candidate& a, const Candidate& b) {
+  const bool a_fits = a.fit == costmodel::Fit::Fits, b_fits = b.fit == costmodel::Fit::Fits;
+  if (a_fits != b_fits) return a_fits;
+  return a.iteration_time_s < b.iteration_time_s;
+}
+
 SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& space, const SearchOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   if (opt.top_k < 1) throw InputError("plan search: top_k = " + std::to_string(opt.top_k) + " is invalid (must be at least 1)");
@@ -171,7 +184,14 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
       costmodel::check(q);
       cand = custom ? candidate_of(opt.estimate(res.cluster, q), res.cluster, fits) : price(q, fits);
       cand.fp8 = model.fp8;
-    } catch (const InputError&) {
+    } catch (const InputError& e) {
+      const std::string why = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+      ++res.stats.rejections[why];
+      for (const std::string& k : keys_of(q, model.fp8, space, eps, precisions))
+        if (ChoiceBest* c = choice(k)) {
+          ++c->rejected;
+          if (c->rejection.empty()) c->rejection = why;
+        }
       return false;
     }
     ++res.stats.evaluated;
@@ -179,16 +199,16 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
       if (ChoiceBest* c = choice(k)) {
         ++c->evaluated;
         if (!fits) continue;
-        ++c->fitting;
-        if (!c->best || cand.iteration_time_s < c->best->iteration_time_s) c->best = cand;
+        ++(cand.fit == costmodel::Fit::Fits ? c->fitting : c->tight);
+        if (!c->best || ranks_before(cand, *c->best)) c->best = cand;
       }
     if (!fits) {
       ++res.stats.infeasible;
       return true;
     }
+    if (cand.fit == costmodel::Fit::Tight) ++res.stats.tight;
     res.best.push_back(cand);
-    std::stable_sort(res.best.begin(), res.best.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.iteration_time_s < b.iteration_time_s; });
+    std::stable_sort(res.best.begin(), res.best.end(), ranks_before);
     if (static_cast<int>(res.best.size()) > opt.top_k) res.best.pop_back();
     return true;
   };
@@ -216,8 +236,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
       ParallelPlan q = p;
       q.stage_layers = balance_stages(m.num_layers, stages, stage_time_model(costs, p.recompute == costmodel::RecomputePolicy::Full));
       if (q.stage_layers == costmodel::partition_layers(m, p, stages)) continue;
-      ++res.stats.balanced;
-      consider(q);
+      if (consider(q)) ++res.stats.balanced;  // counted when evaluated: considered = pruned + rejected + evaluated - balanced
     }
   }
   res.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -52,7 +52,7 @@ extern "C" void on_interrupt(int) { g_interrupted = 1; }
 int run(const std::string& cmd, const std::string& out_path) {
   int status = std::system((cmd + " >" + out_path + " 2>" + out_path + ".err").c_str());
   const bool child_interrupted = WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM);
-  if (g_interrupted || child_interrupted) throw Error("validate: interrupted; the rows completed so far are written");
+  if (g_interrupted || child_interrupted) throw Error("validate: interrupted");  // the caller says what was written
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
