@@ -198,7 +198,8 @@ std::string fastest_fit_line(const std::vector<planner::Candidate>& best, double
 }
 
 // The top plans, those that fit first (planner::ranks_before). Within 100 columns unless `wide`:
-// tokens/s and the bubble left out (MFU and the iteration say it), stage layers listed below.
+// tokens/s, the bubble and the peak memory left out (MFU, the iteration and the headroom say
+// them), stage layers listed below.
 void print_table(const planner::SearchResult& r, const std::vector<double>& simulated, bool wide) {
   std::vector<std::vector<std::string>> rows;
   int rank = 0;
@@ -211,7 +212,9 @@ void print_table(const planner::SearchResult& r, const std::vector<double>& simu
     rows.push_back({std::to_string(++rank), fmt_seconds(c.iteration_time_s)});
     if (!simulated.empty()) rows.back().push_back(fmt_seconds(simulated[i]));
     if (wide) rows.back().push_back(fmt_num(c.tokens_per_s, 0));
-    rows.back().insert(rows.back().end(), {fmt_num(100 * c.mfu, 1) + "%", fmt_bytes(c.max_memory_bytes), headroom_cell(c)});
+    rows.back().push_back(fmt_num(100 * c.mfu, 1) + "%");
+    if (wide) rows.back().push_back(fmt_bytes(c.max_memory_bytes));
+    rows.back().push_back(headroom_cell(c));
     if (wide) rows.back().push_back(fmt_num(c.bubble_fraction, 3));
     rows.back().insert(rows.back().end(), {dims_label(p), std::to_string(p.microbatch_size) + "x" + std::to_string(p.num_microbatches),
                                            std::string(costmodel::recompute_name(p.recompute)), p.sequence_parallel ? "on" : "off",
@@ -223,7 +226,9 @@ void print_table(const planner::SearchResult& r, const std::vector<double>& simu
   std::vector<std::string> header = {"#", "iteration"};
   if (!simulated.empty()) header.push_back("simulated");
   if (wide) header.push_back("tokens/s");
-  header.insert(header.end(), {"MFU", "memory", "headroom"});
+  header.push_back("MFU");
+  if (wide) header.push_back("memory");
+  header.push_back("headroom");
   if (wide) header.push_back("bubble");
   header.insert(header.end(), {"dp/tp/pp", "b x m", "recompute", "sp", "zero", "schedule"});
   if (precision) header.push_back("precision");
@@ -252,10 +257,11 @@ void print_choices(const planner::SearchResult& r) {
     }
     if (!c.best && c.evaluated == 0 && c.rejected > 0) {
       fastest = "every point refused";
-      refusals += c.choice + ": " + c.rejection + "\n";
+      refusals += wrap_text(c.choice + ": " + c.rejection, kHelpWidth) + "\n";
     }
     rows.push_back({c.choice, fastest, gap, std::to_string(c.fitting) + (c.tight ? " (+" + std::to_string(c.tight) + " tight)" : "") +
-                                                " of " + std::to_string(c.evaluated),
+                                                " of " + std::to_string(c.evaluated) +
+                                                (c.rejected ? ", " + std::to_string(c.rejected) + " refused" : ""),
                     std::to_string(c.pruned)});
   }
   std::cout << "\nby choice, the fastest plan that fits with it (a tight one where none fits):\n"

@@ -48,16 +48,18 @@ void run(const PresetsOpts& o) {
   std::vector<std::vector<std::string>> clusters;
   for (const auto& n : cluster_preset_names()) {
     ClusterSpec c = load_cluster(n);
+    const std::string intra = fmt_num(c.intra_node_bandwidth_Bps / 1e9, 0) + " GB/s",
+                      inter = fmt_num(c.inter_node_bandwidth_Bps * c.nics_per_node / 1e9, 1) + " GB/s";
     clusters.push_back({n, std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node), c.gpu_name,
                         fmt_num(c.gpu_peak_flops_per_s / 1e12, 0) + " TF", fmt_bytes(c.gpu_memory_bytes),
-                        c.intra_node_link + " " + fmt_num(c.intra_node_bandwidth_Bps / 1e9, 0) + " GB/s",
-                        c.inter_node_link + " " + fmt_num(c.inter_node_bandwidth_Bps * c.nics_per_node / 1e9, 1) + " GB/s",
-                        c.source});
+                        o.wide ? c.intra_node_link + " " + intra : intra, o.wide ? c.inter_node_link + " " + inter : inter});
+    if (o.wide) clusters.back().push_back(c.source);
   }
-  std::cout << "\nClusters\n"
-            << format_table({"name", "nodes x gpus", "gpu", "peak", "memory", "intra-node", "inter-node (per node)", "source"},
-                            clusters, o.wide ? 0 : kHelpWidth, 7, true);
-  std::cout << "\nFull sources: --wide; every field: stagecraft presets --show NAME\n";
+  std::vector<std::string> header = {"name", "nodes x gpus", "gpu", "peak", "memory", "intra-node", "inter-node (per node)"};
+  if (o.wide) header.push_back("source");
+  // Within 100 columns the links are their bandwidths and the GPU's name is cut (--wide: all).
+  std::cout << "\nClusters\n" << format_table(header, clusters, o.wide ? 0 : kHelpWidth, 2, true);
+  std::cout << "\nSources and link names in full: --wide; every field: stagecraft presets --show NAME\n";
 }
 
 }  // namespace
@@ -66,7 +68,7 @@ void add_presets_command(CLI::App& app) {
   auto o = std::make_shared<PresetsOpts>();
   CLI::App* c = app.add_subcommand("presets", "list the model and cluster presets with their sources");
   c->add_flag("--json", o->json, "print every preset as JSON");
-  c->add_flag("--wide", o->wide, "sources in full, however wide (default: cut to fit 100 columns)");
+  c->add_flag("--wide", o->wide, "sources in full, the clusters' links named, however wide (default: cut to fit 100 columns)");
   c->add_option("--show", o->show, "print one preset's JSON file")->check(non_empty("a preset name"));
   c->callback([o] { run(*o); });
 }

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "costmodel/flops.h"
+#include "costmodel/runtime_support.h"
 #include "planner/balance.h"
 #include "planner/bounds.h"
 #include "schedules/buckets.h"
@@ -137,7 +138,12 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   costmodel::check(c);
   SearchResult res;
   res.cluster = plan_cluster(c, space);
-  std::vector<ParallelPlan> points = enumerate(space, m, c);
+  // The runtime's refusals (--for-runtime) are made point by point below, each counted with its
+  // reason (issue 52: a choice the runtime cannot run showed "no plan fits, 0 of 0").
+  check(space, m, c);
+  PlanSpace offered = space;
+  offered.for_runtime = false;
+  std::vector<ParallelPlan> points = enumerate(offered, m, c);
   // The points of one schedule shape evaluated one after another: the evaluator and lowered-
   // schedule caches hold 16 shapes, and the space's own order (tp, pp, cp, ep, b, schedule, ...)
   // visits a (tp, pp)'s shapes again for every expert-parallel degree, which thrashed them
@@ -182,6 +188,9 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
     bool fits = false;
     try {
       costmodel::check(q);
+      if (space.for_runtime)
+        if (const std::string why = costmodel::runtime_refusal(model, q, costmodel::plan_schedule(q)); !why.empty())
+          throw InputError(why);
       cand = custom ? candidate_of(opt.estimate(res.cluster, q), res.cluster, fits) : price(q, fits);
       cand.fp8 = model.fp8;
     } catch (const InputError& e) {

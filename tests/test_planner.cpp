@@ -542,7 +542,7 @@ ModelSpec long_llama(costmodel::AttentionKernel k) {
 }
 
 // Llama 3 8B on 16 GPUs at 65,536 tokens a sample: the search, offered cp 1, 2 and 4, runs the
-// sequence over several ranks; without fused attention it offers none.
+// sequence over several ranks; without fused attention it refuses cp > 1.
 TEST(PlannerSpace, SplitsLongSequencesOverContextParallelRanks) {
   planner::PlanSpace s;
   s.gpus = 16;
@@ -553,6 +553,13 @@ TEST(PlannerSpace, SplitsLongSequencesOverContextParallelRanks) {
   ASSERT_FALSE(r.best.empty());
   EXPECT_GT(r.best.front().plan.cp, 1);
   ModelSpec mat = long_llama(costmodel::AttentionKernel::Materialized);
+  // Without it, cp > 1 is refused naming the degree and the flag (issue 52: it was dropped
+  // silently, and `plan` reported "cp 2: no plan fits, 0 of 0").
+  const std::string why = test::error_of([&] { planner::enumerate(s, mat, test::cluster_of("h100-ib-1024", 2)); });
+  EXPECT_NE(why.find("cp_degrees = 2 is invalid (context parallelism needs the fused attention kernel: --attention-kernel fused"),
+            std::string::npos)
+      << why;
+  s.cp_degrees = {1};
   for (const ParallelPlan& p : planner::enumerate(s, mat, test::cluster_of("h100-ib-1024", 2))) EXPECT_EQ(p.cp, 1);
 }
 

@@ -1,0 +1,57 @@
+// Issue 52, the runtime's side: `train` refuses bad output paths before any rank starts (and
+// leaves nothing half-written), refuses what estimate notes in the same words, and trains a plan
+// file that names its own model.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "helpers.h"
+
+using stagecraft::test::run_cli;
+using stagecraft::test::scratch_path;
+
+TEST(AnswersRuntime, TrainRefusesOutputPathsBeforeTraining) {
+  const std::string dir = scratch_path("train_out_dir");
+  std::filesystem::create_directories(dir);
+  const std::string file = scratch_path("train_a_file");
+  std::ofstream(file) << "x";
+  const std::string cfg = "train --model tiny --nproc 2 --pp 2 --microbatches 4 --steps 2 --log-every 0";
+  struct Case {
+    std::string args, says;
+  };
+  const Case cases[] = {
+      {cfg + " --trace " + dir, "--trace = '" + dir + "' is a directory"},
+      {cfg + " --json " + dir, "--json = '" + dir + "' is a directory"},
+      {cfg + " --save " + file, "--save = '" + file + "' is a file, not a folder"},
+      {cfg + " --json " + file + "/x.json", "is not a directory"},
+  };
+  for (const Case& c : cases) {
+    const auto r = run_cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.out.find("step"), std::string::npos) << c.args << "\n" << r.out;  // nothing trained
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + ".tmp"));
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
+TEST(AnswersRuntime, TrainRefusesWhatEstimateNotesInTheSameWords) {
+  const std::string plan = "--model tiny --pp 2 --microbatches 4 --zero 3 --schedule zb-h1";
+  const auto e = run_cli("estimate --cluster local-cpu-2 --dp 1 " + plan);
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const std::string lead = "runtime: plan.zero = 3 is not supported with schedule 'zb-h1'";
+  EXPECT_NE(e.out.find("`train` does not run this plan: " + lead), std::string::npos) << e.out;
+  const auto t = run_cli("train --nproc 4 --dp 2 --steps 1 " + plan);
+  EXPECT_EQ(t.exit_code, 2) << t.err;
+  EXPECT_NE(t.err.find(lead), std::string::npos) << t.err;
+}
+
+TEST(AnswersRuntime, TrainPlanFileNeedsNoModelFlag) {
+  const std::string out = scratch_path("train_plan.json");
+  const auto p = run_cli("plan --model tiny --cluster local-cpu-2 --global-batch 8 --for-runtime --top 1 --quiet --out " + out);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const auto t = run_cli("train --plan " + out + " --steps 2 --log-every 0");
+  EXPECT_EQ(t.exit_code, 0) << t.out << t.err;
+}
