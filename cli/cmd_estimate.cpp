@@ -262,9 +262,10 @@ std::string fastest_fit_line(const std::vector<RowFit>& rows) {
 
 // compare's table: within 100 columns unless `wide`, leaving out the tp overlap mode where every
 // row has the plan's blocking one, bubble over compute, and host memory where nothing offloads.
+// (TFLOP/s: model FLOPs per GPU; peak mem: the fullest GPU's peak.)
 void print_compare_table(const std::vector<std::vector<std::string>>& rows, bool wide, bool modes, bool host) {
-  const std::vector<std::string> header = {"schedule", "tp overlap", "stages", "iteration", "tokens/s", "TFLOP/s/GPU",
-                                           "bubble/compute", "bubble", "peak GPU mem", "headroom", "host mem", "fits"};
+  const std::vector<std::string> header = {"schedule", "tp overlap", "stages", "iteration", "tokens/s", "TFLOP/s",
+                                           "bubble/compute", "bubble", "peak mem", "headroom", "host mem", "fits"};
   std::vector<size_t> keep;
   for (size_t i = 0; i < header.size(); ++i)
     if (wide || ((i != 1 || modes) && i != 6 && (i != 10 || host))) keep.push_back(i);

@@ -514,9 +514,9 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
   }
   std::cout << "model " << m.name << (m.fp8 ? " (fp8)" : "") << " on cluster " << c.name << ", global batch " << f.global_batch << " sequences"
             << (f.tokens > 0 ? ", " + fmt_tokens(f.tokens) + " tokens to train" : "") << "\n\n";
-  std::cout << format_table({"GPUs", "best plan (dp/tp/pp)", "iteration", "tokens/s", "tokens/GPU-hour", "MFU", "time to train",
-                             "GPU-hours", "search"},
-                            rows);
+  std::cout << format_table({"GPUs", "best plan (dp/tp/pp)", "iteration", "tokens/s", "tok/GPU-h", "MFU", "to train", "GPU-hours",
+                             "search"},
+                            rows, f.wide ? 0 : kHelpWidth, 1);
   // Where scaling stops paying: the count with the most tokens per GPU-hour against the fastest.
   int cheapest = -1, fastest = -1;
   double best_per_gpu = 0, best_tps = 0;

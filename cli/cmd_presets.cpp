@@ -55,7 +55,7 @@ void run(const PresetsOpts& o) {
                         o.wide ? c.intra_node_link + " " + intra : intra, o.wide ? c.inter_node_link + " " + inter : inter});
     if (o.wide) clusters.back().push_back(c.source);
   }
-  std::vector<std::string> header = {"name", "nodes x gpus", "gpu", "peak", "memory", "intra-node", "inter-node (per node)"};
+  std::vector<std::string> header = {"name", "nodes x gpus", "gpu", "peak", "memory", "intra-node", "inter-node/node"};
   if (o.wide) header.push_back("source");
   // Within 100 columns the links are their bandwidths and the GPU's name is cut (--wide: all).
   std::cout << "\nClusters\n" << format_table(header, clusters, o.wide ? 0 : kHelpWidth, 2, true);
