@@ -355,7 +355,10 @@ void run_compare(const CompareOpts& o) {
               << (p.zero ? ", zero " + zero_label(p) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
             << (p.sequence_parallel ? ", sequence parallel" : "") << (p.overlap_grad_reduce ? ", bucketed gradient reduction" : "")
             << ", stack " << p.stack << ", attention " << costmodel::attention_kernel_name(in.model.attention_kernel)
-            << (in.model.dropout ? "" : ", no dropout") << "; costs: " << (in.profile ? "measured, profile " + o.plan.profile : std::string("analytic"))
+            << (in.model.dropout ? "" : ", no dropout");
+    std::cout << wrap_text(head.str(), kHelpWidth) << "\n";
+    head.str("");
+    head << "costs: " << (in.profile ? "measured, profile " + o.plan.profile : std::string("analytic"))
               << "; rows that fit first, then tight, then those that do not (NO), each by iteration time";
     std::cout << wrap_text(head.str(), kHelpWidth) << "\n\n";
     print_compare_table(rows, o.wide, !o.tp_overlaps.empty() || p.tp_overlap != schedules::TpOverlap::Blocking, host_memory);
