@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -254,4 +255,68 @@ TEST(Answers, DefaultTextOutputFitsOneHundredColumns) {
   const auto wide = run_cli("presets --wide");
   ASSERT_EQ(wide.exit_code, 0);
   EXPECT_GT(widest(wide.out), 100u);
+}
+
+namespace {
+
+// The stagecraft command lines of a Markdown text: inside its fenced code blocks, the lines that
+// start with the program (build/bin/stagecraft, build-gpu/bin/stagecraft or stagecraft), with
+// their backslash continuations joined.
+std::vector<std::string> documented_commands(const std::string& markdown) {
+  std::vector<std::string> out;
+  std::istringstream in(markdown);
+  bool fenced = false, continued = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("```", 0) == 0) {
+      fenced = !fenced;
+      continue;
+    }
+    if (!fenced) continue;
+    const bool more = !line.empty() && line.back() == '\\';
+    if (more) line.pop_back();
+    if (continued) {
+      out.back() += " " + line;
+    } else {
+      std::string first = line.substr(0, line.find(' '));
+      if (first != "stagecraft" && first != "build/bin/stagecraft" && first != "build-gpu/bin/stagecraft") continue;
+      out.push_back(line.substr(line.find(' ') + 1));
+    }
+    continued = more;
+  }
+  return out;
+}
+
+}  // namespace
+
+// (7) The docs match the program: every flag that README's Use section and docs/cli.md's
+// examples give a subcommand is in that subcommand's --help (a renamed or removed flag fails).
+TEST(Answers, EveryFlagTheDocsUseIsTheProgramsFlag) {
+  const std::string root = stagecraft::test::data_path("../..");
+  std::map<std::string, std::string> help;  // subcommand -> its --help
+  int checked = 0;
+  for (const char* doc : {"README.md", "docs/cli.md"}) {
+    const std::vector<std::string> commands = documented_commands(stagecraft::test::read_text(root + "/" + doc));
+    ASSERT_GE(commands.size(), 10u) << doc;
+    for (const std::string& c : commands) {
+      std::istringstream words(c.substr(0, c.find('#')));  // a trailing comment is not the command
+      std::string sub, w;
+      std::vector<std::string> flags;
+      while (words >> w) {
+        if (w.rfind("--", 0) == 0) flags.push_back(w.substr(0, w.find_first_of("=]|")));
+        else if (flags.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos)
+          sub += (sub.empty() ? "" : " ") + w;
+      }
+      if (!help.count(sub)) {
+        const auto r = run_cli(sub + " --help");
+        ASSERT_EQ(r.exit_code, 0) << doc << ": `" << sub << "` is not a subcommand\n" << r.err;
+        help[sub] = r.out;
+      }
+      for (const std::string& f : flags) {
+        if (f == "--help") continue;
+        EXPECT_NE(help[sub].find(f + " "), std::string::npos) << doc << ": `" << sub << " " << f << "` is not a flag: " << c;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
 }
