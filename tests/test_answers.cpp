@@ -179,7 +179,11 @@ TEST(Answers, BadValuesExitTwoNamingTheFlag) {
       {"schedule 1f1b --unit-costs ''", "--unit-costs"},
       {"partition --model gpt3-7.5b --pp 2 --max-subgraphs 0", "--max-subgraphs"},
       {"partition --model gpt3-7.5b --pp 2 --example-shape 4,8", "--example-shape is for a TorchScript model"},
-      {"estimate --model " + dir + " " + est, "is a directory"},
+      {"estimate --model " + dir + " " + est, "--model '" + dir + "' is a directory"},
+      {"estimate --model tiny --cluster " + dir + " --pp 2", "cluster file '" + dir + "' is a directory"},
+      {"simulate --model gpt3-7.5b " + est + " --platform " + dir, "--platform = '" + dir + "' is a directory"},
+      {"plan --model gpt3-7.5b --cluster h100-nvl-ib-64 --global-batch 64 --schedules hanayo:waves=x --quiet",
+       "no plan of the space passes its checks; 855 points refused: schedule hanayo: waves = \"x\" is invalid"},
       {"compare --model gpt3-7.5b " + est + " --engine quantum", "--engine = 'quantum' is not available"},
   };
   for (const Case& c : cases) {
