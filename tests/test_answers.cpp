@@ -247,7 +247,10 @@ TEST(Answers, DefaultTextOutputFitsOneHundredColumns) {
   const std::string est = "--model gpt3-39b --cluster fold3d-a100-128 --tp 8 --pp 4 --microbatches 16 --sequence-parallel";
   const std::vector<std::string> commands = {
       "presets", "schedule --list", "estimate " + est, "estimate " + est + " --zero 1 --schedule zb-h1",
-      "compare " + est + " --schedules all", "schedule --schedule 1f1b --stages 4 --microbatches 8",
+      "compare " + est + " --schedules all", "schedule --schedule interleaved-1f1b --stages 4 --microbatches 8 --chunks 2",
+      "simulate --model gpt3-7.5b --cluster h100-nvl-ib-64 --tp 8 --pp 8 --dp 1 --microbatches 8",
+      "compare --model gpt3-7.5b --cluster h100-nvl-ib-64 --tp 2 --pp 2 --microbatches 8 --tp-overlaps blocking,merak "
+      "--schedules 1f1b,interleaved-1f1b,merak-early-recompute",
       "partition --model gpt-1.4b --pp 4 --cluster merak-3090-64",
       "plan --model gpt3-7.5b --cluster h100-nvl-ib-64 --gpus 16 --global-batch 32 --top 5 --quiet",
       "plan --model gpt3-7.5b --cluster h100-ib-1024 --gpus 16,32 --global-batch 64 --tokens 3e11 --quiet"};
@@ -256,9 +259,11 @@ TEST(Answers, DefaultTextOutputFitsOneHundredColumns) {
     ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
     EXPECT_LE(widest(r.out), 100u) << args << "\n" << r.out;
   }
-  const auto wide = run_cli("presets --wide");
-  ASSERT_EQ(wide.exit_code, 0);
-  EXPECT_GT(widest(wide.out), 100u);
+  for (const std::string& args : {"presets --wide", "schedule --schedule interleaved-1f1b --stages 4 --microbatches 8 --chunks 2 --wide"}) {
+    const auto wide = run_cli(args);
+    ASSERT_EQ(wide.exit_code, 0) << args;
+    EXPECT_GT(widest(wide.out), 100u) << args;
+  }
 }
 
 namespace {
