@@ -19,6 +19,8 @@
 namespace stagecraft::cli {
 namespace {
 
+constexpr double kNoisySpread = 0.20;  // the forward's (max - min) / median above which profile warns
+
 void print_layers(const std::vector<costmodel::LayerProfile>& layers) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& l : layers)
@@ -30,6 +32,17 @@ void print_layers(const std::vector<costmodel::LayerProfile>& layers) {
                     fmt_bytes(l.activation_bytes)});
   std::cout << format_table({"layer", "h", "heads", "tp", "seq", "b", "forward", "backward", "  I", "  W", "F spread", "activations"},
                             rows);
+  // A noisy machine (issue 52): the forward's spread (max - min over the median) above 20% on
+  // any shape says the profile's medians, and every prediction from it, carry that noise.
+  double worst = 0;
+  for (const auto& l : layers) worst = std::max(worst, (l.forward.max_s - l.forward.min_s) / std::max(l.forward.median_s, 1e-12));
+  if (worst > kNoisySpread)
+    std::cout << wrap_text("warning: the forward's spread reaches " + fmt_num(100 * worst, 0) +
+                               "% of its median: this machine is noisy (other work on its cores, frequency changes); "
+                               "predictions from this profile carry that noise. Profile on a quiet machine, or with more "
+                               "--runs, and compare rounds before trusting a difference under that spread.",
+                           kHelpWidth)
+              << "\n";
 }
 
 }  // namespace
