@@ -3,15 +3,18 @@
 // refused before any work, and text output within 100 columns.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/progress.h"
 #include "costmodel/presets.h"
 #include "costmodel/runtime_support.h"
 #include "helpers.h"
@@ -328,4 +331,23 @@ TEST(Answers, EveryFlagTheDocsUseIsTheProgramsFlag) {
     }
   }
   EXPECT_GT(checked, 100);
+}
+
+// (6) The time left comes from the rate measured after the first report, not from the first
+// point (which carries the start-up): none is claimed before there is a rate.
+TEST(Answers, ProgressClaimsNoTimeLeftBeforeItHasARate) {
+  stagecraft::cli::Progress p;
+  EXPECT_EQ(p.eta(1, 100).find("left"), std::string::npos);
+  ::testing::internal::CaptureStderr();
+  p.report("plan: points", 1, 100, 0);
+  const std::string first = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(first.find("plan: points 1/100"), std::string::npos) << first;
+  EXPECT_NE(first.find("measuring the rate"), std::string::npos) << first;
+  EXPECT_EQ(first.find("left"), std::string::npos) << first;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a measurable interval after the first report
+  ::testing::internal::CaptureStderr();
+  p.report("plan: points", 50, 100, 0);
+  const std::string later = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(later.find("left"), std::string::npos) << later;
+  EXPECT_EQ(p.eta(100, 100).find("left"), std::string::npos);  // done: nothing left to estimate
 }
