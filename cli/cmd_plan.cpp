@@ -221,7 +221,14 @@ void print_table(const planner::SearchResult& r, const std::vector<double>& simu
                                            zero_label(p), schedule_label(p)});
     if (precision) rows.back().push_back(c.fp8 ? "fp8" : "bf16");
     if (wide) rows.back().push_back(layers_label(p));
-    else if (!p.stage_layers.empty()) stage_lists += "  #" + std::to_string(rank) + ": " + layers_label(p) + "\n";
+    else if (!p.stage_layers.empty()) {
+      std::string spaced = layers_label(p);  // "3, 5, 5, 3": wraps at the commas
+      for (size_t at = spaced.find(','); at != std::string::npos; at = spaced.find(',', at + 2)) spaced.insert(at + 1, " ");
+      stage_lists += "  ";
+      for (char ch : wrap_text("#" + std::to_string(rank) + ": " + spaced, kHelpWidth - 4))
+        stage_lists += ch == '\n' ? std::string("\n    ") : std::string(1, ch);
+      stage_lists += "\n";
+    }
   }
   std::vector<std::string> header = {"#", "iteration"};
   if (!simulated.empty()) header.push_back("simulated");
@@ -235,8 +242,8 @@ void print_table(const planner::SearchResult& r, const std::vector<double>& simu
   if (wide) header.push_back("stage layers");
   const size_t schedule_column = static_cast<size_t>(std::find(header.begin(), header.end(), "schedule") - header.begin());
   std::cout << format_table(header, rows, wide ? 0 : kHelpWidth, schedule_column);
-  if (!stage_lists.empty()) std::cout << "stage layers (the rest even; --wide: a column):\n" << stage_lists;
   std::cout << fastest_fit_line(r.best, r.cluster.usable_memory_bytes()) << "\n";
+  if (!stage_lists.empty()) std::cout << "stage layers (the rest even; --wide: a column):\n" << stage_lists;
 }
 
 // Each value of the choices the space varied (zero, shard group, cp, precision): its fastest plan
@@ -353,8 +360,11 @@ std::vector<LayerTpRow> plan_layer_tp(const PlanCmdFlags& f, const costmodel::Mo
 }
 
 void print_layer_tp(const std::vector<LayerTpRow>& rows, const planner::SearchResult& r) {
-  std::cout << "\nper-layer tensor-parallel degrees (Oases Sec. V: eqs. (3)-(6) as an ILP, solved with CBC), the layers' "
-               "time per iteration under that model:\n";
+  std::cout << "\n"
+            << wrap_text("per-layer tensor-parallel degrees (Oases Sec. V: eqs. (3)-(6) as an ILP, solved with CBC), the layers' "
+                         "time per iteration under that model:",
+                         kHelpWidth)
+            << "\n";
   if (rows.empty()) {
     std::cout << "none of the top plans has pp = 1 and tp >= 2 (Oases' formulation runs without pipelining)\n";
     return;
@@ -512,8 +522,11 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
     std::cout << out.dump(2) << "\n";
     return;
   }
-  std::cout << "model " << m.name << (m.fp8 ? " (fp8)" : "") << " on cluster " << c.name << ", global batch " << f.global_batch << " sequences"
-            << (f.tokens > 0 ? ", " + fmt_tokens(f.tokens) + " tokens to train" : "") << "\n\n";
+  std::cout << wrap_text("model " + m.name + (m.fp8 ? " (fp8)" : "") + " on cluster " + c.name + ", global batch " +
+                             std::to_string(f.global_batch) + " sequences" +
+                             (f.tokens > 0 ? ", " + fmt_tokens(f.tokens) + " tokens to train" : ""),
+                         kHelpWidth)
+            << "\n\n";
   std::cout << format_table({"GPUs", "best plan (dp/tp/pp)", "iteration", "tokens/s", "tok/GPU-h", "MFU", "to train", "GPU-hours",
                              "search"},
                             rows, f.wide ? 0 : kHelpWidth, 1);
@@ -607,8 +620,10 @@ void run(const PlanCmdFlags& f) {
   }
   if (f.layer_tp) print_layer_tp(layer_tp, r);
   if (!f.out.empty() && fitting)
-    std::cout << "the fastest plan that fits written to " << f.out << ", with its model and cluster (estimate --plan "
-              << f.out << " and train --plan " << f.out << " need nothing else)\n";
+    std::cout << wrap_text("the fastest plan that fits written to " + f.out + ", with its model and cluster (estimate --plan " +
+                               f.out + " and train --plan " + f.out + " need nothing else)",
+                           kHelpWidth)
+              << "\n";
   if (!f.out.empty() && !fitting)
     throw Error("--out " + f.out + " not written: no plan fits in " + fmt_bytes(r.cluster.usable_memory_bytes()) +
                 " (the plans above are tight; a lower --memory-margin accepts them)");
