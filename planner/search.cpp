@@ -115,6 +115,22 @@ std::vector<std::string> keys_of(const ParallelPlan& p, bool fp8, const PlanSpac
   return keys;
 }
 
+// The points of one schedule shape evaluated one after another: the evaluator and lowered-
+// schedule caches hold 16 shapes, and the space's own order (tp, pp, cp, ep, b, schedule, ...)
+// visits a (tp, pp)'s shapes again for every expert-parallel degree, which thrashed them
+// (DeepSeek-V3's default space: 3,112 evaluators compiled for 7,030 evaluations). The order
+// changes no price; among plans of equal time the one evaluated first is listed first.
+std::vector<ParallelPlan> by_shape(std::vector<ParallelPlan> points) {
+  std::vector<std::pair<std::string, size_t>> order;
+  order.reserve(points.size());
+  for (size_t i = 0; i < points.size(); ++i) order.emplace_back(shape_key(points[i]), i);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<ParallelPlan> sorted;
+  sorted.reserve(points.size());
+  for (const auto& [key, i] : order) sorted.push_back(std::move(points[i]));
+  return sorted;
+}
+
 }  // namespace
 
 std::pair<std::string, long> main_rejection(const SearchStats& s) {
@@ -144,21 +160,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   PlanSpace offered = space;
   offered.for_runtime = false;
   std::vector<ParallelPlan> points = enumerate(offered, m, c);
-  // The points of one schedule shape evaluated one after another: the evaluator and lowered-
-  // schedule caches hold 16 shapes, and the space's own order (tp, pp, cp, ep, b, schedule, ...)
-  // visits a (tp, pp)'s shapes again for every expert-parallel degree, which thrashed them
-  // (DeepSeek-V3's default space: 3,112 evaluators compiled for 7,030 evaluations). The order
-  // changes no price; among plans of equal time the one evaluated first is listed first.
-  {
-    std::vector<std::pair<std::string, size_t>> order;
-    order.reserve(points.size());
-    for (size_t i = 0; i < points.size(); ++i) order.emplace_back(shape_key(points[i]), i);
-    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<ParallelPlan> sorted;
-    sorted.reserve(points.size());
-    for (const auto& [key, i] : order) sorted.push_back(std::move(points[i]));
-    points = std::move(sorted);
-  }
+  points = by_shape(std::move(points));
   EvaluatorCache cache;
   std::map<std::string, schedules::Schedule> lowered;
   // Evaluates q and keeps it among the best when it fits; false when a check refuses it.
