@@ -484,9 +484,9 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
   nlohmann::json out = nlohmann::json::array();
   planner::SearchOptions opt;
   opt.top_k = 1;
-  Progress progress(f.quiet);
-  progress.slow_hint = "fewer values of --tp, --pp, --schedules, --microbatch-sizes, --recompute or --zero make it faster";
   for (int n : counts) {
+    Progress progress(f.quiet);  // one per search: its rate and time left are that search's
+    progress.slow_hint = "fewer values of --tp, --pp, --schedules, --microbatch-sizes, --recompute or --zero make it faster";
     opt.progress = [&](long done, long total) {
       progress.report("plan: " + std::to_string(n) + " GPUs, points", done, total);
     };
