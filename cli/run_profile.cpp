@@ -101,9 +101,13 @@ void run_validate(const ValidateOpts& o) {
 #endif
   check_output_file("--out", o.out);
   if (!o.summary.empty()) check_output_file("--summary", o.summary);
-  std::cout << "validating " << s.configs.size() << " configurations (" << s.steps << " steps each, median after "
-            << s.warmup << "): " << s.configs.size() * static_cast<size_t>(s.rounds) << " training runs in " << s.rounds
-            << " rounds, minutes on a small machine; fewer \"rounds\" or \"steps\" in the sweep make it faster\n";
+  std::cout << wrap_text("validating " + std::to_string(s.configs.size()) + " configurations (" + std::to_string(s.steps) +
+                             " steps each, median after " + std::to_string(s.warmup) + "): " +
+                             std::to_string(s.configs.size() * static_cast<size_t>(s.rounds)) + " training runs in " +
+                             std::to_string(s.rounds) + " rounds, minutes on a small machine; fewer \"rounds\" or \"steps\" " +
+                             "in the sweep make it faster",
+                         kHelpWidth)
+            << "\n";
   // Rows are written as they complete (their last round), so an interrupted or failing sweep
   // keeps what it measured; an interrupt says how many.
   size_t written = 0;
@@ -116,7 +120,8 @@ void run_validate(const ValidateOpts& o) {
     rows = profiler::run_validation(s, vo, std::cout);
   } catch (const Error& e) {
     if (std::string(e.what()) != "validate: interrupted") throw;
-    throw Error(written ? "validate: interrupted; the " + std::to_string(written) + " rows completed are in " + o.out
+    throw Error(written ? "validate: interrupted; the " + std::to_string(written) +
+                              (written == 1 ? " row completed is in " : " rows completed are in ") + o.out
                         : "validate: interrupted before any row completed its last round; nothing written to " + o.out);
   }
   write_file_atomic(o.out, profiler::validation_csv(rows));

@@ -275,7 +275,7 @@ std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions&
         if (last && !steps[i].empty()) {
           rows[i].measured_s = costmodel::stats::median(steps[i]);
           const double mib = 1024.0 * 1024.0;
-          log << "; over " << steps[i].size() << " steps " << rows[i].measured_s << " s, evaluator " << rows[i].evaluator_s
+          log << ";\n    over " << steps[i].size() << " steps " << rows[i].measured_s << " s, evaluator " << rows[i].evaluator_s
               << " s" << (o.simulate ? ", simulator " + std::to_string(rows[i].simulator_s) + " s" : "") << "; peak memory "
               << rows[i].measured_memory_bytes / mib << " MiB, evaluator " << rows[i].evaluator_memory_bytes / mib << " MiB";
         }

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <string>
+#include <sys/wait.h>
 
 #include "helpers.h"
 
@@ -68,4 +71,34 @@ TEST(AnswersRuntime, TrainPlanFileNeedsNoModelFlag) {
   ASSERT_EQ(p.exit_code, 0) << p.err;
   const auto t = run_cli("train --plan " + out + " --steps 2 --log-every 0");
   EXPECT_EQ(t.exit_code, 0) << t.out << t.err;
+}
+
+// validate, interrupted: what it says is written is what is there (issue 52: it said "the rows
+// completed so far are written" when no CSV existed). Whenever the signal lands, the message and
+// the file agree.
+TEST(AnswersRuntime, AnInterruptedValidateSaysWhatItWrote) {
+  const std::string sweep = scratch_path("answers_sweep.json");
+  std::ofstream(sweep) << R"({"format": "stagecraft-sweep", "cluster": "local-cpu-2", "steps": 3, "warmup": 1, "rounds": 1,
+    "configs": [{"name": "a", "model": "tiny", "pp": 2, "num_microbatches": 4},
+                {"name": "b", "model": "tiny", "pp": 2, "num_microbatches": 8},
+                {"name": "c", "model": "tiny", "pp": 2, "num_microbatches": 4, "schedule": "gpipe"}]})";
+  const std::string csv = scratch_path("answers_validation.csv"), err = scratch_path("answers_validate.err");
+  const std::string cmd = std::string(STAGECRAFT_BIN) + " validate --sweep " + sweep + " --out " + csv + " --no-sim --quiet --work-dir " +
+                          scratch_path("answers_work") + " > /dev/null 2> " + err + " & pid=$!; sleep 4; kill -TERM $pid; wait $pid";
+  const int status = std::system(("bash -c '" + cmd + "'").c_str());
+  const std::string said = stagecraft::test::read_text(err);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {  // it finished first: every row is there
+    EXPECT_TRUE(std::filesystem::exists(csv));
+    return;
+  }
+  EXPECT_EQ(WEXITSTATUS(status), 1) << said;
+  if (said.find("nothing written") != std::string::npos) {
+    EXPECT_FALSE(std::filesystem::exists(csv)) << said;
+  } else {
+    const std::string rows = stagecraft::test::read_text(csv);
+    const long lines = std::count(rows.begin(), rows.end(), '\n') - 1;  // less the header
+    EXPECT_NE(said.find("validate: interrupted; the " + std::to_string(lines) + (lines == 1 ? " row completed is in " : " rows completed are in ") + csv),
+              std::string::npos)
+        << said << rows;
+  }
 }
