@@ -25,6 +25,15 @@ std::string Progress::eta(long done, long total) const {
   return out + (left < 0 ? ", measuring the rate" : ", about " + fmt_duration(left) + " left");
 }
 
+std::string Progress::tick(long done, long total) {
+  const std::string out = eta(done, total);
+  if (base_s_ < 0) {
+    base_s_ = elapsed_s();
+    base_done_ = done;
+  }
+  return out;
+}
+
 void Progress::report(const std::string& what, long done, long total, double interval_s) {
   if (quiet_ || done <= 0) return;
   const double t = elapsed_s();

@@ -20,6 +20,8 @@ class Progress {
   // when done == total; nothing before the first unit is done. The first time the measured
   // remaining time passes a minute, `slow_hint` (when set) follows once: what makes it faster.
   void report(const std::string& what, long done, long total, double interval_s = 2.0);
+  // eta() for a caller that prints its own lines (validate): the first call starts the rate.
+  std::string tick(long done, long total);
   bool quiet() const { return quiet_; }
   std::string slow_hint;  // e.g. "--tp, --pp or --schedules narrow the search"
 

@@ -93,7 +93,7 @@ void run_validate(const ValidateOpts& o) {
   vo.profile = o.profile;
   vo.work_dir = o.work_dir;
   Progress progress(o.quiet);
-  if (!o.quiet) vo.eta = [&](long done, long total) { return progress.eta(done, total); };
+  if (!o.quiet) vo.eta = [&](long done, long total) { return progress.tick(done, total); };
 #ifdef STAGECRAFT_HAVE_SIM
   vo.simulate = !o.no_sim;
 #else

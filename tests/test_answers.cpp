@@ -351,3 +351,10 @@ TEST(Answers, ProgressClaimsNoTimeLeftBeforeItHasARate) {
   EXPECT_NE(later.find("left"), std::string::npos) << later;
   EXPECT_EQ(p.eta(100, 100).find("left"), std::string::npos);  // done: nothing left to estimate
 }
+
+TEST(Answers, ProgressTicksStartTheRateForCallersThatPrintTheirOwnLines) {
+  stagecraft::cli::Progress p;
+  EXPECT_EQ(p.tick(1, 10).find("left"), std::string::npos);  // validate's first row: no rate yet
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_NE(p.tick(2, 10).find("left"), std::string::npos);  // its second: the rate since the first
+}
