@@ -40,6 +40,7 @@ struct EstimateOpts {
   PlanFlags plan;
   bool json = false;
   bool wide = false;  // tables however wide (default: within 100 columns)
+  bool workload = false;  // --json also prints the plan's workload (costmodel/plan_workload.h)
   std::string trace;
 };
 
@@ -203,6 +204,7 @@ void run_estimate(const EstimateOpts& o) {
     nlohmann::json j = costmodel::to_json(e);
     j["runtime_refusal"] = runtime_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(runtime_note);
     if (aiao) j["fold3d_model"] = costmodel::fold3d::to_json(f, paper_ns);
+    if (o.workload && e.workload) j["workload"] = costmodel::to_json(*e.workload);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -386,9 +388,13 @@ void add_estimate_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("estimate", "predict iteration time, throughput, bubble and memory of one configuration");
   add_plan_flags(c, o->plan, true);
   c->add_flag("--json", o->json, "print one JSON object instead of the table");
+  c->add_flag("--workload", o->workload, "with --json: add the plan's workload (per stage: blocks, bytes, parameters)");
   c->add_option("--trace", o->trace, "write a Chrome trace (Perfetto) of the evaluated iterations to this file");
   c->add_flag("--wide", o->wide, "tables however wide (default: long cells wrapped within 100 columns)");
-  c->callback([o] { run_estimate(*o); });
+  c->callback([o] {
+    if (o->workload && !o->json) throw InputError("--workload prints into the JSON object (allowed: with --json)");
+    run_estimate(*o);
+  });
 }
 
 void add_compare_command(CLI::App& app) {

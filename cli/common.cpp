@@ -91,11 +91,18 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   app->add_option("--etp", f.etp,
                   "experts' tensor-parallel degree: 0 the attention's tp (default), 1 whole experts, the expert-parallel "
                   "ranks then taken from tp x dp x cp (Megatron-Core --expert-tensor-parallel-size 1)");
+  app->add_option("--moe-dispatcher", f.moe_dispatcher,
+                  "how MoE layers move tokens: alltoall (default), allgather, flex (DeepEP); Megatron-Core "
+                  "--moe-token-dispatcher-type (docs/costmodel.md)");
   app->add_option("--microbatch-size", f.microbatch_size, "samples per microbatch (default 1)");
   app->add_option("--microbatches", f.microbatches, "microbatches per iteration (default: 4 * pp)");
   if (single_schedule) app->add_option("--schedule", f.schedule, "schedule name (default 1f1b; see `stagecraft schedule --list`)");
   app->add_option("--chunks", f.chunks, "stages per rank, for schedules that take it (interleaved-1f1b, looped-bfs)");
   app->add_option("--recompute", f.recompute, "activation recomputation: none, full or selective (default none)");
+  app->add_option("--recompute-modules", f.recompute_modules,
+                  "with --recompute selective, what is recomputed, comma-separated: core_attn (default), layernorm, "
+                  "mla_up_proj, mlp, moe_act, shared_experts, moe (Megatron-Core --recompute-modules)")
+      ->delimiter(',');
   app->add_option("--rank-order", f.rank_order, "rank numbering, fastest axis first (default tp-dp-pp)");
   app->add_option("--stage-layers", f.stage_layers, "layers per stage of one pipeline, comma-separated (default balanced)");
   app->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism (activations split t ways)");
@@ -323,6 +330,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (f.cp) p.cp = *f.cp;
   if (f.ep) p.ep = *f.ep;
   if (f.etp) p.etp = *f.etp;
+  if (f.moe_dispatcher) p.moe_dispatcher = *f.moe_dispatcher;
   if (f.dp) {
     p.dp = *f.dp;
   } else if (f.plan_file.empty()) {
@@ -341,6 +349,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   for (auto it = given.begin(); it != given.end(); ++it) p.schedule_params[it.key()] = it.value();
   if (f.sequence_parallel) p.sequence_parallel = true;
   if (!f.recompute.empty()) p.recompute = costmodel::parse_recompute(f.recompute);
+  if (!f.recompute_modules.empty()) p.recompute_modules = f.recompute_modules;
   if (!f.rank_order.empty()) p.rank_order = f.rank_order;
   if (!f.tp_overlap.empty()) p.tp_overlap = schedules::parse_tp_overlap(f.tp_overlap, "--tp-overlap");
   if (f.zero) p.zero = *f.zero;

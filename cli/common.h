@@ -53,6 +53,8 @@ struct PlanFlags {
   std::optional<int> cp;          // context-parallel degree (default: the plan's, else 1)
   std::optional<int> ep;          // expert-parallel degree (default: the plan's, else 1)
   std::optional<int> etp;         // experts' tensor-parallel degree (0: tp; 1: whole experts)
+  std::optional<std::string> moe_dispatcher;  // alltoall, allgather or flex (plan.moe_dispatcher)
+  std::vector<std::string> recompute_modules;  // selective recomputation's modules (plan.recompute_modules)
   std::optional<int> microbatch_size, microbatches;
   std::string schedule;           // empty: the plan file's, else 1f1b
   std::optional<int> chunks;      // stages per rank, for schedules that take it

@@ -150,8 +150,10 @@ struct LayerSavedBytes {
   double ckpt_bytes = 0;  // (b, s, h) inputs kept per layer under full recomputation
 };
 int checkpoints_per_layer(schedules::TpOverlap mode, int t);
+// `modules`: selective recomputation's modules beyond the core, their bytes not kept
+// (memory::recomputed_module_bytes).
 LayerSavedBytes layer_saved_bytes(const ModelSpec& m, int b, int t, bool sp, bool selective, schedules::TpOverlap mode,
-                                  int moe_tp = 0);
+                                  int moe_tp = 0, const RecomputeModules& modules = {});
 
 // The share of a rank's parameter all-gather its next forward waits for before starting: with
 // plan.overlap_param_gather the first bucket's (Megatron-Core gathers bucket by bucket, in the

@@ -161,7 +161,8 @@ Estimate assemble_estimate(const ModelSpec& m, const ClusterSpec& c, const Paral
   e.model = m;
   e.cluster = c;
   e.plan = p;
-  e.costs = analytic_cost_table(m, c, p, lowered, profile);
+  e.workload = std::make_shared<const PlanWorkload>(build_plan_workload(m, c, p, lowered));
+  e.costs = price(*e.workload, c, lowered, profile);
   if (p.preemptive_comm)  // a shared-link effect the evaluator cannot show: say so rather than ignore it silently
     e.costs.notes.push_back("plan.preemptive_comm: the evaluator gives every transfer its own link, so preemption (FOLD3D "
                             "Sec. V-A) changes nothing here; `simulate` models it where links are shared (docs/sim.md)");

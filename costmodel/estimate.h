@@ -3,12 +3,14 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "costmodel/costs.h"
 #include "costmodel/evaluator.h"
+#include "costmodel/plan_workload.h"
 #include "costmodel/specs.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
@@ -50,7 +52,8 @@ struct Estimate {
   ClusterSpec cluster;
   ParallelPlan plan;
   schedules::Schedule schedule;     // lowered
-  CostTable costs;
+  std::shared_ptr<const PlanWorkload> workload;  // what the plan computes, moves and keeps (built once)
+  CostTable costs;                  // the workload priced (price(workload, ...))
   EvalResult eval;
   double tokens_per_s = 0;          // global batch * seq_length / iteration time
   double model_flops = 0;           // per iteration, no recomputation (flops.h)

@@ -65,6 +65,15 @@ class Reader {
       for (size_t i = 0; i < v.size(); ++i)
         out.push_back(schedules::json_int(v[i], what_ + "." + field + "[" + std::to_string(i) + "]"));  // range-checked
       return out;
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      if (!v.is_array()) throw InputError(what_ + "." + field + " = " + v.dump() + " is invalid (expected an array of strings)");
+      std::vector<std::string> out;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].is_string())
+          throw InputError(what_ + "." + field + "[" + std::to_string(i) + "] = " + v[i].dump() + " is invalid (expected a string)");
+        out.push_back(v[i].get<std::string>());
+      }
+      return out;
     } else if constexpr (std::is_same_v<T, double>) {
       if (!v.is_number()) throw InputError(what_ + "." + field + " = " + v.dump() + " is invalid (expected a number)");
     } else if constexpr (std::is_same_v<T, std::string>) {

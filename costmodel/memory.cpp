@@ -35,21 +35,49 @@ double mla_latents(const ModelSpec& m) {
 // What the MLP block of an MoE layer keeps beyond its input, bytes per sbh at 16 bits, split into
 // what every tp rank keeps whole and its share. The router's probabilities (sbE fp32; /t with sp);
 // per routed copy (k load of them a token): the expert's input as gathered over the tp ranks, 2h
-// (whole), the expert's intermediates (mlp_kept of f_e, /t) and its output before the weighted
-// combine, 2h/t; the shared experts as a dense MLP of width shared x f_e.
+// (whole; h in FP8: Transformer Engine's GroupedLinear saves its inputs quantised,
+// grouped_linear.py) and the expert's intermediates (mlp_kept of f_e, /t). Not its output:
+// Megatron-Core applies the routing probabilities inside the activation (weighted SwiGLU, MCore
+// 0.13's memory-efficient permutation; experts.py), so the combine's backward needs no saved
+// output. The shared experts as a dense MLP of width shared x f_e.
 struct MoeKept {
   double whole = 0, sharded = 0, router = 0;
 };
 MoeKept moe_kept(const ModelSpec& m, int moe_tp) {
   const double h = D(m.hidden_size), copies = D(m.experts_per_token) * moe_load_factor(m);
+  const double input = m.fp8 ? 1.0 : 2.0;
   MoeKept k;
   k.router = 4.0 * D(m.num_experts) / h;
-  k.whole = moe_tp > 1 ? copies * 2.0 : 0.0;  // gathered over tp; with expert tp 1 the rank's own copies, /t
-  k.sharded = copies * (mlp_kept(m, m.expert_ffn_hidden_size) + 2.0 + (moe_tp > 1 ? 0.0 : 2.0)) +
+  k.whole = moe_tp > 1 ? copies * input : 0.0;  // gathered over tp; with expert tp 1 the rank's own copies, /t
+  k.sharded = copies * (mlp_kept(m, m.expert_ffn_hidden_size) + (moe_tp > 1 ? 0.0 : input)) +
               mlp_kept(m, D(m.num_shared_experts) * m.expert_ffn_hidden_size);
   return k;
 }
 }  // namespace
+
+double recomputed_module_bytes(const ModelSpec& m, int b, int t, bool sp, int moe_tp, const RecomputeModules& r) {
+  const double h = D(m.hidden_size), in = m.fp8 ? 1.0 : 2.0;  // a product's input kept, per element
+  double replicated = 0, sharded = 0, whole = 0;  // per sbh at 16 bits: on each tp rank (/t with sp), split
+                                                  // t ways, whole on each tp rank (the experts' gathered copies)
+  if (r.layernorm) replicated += 2 * in;  // the norms' outputs: the QKV's and the MLP's inputs
+  if (r.mla_up_proj && m.kv_lora_rank > 0) {  // the up projections' outputs: Q, K and V of every head
+    const double a = D(m.num_heads);
+    sharded += 2 * (a * qk_head_dim(m) + a * qk_head_dim(m) + a * v_head_dim(m)) / h;
+  }
+  if (moe_tp == 0) {
+    if (r.mlp) sharded += mlp_kept(m, m.ffn_hidden_size);
+  } else if (r.moe) {  // the whole MoE block: router, copies, experts; its input (the norm's output) stays
+    const MoeKept k = moe_kept(m, moe_tp);
+    whole += k.whole;
+    replicated += k.router;
+    sharded += k.sharded;
+  } else {
+    const double copies = D(m.experts_per_token) * moe_load_factor(m), fe = D(m.expert_ffn_hidden_size);
+    if (r.moe_act) sharded += copies * (m.fp8 ? 1.0 : 2.0) * fe / h;  // the activation's output (the down product's input)
+    if (r.shared_experts) sharded += mlp_kept(m, D(m.num_shared_experts) * fe);
+  }
+  return sbh(m, b) * ((sp ? replicated / t : replicated) + whole + sharded / t) * scale(m);
+}
 
 double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp, int moe_tp) {
   // LN inputs 2 x 2sbh, QKV and MLP inputs 2 x 2sbh, and with dropout its two masks 2 x sbh;

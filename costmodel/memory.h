@@ -35,6 +35,13 @@ double attention_core_bytes(const ModelSpec& m, int b, int t);
 // With selective recomputation the attention core's 5as/(ht) term is recomputed, not kept
 // (Korthikanti Sec. 5).
 double layer_activation_selective_bytes(const ModelSpec& m, int b, int t, bool sp = false, int moe_tp = 0);
+// What selective recomputation's modules beyond the core (specs.h RecomputeModules) leave out of
+// a layer's kept bytes, with the formulas above: layernorm the QKV's and the MLP's inputs (the
+// norms' outputs, 2 x 2sbh; sbh each in FP8), mla_up_proj MLA's Q, K and V, mlp a dense layer's
+// MLP intermediates, moe_act each routed copy's activation output (2 f_e per token and copy; f_e
+// in FP8), shared_experts the shared experts' intermediates, moe everything the MoE block keeps
+// beyond its input. `moe_tp` as layer_activation_bytes (0: a dense layer).
+double recomputed_module_bytes(const ModelSpec& m, int b, int t, bool sp, int moe_tp, const RecomputeModules& r);
 // With full recomputation only the layer input stays: 2sbh, 2sbh/t with sp (Korthikanti
 // Sec. 4.3).
 double layer_checkpoint_bytes(const ModelSpec& m, int b, int t = 1, bool sp = false);

@@ -12,6 +12,8 @@
 // the network once per node, then reaches the experts of that node over NVLink.
 #pragma once
 
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "costmodel/comm.h"
@@ -40,6 +42,13 @@ struct AllToAllBytes {
 // copies reach, at most M: N (1 - (1 - 1/N)^k) nodes expected for uniform routing, (N - 1)/N of
 // them remote, and the copies are spread over the target node's ranks over NVLink, (L - 1)/L.
 AllToAllBytes all_to_all_bytes(double tokens, double token_bytes, int k, int L, int N, int node_limit);
+// DeepEP (Megatron-Core's flex dispatcher): a token travels once to each rank holding at least one
+// of its k experts, not once per expert (the copies for that rank's experts are made after
+// receipt; fused_a2a.py, deep_ep buffer.dispatch's is_token_in_rank). For uniform routing over
+// n = L x N ranks a given rank receives a token with probability 1 - (1 - 1/n)^k; across nodes
+// DeepEP sends a token once per remote node it reaches (RDMA to the same-index GPU, then NVLink;
+// DeepSeek-V3 Sec. 3.2.2), as node_limit's rule.
+AllToAllBytes deduplicated_all_to_all_bytes(double tokens, double token_bytes, int k, int L, int N, int node_limit);
 
 // Seconds of one all-to-all on `path` (the ep group's; comm.h): where the group spans N >= 2
 // nodes evenly, the in-node and cross-node parts at once, each on its link, the slower one
@@ -52,17 +61,47 @@ struct MoeLayer {
   int all_to_alls_f = 0;     // dispatch and combine in one forward: 2 (0 when ep = 1)
   int all_to_alls_b = 0;     // their gradients in one backward: 2
   AllToAllBytes bytes;       // what one of them moves out of the rank: (bb s k load / t, h) copies
-  double all_to_all_s = 0;   // one all-to-all
+  double all_to_all_s = 0;   // one token all-to-all
+  double probs_s = 0;        // alltoall: one probability all-to-all (one forward, one backward)
+  double counts_s = 0;       // alltoall: the forward's token-count all-gather
+  double gather_s = 0;       // allgather: the tokens' all-gather and the combine's reduce-scatter, per pass
   double tp_gather_bytes = 0;  // tp > 1: the copies' all-gather (and reduce-scatter) buffer, (bb s k load, h)
   double tp_s = 0;           // that all-gather plus reduce-scatter, per pass
-  double exposed_f_s = 0;    // what the layer's forward waits for: 2 all-to-alls + tp_s (blocking)
+  double exposed_f_s = 0;    // what the layer's forward waits for: its exchanges + tp_s (blocking)
   double exposed_b_s = 0;    // its backward: the same
 };
 
+// One MoE layer's expert-parallel traffic on one rank and one sub-batch, before any link prices
+// it (PlanWorkload's part; moe_layer prices it).
+struct MoeDispatchWork {
+  std::string dispatcher = "alltoall";  // ParallelPlan::moe_dispatcher
+  int all_to_alls_f = 0;       // token exchanges in one forward: dispatch and combine, 2 (0 when ep = 1)
+  int all_to_alls_b = 0;       // their gradients in one backward: 2
+  AllToAllBytes bytes;         // what one token exchange moves out of the rank, by link
+  // alltoall: the routing probabilities travel in a second all-to-all beside each token dispatch
+  // (fp32 with Megatron-Core's --moe-router-dtype fp32), forward and backward, and each forward
+  // all-gathers the E per-expert token counts (int64) over the ep group first; allgather: the
+  // routing map and probabilities are gathered with the tokens; flex: fp32 probabilities with
+  // the tokens (token_dispatcher.py, Megatron-LM 2b343d7).
+  AllToAllBytes probs_bytes;   // alltoall: one probability exchange out of the rank, by link
+  double counts_bytes = 0;     // alltoall: the counts all-gather's whole buffer, E x 8 x ep
+  int collectives_f = 0;       // NCCL calls of one forward (token, probability and count exchanges)
+  int collectives_b = 0;       // of one backward
+  double gather_bytes = 0;     // allgather: the gathered buffer per exchange, (ep T, h e + E (p + 1))
+  double scatter_bytes = 0;    // allgather: the combine's reduce-scatter buffer, (ep T, h p)
+  int tp_degree = 1;           // et: the experts' tp group the copies are gathered over (1: none)
+  double tp_gather_bytes = 0;  // et > 1: the copies' all-gather (and reduce-scatter) buffer
+};
 // `et`: the experts' tp (expert_tp); `ep_path`: the ep group's (Topology::allreduce_path(
-// expert_axis, ep, 1)); `tp_link`: the tp group's. With et = 1 no tp gathers: each rank's s/t
-// tokens go to whole experts.
-MoeLayer moe_layer(const ModelSpec& m, int bb, int t, int ep, int et, const AllReducePath& ep_path, const Link& tp_link);
+// expert_axis, ep, 1)), whose nodes split the bytes by link. With et = 1 no tp gathers: each
+// rank's s/t tokens go to whole experts.
+MoeDispatchWork moe_dispatch_work(const ModelSpec& m, int bb, int t, int ep, int et, const AllReducePath& ep_path,
+                                  const std::string& dispatcher = "alltoall");
+// The work priced on the ep group's path and the tp group's link (`tp_link`).
+MoeLayer price_moe_layer(const MoeDispatchWork& w, const AllReducePath& ep_path, const Link& tp_link);
+// The two together.
+MoeLayer moe_layer(const ModelSpec& m, int bb, int t, int ep, int et, const AllReducePath& ep_path, const Link& tp_link,
+                   const std::string& dispatcher = "alltoall");
 
 // One stage's MoE layers, per microbatch: what the cost table adds to F, B (I) and R.
 struct MoeStage {

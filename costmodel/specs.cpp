@@ -110,16 +110,55 @@ std::vector<Projection> attention_projections(const ModelSpec& m) {
   return out;
 }
 
+double attention_pair_share(const ModelSpec& m) {
+  const double s = m.seq_length, w = m.sliding_window;
+  if (m.sliding_window <= 0 || w >= s) return 1.0;
+  const double windowed = (2 * s * w - w * w) / (s * s);
+  const std::vector<int>& p = m.sliding_window_pattern;
+  if (p.empty()) return windowed;
+  double share = 0;
+  for (int l = 0; l < m.num_layers; ++l) share += p[static_cast<size_t>(l) % p.size()] != 0 ? windowed : 1.0;
+  return share / m.num_layers;
+}
+
 bool is_moe(const ModelSpec& m) { return m.num_experts > 0; }
-bool is_moe_layer(const ModelSpec& m, int layer) { return is_moe(m) && layer >= m.dense_layers; }
+bool is_moe_layer(const ModelSpec& m, int layer) {
+  if (!is_moe(m) || layer < m.dense_layers) return false;
+  const std::vector<int>& p = m.moe_layer_pattern;
+  return p.empty() || p[static_cast<size_t>(layer - m.dense_layers) % p.size()] != 0;
+}
 int moe_layers_in(const ModelSpec& m, int first, int n) {
-  if (!is_moe(m)) return 0;
-  return std::max(0, first + n - std::max(first, m.dense_layers));
+  int count = 0;
+  for (int l = first; l < first + n; ++l) count += is_moe_layer(m, l) ? 1 : 0;
+  return count;
 }
 double moe_load_factor(const ModelSpec& m) { return m.moe_capacity_factor > 0 ? m.moe_capacity_factor : m.moe_load_imbalance; }
 bool needs_sequence_parallel(const ModelSpec& m, int tp) { return is_moe(m) && tp > 1; }
 
 int expert_tp(const ParallelPlan& p) { return p.etp > 0 ? p.etp : p.tp; }
+
+namespace {
+const char* const kRecomputeModules = "core_attn, layernorm, mla_up_proj, mlp, moe_act, shared_experts, moe";
+}  // namespace
+
+RecomputeModules recompute_modules_of(const ParallelPlan& p) {
+  RecomputeModules r;
+  if (p.recompute != RecomputePolicy::Selective) return r;
+  if (p.recompute_modules.empty()) r.core_attn = true;
+  for (const std::string& name : p.recompute_modules) {
+    bool* flag = name == "core_attn"        ? &r.core_attn
+                 : name == "layernorm"      ? &r.layernorm
+                 : name == "mla_up_proj"    ? &r.mla_up_proj
+                 : name == "mlp"            ? &r.mlp
+                 : name == "moe_act"        ? &r.moe_act
+                 : name == "shared_experts" ? &r.shared_experts
+                 : name == "moe"            ? &r.moe
+                                            : nullptr;
+    if (!flag) bad("plan", "recompute_modules", "'" + name + "'", std::string("allowed: ") + kRecomputeModules);
+    *flag = true;
+  }
+  return r;
+}
 int expert_ranks(const ParallelPlan& p) { return (expert_tp(p) == 1 ? p.tp : 1) * p.dp * p.cp; }
 
 bool ep_divides(const ModelSpec& m, int ep) { return ep == 1 || (is_moe(m) && ep >= 1 && m.num_experts % ep == 0); }
@@ -155,12 +194,16 @@ nlohmann::json to_json(const ModelSpec& m) {
   for (auto [key, v] : {std::pair{"head_dim", m.head_dim}, {"v_head_dim", m.v_head_dim}, {"q_lora_rank", m.q_lora_rank},
                         {"kv_lora_rank", m.kv_lora_rank}, {"qk_rope_head_dim", m.qk_rope_head_dim}})
     if (v != 0) j[key] = v;
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
+  if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
+  if (!m.sliding_window_pattern.empty()) j["sliding_window_pattern"] = m.sliding_window_pattern;
   if (is_moe(m)) {
     j["num_experts"] = m.num_experts;
     j["experts_per_token"] = m.experts_per_token;
     j["expert_ffn_hidden_size"] = m.expert_ffn_hidden_size;
     j["num_shared_experts"] = m.num_shared_experts;
     j["dense_layers"] = m.dense_layers;
+    if (!m.moe_layer_pattern.empty()) j["moe_layer_pattern"] = m.moe_layer_pattern;
     j["moe_node_limit"] = m.moe_node_limit;
     j["moe_capacity_factor"] = m.moe_capacity_factor;
     j["moe_load_imbalance"] = m.moe_load_imbalance;
@@ -241,6 +284,8 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.cp > 1) j["cp"] = p.cp;
   if (p.ep > 1) j["ep"] = p.ep;
   if (p.etp != 0) j["etp"] = p.etp;
+  if (p.moe_dispatcher != "alltoall") j["moe_dispatcher"] = p.moe_dispatcher;
+  if (!p.recompute_modules.empty()) j["recompute_modules"] = p.recompute_modules;
   if (p.zero == 3) {
     j["reshard_after_forward"] = p.reshard_after_forward;
     j["shard_group"] = p.shard_group;
@@ -271,11 +316,15 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.q_lora_rank = r.opt<int>("q_lora_rank", 0);
   m.kv_lora_rank = r.opt<int>("kv_lora_rank", 0);
   m.qk_rope_head_dim = r.opt<int>("qk_rope_head_dim", 0);
+  m.mtp_layers = r.opt<int>("mtp_layers", 0);
+  m.sliding_window = r.opt<int>("sliding_window", 0);
+  m.sliding_window_pattern = r.opt<std::vector<int>>("sliding_window_pattern", {});
   m.num_experts = r.opt<int>("num_experts", 0);
   m.experts_per_token = r.opt<int>("experts_per_token", 0);
   m.expert_ffn_hidden_size = r.opt<int>("expert_ffn_hidden_size", 0);
   m.num_shared_experts = r.opt<int>("num_shared_experts", 0);
   m.dense_layers = r.opt<int>("dense_layers", 0);
+  m.moe_layer_pattern = r.opt<std::vector<int>>("moe_layer_pattern", {});
   m.moe_node_limit = r.opt<int>("moe_node_limit", 0);
   m.moe_capacity_factor = r.opt<double>("moe_capacity_factor", 0.0);
   m.moe_load_imbalance = r.opt<double>("moe_load_imbalance", 1.0);
@@ -341,6 +390,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.schedule = r.opt<std::string>("schedule", "1f1b");
   p.schedule_params = r.opt<nlohmann::json>("schedule_params", nlohmann::json::object());
   p.recompute = parse_recompute(r.opt<std::string>("recompute", "none"));
+  p.recompute_modules = r.opt<std::vector<std::string>>("recompute_modules", {});
   p.rank_order = r.opt<std::string>("rank_order", "tp-dp-pp");
   p.stage_layers = r.opt<std::vector<int>>("stage_layers", {});
   p.sequence_parallel = r.opt<bool>("sequence_parallel", false);
@@ -358,6 +408,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.cp = r.opt<int>("cp", 1);
   p.ep = r.opt<int>("ep", 1);
   p.etp = r.opt<int>("etp", 0);
+  p.moe_dispatcher = r.opt<std::string>("moe_dispatcher", "alltoall");
   p.reshard_after_forward = r.opt<bool>("reshard_after_forward", true);
   p.shard_group = r.opt<int>("shard_group", 0);
   p.layer_tp = r.opt<std::vector<int>>("layer_tp", {});
@@ -380,6 +431,36 @@ void check_attention_shape(const std::string& w, const ModelSpec& m) {
         "must be 0 with multi-head latent attention (kv_lora_rank > 0): every head has its keys and values");
 }
 
+void check_moe_pattern(const std::string& w, const ModelSpec& m) {
+  const std::vector<int>& p = m.moe_layer_pattern;
+  if (p.empty()) return;
+  std::string text;
+  for (int x : p) text += (text.empty() ? "[" : ", ") + std::to_string(x);
+  text += "]";
+  if (static_cast<int>(p.size()) > m.num_layers - m.dense_layers)
+    bad(w, "moe_layer_pattern", text, "is longer than the layers after dense_layers (" +
+        std::to_string(m.num_layers - m.dense_layers) + ")");
+  for (int x : p)
+    if (x != 0 && x != 1) bad(w, "moe_layer_pattern", text, "holds 0 (dense MLP) or 1 (experts) per layer");
+  if (std::find(p.begin(), p.end(), 1) == p.end())
+    bad(w, "moe_layer_pattern", text, "has no MoE layer (at least one 1; or num_experts 0 for a dense model)");
+}
+
+void check_window(const std::string& w, const ModelSpec& m) {
+  if (m.mtp_layers < 0 || m.mtp_layers > 8)
+    bad(w, "mtp_layers", std::to_string(m.mtp_layers), "must be in [0, 8] (0: no multi-token prediction)");
+  if (m.sliding_window < 0) bad(w, "sliding_window", std::to_string(m.sliding_window), "must be >= 0 (0: full attention)");
+  const std::vector<int>& p = m.sliding_window_pattern;
+  if (p.empty()) return;
+  if (m.sliding_window == 0)
+    bad(w, "sliding_window_pattern", std::to_string(p.size()) + " entries", "needs sliding_window > 0");
+  for (int x : p)
+    if (x != 0 && x != 1)
+      bad(w, "sliding_window_pattern", std::to_string(x), "holds 0 (full attention) or 1 (windowed) per layer");
+  if (static_cast<int>(p.size()) > m.num_layers)
+    bad(w, "sliding_window_pattern", std::to_string(p.size()) + " entries", "is longer than num_layers");
+}
+
 void check_moe(const std::string& w, const ModelSpec& m) {
   if (m.num_experts < 0) bad(w, "num_experts", std::to_string(m.num_experts), "must be >= 0 (0: a dense model)");
   if (!is_moe(m)) {
@@ -387,6 +468,9 @@ void check_moe(const std::string& w, const ModelSpec& m) {
                             {"num_shared_experts", m.num_shared_experts}, {"dense_layers", m.dense_layers},
                             {"moe_node_limit", m.moe_node_limit}})
       if (v != 0) bad(w, field, std::to_string(v), "describes experts: set num_experts > 0, or leave it 0");
+    if (!m.moe_layer_pattern.empty())
+      bad(w, "moe_layer_pattern", std::to_string(m.moe_layer_pattern.size()) + " entries",
+          "describes experts: set num_experts > 0, or leave it out");
     return;
   }
   if (m.experts_per_token < 1 || m.experts_per_token > m.num_experts)
@@ -397,6 +481,7 @@ void check_moe(const std::string& w, const ModelSpec& m) {
   if (m.dense_layers < 0 || m.dense_layers >= m.num_layers)
     bad(w, "dense_layers", std::to_string(m.dense_layers),
         "must be in [0, num_layers = " + std::to_string(m.num_layers) + "): the leading layers with a dense MLP");
+  check_moe_pattern(w, m);
   if (m.moe_node_limit < 0) bad(w, "moe_node_limit", std::to_string(m.moe_node_limit), "must be >= 0 (0: no limit)");
   if (m.moe_capacity_factor != 0 && !(m.moe_capacity_factor >= 1 && m.moe_capacity_factor <= 64))
     bad(w, "moe_capacity_factor", num(m.moe_capacity_factor), "must be 0 (dropless) or in [1, 64]");
@@ -424,6 +509,7 @@ void check(const ModelSpec& m) {
     bad(w, "bytes_per_grad", std::to_string(m.bytes_per_grad), "allowed: 0 (as bytes_per_param), 2, 4");
   check_attention_shape(w, m);
   check_moe(w, m);
+  check_window(w, m);
   if (m.fp8 && m.bytes_per_activation != 2)
     bad(w, "fp8", "true with bytes_per_activation = " + std::to_string(m.bytes_per_activation),
         "FP8 products take 16-bit (bf16) activations as Transformer Engine's do: bytes_per_activation = 2");
@@ -495,6 +581,12 @@ void check(const ParallelPlan& p) {
   at_least_one(w, "pp", p.pp);
   at_least_one(w, "cp", p.cp);
   at_least_one(w, "ep", p.ep);
+  if (!p.recompute_modules.empty() && p.recompute != RecomputePolicy::Selective)
+    bad(w, "recompute_modules", std::to_string(p.recompute_modules.size()) + " modules",
+        "apply to selective recomputation only (allowed: recompute = selective, or no modules)");
+  recompute_modules_of(p);  // names checked
+  if (p.moe_dispatcher != "alltoall" && p.moe_dispatcher != "allgather" && p.moe_dispatcher != "flex")
+    bad(w, "moe_dispatcher", "'" + p.moe_dispatcher + "'", "allowed: alltoall, allgather, flex (DeepEP)");
   if (p.etp != 0 && p.etp != 1 && p.etp != p.tp)
     bad(w, "etp", std::to_string(p.etp), "allowed: 0 (the experts take tp = " + std::to_string(p.tp) + "), 1 (whole experts), or tp");
   if (expert_ranks(p) % p.ep != 0)

@@ -66,6 +66,14 @@ struct ModelSpec {
   int kv_lora_rank = 0;           // MLA: width of the keys' and values' latent (down h -> kv_lora + d_rope,
                                   // up kv_lora -> a(d + d_v)); 0: no MLA
   int qk_rope_head_dim = 0;       // MLA: the rotary dims d_rope of each query and key head
+  int mtp_layers = 0;             // multi-token prediction modules (DeepSeek-V3, arXiv 2412.19437 Sec.
+                                  // 2.2; Megatron-Core --mtp-num-layers), each a transformer layer (of
+                                  // the last layer's kind), a (2h -> h) projection, two norms and the
+                                  // shared head's logits and loss again, on the last pipeline stage
+  int sliding_window = 0;         // > 0: windowed layers attend each query to at most this many keys
+                                  // (itself and the ones before it; Mistral, gpt-oss); 0: none
+  std::vector<int> sliding_window_pattern;  // layer i is windowed where pattern[i % P] is 1 (P its
+                                  // length); empty: every layer (gpt-oss: [1, 0], alternate layers)
   // Mixture of experts (docs/costmodel.md "Mixture of experts"; Shazeer et al., ICLR 2017; GShard,
   // Lepikhin et al., ICLR 2021; DeepSeekMoE, Dai et al., arXiv 2401.06066): the MLP of each MoE
   // layer is a router and E experts of which each token takes k, plus shared experts that every
@@ -75,6 +83,10 @@ struct ModelSpec {
   int expert_ffn_hidden_size = 0; // f_e, FFN width of one expert (routed or shared)
   int num_shared_experts = 0;     // experts of width f_e every token passes (DeepSeekMoE); 0: none
   int dense_layers = 0;           // the first layers keep a dense MLP of ffn_hidden_size (DeepSeek-V3: 3)
+  std::vector<int> moe_layer_pattern;  // after the dense_layers, layer i is MoE where pattern[(i -
+                                  // dense_layers) % P] is 1, dense where 0 (P its length; empty: every
+                                  // layer MoE). Megatron-Core's --moe-layer-freq: N is [1, 0 x (N-1)],
+                                  // a list its pattern; Llama 4 Maverick [0, 1] (interleave step 2)
   int moe_node_limit = 0;         // > 0: each token's experts sit on at most this many nodes and its
                                   // copy crosses the network once per node, then NVLink (DeepSeek-V3
                                   // Sec. 2.1.2 and 3.2.2: 4); 0: every (token, expert) copy travels
@@ -158,6 +170,24 @@ struct ClusterSpec {
   double inter_node_achieved_Bps() const { return inter_node_bandwidth_Bps * inter_node_bus_efficiency; }
 };
 
+// The modules selective recomputation discards after the forward and recomputes inside the
+// backward (Megatron-Core's --recompute-modules, transformer_config.py; Megatron-LM 2b343d7):
+// `core_attn` the attention core (Korthikanti et al., MLSys 2023); `layernorm` the norms' outputs
+// (the QKV's and the MLP's inputs); `mla_up_proj` MLA's up projections' outputs (the queries,
+// keys and values); `mlp` a dense layer's MLP block, its input kept; `moe_act` the experts'
+// activation output, recomputed from the kept first product's output; `shared_experts` the shared
+// experts' block; `moe` the whole MoE block, its dispatch and combine included.
+struct RecomputeModules {
+  bool core_attn = false;
+  bool layernorm = false;
+  bool mla_up_proj = false;
+  bool mlp = false;
+  bool moe_act = false;
+  bool shared_experts = false;
+  bool moe = false;
+  bool any_beyond_core() const { return layernorm || mla_up_proj || mlp || moe_act || shared_experts || moe; }
+};
+
 enum class RecomputePolicy {
   None,       // keep every activation
   Full,       // keep each layer's input, recompute the layer before its backward
@@ -176,6 +206,11 @@ struct ParallelPlan {
                                      // default: every expert split t ways, its tokens gathered over tp), or
                                      // 1 (each expert whole on one rank; the ep ranks then come from the
                                      // tp x dp x cp ranks, tp fastest; Megatron-Core --expert-tensor-parallel-size 1)
+  std::string moe_dispatcher = "alltoall";  // how MoE layers move tokens (Megatron-Core
+                                     // --moe-token-dispatcher-type; costmodel/moe.h): alltoall (token,
+                                     // probability and count exchanges), allgather (every token of the
+                                     // ep group gathered, reduce-scattered back), flex (DeepEP: a token
+                                     // sent once per rank holding any of its experts)
   int cp = 1;                        // context-parallel degree: each sample's sequence split over cp
                                      // ranks, attention as a ring of key/value chunks (costmodel/cp.h)
   int microbatch_size = 1;           // b, samples per microbatch
@@ -183,6 +218,9 @@ struct ParallelPlan {
   std::string schedule = "1f1b";     // registered schedule name
   nlohmann::json schedule_params = nlohmann::json::object();  // e.g. {"chunks": 2}
   RecomputePolicy recompute = RecomputePolicy::None;
+  std::vector<std::string> recompute_modules;  // selective: what is recomputed (Megatron-Core's
+                                     // --recompute-modules; recompute_modules_of): core_attn, layernorm,
+                                     // mla_up_proj, mlp, moe_act, shared_experts, moe; empty: core_attn
   std::string rank_order = "tp-dp-pp";  // fastest-varying first; any permutation of tp, dp, pp, or of
                                      // tp, cp, dp, pp (without cp: cp right after tp, topology.h)
   std::vector<int> stage_layers;     // layers per stage of one pipeline chain; empty = balanced
@@ -251,6 +289,11 @@ struct Projection {
   bool row = false;        // split by rows (its input sharded): the output projection
 };
 std::vector<Projection> attention_projections(const ModelSpec& m);
+// The attention core's work over the full s x s count (the convention of the FLOPs here: 2 s^2
+// pairs' worth for causal decoders too), in the mean over the model's layers: 1 for full
+// attention; a windowed layer's queries attend min(i, w) keys, s w - w^2 / 2 of the causal s^2 / 2
+// pairs, (2 s w - w^2) / s^2 of the count (w < s). One rule for the FLOPs and the fused kernels.
+double attention_pair_share(const ModelSpec& m);
 // Mixture of experts: whether the model has experts, and whether transformer layer `layer` (0
 // first) is an MoE layer (the first dense_layers keep a dense MLP); MoE layers among layers
 // [first, first + n).
@@ -274,6 +317,9 @@ bool ep_divides(const ModelSpec& m, int ep);
 bool needs_sequence_parallel(const ModelSpec& m, int tp);
 // The experts' tensor-parallel degree: plan.etp, or tp where it is 0.
 int expert_tp(const ParallelPlan& p);
+// What selective recomputation recomputes: plan.recompute_modules, core_attn where it names none
+// (Megatron-Core's default); nothing without selective recomputation.
+RecomputeModules recompute_modules_of(const ParallelPlan& p);
 // The ranks the expert-parallel and expert-data-parallel groups are cut from: dp x cp, or with
 // etp 1 (and tp > 1) tp x dp x cp.
 int expert_ranks(const ParallelPlan& p);

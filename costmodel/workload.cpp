@@ -142,7 +142,40 @@ void moe_block_work(LayerWork& w, const ModelSpec& m, const KernelStack& k, doub
 }
 }  // namespace
 
-LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp, int ep, int et) {
+namespace {
+// Selective recomputation's modules beyond the core (RecomputeModules): each one's forward work
+// again in the input gradient of its block. T tokens of the rank, `Th_outside` the norms' elements.
+void add_module_recompute(LayerWork& w, const ModelSpec& m, const KernelStack& k, double T, double Th_outside, int t,
+                          int et, const RecomputeModules& r) {
+  const double e = m.bytes_per_activation, h = m.hidden_size, fe = m.expert_ffn_hidden_size;
+  if (r.layernorm) {  // the block's norm again before its first product's input gradient
+    const double norm = Th_outside * e * k.traffic.layer_norm;
+    for (BlockWork* b : {&w.attn_i, &w.mlp_i, &w.moe_i}) b->memory_bytes += norm;
+  }
+  if (r.mla_up_proj && m.kv_lora_rank > 0)
+    for (const Projection& pr : attention_projections(m))
+      if (pr.split && !pr.row && pr.in != h) w.attn_i.gemms.push_back(Gemm{T, pr.out / t, pr.in, 1, m.fp8});
+  if (r.mlp) w.mlp_i.add(w.mlp_f);
+  if (!is_moe(m)) return;
+  if (r.moe) {  // the whole block, router, permutations and experts (the exchanges: price_plan)
+    w.moe_i.add(w.moe_f);
+    return;
+  }
+  const bool swiglu = m.kind == ModelKind::Llama;
+  if (r.moe_act) {
+    const double copies = (et > 1 ? T : T / t) * m.experts_per_token * moe_load_factor(m);
+    w.moe_i.memory_bytes += (swiglu ? k.traffic.swiglu : k.traffic.gelu) * e * copies * fe / et;
+  }
+  if (r.shared_experts && m.num_shared_experts > 0) {
+    const double width = m.num_shared_experts * fe / t;
+    w.moe_i.gemms.push_back(Gemm{T, width * (swiglu ? 2 : 1), h, 1, m.fp8});
+    w.moe_i.gemms.push_back(Gemm{T, h, width, 1, m.fp8});
+  }
+}
+}  // namespace
+
+LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp, int ep, int et,
+                     const RecomputeModules& modules) {
   const MemoryTraffic& tr = k.traffic;
   // With context parallelism every token-wise product and operation sees the rank's s / cp
   // tokens; the core attends them to all s keys (cp_core_work).
@@ -169,8 +202,15 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   const double Th_outside = sp ? T * h / t : T * h;  // norms and residual adds: s/t of the sequence with sp
   const double resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
   // The attention core, forward: two batched products and the score traffic, or one kernel.
-  const CoreWork core = cp > 1 ? cp_core_work(k, bb, s, heads, d, w.causal, cp, dv)
-                                : attention_core_work(k, bb, s, heads, d, fused, w.causal, m.dropout, e, dv);
+  CoreWork core = cp > 1 ? cp_core_work(k, bb, s, heads, d, w.causal, cp, dv)
+                          : attention_core_work(k, bb, s, heads, d, fused, w.causal, m.dropout, e, dv);
+  if (fused) {  // sliding windows: a fused kernel skips the tiles outside the window (the mean layer's share)
+    const double share = attention_pair_share(m);
+    for (BlockWork* b : {&core.f, &core.i}) {
+      b->flash_flops *= share;
+      b->model_flops *= share;
+    }
+  }
   w.core = core;
   const BlockWork& core_f = core.f;
   const BlockWork& core_i = core.i;
@@ -216,6 +256,7 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   w.head_i.memory_bytes = logits * e * tr.cross_entropy_backward + 2 * Th_outside * e * tr.layer_norm;
   w.head_w.gemms = {w_grad(T, V / t, h)};
   if (is_moe(m)) moe_block_work(w, m, k, T, t, sp, ep, et > 0 ? et : t, linear);
+  if (modules.any_beyond_core()) add_module_recompute(w, m, k, T, Th_outside, t, et > 0 ? et : t, modules);
   return w;
 }
 

@@ -102,7 +102,11 @@ struct LayerWork : KernelContext {
 // With experts (ModelSpec::num_experts) the MoE layers' MLP block too (moe_f, moe_i, moe_w), its
 // E / ep local experts each taking ep T k / E copies times moe_load_factor (the busiest rank), at
 // the experts' tensor-parallel degree et (0: t; 1: whole experts on each rank's s/t tokens).
+// `modules`: what selective recomputation recomputes beyond the core (specs.h RecomputeModules),
+// each module's forward again inside the input gradient: the norms' traffic (layernorm), MLA's
+// up projections (mla_up_proj), the dense MLP block (mlp), the experts' activation (moe_act), the
+// shared experts' products (shared_experts), the whole MoE block (moe).
 LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp = 1,
-                     int ep = 1, int et = 0);
+                     int ep = 1, int et = 0, const RecomputeModules& modules = {});
 
 }  // namespace stagecraft::costmodel

@@ -44,9 +44,13 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PRESETS = os.path.join("..", "..", "costmodel", "presets", "clusters")
 CLUSTERS = {"A100-SXM4-80GB": "dgx-a100-80gb.json",  # the GPU as published -> cluster file here
-            "H100-SXM5-80GB": os.path.join("..", "..", "costmodel", "presets", "clusters", "h100-ib-1024.json"),
-            "H100-HBM2e-96GB-500W": "grand-teton-h100-96gb.json"}  # torchtitan's Grand Teton hosts
+            "H100-SXM5-80GB": os.path.join(PRESETS, "h100-ib-1024.json"),
+            "H100-HBM2e-96GB-500W": "grand-teton-h100-96gb.json",  # torchtitan's Grand Teton hosts
+            "B200-SXM-180GB": os.path.join(PRESETS, "b200-ib-1024.json")}
+# The precisions a run can state and the flags that price them ("fp8": per-tensor scaling).
+PRECISIONS = {"bf16": [], "fp8": ["--fp8"]}
 # The attention backend a recipe runs -> the kernel set it names (costmodel/presets/stacks): TE's
 # flash backend (NVTE_FUSED_ATTN=0) is FlashAttention-2, its fused backend cuDNN's attention.
 STACKS = {"flash": "megatron-core-te-flash2", "cudnn-fused": "megatron-core-te", "sdpa-flash": "pytorch-eager"}
@@ -54,13 +58,20 @@ RUN_CLUSTERS = {"bloom-176b-384gpu": "jean-zay-a100-80gb.json"}  # runs on anoth
 # Model fields passed through as given where a run states them (costmodel/specs.h, ModelSpec): the
 # experts and the attention shapes other than h / a heads (Qwen3's head_dim, DeepSeek's MLA).
 MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "dense_layers",
-              "moe_node_limit", "moe_capacity_factor", "moe_load_imbalance")
+              "moe_node_limit", "moe_capacity_factor", "moe_load_imbalance", "moe_layer_pattern", "sliding_window",
+              "sliding_window_pattern")
+DEFAULTS = {}
+SPLIT = None  # --split dev|holdout: only the rows of that split (published-moe.json, published-blackwell.json)
 SHAPE_FIELDS = ("head_dim", "v_head_dim", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim")
 PRECISION_FIELDS = ("bytes_per_grad",)  # FSDP's reduce dtype (torchtitan reduces in fp32: 4)
 
 
 def usable(run):
     if run.get("skip"):  # a configuration stagecraft cannot express (the reason is in the file)
+        return False
+    if SPLIT and run.get("split") != SPLIT:
+        return False
+    if precision_flags(run) is None:  # a precision not priced yet (mxfp8, nvfp4)
         return False
     need = ["tp", "pp", "dp", "microbatch_size", "global_batch", "recompute"]
     if run["gpu"] not in CLUSTERS or any(run.get(k) is None for k in need):
@@ -69,9 +80,24 @@ def usable(run):
     return m.get("iteration_time_s") is not None or m.get("tflops_per_gpu") is not None
 
 
-def estimate(binary, run, extra, tmp):
-    with open(os.path.join(HERE, RUN_CLUSTERS.get(run["id"], CLUSTERS[run["gpu"]]))) as f:
+def load_cluster(path):
+    """A cluster file with the preset it "extends" resolved (the program's rule, costmodel/presets.cpp)."""
+    with open(path) as f:
         cluster = json.load(f)
+    base = cluster.pop("extends", None)
+    if base:
+        merged = load_cluster(os.path.join(HERE, PRESETS, base + ".json"))
+        merged.update(cluster)
+        cluster = merged
+    return cluster
+
+
+def estimate(binary, run, extra, tmp):
+    run = dict(run)
+    for k in ("attention", "dropout"):
+        if run.get(k) is None and k in DEFAULTS:
+            run[k] = DEFAULTS[k]
+    cluster = load_cluster(os.path.join(HERE, RUN_CLUSTERS.get(run["id"], CLUSTERS[run["gpu"]])))
     cluster["nodes"] = run["gpus"] // cluster["gpus_per_node"]
     if CONSTANT_EFFICIENCY:
         cluster["gpu_sms"] = 0
@@ -89,6 +115,7 @@ def estimate(binary, run, extra, tmp):
     for k in MOE_FIELDS + SHAPE_FIELDS + PRECISION_FIELDS:
         if md.get(k) is not None:
             model[k] = md[k]
+    model_features(md, model)
     paths = {}
     for name, obj in (("cluster", cluster), ("model", model)):
         paths[name] = os.path.join(tmp, f"{run['id']}-{name}.json")
@@ -98,8 +125,8 @@ def estimate(binary, run, extra, tmp):
     vs = run.get("virtual_stages") or 1
     cmd = [binary, "estimate", "--json", "--model", paths["model"], "--cluster", paths["cluster"],
            "--tp", str(run["tp"]), "--pp", str(run["pp"]), "--dp", str(run["dp"]),
-           "--microbatch-size", str(run["microbatch_size"]), "--microbatches", str(mb),
-           "--recompute", run["recompute"]]
+           "--microbatch-size", str(run["microbatch_size"]), "--microbatches", str(mb)]
+    cmd += recompute_flags(run) + moe_flags(run)
     cmd += ["--schedule", "interleaved-1f1b", "--chunks", str(vs)] if vs > 1 else ["--schedule", "1f1b"]
     if run.get("sequence_parallel"):
         cmd.append("--sequence-parallel")
@@ -126,8 +153,7 @@ def estimate(binary, run, extra, tmp):
         cmd += ["--ep", str(run["ep"])]
         if run.get("expert_tensor_parallel") == 1 and run["tp"] > 1:  # whole experts (--etp 1)
             cmd += ["--etp", "1"]
-    if run.get("precision") == "fp8":
-        cmd.append("--fp8")
+    cmd += precision_flags(run)
     if run.get("overlap_grad_reduce"):
         cmd.append("--overlap-grad-reduce")
         # Megatron-Core's bucket: max(40M, 1M x dp) parameters of 16-bit gradients (distributed_data_parallel.py)
@@ -137,6 +163,47 @@ def estimate(binary, run, extra, tmp):
     if out.returncode != 0:
         raise SystemExit(f"{run['id']}: {' '.join(cmd)}\n{out.stderr}")
     return json.loads(out.stdout)
+
+
+def model_features(md, model):
+    """The newer sets' model fields: gpt-oss's alternating windows (layer_types), DeepSeek-V3's
+    multi-token prediction module (mtp), Llama 4's interleaved experts."""
+    if md.get("sliding_window") and "alternating" in str(md.get("layer_types", "")):
+        model["sliding_window_pattern"] = [1, 0]  # layer 0 windowed, as gpt-oss's layer_types
+    if md.get("mtp"):
+        model["mtp_layers"] = md["mtp"] if isinstance(md["mtp"], int) and not isinstance(md["mtp"], bool) else 1
+    if md.get("moe_load_imbalance") is None:
+        model.pop("moe_load_imbalance", None)
+
+
+def precision_flags(run):
+    """The flags of a run's precision: "fp8" (the older sets' exact word) --fp8, a named precision
+    from PRECISIONS, any other (the older sets' prose about 16-bit mixed precision) none; None where
+    the precision is one the program does not price (mxfp8, nvfp4)."""
+    p = run.get("precision") or "bf16"
+    if p in PRECISIONS:
+        return PRECISIONS[p]
+    return None if p in ("mxfp8", "nvfp4") else []
+
+
+def recompute_flags(run):
+    """recompute: none | full | selective | modules (Megatron-Core's --recompute-modules)."""
+    r = run.get("recompute") or "none"
+    if r == "modules":
+        mods = run.get("recompute_modules") or []
+        return ["--recompute", "selective"] + (["--recompute-modules", ",".join(mods)] if mods else [])
+    return ["--recompute", r]
+
+
+def moe_flags(run):
+    """The token dispatcher a run states (flex: DeepEP or HybridEP; none stated: alltoall,
+    Megatron-Core's default)."""
+    moe = run.get("moe") or {}
+    if moe.get("token_dispatcher") == "flex" or moe.get("flex_backend"):
+        return ["--moe-dispatcher", "flex"]
+    if moe.get("token_dispatcher") == "allgather":
+        return ["--moe-dispatcher", "allgather"]
+    return []
 
 
 def ranks(xs):
@@ -193,10 +260,14 @@ def brackets(binary, runs_file, extra):
 
 
 def main():
-    global CONSTANT_EFFICIENCY, AS_2023
+    global CONSTANT_EFFICIENCY, AS_2023, SPLIT, DEFAULTS
     args = sys.argv[1:]
     binary = args.pop(0) if args and not args[0].startswith("--") else os.path.join(HERE, "..", "..", "build", "bin", "stagecraft")
     runs_file = os.path.join(HERE, "published.json")
+    if "--split" in args:
+        i = args.index("--split")
+        SPLIT = args[i + 1]
+        del args[i:i + 2]
     if "--runs" in args:
         i = args.index("--runs")
         runs_file = args[i + 1]
@@ -211,6 +282,8 @@ def main():
     with_brackets = "--brackets" in extra
     if with_brackets:
         extra.remove("--brackets")
+    with open(runs_file) as f:
+        DEFAULTS = json.load(f).get("defaults", {})  # a set's stated defaults for fields its rows leave null
     with open(runs_file) as f:
         runs = [r for r in json.load(f)["runs"] if usable(r)]
     if AS_2023:  # what the A100-era model could not express at all
