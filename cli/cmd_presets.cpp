@@ -15,6 +15,7 @@ namespace {
 
 struct PresetsOpts {
   bool json = false;
+  bool wide = false;  // sources in full, however wide (default: cut to fit 100 columns)
   std::string show;
 };
 
@@ -77,22 +78,25 @@ void run(const PresetsOpts& o) {
     models.push_back({n, std::string(kind_name(m.kind)), std::to_string(m.num_layers), std::to_string(m.hidden_size),
                       std::to_string(m.num_heads) + (kv_heads(m) != m.num_heads ? "/" + std::to_string(kv_heads(m)) : ""),
                       std::to_string(m.seq_length), std::to_string(m.vocab_size),
-                      fmt_num(flops::model_params(m) / 1e9, 2) + "B", m.source.substr(0, 70) + (m.source.size() > 70 ? "..." : "")});
+                      fmt_num(flops::model_params(m) / 1e9, 2) + "B", m.source});
   }
   std::cout << "Models\n"
-            << format_table({"name", "kind", "layers", "hidden", "heads (/kv)", "seq", "vocab", "params", "source"}, models);
+            << format_table({"name", "kind", "layers", "hidden", "heads (/kv)", "seq", "vocab", "params", "source"}, models,
+                            o.wide ? 0 : kHelpWidth, 8, true);
   std::vector<std::vector<std::string>> clusters;
   for (const auto& n : cluster_preset_names()) {
     ClusterSpec c = load_cluster(n);
+    const std::string intra = fmt_num(c.intra_node_bandwidth_Bps / 1e9, 0) + " GB/s",
+                      inter = fmt_num(c.inter_node_bandwidth_Bps * c.nics_per_node / 1e9, 1) + " GB/s";
     clusters.push_back({n, std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node), c.gpu_name,
                         fmt_num(c.gpu_peak_flops_per_s / 1e12, 0) + " TF", fmt_bytes(c.gpu_memory_bytes),
-                        c.intra_node_link + " " + fmt_num(c.intra_node_bandwidth_Bps / 1e9, 0) + " GB/s",
-                        c.inter_node_link + " " + fmt_num(c.inter_node_bandwidth_Bps * c.nics_per_node / 1e9, 1) + " GB/s",
-                        c.source.substr(0, 60) + (c.source.size() > 60 ? "..." : "")});
+                        o.wide ? c.intra_node_link + " " + intra : intra, o.wide ? c.inter_node_link + " " + inter : inter});
+    if (o.wide) clusters.back().push_back(c.source);
   }
-  std::cout << "\nClusters\n"
-            << format_table({"name", "nodes x gpus", "gpu", "peak", "memory", "intra-node", "inter-node (per node)", "source"},
-                            clusters);
+  std::vector<std::string> header = {"name", "nodes x gpus", "gpu", "peak", "memory", "intra-node", "inter-node/node"};
+  if (o.wide) header.push_back("source");
+  // Within 100 columns the links are their bandwidths and the GPU's name is cut (--wide: all).
+  std::cout << "\nClusters\n" << format_table(header, clusters, o.wide ? 0 : kHelpWidth, 2, true);
   std::vector<std::vector<std::string>> gpus;
   for (const auto& n : gpu_preset_names()) {
     const nlohmann::json g = gpu_entry(n);
@@ -107,7 +111,7 @@ void run(const PresetsOpts& o) {
   }
   std::cout << "\nGPUs (clusters name one with \"gpu\")\n"
             << format_table({"name", "gpu", "bf16 TF", "fp8 TF", "memory", "bandwidth", "SMs", "assumed"}, gpus);
-  std::cout << "\nFull sources and every field: stagecraft presets --show NAME\n";
+  std::cout << "\nSources and link names in full: --wide; every field and its source: stagecraft presets --show NAME\n";
 }
 
 }  // namespace
@@ -116,7 +120,9 @@ void add_presets_command(CLI::App& app) {
   auto o = std::make_shared<PresetsOpts>();
   CLI::App* c = app.add_subcommand("presets", "list the model, cluster and GPU presets with their sources");
   c->add_flag("--json", o->json, "print every preset as JSON");
-  c->add_option("--show", o->show, "print one preset's JSON file (a GPU: each field with its source)");
+  c->add_flag("--wide", o->wide, "sources in full, the clusters' links named, however wide (default: cut to fit 100 columns)");
+  c->add_option("--show", o->show, "print one preset's JSON file (a GPU: each field with its source)")
+      ->check(non_empty("a preset name"));
   c->callback([o] { run(*o); });
 }
 

@@ -41,6 +41,12 @@ std::string wrap_text(const std::string& text, std::size_t width, const std::str
   return out;
 }
 
+std::string note_line(const std::string& text) {
+  std::string out = "  ";
+  for (char ch : wrap_text("note: " + text, kHelpWidth - 4)) out += ch == '\n' ? std::string("\n    ") : std::string(1, ch);
+  return out;
+}
+
 std::string WrappingFormatter::make_option_desc(const CLI::Option* opt) const {
   return wrap_text(CLI::Formatter::make_option_desc(opt), kHelpWidth - get_column_width());
 }
@@ -74,10 +80,12 @@ std::string stack_flag_help(const std::string& lead) {
 }
 
 void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster) {
-  app->add_option("--model", f.model, "model preset name (see `stagecraft presets`) or a model JSON file")->required();
+  app->add_option("--model", f.model,
+                  "model preset name (see `stagecraft presets`) or a model JSON file (default: the one the --plan file names)");
   add_model_flags(app, f.model_flags);
   app->add_option("--stack", f.stack, stack_flag_help("kernel set that runs the plan"));
-  if (with_cluster) app->add_option("--cluster", f.cluster, "cluster preset name or a cluster JSON file")->required();
+  if (with_cluster)
+    app->add_option("--cluster", f.cluster, "cluster preset name or a cluster JSON file (default: the one the --plan file names)");
   app->add_option("--plan", f.plan_file, "plan JSON file; the flags below override its fields");
   app->add_option("--dp", f.dp, "data-parallel degree (default: GPUs / (tp * pp * cp))");
   app->add_option("--tp", f.tp, "tensor-parallel degree (default 1)");
@@ -284,18 +292,43 @@ void refuse_model_flags_for_graph(const std::string& model, const ModelFlags& f)
                    "): the graph's nodes say what they compute and keep (saved_bytes)");
 }
 
+namespace {
+// What the --plan file names for `key` ("model", "cluster") when the flag is not given; InputError
+// naming the flag when neither says.
+nlohmann::json plan_input(const PlanFlags& f, const std::string& key) {
+  const nlohmann::json v = f.plan_file.empty() ? nlohmann::json(nullptr) : costmodel::plan_file_input(f.plan_file, key);
+  if (v.is_null())
+    throw InputError("--" + key + " is required (a preset name or a JSON file; or a --plan file written by `plan --out`, which " +
+                     "names its " + key + ")" + (f.plan_file.empty() ? "" : "; plan file '" + f.plan_file + "' names none"));
+  return v;
+}
+}  // namespace
+
 costmodel::ModelSpec load_model_flags(const PlanFlags& f) {
-  costmodel::ModelSpec m = costmodel::load_model(f.model);
+  costmodel::ModelSpec m;
+  if (!f.model.empty()) {
+    m = costmodel::load_model(f.model);
+  } else {
+    const nlohmann::json v = plan_input(f, "model");
+    m = v.is_string() ? costmodel::load_model(v.get<std::string>()) : costmodel::model_from_json(v);
+  }
   apply_model_flags(m, f.model_flags);
   return m;
 }
 
-Inputs resolve(const PlanFlags& f) {
+Inputs resolve(const PlanFlags& given) {
+  PlanFlags f = given;
+  if (f.model.empty() && plan_input(f, "model").is_string()) f.model = plan_input(f, "model").get<std::string>();
   Inputs in;
   in.graph = graph_arg(f.model);
   if (in.graph) refuse_model_flags_for_graph(f.model, f.model_flags);
   in.model = in.graph ? graphs::model_of(*in.graph) : load_model_flags(f);
-  in.cluster = costmodel::load_cluster(f.cluster);
+  if (!f.cluster.empty()) {
+    in.cluster = costmodel::load_cluster(f.cluster);
+  } else {
+    const nlohmann::json v = plan_input(f, "cluster");
+    in.cluster = v.is_string() ? costmodel::load_cluster(v.get<std::string>()) : costmodel::cluster_from_json(v);
+  }
   if (!f.gpu_calibration.empty())
     costmodel::apply_gpu_calibration(in.cluster, schedules::read_json_file(f.gpu_calibration, "--gpu-calibration"),
                                      f.gpu_calibration);
@@ -456,6 +489,100 @@ std::string format_table(const std::vector<std::string>& header, const std::vect
   for (size_t x : w) total += x + 2;
   out << std::string(total - 2, '-') << "\n";
   for (const auto& r : rows) line(r);
+  return out.str();
+}
+
+CLI::Validator non_empty(const std::string& allowed) {
+  return CLI::Validator([allowed](std::string& v) { return v.empty() ? "the value is empty (allowed: " + allowed + ")" : std::string(); },
+                        "", "non-empty");
+}
+
+namespace {
+// The nearest existing folder at or above `dir` ("" is the working directory); InputError when
+// it is not a writable directory.
+void check_writable_ancestor(const std::string& flag, const std::string& path, std::filesystem::path dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (dir.empty()) dir = ".";
+  while (!fs::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir) dir = dir.parent_path();
+  if (!fs::exists(dir, ec)) dir = ".";
+  if (!fs::is_directory(dir, ec))
+    throw InputError(flag + " = '" + path + "': '" + dir.string() + "' is not a directory (allowed: a path under a writable folder)");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw InputError(flag + " = '" + path + "': folder '" + dir.string() + "' is not writable (allowed: a path under a writable folder)");
+}
+}  // namespace
+
+void check_output_file(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  if (path.empty()) throw InputError(flag + " is empty (allowed: a file path)");
+  if (std::filesystem::is_directory(path, ec)) throw InputError(flag + " = '" + path + "' is a directory (allowed: a file path)");
+  check_writable_ancestor(flag, path, std::filesystem::path(path).parent_path());
+}
+
+void check_output_dir(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty()) throw InputError(flag + " is empty (allowed: a folder path)");
+  if (fs::exists(path, ec) && !fs::is_directory(path, ec))
+    throw InputError(flag + " = '" + path + "' is a file, not a folder (allowed: a folder, existing or to create)");
+  check_writable_ancestor(flag, path, fs::path(path));
+}
+
+void check_input_file(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(flag + " = '" + path + "' is a directory (allowed: a file)");
+  if (!std::filesystem::exists(path, ec)) throw InputError(flag + " = '" + path + "' does not exist (allowed: a readable file)");
+  if (::access(path.c_str(), R_OK) != 0) throw InputError(flag + " = '" + path + "' cannot be read (allowed: a readable file)");
+}
+
+std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                         std::size_t max_width, std::size_t wrap_column, bool cut) {
+  std::vector<size_t> w(header.size(), 0);
+  for (size_t i = 0; i < header.size(); ++i) w[i] = header[i].size();
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  size_t total = 0;
+  for (size_t x : w) total += x + 2;
+  total -= 2;
+  if (max_width == 0 || total <= max_width || wrap_column >= w.size()) return format_table(header, rows);
+  const size_t room = std::max<size_t>(12, w[wrap_column] - std::min(w[wrap_column], total - max_width));
+  w[wrap_column] = std::max(room, header[wrap_column].size());
+  std::ostringstream out;
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string text;
+    for (size_t i = 0; i < w.size(); ++i) {
+      std::string c = i < r.size() ? r[i] : "";
+      if (i == 0 || i == wrap_column) c += std::string(w[i] - std::min(w[i], c.size()), ' ');
+      else c = std::string(w[i] - std::min(w[i], c.size()), ' ') + c;
+      text += (i ? "  " : "") + c;
+    }
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    out << text << "\n";
+  };
+  line(header);
+  out << std::string(std::min(total, max_width), '-') << "\n";
+  for (const auto& r : rows) {
+    std::vector<std::string> pieces;  // the wrapped cell, each piece at most the column's width
+    const std::string cell = wrap_column < r.size() ? r[wrap_column] : "";
+    if (cut) {
+      std::vector<std::string> one = r;
+      if (wrap_column < one.size() && cell.size() > w[wrap_column]) one[wrap_column] = cell.substr(0, w[wrap_column] - 3) + "...";
+      line(one);
+      continue;
+    }
+    std::istringstream in(wrap_text(cell, w[wrap_column]));
+    for (std::string piece; std::getline(in, piece);)
+      for (size_t at = 0; at < piece.size() || at == 0; at += w[wrap_column]) pieces.push_back(piece.substr(at, w[wrap_column]));
+    std::vector<std::string> first = r;
+    if (wrap_column < first.size()) first[wrap_column] = pieces.empty() ? "" : pieces.front();
+    line(first);
+    for (size_t k = 1; k < pieces.size(); ++k) {
+      std::vector<std::string> more(w.size());
+      more[wrap_column] = pieces[k];
+      line(more);
+    }
+  }
   return out.str();
 }
 

@@ -103,6 +103,10 @@ std::string wrap_text(const std::string& text, std::size_t width);
 // The same with every line led by `indent` (counted in the width).
 std::string wrap_text(const std::string& text, std::size_t width, const std::string& indent);
 
+// "  note: TEXT" wrapped within kHelpWidth columns, continuation lines indented by four, no
+// trailing newline.
+std::string note_line(const std::string& text);
+
 // --stack's help: `lead`, then the stack presets by name (the default marked) or a stack JSON.
 std::string stack_flag_help(const std::string& lead);
 
@@ -148,6 +152,19 @@ double grad_bucket_bytes_of(double mb);
 // missing parent directories. Throws Error on failure.
 void write_file_atomic(const std::string& path, const std::string& content);
 
+// A validator refusing an empty value ("--show ''" printed every preset): CLI11's parse error,
+// exit 2, naming the flag and `allowed`.
+CLI::Validator non_empty(const std::string& allowed);
+
+// Output paths checked before any long work (issue 52), each an InputError naming the flag, the
+// path and what is allowed. A file: not a directory, and its folder (or the nearest existing one
+// above, as write_file_atomic creates the rest) a writable directory. A folder: a directory or
+// absent, the nearest existing one above writable.
+void check_output_file(const std::string& flag, const std::string& path);
+void check_output_dir(const std::string& flag, const std::string& path);
+// An input file: exists, is not a directory, can be read.
+void check_input_file(const std::string& flag, const std::string& path);
+
 // This program's path (/proc/self/exe); Error when it cannot be read. Children of validate run
 // it, and the runtime plugin is found beside it.
 std::string program_path();
@@ -176,6 +193,12 @@ std::string fmt_num(double v, int precision = 3);
 
 // Plain text table with a header row; columns right-aligned except the first.
 std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+// The same table within `max_width` columns (issue 52: text output for a terminal): when wider,
+// column `wrap_column`'s cells are wrapped at spaces onto continuation lines (left-aligned; a word
+// longer than the column is cut), or with `cut` shortened to the column, ending in "...".
+// max_width 0: no limit (the commands' --wide).
+std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                         std::size_t max_width, std::size_t wrap_column, bool cut = false);
 
 // A plan's ZeRO stage for tables: "1", "3", "3 hsdp8" under hybrid sharding, "3 kept" without
 // resharding after the forward.

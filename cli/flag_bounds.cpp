@@ -53,7 +53,7 @@ constexpr FlagBound kBounds[] = {
     {"plan", "--max-tp", 1, 1024, true},
     {"plan", "--microbatch-sizes", 1, 1 << 16, true},
     // partition
-    {"partition", "--max-subgraphs", 0, 1 << 16, true},
+    {"partition", "--max-subgraphs", 1, 1 << 16, true},
     {"partition", "--common-min-users", 2, 1 << 16, true},
     // train
     {"train", "--nproc", 1, 1024, true},

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "costmodel/flops.h"
+#include "costmodel/runtime_support.h"
 #include "planner/balance.h"
 #include "planner/bounds.h"
 #include "schedules/buckets.h"
@@ -122,7 +123,36 @@ std::vector<std::string> keys_of(const ParallelPlan& p, Precision fp8, const Pla
   return keys;
 }
 
+// The points of one schedule shape evaluated one after another: the evaluator and lowered-
+// schedule caches hold 16 shapes, and the space's own order (tp, pp, cp, ep, b, schedule, ...)
+// visits a (tp, pp)'s shapes again for every expert-parallel degree, which thrashed them
+// (DeepSeek-V3's default space: 3,112 evaluators compiled for 7,030 evaluations). The order
+// changes no price; among plans of equal time the one evaluated first is listed first.
+std::vector<ParallelPlan> by_shape(std::vector<ParallelPlan> points) {
+  std::vector<std::pair<std::string, size_t>> order;
+  order.reserve(points.size());
+  for (size_t i = 0; i < points.size(); ++i) order.emplace_back(shape_key(points[i]), i);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<ParallelPlan> sorted;
+  sorted.reserve(points.size());
+  for (const auto& [key, i] : order) sorted.push_back(std::move(points[i]));
+  return sorted;
+}
+
 }  // namespace
+
+std::pair<std::string, long> main_rejection(const SearchStats& s) {
+  std::pair<std::string, long> out{"", 0};
+  for (const auto& [why, n] : s.rejections)
+    if (n > out.second) out = {why, n};
+  return out;
+}
+
+bool ranks_before(const Candidate& a, const Candidate& b) {
+  const bool a_fits = a.fit == costmodel::Fit::Fits, b_fits = b.fit == costmodel::Fit::Fits;
+  if (a_fits != b_fits) return a_fits;
+  return a.iteration_time_s < b.iteration_time_s;
+}
 
 SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& space, const SearchOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -132,22 +162,13 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   costmodel::check(c);
   SearchResult res;
   res.cluster = plan_cluster(c, space);
-  std::vector<ParallelPlan> points = enumerate(space, m, c);
-  // The points of one schedule shape evaluated one after another: the evaluator and lowered-
-  // schedule caches hold 16 shapes, and the space's own order (tp, pp, cp, ep, b, schedule, ...)
-  // visits a (tp, pp)'s shapes again for every expert-parallel degree, which thrashed them
-  // (DeepSeek-V3's default space: 3,112 evaluators compiled for 7,030 evaluations). The order
-  // changes no price; among plans of equal time the one evaluated first is listed first.
-  {
-    std::vector<std::pair<std::string, size_t>> order;
-    order.reserve(points.size());
-    for (size_t i = 0; i < points.size(); ++i) order.emplace_back(shape_key(points[i]), i);
-    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<ParallelPlan> sorted;
-    sorted.reserve(points.size());
-    for (const auto& [key, i] : order) sorted.push_back(std::move(points[i]));
-    points = std::move(sorted);
-  }
+  // The runtime's refusals (--for-runtime) are made point by point below, each counted with its
+  // reason (issue 52: a choice the runtime cannot run showed "no plan fits, 0 of 0").
+  check(space, m, c);
+  PlanSpace offered = space;
+  offered.for_runtime = false;
+  std::vector<ParallelPlan> points = enumerate(offered, m, c);
+  points = by_shape(std::move(points));
   EvaluatorCache cache;
   std::map<std::string, schedules::Schedule> lowered;
   // Evaluates q and keeps it among the best when it fits; false when a check refuses it.
@@ -186,10 +207,20 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
     bool fits = false;
     try {
       costmodel::check(q);
+      if (space.for_runtime)
+        if (const std::string why = costmodel::runtime_refusal(model, q, costmodel::plan_schedule(q)); !why.empty())
+          throw InputError(why);
       cand = custom ? candidate_of(opt.estimate(res.cluster, q), res.cluster, fits) : price(q, fits);
       cand.fp8 = model.fp8;
       cand.fp8_recipe = model.fp8_recipe;
-    } catch (const InputError&) {
+    } catch (const InputError& e) {
+      const std::string why = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+      ++res.stats.rejections[why];
+      for (const std::string& k : keys_of(q, {model.fp8, model.fp8_recipe}, space, eps, precisions))
+        if (ChoiceBest* c = choice(k)) {
+          ++c->rejected;
+          if (c->rejection.empty()) c->rejection = why;
+        }
       return false;
     }
     ++res.stats.evaluated;
@@ -197,16 +228,16 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
       if (ChoiceBest* c = choice(k)) {
         ++c->evaluated;
         if (!fits) continue;
-        ++c->fitting;
-        if (!c->best || cand.iteration_time_s < c->best->iteration_time_s) c->best = cand;
+        ++(cand.fit == costmodel::Fit::Fits ? c->fitting : c->tight);
+        if (!c->best || ranks_before(cand, *c->best)) c->best = cand;
       }
     if (!fits) {
       ++res.stats.infeasible;
       return true;
     }
+    if (cand.fit == costmodel::Fit::Tight) ++res.stats.tight;
     res.best.push_back(cand);
-    std::stable_sort(res.best.begin(), res.best.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.iteration_time_s < b.iteration_time_s; });
+    std::stable_sort(res.best.begin(), res.best.end(), ranks_before);
     if (static_cast<int>(res.best.size()) > opt.top_k) res.best.pop_back();
     return true;
   };
@@ -235,8 +266,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
       ParallelPlan q = p;
       q.stage_layers = balance_stages(m.num_layers, stages, stage_time_model(costs, p.recompute == costmodel::RecomputePolicy::Full));
       if (q.stage_layers == costmodel::partition_layers(m, p, stages)) continue;
-      ++res.stats.balanced;
-      consider(q);
+      if (consider(q)) ++res.stats.balanced;  // counted when evaluated: considered = pruned + rejected + evaluated - balanced
     }
   }
   res.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -83,8 +83,18 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   for (int z : space.zero)
     if (z < 0 || z > 3) bad("zero", std::to_string(z), "allowed: 0, 1, 2, 3");
   if (space.cp_degrees.empty()) bad("cp_degrees", "(none)", "give at least one (1: no context parallelism)");
-  for (int x : space.cp_degrees)
+  for (int x : space.cp_degrees) {
     if (x < 1) bad("cp_degrees", std::to_string(x), "each must be at least 1");
+    // A degree the model cannot take is refused here, not dropped silently (issue 52: "cp 2: no
+    // plan fits, 0 of 0").
+    if (x > 1 && m.attention_kernel != costmodel::AttentionKernel::Fused)
+      bad("cp_degrees", std::to_string(x),
+          "context parallelism needs the fused attention kernel: --attention-kernel fused; model '" + m.name +
+              "' has materialized attention");
+    if (!costmodel::cp_divides(m, x))
+      bad("cp_degrees", std::to_string(x),
+          "2 x cp must divide model '" + m.name + "''s sequence of " + std::to_string(m.seq_length) + " tokens");
+  }
   for (int x : space.ep_degrees)
     if (x < 1 || !costmodel::ep_divides(m, x))
       bad("ep_degrees", std::to_string(x),
