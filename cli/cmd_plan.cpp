@@ -67,6 +67,7 @@ struct PlanCmdFlags {
   std::string profile;                // measured costs instead of the analytic ones
   std::optional<double> memory_margin;  // overrides the cluster's memory_margin
   std::optional<int> nodes;           // overrides the cluster's node count
+  std::optional<int> gpus_used_per_node;  // GPUs a job uses of each node (an NVL72 rack's 64 of 72)
 };
 
 int parse_int(const std::string& flag, const std::string& v) {
@@ -568,6 +569,7 @@ void run(const PlanCmdFlags& f) {
   costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   apply_memory_margin(c, f.memory_margin);
   apply_nodes(c, f.nodes);
+  if (f.gpus_used_per_node) costmodel::set_gpus_used_per_node(c, *f.gpus_used_per_node, "--gpus-used-per-node");
   if (graph && !f.profile.empty())
     throw InputError("--profile with a graph model (--model " + f.model + ") is not supported (a graph prices its own subgraphs; allowed: absent)");
   if (!f.profile.empty() && !f.verify.empty())
@@ -651,6 +653,9 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--cluster", f->cluster, "cluster preset name or JSON file")->required();
   add_memory_margin_flag(c, f->memory_margin);
   add_nodes_flag(c, f->nodes);
+  c->add_option("--gpus-used-per-node", f->gpus_used_per_node,
+                "GPUs a job uses of each node, with their share of its NICs (e.g. 64 of an NVL72 rack's 72; "
+                "0: all): expert, tensor and context groups then fit a rack");
   c->add_option("--gpus", f->gpus, "GPUs the plans use, the cluster's first ones (default: all); several (64,128,256), a doubling range (64-512) or auto (the cluster and its halvings): the best plan of each");
   c->add_option("--tokens", f->tokens, "tokens to train: prints the time to train and GPU-hours of the best plan");
   c->add_option("--global-batch", f->global_batch, "sequences per iteration")->required();
