@@ -1,0 +1,189 @@
+// Megatron-Core's fields onto stagecraft's model and plan (docs/import.md has the table). Names
+// and defaults: NVIDIA/Megatron-LM d98e8a64ddf34856e74b24714e3bedb2f5a39553,
+// megatron/training/arguments.py and megatron/core/transformer/transformer_config.py.
+#include <algorithm>
+#include <cmath>
+
+#include "configs/megatron_fields.h"
+#include "schedules/error.h"
+
+namespace stagecraft::configs {
+namespace {
+
+using costmodel::ModelSpec;
+using costmodel::ParallelPlan;
+
+std::string s(long v) { return std::to_string(v); }
+
+void read_degrees(FlagReader& r, Imported& in) {
+  ParallelPlan& p = in.plan;
+  p.tp = r.integer("tensor-model-parallel-size", "tp").value_or(1);
+  p.pp = r.integer("pipeline-model-parallel-size", "pp").value_or(1);
+  p.cp = r.integer("context-parallel-size", "cp").value_or(1);
+  p.ep = r.integer("expert-model-parallel-size", "ep").value_or(1);
+  if (const std::optional<int> etp = r.integer("expert-tensor-parallel-size", "etp (1: whole experts; tp: the default)")) {
+    if (*etp != 1 && *etp != p.tp)
+      throw InputError(r.where() + ": " + r.name("expert-tensor-parallel-size") + " = " + s(*etp) + " with " +
+                       r.name("tensor-model-parallel-size") + " = " + s(p.tp) + " is not modelled (allowed: 1, or tp)");
+    p.etp = *etp == p.tp ? 0 : 1;
+  }
+  if (r.boolean("sequence-parallel", "sequence_parallel").value_or(false)) p.sequence_parallel = true;
+  if (r.boolean("use-tp-pp-dp-mapping", "rank_order tp-pp-dp").value_or(false)) p.rank_order = "tp-pp-dp";
+  p.microbatch_size = r.integer("micro-batch-size", "microbatch_size").value_or(1);
+  if (const std::optional<int> g = r.integer("global-batch-size", "num_microbatches = global batch / (micro batch * dp)")) in.global_batch = *g;
+  else in.report.assume("--global-batch-size", "", "micro batch * dp: one microbatch per iteration (Megatron-LM's default)");
+}
+
+// The virtual pipeline: chunks per rank from either flag (the layers known), and the group size.
+void read_virtual_pipeline(FlagReader& r, Imported& in, int layers) {
+  ParallelPlan& p = in.plan;
+  int chunks = 1;
+  if (const std::optional<int> v = r.integer("num-virtual-stages-per-pipeline-rank", "chunks (interleaved-1f1b)")) chunks = *v;
+  if (const std::optional<int> per = r.integer("num-layers-per-virtual-pipeline-stage", "chunks = layers / (pp * this)")) {
+    if (*per < 1 || layers % (p.pp * *per) != 0)
+      throw InputError(r.where() + ": --num-layers = " + s(layers) + " is not a multiple of " + r.name("pipeline-model-parallel-size") +
+                       " * " + r.name("num-layers-per-virtual-pipeline-stage") + " = " + s(static_cast<long>(p.pp) * *per) +
+                       " (contradictory values)");
+    chunks = layers / (p.pp * *per);
+  }
+  std::optional<int> group = r.integer("microbatch-group-size-per-vp-stage", "schedule param microbatch_group_size_per_vp_stage");
+  if (!group) group = r.integer("microbatch-group-size-per-virtual-pipeline-stage", "schedule param microbatch_group_size_per_vp_stage");
+  if (p.pp > 1 && chunks > 1) {
+    p.schedule = "interleaved-1f1b";
+    p.schedule_params["chunks"] = chunks;
+    if (group) p.schedule_params["microbatch_group_size_per_vp_stage"] = *group;
+  } else {
+    p.schedule = "1f1b";
+  }
+}
+
+void read_precision(FlagReader& r, ModelSpec& m) {
+  const bool bf16 = r.boolean("bf16", "16-bit weights and activations, fp32 gradients (bytes_per_grad 4)").value_or(false);
+  const bool fp16 = r.boolean("fp16", "16-bit weights, activations and gradients").value_or(false);
+  if (bf16 || fp16) {
+    m.bytes_per_param = m.bytes_per_activation = 2;
+    m.bytes_per_grad = bf16 ? 4 : 2;
+  } else {
+    m.bytes_per_param = m.bytes_per_activation = m.bytes_per_grad = 4;
+    r.report().assume("--bf16/--fp16", "", "fp32 training (Megatron-LM's default): 4-byte weights and activations");
+  }
+  if (const std::optional<std::string> f = r.text("fp8-format", "fp8 (the layers' linear products in FP8)")) m.fp8 = *f != "none";
+  if (m.fp8 && !bf16 && !fp16) throw InputError(r.where() + ": --fp8-format with fp32 training (allowed: with --bf16 or --fp16)");
+  r.unmodelled("fp8-recipe", "every FP8 recipe priced alike (the products at the FP8 rate; docs/costmodel.md)");
+  r.unmodelled("fp8-param-gather", "the parameter gather stays 16-bit in the model");
+  if (const std::optional<std::string> a = r.text("attention-backend", "attention_kernel"))
+    m.attention_kernel = (*a == "unfused" || *a == "local") ? costmodel::AttentionKernel::Materialized : costmodel::AttentionKernel::Fused;
+  else if (r.boolean("use-flash-attn", "attention_kernel fused").value_or(false)) m.attention_kernel = costmodel::AttentionKernel::Fused;
+  else {
+    m.attention_kernel = costmodel::AttentionKernel::Fused;
+    r.report().assume("--attention-backend", "auto", "fused attention (Transformer Engine's flash or cuDNN kernel)");
+  }
+  const double att = r.number("attention-dropout", "dropout (with hidden-dropout)").value_or(0.1);
+  const double hid = r.number("hidden-dropout", "dropout (with attention-dropout)").value_or(0.1);
+  m.dropout = att > 0 || hid > 0;
+}
+
+// --moe-layer-freq: 1, or a Python list expression of 0s then 1s ("([0]*3+[1]*58)", "[0,1,1]").
+int dense_layers_of(const std::string& v, int layers, const std::string& where) {
+  if (v == "1") return 0;
+  std::vector<int> pattern;
+  std::string t;
+  for (char c : v)
+    if (c != ' ' && c != '(' && c != ')') t += c;
+  size_t i = 0;
+  while (i < t.size()) {
+    if (t[i] == '+') { ++i; continue; }
+    const size_t close = t.find(']', i);
+    if (t[i] != '[' || close == std::string::npos) break;
+    std::vector<int> items;
+    for (const std::string& x : {t.substr(i + 1, close - i - 1)}) {
+      size_t a = 0;
+      while (a <= x.size()) {
+        const size_t b = std::min(x.find(',', a), x.size());
+        if (b > a) items.push_back(x.substr(a, b - a) == "1" ? 1 : x.substr(a, b - a) == "0" ? 0 : -1);
+        a = b + 1;
+      }
+    }
+    i = close + 1;
+    int times = 1;
+    if (i < t.size() && t[i] == '*') {
+      size_t used = 0;
+      times = std::stoi(t.substr(i + 1), &used);
+      i += 1 + used;
+    }
+    for (int k = 0; k < times; ++k) pattern.insert(pattern.end(), items.begin(), items.end());
+  }
+  const auto first_moe = std::find(pattern.begin(), pattern.end(), 1);
+  const bool ok = i >= t.size() && static_cast<int>(pattern.size()) == layers && std::all_of(pattern.begin(), first_moe, [](int x) { return x == 0; }) &&
+                  std::all_of(first_moe, pattern.end(), [](int x) { return x == 1; });
+  if (!ok)
+    throw InputError(where + ": --moe-layer-freq = '" + v + "' is not modelled (allowed: 1, or " + s(layers) +
+                     " entries, dense layers (0) first then MoE layers (1), e.g. ([0]*3+[1]*58))");
+  return static_cast<int>(first_moe - pattern.begin());
+}
+
+void read_moe(FlagReader& r, ModelSpec& m) {
+  const std::optional<int> e = r.integer("num-experts", "num_experts");
+  if (!e) return;
+  m.num_experts = *e;
+  m.experts_per_token = r.integer("moe-router-topk", "experts_per_token").value_or(2);
+  if (!r.has("moe-router-topk")) r.report().assume("--moe-router-topk", "2", "experts_per_token 2");
+  const std::optional<int> fe = r.integer("moe-ffn-hidden-size", "expert_ffn_hidden_size");
+  m.expert_ffn_hidden_size = fe.value_or(m.ffn_hidden_size);
+  if (!fe) r.report().assume("--moe-ffn-hidden-size", s(m.ffn_hidden_size), "the dense --ffn-hidden-size");
+  if (const std::optional<int> sh = r.integer("moe-shared-expert-intermediate-size", "num_shared_experts = this / expert width")) {
+    if (*sh % m.expert_ffn_hidden_size != 0)
+      throw InputError(r.where() + ": " + r.name("moe-shared-expert-intermediate-size") + " = " + s(*sh) + " is not a multiple of " +
+                       r.name("moe-ffn-hidden-size") + " = " + s(m.expert_ffn_hidden_size) + " (not modelled: shared experts of another width)");
+    m.num_shared_experts = *sh / m.expert_ffn_hidden_size;
+  }
+  if (const std::optional<std::string> f = r.text("moe-layer-freq", "dense_layers (the 0s before the first 1)"))
+    m.dense_layers = dense_layers_of(*f, m.num_layers, r.where());
+  if (const std::optional<int> g = r.integer("moe-router-group-topk", "moe_node_limit (one router group per node assumed)")) m.moe_node_limit = *g;
+  r.unmodelled("moe-router-num-groups", "groups taken as nodes (moe_node_limit from --moe-router-group-topk)");
+  if (const std::optional<double> c = r.number("moe-expert-capacity-factor", "moe_capacity_factor")) m.moe_capacity_factor = *c;
+  if (const std::optional<std::string> d = r.text("moe-token-dispatcher-type", "all-to-all dispatch and combine")) {
+    if (*d != "alltoall") r.report().unmodelled("--moe-token-dispatcher-type", *d, "priced as the all-to-all dispatcher");
+  }
+  r.unmodelled("moe-grouped-gemm", "the experts' products priced by shape one expert at a time");
+  r.unmodelled("moe-permute-fusion", "token permutation not priced");
+  r.unmodelled("moe-shared-expert-overlap", "shared experts run in line with the routed ones");
+}
+
+void read_mla(FlagReader& r, ModelSpec& m) {
+  if (!r.boolean("multi-latent-attention", "MLA").value_or(false)) return;
+  m.q_lora_rank = r.integer("q-lora-rank", "q_lora_rank").value_or(0);
+  m.kv_lora_rank = r.integer("kv-lora-rank", "kv_lora_rank").value_or(512);
+  m.head_dim = r.integer("qk-head-dim", "head_dim").value_or(128);
+  m.qk_rope_head_dim = r.integer("qk-pos-emb-head-dim", "qk_rope_head_dim").value_or(64);
+  m.v_head_dim = r.integer("v-head-dim", "v_head_dim").value_or(128);
+  for (const char* k : {"kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim"})
+    if (!r.has(k)) r.report().assume(std::string("--") + k, "", "Megatron-Core's MLA default (512, 128, 64, 128)");
+  if (m.v_head_dim == m.head_dim) m.v_head_dim = 0;
+  m.num_kv_heads = 0;
+}
+
+}  // namespace
+
+// Declared in configs/megatron_dims.cpp.
+void read_megatron_dims(FlagReader& r, ModelSpec& m, int tp);
+void read_megatron_recompute(FlagReader& r, ParallelPlan& p);
+void read_megatron_overlap(FlagReader& r, Imported& in);
+
+void map_megatron_fields(FlagReader& r, Imported& in, const ImportOptions& o) {
+  ModelSpec m = hf_model_option(o, in.report).value_or(ModelSpec{});
+  read_degrees(r, in);
+  read_megatron_dims(r, m, in.plan.tp);
+  read_precision(r, m);
+  read_moe(r, m);
+  read_mla(r, m);
+  read_virtual_pipeline(r, in, m.num_layers);
+  read_megatron_recompute(r, in.plan);
+  read_megatron_overlap(r, in);
+  r.unmodelled("mtp-num-layers", "multi-token prediction layers not priced");
+  costmodel::check(m);
+  in.model = m;
+  in.has_plan = true;
+}
+
+}  // namespace stagecraft::configs
