@@ -91,7 +91,7 @@ Imported import_file(const std::string& path, std::optional<Format> f, const Imp
   const std::string text = read_config_text(path, "config");
   const std::string where = "'" + path + "'";
   Imported in = import_text(text, f ? *f : detect_format(text, where), o, where);
-  if (in.has_plan && (in.world_size > 0 || o.gpus > 0)) complete_plan(in, o.gpus, "--gpus");
+  if (in.has_plan && (in.world_size > 0 || o.gpus > 0 || in.dp > 0)) complete_plan(in, o.gpus, "--gpus");
   return in;
 }
 
@@ -146,7 +146,7 @@ void complete_plan(Imported& in, int gpus, const std::string& gpus_from) {
     throw InputError(n.tp + " = " + std::to_string(p.tp) + " does not divide " + n.heads + " = " + std::to_string(in.model->num_heads) +
                      " (or the query groups, the FFN width; contradictory values)");
   complete_batch(in);
-  if (in.world_size == 0) in.world_size = world;
+  if (in.world_size == 0) in.world_size = p.num_gpus();
   costmodel::check(p);
 }
 

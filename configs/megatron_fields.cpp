@@ -124,7 +124,10 @@ int dense_layers_of(const std::string& v, int layers, const std::string& where) 
 
 void read_moe(FlagReader& r, ModelSpec& m) {
   const std::optional<int> e = r.integer("num-experts", "num_experts");
-  if (!e) return;
+  if (!e) {
+    r.ignore("moe-token-dispatcher-type");  // set in dense recipes too; no experts, nothing to dispatch
+    return;
+  }
   m.num_experts = *e;
   m.experts_per_token = r.integer("moe-router-topk", "experts_per_token").value_or(2);
   if (!r.has("moe-router-topk")) r.report().assume("--moe-router-topk", "2", "experts_per_token 2");
