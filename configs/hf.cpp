@@ -118,8 +118,9 @@ void read_precision(HfReader& h, ModelSpec& m) {
     h.r.map(key, dt, "4-byte weights and activations");
   } else {
     m.bytes_per_param = m.bytes_per_activation = 2;
+    m.bytes_per_grad = 4;  // mixed precision as Megatron-LM, torchtitan and DeepSpeed's bf16 train it
     if (dt.empty()) h.r.assume("torch_dtype", "bfloat16", "2-byte weights and activations");
-    else h.r.map(key, dt, "2-byte weights and activations");
+    else h.r.map(key, dt, "2-byte weights and activations, fp32 gradients (mixed-precision training)");
   }
   double p = 0;
   for (const char* k : {"attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop", "embd_pdrop", "attention_probs_dropout_prob", "hidden_dropout_prob"})
