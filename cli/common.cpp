@@ -300,6 +300,7 @@ void nodes_for_world(costmodel::ClusterSpec& c, int world, const std::string& fr
 
 std::optional<costmodel::ModelSpec> apply_from(PlanFlags& f, costmodel::ClusterSpec* cluster, int gpus) {
   if (f.from.empty()) return std::nullopt;
+  if (!f.plan_file.empty()) throw InputError("--plan " + f.plan_file + " with --from " + f.from + " (allowed: one of them)");
   configs::ImportOptions o;
   o.hf_config = f.hf_config;
   std::optional<configs::Format> fmt;

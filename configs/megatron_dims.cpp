@@ -1,4 +1,5 @@
 // Megatron-Core's model dimensions, recomputation and overlap fields (configs/megatron_fields.h).
+#include <algorithm>
 #include <cmath>
 
 #include "configs/megatron_fields.h"
@@ -48,8 +49,17 @@ void read_shape_notes(FlagReader& r, ModelSpec& m) {
 
 }  // namespace
 
+// The model's name from the file's: its base name without the extension ("'a/run_8b.sh'": run_8b).
+static std::string name_of(const std::string& where) {
+  std::string n = where;
+  n.erase(std::remove(n.begin(), n.end(), '\''), n.end());
+  n = n.substr(n.find_last_of('/') + 1);
+  const size_t dot = n.find('.');
+  return dot == 0 || n.empty() ? "imported" : n.substr(0, dot);
+}
+
 void read_megatron_dims(FlagReader& r, ModelSpec& m, int tp) {
-  if (m.name.empty()) m.name = "imported";
+  if (m.name.empty()) m.name = name_of(r.where());
   m.source = "imported from " + r.where();
   m.num_layers = required_int(r, "num-layers", "num_layers", m.num_layers);
   m.hidden_size = required_int(r, "hidden-size", "hidden_size", m.hidden_size);

@@ -452,6 +452,21 @@ TEST(ImportCli, CheckRunMegatronLog) {
   EXPECT_NE(t.out.find("14.000 s"), std::string::npos) << t.out;
 }
 
+TEST(ImportCli, CheckRunNemoLog) {
+  // NeMo's progress lines after the first: (14.2 + 13.9 + 14.1 + 14.0) / 4 = 56.2 / 4 = 14.05 s.
+  const RunResult r = run_cli("check-run " + fixture("nemo_llama3_8b.log") + " --from " + fixture("nemo1_llama3_8b.yaml") +
+                              " --cluster h100-nvl-ib-64 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["format"], "nemo");
+  EXPECT_EQ(j["first_iteration"], 1);
+  EXPECT_NEAR(j["metrics"][0]["measured"].get<double>(), 14.05, 1e-12);
+  EXPECT_GT(j["metrics"][0]["predicted"].get<double>(), 0);
+  const RunResult bad = run_cli("check-run " + fixture("hf_gpt2.json") + " --from " + fixture("nemo1_llama3_8b.yaml") + " --cluster h100-nvl-ib-64");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("no iteration lines found"), std::string::npos) << bad.err;
+}
+
 TEST(ImportCli, CheckRunTorchtitanLog) {
   // 8 GPUs, FSDP over 8, local batch 1 of 8192 tokens: 65536 tokens an iteration. After step 10:
   // 65536 / (6400 * 8) = 1.28 s, 65536 / (6600 * 8) = 1.2412121..., 65536 / (6500 * 8) =
