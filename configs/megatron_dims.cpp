@@ -121,6 +121,9 @@ void read_megatron_overlap(FlagReader& r, Imported& in) {
     r.report().assume("--transformer-impl", "transformer_engine", "stack megatron-core-te");
   }
   if (const std::optional<double> b = r.number("ddp-bucket-size", "grad_bucket_bytes = this * 4 (fp32 gradients)")) p.grad_bucket_bytes = *b * 4;
+  // Megatron-LM overlaps the pipeline's sends and receives by default (--no-overlap-p2p-communication
+  // turns it off; older scripts and Bridge name the overlap itself).
+  r.unmodelled("no-overlap-p2p-communication", "pipeline transfers placed as the schedule orders them");
   r.unmodelled("overlap-p2p-communication", "pipeline transfers placed as the schedule orders them");
   r.unmodelled("overlap-moe-expert-parallel-comm", "the all-to-alls of 1F1B's paired micro-batches are not overlapped");
   r.unmodelled("delay-wgrad-compute", "weight gradients computed with the backward");

@@ -98,7 +98,6 @@ void read_parallelism(FlagReader& r, Imported& in, int layers) {
   const int rep = r.integer("parallelism.data_parallel_replicate_degree", "dp = replicate * shard").value_or(1);
   const int shard = r.integer("parallelism.data_parallel_shard_degree", "zero 3 (FSDP2) over the shard ranks; -1: the rest").value_or(-1);
   p.tp = r.integer("parallelism.tensor_parallel_degree", "tp; sequence parallel with it (torchtitan's TP shards the norms' activations)").value_or(1);
-  p.pp = r.integer("parallelism.pipeline_parallel_degree", "pp").value_or(1);
   p.cp = r.integer("parallelism.context_parallel_degree", "cp").value_or(1);
   p.ep = r.integer("parallelism.expert_parallel_degree", "ep").value_or(1);
   if (const std::optional<int> etp = r.integer("parallelism.expert_tensor_parallel_degree", "etp")) p.etp = *etp == 1 && p.tp > 1 ? 1 : 0;
@@ -106,8 +105,11 @@ void read_parallelism(FlagReader& r, Imported& in, int layers) {
   if (shard != 1) p.zero = 3;
   in.dp = shard > 0 ? rep * shard : 0;
   in.dp_replicate = rep;
-  if (const std::optional<std::string> re = r.text("parallelism.fsdp_reshard_after_forward", "reshard_after_forward (never: false)"))
-    p.reshard_after_forward = *re != "never";
+  p.pp = r.integer("parallelism.pipeline_parallel_degree", "pp").value_or(1);
+  // "default": reshard unless pipelined (torchtitan/models/llama3/infra/parallelize.py at 238fa99).
+  const std::optional<std::string> re = r.text("parallelism.fsdp_reshard_after_forward", "reshard_after_forward");
+  if (!re) r.report().assume("parallelism.fsdp_reshard_after_forward", "default", "reshard after forward unless pp > 1");
+  p.reshard_after_forward = re.value_or("default") == "always" || (re.value_or("default") == "default" && p.pp == 1);
   p.microbatch_size = r.integer("parallelism.pipeline_parallel_microbatch_size", "microbatch_size with pp > 1").value_or(1);
   read_pipeline(r, p, layers);
   r.unmodelled("parallelism.enable_async_tensor_parallel", "tp collectives blocking");
