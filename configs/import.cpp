@@ -45,6 +45,7 @@ Format detect_format(const std::string& text, const std::string& where) {
     if (j.contains("model_type") || j.contains("architectures")) return Format::Hf;
     for (const char* k : {"train_batch_size", "train_micro_batch_size_per_gpu", "zero_optimization", "gradient_accumulation_steps"})
       if (j.contains(k)) return Format::Deepspeed;
+    if (j.contains("parallelism") || j.contains("activation_checkpoint")) return Format::Torchtitan;  // a dump of its config
     throw InputError(where + ": a JSON file with neither model_type/architectures (Hugging Face) nor train_batch_size/"
                      "zero_optimization (DeepSpeed); give --format");
   }

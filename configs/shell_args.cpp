@@ -1,5 +1,6 @@
 #include "configs/shell_args.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <sstream>
@@ -53,14 +54,21 @@ std::vector<std::vector<std::string>> logical_lines(const std::string& text, con
   return lines;
 }
 
-// $((A*B)) and $((A+B)) of integers after expansion; the text unchanged when it is not one.
-std::string arithmetic(const std::string& s) {
+// $((A*B)) and $((A+B)) of integers or variables (bare or with $) after expansion; the text
+// unchanged when it is not one.
+std::string arithmetic(const std::string& s, const Vars& vars) {
   if (s.size() < 5 || s.compare(0, 3, "$((") != 0 || s.compare(s.size() - 2, 2, "))") != 0) return s;
   const std::string e = s.substr(3, s.size() - 5);
   const size_t op = e.find_first_of("*+");
   if (op == std::string::npos) return s;
+  auto operand = [&](std::string t) {
+    t.erase(std::remove(t.begin(), t.end(), ' '), t.end());
+    if (!t.empty() && t[0] == '$') t.erase(0, 1);
+    const auto it = vars.find(t);
+    return std::stol(it != vars.end() ? it->second : t);
+  };
   try {
-    const long a = std::stol(e.substr(0, op)), b = std::stol(e.substr(op + 1));
+    const long a = operand(e.substr(0, op)), b = operand(e.substr(op + 1));
     return std::to_string(e[op] == '*' ? a * b : a + b);
   } catch (const std::exception&) {
     return s;
@@ -93,7 +101,7 @@ std::string expand(const std::string& w, const Vars& vars) {
     out += it != vars.end() ? it->second : w.substr(i, j - i);
     i = j - 1;
   }
-  return arithmetic(out);
+  return arithmetic(out, vars);
 }
 
 bool is_assignment(const std::string& w) {

@@ -110,6 +110,59 @@ TEST(ImportMegatron, DeepSeekV3ScriptMoeMlaAndReport) {
   EXPECT_EQ(in.report.unknown[0].field, "--made-up-flag");
 }
 
+// A small Megatron-LM argument list with `extra` flags, on one node of 8 GPUs.
+Imported megatron_args(const std::string& extra) {
+  const std::string text = "N=2\ntorchrun --nproc-per-node $((N*4)) pretrain_gpt.py --num-layers 32 --hidden-size 1024 "
+                           "--num-attention-heads 16 --seq-length 2048 --vocab-size 32000 --bf16 " + extra + "\n";
+  return configs::import_text(text, configs::Format::Megatron, {}, "args");
+}
+
+TEST(ImportMegatron, FlagsOneByOne) {
+  // $((N*4)) = 8 GPUs; pp 4 with 4 layers per virtual stage: 32 / (4 * 4) = 2 chunks.
+  Imported a = megatron_args("--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 --global-batch-size 16");
+  configs::complete_plan(a, 0, "--gpus");
+  EXPECT_EQ(a.world_size, 8);
+  EXPECT_EQ(a.plan.dp, 2);
+  EXPECT_EQ(a.plan.schedule, "interleaved-1f1b");
+  EXPECT_EQ(a.plan.schedule_params.value("chunks", 0), 2);
+  EXPECT_EQ(a.plan.num_microbatches, 8);  // 16 / (1 * 2)
+  EXPECT_EQ(a.model->ffn_hidden_size, 4096);  // absent: 4h
+  EXPECT_EQ(a.model->vocab_size, 32000);      // 32000 = 250 * 128
+  EXPECT_EQ(a.model->bytes_per_grad, 4);
+  // Partial recomputation: priced as full, and said so.
+  const Imported b = megatron_args("--recompute-granularity full --recompute-method block --recompute-num-layers 2");
+  EXPECT_EQ(b.plan.recompute, costmodel::RecomputePolicy::Full);
+  EXPECT_TRUE(listed(b.report.not_modelled, "--recompute-method/--recompute-num-layers"));
+  // Megatron FSDP's full sharding is zero 3; its --overlap-param-gather is the gather it always overlaps.
+  const Imported c = megatron_args("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --overlap-param-gather");
+  EXPECT_EQ(c.plan.zero, 3);
+  EXPECT_FALSE(c.plan.overlap_param_gather);
+  const Imported d = megatron_args("--fp8-format hybrid --fp8-recipe delayed --swiglu --tensor-model-parallel-size 2 --use-torch-fsdp2");
+  EXPECT_TRUE(d.model->fp8);
+  EXPECT_EQ(d.model->kind, costmodel::ModelKind::Llama);
+  EXPECT_EQ(d.model->ffn_hidden_size, 2688);  // 8 * 1024 / 3 = 2730.7, rounded down to 64: 42 * 64
+  EXPECT_EQ(d.plan.zero, 3);
+  EXPECT_TRUE(listed(d.report.not_modelled, "--fp8-recipe"));
+  EXPECT_NE(error_of([] { megatron_args("--num-experts 8 --moe-layer-freq 2"); }).find("--moe-layer-freq = '2' is not modelled"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { megatron_args("--tensor-model-parallel-size 2 --expert-tensor-parallel-size 4"); }).find("allowed: 1, or tp"),
+            std::string::npos);
+}
+
+TEST(ImportTorchtitan, JsonDumpEqualsTheToml) {
+  configs::ImportOptions o;
+  o.gpus = 8;
+  const std::string toml = read_text(fixture("torchtitan_llama3_8b.toml"));
+  const std::string dump = configs::parse_toml(toml, "toml").dump(2);
+  EXPECT_EQ(configs::detect_format(dump, "dump"), configs::Format::Torchtitan);
+  Imported a = configs::import_text(toml, configs::Format::Torchtitan, o, "toml");
+  Imported b = configs::import_text(dump, configs::Format::Torchtitan, o, "dump");
+  configs::complete_plan(a, 8, "--gpus");
+  configs::complete_plan(b, 8, "--gpus");
+  EXPECT_EQ(costmodel::to_json(a.plan).dump(), costmodel::to_json(b.plan).dump());
+  EXPECT_EQ(costmodel::to_json(*a.model).dump(), costmodel::to_json(*b.model).dump());
+}
+
 TEST(ImportHf, FiveArchitecturesMatchThePresets) {
   // Each config.json's dims are the preset's (the presets cite the same released configs).
   for (auto [file, preset] : {std::pair{"hf_llama3_8b.json", "llama3-8b"}, {"hf_qwen3_30b_a3b.json", "qwen3-30b-a3b"},
@@ -413,9 +466,11 @@ TEST(ImportCli, BadFilesExitTwoNamingTheField) {
   const std::string world = written("world.sh", "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 2 --hidden-size 96 "
                                                 "--num-attention-heads 6 --seq-length 128 --vocab-size 1024 --tensor-model-parallel-size 3\n");
   const std::string flavor = written("flavor.toml", "[model]\nname = \"llama3\"\nflavor = \"3B\"\n");
+  const std::string hf = written("bloom.json", "{\"model_type\": \"bloom\", \"hidden_size\": 64}");
   for (auto [args, want] : {std::pair{empty, "is empty"}, {truncated, "truncated"}, {contra + " --format torchtitan", "line 1"},
                             {contra, "--tensor-model-parallel-size = 3 does not divide --num-attention-heads = 4"},
-                            {world, "--nproc-per-node * --nnodes = 8 is not a multiple of"}, {flavor, "model.flavor = '3B'"}}) {
+                            {world, "--nproc-per-node * --nnodes = 8 is not a multiple of"}, {flavor, "model.flavor = '3B'"},
+                            {hf, "model_type = 'bloom' is not known"}}) {
     const RunResult r = run_cli("import " + std::string(args));
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
