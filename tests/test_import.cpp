@@ -3,6 +3,7 @@
 // derived by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdio>
 
 #include "configs/emit.h"
@@ -456,6 +457,29 @@ TEST(ImportCli, EmitThenImportGivesThePlanBack) {
   const RunResult j = run_cli("estimate" + flags + " --json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
   EXPECT_EQ(nlohmann::json::parse(j.out)["plan"].dump(1), costmodel::to_json(costmodel::load_plan_file(plan)).dump(1));
+}
+
+// plan --emit X, imported again, is the plan plan --out writes, for every X; each search kept to
+// what X expresses (torchtitan: FSDP or none, PyTorch's kernels, no overlap flags; DeepSpeed: no
+// sequence parallelism, no parameter-gather overlap).
+TEST(ImportCli, PlanEmitThenImportForEveryFormat) {
+  const std::string base = "plan --model llama3-8b --cluster h100-nvl-ib-64 --nodes 1 --global-batch 16 --schedules 1f1b --quiet";
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"megatron", " --zero 0,1 --recompute none,selective,full", ""},
+      {"torchtitan", " --stack pytorch-eager --zero 0,3 --recompute none,full --sequence-parallel on --no-overlap-grad-reduce "
+                     "--no-overlap-param-gather", ""},
+      {"deepspeed", " --stack pytorch-eager --zero 0,1 --recompute none,full --sequence-parallel off --no-overlap-param-gather",
+       " --hf-config " + fixture("hf_llama3_8b.json")}};
+  for (const auto& [format, space, import_extra] : cases) {
+    SCOPED_TRACE(format);
+    const std::string best = scratch_path("best_" + format + ".json"), back = scratch_path("back_" + format + ".json");
+    const RunResult e = run_cli(base + space + " --out " + best + " --emit " + format);
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    EXPECT_EQ(e.out.find("not expressible"), std::string::npos) << e.out;
+    const RunResult i = run_cli("import " + written("emitted_" + format, e.out) + " --format " + format + import_extra + " --out-plan " + back);
+    ASSERT_EQ(i.exit_code, 0) << i.err;
+    EXPECT_EQ(costmodel::to_json(costmodel::load_plan_file(best)).dump(1), costmodel::to_json(costmodel::load_plan_file(back)).dump(1));
+  }
 }
 
 TEST(ImportCli, BadFilesExitTwoNamingTheField) {
