@@ -62,10 +62,15 @@ void run_check(const CheckRunOpts& o) {
     std::cout << j.dump(1) << "\n";
     return;
   }
-  std::cout << "run " << o.log << " (" << log.format << " log): " << me.samples_used << " logged iterations from iteration " << me.first_iteration
-            << ", " << o.warmup << " skipped as warm-up\n"
-            << "prediction: model " << e.model.name << " on " << in.plan.num_gpus() << " GPUs of " << e.cluster.name << ", dp " << in.plan.dp << ", tp "
-            << in.plan.tp << ", pp " << in.plan.pp << ", schedule " << e.schedule.name << "\n\n";
+  std::cout << wrap_text("run " + o.log + " (" + log.format + " log): " + std::to_string(me.samples_used) + " logged iterations from iteration " +
+                             std::to_string(me.first_iteration) + ", " + std::to_string(o.warmup) + " skipped as warm-up",
+                         kHelpWidth)
+            << "\n"
+            << wrap_text("prediction: model " + e.model.name + " on " + std::to_string(in.plan.num_gpus()) + " GPUs of " + e.cluster.name + ", dp " +
+                             std::to_string(in.plan.dp) + ", tp " + std::to_string(in.plan.tp) + ", pp " + std::to_string(in.plan.pp) + ", schedule " +
+                             e.schedule.name,
+                         kHelpWidth)
+            << "\n\n";
   std::vector<std::vector<std::string>> table;
   for (const Row& r : rows) table.push_back({r.metric, r.measured, r.predicted, error_cell(r)});
   std::cout << format_table({"metric", "measured", "predicted", "error"}, table);

@@ -43,18 +43,24 @@ nlohmann::json cluster_guess(const configs::Imported& in, const std::string& pre
 }
 
 void print_text(const ImportOpts& o, const configs::Imported& in) {
-  std::cout << "imported " << o.file << " as " << configs::format_name(in.format) << "\n";
-  if (in.model)
-    std::cout << "model: " << in.model->name << ", " << costmodel::kind_name(in.model->kind) << ", " << in.model->num_layers << " layers, hidden "
-              << in.model->hidden_size << ", " << in.model->num_heads << " heads, seq " << in.model->seq_length << ", vocab " << in.model->vocab_size
-              << (in.model->num_experts ? ", " + std::to_string(in.model->num_experts) + " experts" : "") << "\n";
-  if (in.has_plan) std::cout << plan_line(in) << "\n";
+  std::cout << wrap_text("imported " + o.file + " as " + std::string(configs::format_name(in.format)), kHelpWidth) << "\n";
+  if (in.model) {
+    const costmodel::ModelSpec& m = *in.model;
+    std::cout << wrap_text("model: " + m.name + ", " + std::string(costmodel::kind_name(m.kind)) + ", " + std::to_string(m.num_layers) +
+                               " layers, hidden " + std::to_string(m.hidden_size) + ", " + std::to_string(m.num_heads) + " heads, seq " +
+                               std::to_string(m.seq_length) + ", vocab " + std::to_string(m.vocab_size) +
+                               (m.num_experts ? ", " + std::to_string(m.num_experts) + " experts" : ""),
+                           kHelpWidth)
+              << "\n";
+  }
+  if (in.has_plan) std::cout << wrap_text(plan_line(in), kHelpWidth) << "\n";
   if (in.nodes > 0 || in.gpus_per_node > 0)
     std::cout << "cluster: " << in.nodes << " nodes x " << in.gpus_per_node << " GPUs (the launcher's; give --cluster to name the GPU)\n";
   std::string report = configs::report_text(in.report);
   std::string warnings;
   for (const configs::ReportEntry& u : in.report.unknown)
-    warnings += "stagecraft: warning: unknown field " + u.field + (u.value.empty() ? "" : " = " + u.value) + " (not understood; left out)\n";
+    warnings += "stagecraft: warning: unknown field " + u.field + (u.value.empty() ? "" : " = " + u.value.substr(0, 30)) +
+                " (not understood; left out)\n";
   const size_t w = report.find("warning: unknown field");
   std::cout << (w == std::string::npos ? report : report.substr(0, w));
   std::cerr << warnings;

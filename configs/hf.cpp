@@ -92,6 +92,8 @@ void read_experts(HfReader& h, ModelSpec& m) {
   if (const std::optional<int> d = h.integer("first_k_dense_replace", "dense_layers")) m.dense_layers = *d;
   if (const std::optional<int> t = h.integer("topk_group", "moe_node_limit (one group per node assumed)")) m.moe_node_limit = *t;
   h.unmodelled("n_group", "router groups taken as nodes (moe_node_limit from topk_group)");
+  if (const std::optional<int> f = h.integer("moe_layer_freq", "every layer after the dense ones an MoE layer"); f && *f != 1)
+    throw InputError(h.where + ": moe_layer_freq = " + std::to_string(*f) + " is not modelled (allowed: 1, MoE layers after the dense ones)");
   h.unmodelled("decoder_sparse_step", "every layer an MoE layer");
   h.unmodelled("mlp_only_layers", "every layer an MoE layer");
 }
@@ -153,6 +155,8 @@ ModelSpec import_hf_model(const nlohmann::json& j, ImportReport& report, const s
   if (tied != (m.kind == costmodel::ModelKind::Gpt))
     report.unmodelled("tie_word_embeddings", tied ? "true" : "false", std::string("kind ") + std::string(costmodel::kind_name(m.kind)) +
                       (tied ? " counts a separate output matrix" : " counts the head tied to the embedding"));
+  h.unmodelled("num_nextn_predict_layers", "multi-token prediction layers not priced");
+  h.unmodelled("attention_bias", "the kind decides: biases for gpt, none for llama");
   for (const char* k : {"sliding_window", "layer_types", "rope_scaling", "use_sliding_window", "max_window_layers"})
     h.unmodelled(k, "every layer attends over the whole sequence");
   for (auto it = j.begin(); it != j.end(); ++it)
