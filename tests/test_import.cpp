@@ -506,6 +506,33 @@ TEST(ImportCli, BadFilesExitTwoNamingTheField) {
   EXPECT_EQ(w.err, "stagecraft: warning: unknown field --frobnicate = 3 (not understood; left out)\n");
 }
 
+TEST(ImportCli, JsonAndClusterGuess) {
+  // 128 nodes of 8 in the launcher: h100-ib-1024 (8 GPUs a node) scaled to 128 nodes.
+  const std::string cluster = scratch_path("guess.json");
+  const RunResult r = run_cli("import " + fixture("megatron_deepseek_v3.sh") + " --cluster h100-ib-1024 --out-cluster " + cluster + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["plan"]["dp"], 64);
+  EXPECT_EQ(j["world_size"], 1024);
+  EXPECT_EQ(j["report"]["unknown"][0]["field"], "--made-up-flag");
+  EXPECT_EQ(nlohmann::json::parse(read_text(cluster)).dump(), R"({"extends":"h100-ib-1024","nodes":128})");
+  EXPECT_EQ(costmodel::load_cluster(cluster).num_gpus(), 1024);
+}
+
+TEST(ImportCli, TrainFromAnArgumentList) {
+  if (run_cli("--help").out.find("\n  train ") == std::string::npos) GTEST_SKIP() << "this build has no runtime (train)";
+  // pp 2 over 2 ranks: dp 1; global batch 16 / (micro 2 * dp 1) = 8 microbatches of 2.
+  const std::string args = written("tiny.args", "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+                                                "--vocab-size 256 --pipeline-model-parallel-size 2 --micro-batch-size 2 "
+                                                "--global-batch-size 16\n");
+  const std::string json = scratch_path("tiny_train.json");
+  const RunResult r = run_cli("train --from " + args + " --attention-kernel materialized --nproc 2 --steps 2 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(dp 1, tp 1, pp 2, 1f1b)"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_text(json));
+  EXPECT_EQ(j["plan"]["num_microbatches"], 8) << j.dump().substr(0, 400);
+}
+
 double predicted_iteration_s(const std::string& from) {
   const RunResult r = run_cli("estimate --from " + from + " --cluster h100-nvl-ib-64 --nodes 1 --json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
