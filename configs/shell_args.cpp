@@ -142,7 +142,8 @@ std::vector<ShellFlag> shell_flags(const std::string& text, const std::string& w
       }
       const std::string e = expand(w, vars);
       std::istringstream split(e);  // ${ARRAY[@]} and $VAR expand to several words
-      for (std::string s; split >> s;) words.push_back(s);
+      for (std::string s; split >> s;)
+        if (s != "$@" && s != "$*") words.push_back(s);  // the script's own arguments: not in the file
     }
     ShellFlag* cur = nullptr;
     for (const std::string& w : words) {
