@@ -11,7 +11,7 @@ std::string emit_deepspeed(const costmodel::ModelSpec& m, const costmodel::Paral
   j["gradient_accumulation_steps"] = p.num_microbatches;
   j["zero_optimization"] = {{"stage", p.zero}, {"overlap_comm", p.overlap_grad_reduce},
                             {"reduce_bucket_size", static_cast<long>(p.grad_bucket_bytes / 4)}};
-  if (m.bytes_per_param == 2) j[costmodel::grad_bytes_per_param(m) == 2 ? "fp16" : "bf16"] = {{"enabled", true}};
+  if (m.bytes_per_param == 2) j["bf16"] = {{"enabled", true}};
   if (p.recompute == costmodel::RecomputePolicy::Full)
     j["activation_checkpointing"] = {{"partition_activations", false}, {"contiguous_memory_optimization", false}};
   if (p.pp > 1) j["pipeline"] = {{"stages", p.pp}};
@@ -20,11 +20,14 @@ std::string emit_deepspeed(const costmodel::ModelSpec& m, const costmodel::Paral
   std::vector<std::string> lost = stagecraft_only_fields(p);
   if (p.schedule != "1f1b") lost.push_back("schedule " + p.schedule + " (DeepSpeed's pipeline runs 1F1B)");
   if (p.recompute == costmodel::RecomputePolicy::Selective) lost.push_back("recompute selective");
+  if (!p.recompute_modules.empty()) lost.push_back("recompute_modules");
+  if (p.moe_dispatcher != "alltoall") lost.push_back("moe_dispatcher " + p.moe_dispatcher);
   if (p.ep > 1) lost.push_back("ep " + std::to_string(p.ep) + " (set in DeepSpeed-MoE's layer, not the config)");
   if (p.sequence_parallel) lost.push_back("sequence_parallel (Megatron's)");
   if (p.overlap_param_gather) lost.push_back("overlap_param_gather");
   if (p.stack != "pytorch-eager") lost.push_back("stack " + p.stack);
   if (m.fp8) lost.push_back("fp8 (Transformer Engine in the model's code)");
+  if (m.bytes_per_param == 2 && costmodel::grad_bytes_per_param(m) == 2) lost.push_back("2-byte gradients (bf16 accumulates in fp32)");
   if (!lost.empty()) j["_stagecraft_not_expressible"] = lost;
   j["_stagecraft_model"] = m.name + " on " + std::to_string(p.num_gpus()) + " GPUs (the model: the training script's; import with --hf-config)";
   return j.dump(2) + "\n";

@@ -22,7 +22,7 @@ void model_flags(Flags& f, const ModelSpec& m, int tp) {
   f.insert(f.end(), {{"--seq-length", std::to_string(m.seq_length)}, {"--max-position-embeddings", std::to_string(m.seq_length)},
                      {"--vocab-size", std::to_string(m.vocab_size)},
                      {"--make-vocab-size-divisible-by", m.vocab_size % (128 * tp) == 0 ? "128" : "1"}});
-  if (m.bytes_per_param == 2) f.push_back({grad_bytes_per_param(m) == 4 ? "--bf16" : "--fp16", ""});
+  if (m.bytes_per_param == 2) f.push_back({"--bf16", ""});
   if (m.fp8) f.push_back({"--fp8-format", "hybrid"});
   f.push_back({"--attention-backend", m.attention_kernel == costmodel::AttentionKernel::Fused ? "auto" : "unfused"});
   if (!m.dropout) f.insert(f.end(), {{"--attention-dropout", "0"}, {"--hidden-dropout", "0"}});
@@ -38,16 +38,22 @@ void moe_flags(Flags& f, const ModelSpec& m) {
   }
   if (m.num_experts == 0) return;
   f.insert(f.end(), {{"--num-experts", std::to_string(m.num_experts)}, {"--moe-router-topk", std::to_string(m.experts_per_token)},
-                     {"--moe-ffn-hidden-size", std::to_string(m.expert_ffn_hidden_size)}, {"--moe-token-dispatcher-type", "alltoall"}});
+                     {"--moe-ffn-hidden-size", std::to_string(m.expert_ffn_hidden_size)}});
   if (m.num_shared_experts > 0)
     f.push_back({"--moe-shared-expert-intermediate-size", std::to_string(m.num_shared_experts * m.expert_ffn_hidden_size)});
-  if (m.dense_layers > 0)
+  if (m.dense_layers > 0 && m.moe_layer_pattern.empty())
     f.push_back({"--moe-layer-freq", "'([0]*" + std::to_string(m.dense_layers) + "+[1]*" + std::to_string(m.num_layers - m.dense_layers) + ")'"});
+  if (!m.moe_layer_pattern.empty()) {  // every layer's 0 or 1
+    std::string list;
+    for (int l = 0; l < m.num_layers; ++l) list += std::string(l ? "," : "") + (costmodel::is_moe_layer(m, l) ? "1" : "0");
+    f.push_back({"--moe-layer-freq", "'[" + list + "]'"});
+  }
   if (m.moe_node_limit > 0) f.push_back({"--moe-router-group-topk", std::to_string(m.moe_node_limit)});
   if (m.moe_capacity_factor > 0) f.push_back({"--moe-expert-capacity-factor", std::to_string(m.moe_capacity_factor)});
 }
 
-void plan_flags(Flags& f, const ParallelPlan& p) {
+void plan_flags(Flags& f, const ParallelPlan& p, const ModelSpec& m) {
+  if (m.num_experts > 0) f.push_back({"--moe-token-dispatcher-type", p.moe_dispatcher});
   f.insert(f.end(), {{"--tensor-model-parallel-size", std::to_string(p.tp)}, {"--pipeline-model-parallel-size", std::to_string(p.pp)}});
   if (p.cp > 1) f.push_back({"--context-parallel-size", std::to_string(p.cp)});
   if (p.ep > 1) f.push_back({"--expert-model-parallel-size", std::to_string(p.ep)});
@@ -62,6 +68,11 @@ void plan_flags(Flags& f, const ParallelPlan& p) {
   if (p.recompute == costmodel::RecomputePolicy::Full)
     f.insert(f.end(), {{"--recompute-granularity", "full"}, {"--recompute-method", "uniform"}, {"--recompute-num-layers", "1"}});
   if (p.recompute == costmodel::RecomputePolicy::Selective) f.push_back({"--recompute-granularity", "selective"});
+  if (!p.recompute_modules.empty()) {
+    std::string mods;
+    for (const std::string& x : p.recompute_modules) mods += (mods.empty() ? "" : " ") + x;
+    f.push_back({"--recompute-modules", mods});
+  }
   if (p.zero == 1) f.push_back({"--use-distributed-optimizer", ""});
   if (p.zero >= 2) f.insert(f.end(), {{"--use-megatron-fsdp", ""}, {"--data-parallel-sharding-strategy", p.zero == 2 ? "optim_grads" : "optim_grads_params"}});
   if (p.overlap_grad_reduce) f.push_back({"--overlap-grad-reduce", ""});
@@ -81,13 +92,15 @@ std::string emit_megatron(const ModelSpec& m, const ParallelPlan& p, int gpus_pe
   out << "# Megatron-LM launch for " << m.name << " on " << world << " GPUs, written by stagecraft (plan --emit megatron)\n";
   std::vector<std::string> lost = stagecraft_only_fields(p);
   if (p.stack != "megatron-lm" && p.stack != "megatron-core-te") lost.push_back("stack " + p.stack + " (written as transformer_engine)");
+  if (m.bytes_per_param == 2 && costmodel::grad_bytes_per_param(m) == 2)
+    lost.push_back("2-byte gradients (Megatron-LM accumulates and reduces bf16 training's in fp32; --fp16 keeps 2)");
   if (p.rank_order != "tp-dp-pp" && p.rank_order != "tp-cp-dp-pp" && p.rank_order != "tp-pp-dp") lost.push_back("rank_order " + p.rank_order);
   if (p.schedule != "1f1b" && p.schedule != "interleaved-1f1b") lost.push_back("schedule " + p.schedule + " (Megatron-LM runs 1F1B)");
   for (const std::string& l : lost) out << "# not expressible in Megatron-LM: " << l << "\n";
   Flags f;
   model_flags(f, m, p.tp);
   moe_flags(f, m);
-  plan_flags(f, p);
+  plan_flags(f, p, m);
   out << "torchrun --nproc-per-node " << per_node << " --nnodes " << world / per_node << " pretrain_gpt.py \\\n";
   for (size_t i = 0; i < f.size(); ++i)
     out << "  " << f[i].first << (f[i].second.empty() ? "" : " " + f[i].second) << (i + 1 < f.size() ? " \\\n" : "\n");

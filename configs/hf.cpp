@@ -63,7 +63,7 @@ void read_dims(HfReader& h, ModelSpec& m, bool gpt2) {
     m.ffn_hidden_size = h.required("intermediate_size", "ffn_hidden_size");
   }
   if (const std::optional<int> g = h.integer("num_key_value_heads", "num_kv_heads")) m.num_kv_heads = *g == m.num_heads ? 0 : *g;
-  if (const std::optional<int> d = h.integer("head_dim", "head_dim")) m.head_dim = *d * m.num_heads == m.hidden_size ? 0 : *d;
+  if (const std::optional<int> d = h.integer("head_dim", "head_dim")) m.head_dim = *d;
   const std::string pos = gpt2 ? "n_positions" : "max_position_embeddings";
   const std::optional<int> s = h.integer(pos, "seq_length (the longest the model takes; --seq-length sets the training one)");
   m.seq_length = s.value_or(2048);
@@ -94,8 +94,15 @@ void read_experts(HfReader& h, ModelSpec& m) {
   h.unmodelled("n_group", "router groups taken as nodes (moe_node_limit from topk_group)");
   if (const std::optional<int> f = h.integer("moe_layer_freq", "every layer after the dense ones an MoE layer"); f && *f != 1)
     throw InputError(h.where + ": moe_layer_freq = " + std::to_string(*f) + " is not modelled (allowed: 1, MoE layers after the dense ones)");
-  h.unmodelled("decoder_sparse_step", "every layer an MoE layer");
-  h.unmodelled("mlp_only_layers", "every layer an MoE layer");
+  // Qwen2/3-MoE: layer i has experts where (i + 1) % decoder_sparse_step == 0 (Qwen2MoeDecoderLayer).
+  if (const std::optional<int> step = h.integer("decoder_sparse_step", "moe_layer_pattern [0 x (step - 1), 1]"); step && *step > 1) {
+    m.moe_layer_pattern.assign(static_cast<size_t>(*step - 1), 0);
+    m.moe_layer_pattern.push_back(1);
+  }
+  h.read.push_back("mlp_only_layers");
+  if (h.has("mlp_only_layers") && !h.j["mlp_only_layers"].empty())
+    throw InputError(h.where + ": mlp_only_layers = " + h.j["mlp_only_layers"].dump() + " is not modelled (allowed: [])");
+  if (h.has("mlp_only_layers")) h.r.map("mlp_only_layers", "[]", "every layer MoE (with the step)");
 }
 
 void read_mla(HfReader& h, ModelSpec& m) {

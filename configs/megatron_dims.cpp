@@ -76,7 +76,7 @@ void read_megatron_dims(FlagReader& r, ModelSpec& m, int tp) {
   const bool gqa = r.boolean("group-query-attention", "grouped-query attention").value_or(false);
   if (const std::optional<int> g = r.integer("num-query-groups", gqa ? "num_kv_heads" : "unused without --group-query-attention"))
     if (gqa) m.num_kv_heads = *g == m.num_heads ? 0 : *g;
-  if (const std::optional<int> d = r.integer("kv-channels", "head_dim")) m.head_dim = *d * m.num_heads == m.hidden_size ? 0 : *d;
+  if (const std::optional<int> d = r.integer("kv-channels", "head_dim")) m.head_dim = *d;
   read_vocab(r, m, tp);
   read_shape_notes(r, m);
 }
@@ -92,10 +92,10 @@ void read_megatron_recompute(FlagReader& r, ParallelPlan& p) {
   if (p.recompute == costmodel::RecomputePolicy::Full && ((method && *method == "block") || n.value_or(1) != 1))
     r.report().unmodelled("--recompute-method/--recompute-num-layers", method.value_or("uniform") + " " + s(n.value_or(1)),
                           "modelled as full recomputation of every layer (partial recomputation is not)");
-  if (const std::optional<std::vector<std::string>> mods = r.list("recompute-modules", "with selective: what is recomputed")) {
-    for (const std::string& mod : *mods)
-      if (mod != "core_attn")
-        r.report().unmodelled("--recompute-modules", mod, "selective recomputation covers the attention core only");
+  if (const std::optional<std::vector<std::string>> mods = r.list("recompute-modules", "recompute_modules (with selective)")) {
+    if (p.recompute == costmodel::RecomputePolicy::Selective && *mods != std::vector<std::string>{"core_attn"}) p.recompute_modules = *mods;
+    else if (p.recompute != costmodel::RecomputePolicy::Selective)
+      r.report().unmodelled("--recompute-modules", "", "read with selective recomputation only (Megatron-Core's rule)");
   }
 }
 

@@ -83,43 +83,93 @@ void read_precision(FlagReader& r, ModelSpec& m) {
   m.dropout = att > 0 || hid > 0;
 }
 
-// --moe-layer-freq: 1, or a Python list expression of 0s then 1s ("([0]*3+[1]*58)", "[0,1,1]").
-int dense_layers_of(const std::string& v, int layers, const std::string& where) {
-  if (v == "1") return 0;
+// --moe-layer-freq as a list of 0 (dense) and 1 (MoE) per layer: an integer N is Megatron-Core's
+// [1 if i % N == 0 else 0 for i in range(layers)], else a Python list expression such as
+// "([0]*3+[1]*58)" or "[0,1,1]" (megatron/training/arguments.py moe_freq_type).
+std::vector<int> moe_layer_list(const std::string& v, int layers, const std::string& where) {
   std::vector<int> pattern;
   std::string t;
   for (char c : v)
     if (c != ' ' && c != '(' && c != ')') t += c;
+  const auto bad = [&] {
+    return InputError(where + ": --moe-layer-freq = '" + v + "' is invalid (allowed: an integer, or " + s(layers) +
+                      " entries of 0 and 1 such as ([0]*3+[1]*58))");
+  };
+  if (!t.empty() && t[0] != '[') {
+    size_t used = 0;
+    int n = 0;
+    try {
+      n = std::stoi(t, &used);
+    } catch (const std::exception&) {
+    }
+    if (n < 1 || used != t.size()) throw bad();
+    for (int i = 0; i < layers; ++i) pattern.push_back(i % n == 0 ? 1 : 0);
+    return pattern;
+  }
   size_t i = 0;
   while (i < t.size()) {
     if (t[i] == '+') { ++i; continue; }
     const size_t close = t.find(']', i);
-    if (t[i] != '[' || close == std::string::npos) break;
+    if (t[i] != '[' || close == std::string::npos) throw bad();
     std::vector<int> items;
-    for (const std::string& x : {t.substr(i + 1, close - i - 1)}) {
-      size_t a = 0;
-      while (a <= x.size()) {
-        const size_t b = std::min(x.find(',', a), x.size());
-        if (b > a) items.push_back(x.substr(a, b - a) == "1" ? 1 : x.substr(a, b - a) == "0" ? 0 : -1);
-        a = b + 1;
-      }
+    const std::string x = t.substr(i + 1, close - i - 1);
+    for (size_t a = 0; a <= x.size();) {
+      const size_t b = std::min(x.find(',', a), x.size());
+      if (b > a) items.push_back(x.substr(a, b - a) == "1" ? 1 : x.substr(a, b - a) == "0" ? 0 : -1);
+      a = b + 1;
     }
     i = close + 1;
     int times = 1;
     if (i < t.size() && t[i] == '*') {
       size_t used = 0;
-      times = std::stoi(t.substr(i + 1), &used);
+      try {
+        times = std::stoi(t.substr(i + 1), &used);
+      } catch (const std::exception&) {
+        throw bad();
+      }
       i += 1 + used;
     }
     for (int k = 0; k < times; ++k) pattern.insert(pattern.end(), items.begin(), items.end());
   }
-  const auto first_moe = std::find(pattern.begin(), pattern.end(), 1);
-  const bool ok = i >= t.size() && static_cast<int>(pattern.size()) == layers && std::all_of(pattern.begin(), first_moe, [](int x) { return x == 0; }) &&
-                  std::all_of(first_moe, pattern.end(), [](int x) { return x == 1; });
-  if (!ok)
-    throw InputError(where + ": --moe-layer-freq = '" + v + "' is not modelled (allowed: 1, or " + s(layers) +
-                     " entries, dense layers (0) first then MoE layers (1), e.g. ([0]*3+[1]*58))");
-  return static_cast<int>(first_moe - pattern.begin());
+  if (static_cast<int>(pattern.size()) != layers || std::count(pattern.begin(), pattern.end(), -1) > 0) throw bad();
+  return pattern;
+}
+
+// The shortest period of `v` (its length when it does not repeat).
+size_t period_of(const std::vector<int>& v) {
+  for (size_t period = 1; period < v.size(); ++period) {
+    bool repeats = true;
+    for (size_t k = period; k < v.size() && repeats; ++k) repeats = v[k] == v[k % period];
+    if (repeats) return period;
+  }
+  return v.size();
+}
+
+// The list as stagecraft's dense_layers and moe_layer_pattern: a list that repeats a period at
+// least twice is that period from layer 0 (Llama 4's [0, 1]); otherwise the leading 0s are the
+// dense layers and the rest's period the pattern (empty when the rest is all MoE).
+void set_layer_pattern(ModelSpec& m, const std::vector<int>& list) {
+  m.moe_layer_pattern.clear();
+  m.dense_layers = 0;
+  const size_t whole = period_of(list);
+  if (2 * whole <= list.size() && !std::all_of(list.begin(), list.end(), [](int x) { return x == 1; })) {
+    m.moe_layer_pattern.assign(list.begin(), list.begin() + static_cast<long>(whole));
+    return;
+  }
+  const auto first = std::find(list.begin(), list.end(), 1);
+  m.dense_layers = static_cast<int>(first - list.begin());
+  const std::vector<int> rest(first, list.end());
+  if (std::all_of(rest.begin(), rest.end(), [](int x) { return x == 1; })) return;
+  m.moe_layer_pattern.assign(rest.begin(), rest.begin() + static_cast<long>(period_of(rest)));
+}
+
+// --moe-token-dispatcher-type onto plan.moe_dispatcher (alltoall_seq, an older all-to-all, as alltoall).
+void read_dispatcher(FlagReader& r, ParallelPlan& p) {
+  const std::optional<std::string> d = r.text("moe-token-dispatcher-type", "moe_dispatcher");
+  if (!d) return;
+  if (*d != "alltoall" && *d != "allgather" && *d != "flex" && *d != "alltoall_seq")
+    throw InputError(r.where() + ": " + r.name("moe-token-dispatcher-type") + " = '" + *d + "' is invalid (allowed: alltoall, allgather, flex)");
+  p.moe_dispatcher = *d == "alltoall_seq" ? "alltoall" : *d;
 }
 
 void read_moe(FlagReader& r, ModelSpec& m) {
@@ -140,14 +190,11 @@ void read_moe(FlagReader& r, ModelSpec& m) {
                        r.name("moe-ffn-hidden-size") + " = " + s(m.expert_ffn_hidden_size) + " (not modelled: shared experts of another width)");
     m.num_shared_experts = *sh / m.expert_ffn_hidden_size;
   }
-  if (const std::optional<std::string> f = r.text("moe-layer-freq", "dense_layers (the 0s before the first 1)"))
-    m.dense_layers = dense_layers_of(*f, m.num_layers, r.where());
+  if (const std::optional<std::string> f = r.text("moe-layer-freq", "dense_layers (the 0s before the first 1), moe_layer_pattern"))
+    set_layer_pattern(m, moe_layer_list(*f, m.num_layers, r.where()));
   if (const std::optional<int> g = r.integer("moe-router-group-topk", "moe_node_limit (one router group per node assumed)")) m.moe_node_limit = *g;
   r.unmodelled("moe-router-num-groups", "groups taken as nodes (moe_node_limit from --moe-router-group-topk)");
   if (const std::optional<double> c = r.number("moe-expert-capacity-factor", "moe_capacity_factor")) m.moe_capacity_factor = *c;
-  if (const std::optional<std::string> d = r.text("moe-token-dispatcher-type", "all-to-all dispatch and combine")) {
-    if (*d != "alltoall") r.report().unmodelled("--moe-token-dispatcher-type", *d, "priced as the all-to-all dispatcher");
-  }
   r.unmodelled("moe-grouped-gemm", "the experts' products priced by shape one expert at a time");
   r.unmodelled("moe-permute-fusion", "token permutation not priced");
   r.unmodelled("moe-shared-expert-overlap", "shared experts run in line with the routed ones");
@@ -179,6 +226,7 @@ void map_megatron_fields(FlagReader& r, Imported& in, const ImportOptions& o) {
   read_megatron_dims(r, m, in.plan.tp);
   read_precision(r, m);
   read_moe(r, m);
+  if (m.num_experts > 0) read_dispatcher(r, in.plan);
   read_mla(r, m);
   read_virtual_pipeline(r, in, m.num_layers);
   read_megatron_recompute(r, in.plan);

@@ -48,6 +48,7 @@ ModelSpec llama3_8b_megatron() {
   m.hidden_size = 4096;
   m.num_heads = 32;
   m.num_kv_heads = 8;
+  m.head_dim = 128;  // --kv-channels 128, as the script gives it (= 4096 / 32)
   m.ffn_hidden_size = 14336;
   m.seq_length = 8192;
   m.vocab_size = 128256;
@@ -104,7 +105,9 @@ TEST(ImportMegatron, DeepSeekV3ScriptMoeMlaAndReport) {
   EXPECT_EQ(in.plan.ep, 64);
   EXPECT_TRUE(in.plan.sequence_parallel);
   EXPECT_EQ(in.plan.recompute, costmodel::RecomputePolicy::Selective);
-  EXPECT_TRUE(listed(in.report.not_modelled, "--recompute-modules"));
+  EXPECT_EQ(in.plan.recompute_modules, (std::vector<std::string>{"mla_up_proj", "mlp"}));
+  EXPECT_EQ(in.plan.moe_dispatcher, "alltoall");
+  EXPECT_TRUE(in.model->moe_layer_pattern.empty());  // ([0]*3+[1]*58): 3 dense layers, then all MoE
   EXPECT_TRUE(listed(in.report.not_modelled, "--pipeline-model-parallel-layout"));
   EXPECT_TRUE(listed(in.report.not_modelled, "--mtp-num-layers"));
   ASSERT_EQ(in.report.unknown.size(), 1u);
@@ -144,7 +147,16 @@ TEST(ImportMegatron, FlagsOneByOne) {
   EXPECT_EQ(d.model->ffn_hidden_size, 2688);  // 8 * 1024 / 3 = 2730.7, rounded down to 64: 42 * 64
   EXPECT_EQ(d.plan.zero, 3);
   EXPECT_TRUE(listed(d.report.not_modelled, "--fp8-recipe"));
-  EXPECT_NE(error_of([] { megatron_args("--num-experts 8 --moe-layer-freq 2"); }).find("--moe-layer-freq = '2' is not modelled"),
+  // --moe-layer-freq 2: Megatron's [1 if i % 2 == 0 else 0], repeating [1, 0] from layer 0.
+  const Imported e = megatron_args("--num-experts 8 --moe-layer-freq 2 --moe-token-dispatcher-type flex");
+  EXPECT_EQ(e.model->dense_layers, 0);
+  EXPECT_EQ(e.model->moe_layer_pattern, (std::vector<int>{1, 0}));
+  EXPECT_EQ(e.plan.moe_dispatcher, "flex");
+  // A list: one dense layer, then dense and MoE alternating (Llama 4 Maverick's shape).
+  const Imported f = megatron_args("--num-experts 8 --moe-layer-freq '([0]*2+[1,0]*15)'");
+  EXPECT_EQ(f.model->dense_layers, 2);
+  EXPECT_EQ(f.model->moe_layer_pattern, (std::vector<int>{1, 0}));
+  EXPECT_NE(error_of([] { megatron_args("--num-experts 8 --moe-layer-freq '[0,2]'"); }).find("--moe-layer-freq = '[0,2]' is invalid"),
             std::string::npos);
   EXPECT_NE(error_of([] { megatron_args("--tensor-model-parallel-size 2 --expert-tensor-parallel-size 4"); }).find("allowed: 1, or tp"),
             std::string::npos);
@@ -331,6 +343,19 @@ TEST(ImportRoundTrip, Megatron) {
   q.recompute = costmodel::RecomputePolicy::Full;
   q.microbatch_size = 2;
   EXPECT_EQ(costmodel::to_json(q).dump(1), costmodel::to_json(round_trip("megatron", costmodel::load_model("mixtral-8x7b"), q)).dump(1));
+  // Llama 4 Maverick's alternating layers, the flex dispatcher and selective recomputation of the
+  // MLP and the norms: plan and model both come back.
+  ModelSpec maverick = costmodel::load_model("llama4-maverick");
+  maverick.bytes_per_grad = 4;  // bf16 as Megatron-LM trains it (the preset's 2-byte gradients are named as not expressible)
+  ParallelPlan r = plan_of(8, 1, 1, 2);
+  r.ep = 8;
+  r.moe_dispatcher = "flex";
+  r.recompute = costmodel::RecomputePolicy::Selective;
+  r.recompute_modules = {"layernorm", "mlp"};
+  const std::string text = configs::emit("megatron", maverick, r, 8, "--emit");
+  const Imported in = configs::import_file(written("rt_maverick.sh", text), configs::Format::Megatron, {});
+  EXPECT_EQ(costmodel::to_json(r).dump(1), costmodel::to_json(in.plan).dump(1));
+  expect_same_model(maverick, *in.model);
 }
 
 TEST(ImportRoundTrip, Torchtitan) {
@@ -463,17 +488,20 @@ TEST(ImportCli, EmitThenImportGivesThePlanBack) {
 // what X expresses (torchtitan: FSDP or none, PyTorch's kernels, no overlap flags; DeepSpeed: no
 // sequence parallelism, no parameter-gather overlap).
 TEST(ImportCli, PlanEmitThenImportForEveryFormat) {
-  const std::string base = "plan --model llama3-8b --cluster h100-nvl-ib-64 --nodes 1 --global-batch 16 --schedules 1f1b --quiet";
+  // Llama 3 8B from its config.json (bf16, fp32 gradients, as Megatron-LM and DeepSpeed train it),
+  // and as torchtitan's llama3 8B flavor.
+  const std::string base = " --cluster h100-nvl-ib-64 --nodes 1 --global-batch 16 --schedules 1f1b --quiet";
+  const std::string hf = "plan --from " + fixture("hf_llama3_8b.json") + " --seq-length 8192" + base;
   const std::vector<std::array<std::string, 3>> cases = {
-      {"megatron", " --zero 0,1 --recompute none,selective,full", ""},
-      {"torchtitan", " --stack pytorch-eager --zero 0,3 --recompute none,full --sequence-parallel on --no-overlap-grad-reduce "
-                     "--no-overlap-param-gather", ""},
-      {"deepspeed", " --stack pytorch-eager --zero 0,1 --recompute none,full --sequence-parallel off --no-overlap-param-gather",
+      {"megatron", hf + " --zero 0,1 --recompute none,selective,full", ""},
+      {"torchtitan", "plan --model llama3-8b" + base + " --stack pytorch-eager --zero 0,3 --recompute none,full "
+                     "--sequence-parallel on --no-overlap-grad-reduce --no-overlap-param-gather", ""},
+      {"deepspeed", hf + " --stack pytorch-eager --zero 0,1 --recompute none,full --sequence-parallel off --no-overlap-param-gather",
        " --hf-config " + fixture("hf_llama3_8b.json")}};
   for (const auto& [format, space, import_extra] : cases) {
     SCOPED_TRACE(format);
     const std::string best = scratch_path("best_" + format + ".json"), back = scratch_path("back_" + format + ".json");
-    const RunResult e = run_cli(base + space + " --out " + best + " --emit " + format);
+    const RunResult e = run_cli(space + " --out " + best + " --emit " + format);
     ASSERT_EQ(e.exit_code, 0) << e.err;
     EXPECT_EQ(e.out.find("not expressible"), std::string::npos) << e.out;
     const RunResult i = run_cli("import " + written("emitted_" + format, e.out) + " --format " + format + import_extra + " --out-plan " + back);
