@@ -195,7 +195,9 @@ void read_moe(FlagReader& r, ModelSpec& m) {
   if (const std::optional<int> g = r.integer("moe-router-group-topk", "moe_node_limit (one router group per node assumed)")) m.moe_node_limit = *g;
   r.unmodelled("moe-router-num-groups", "groups taken as nodes (moe_node_limit from --moe-router-group-topk)");
   if (const std::optional<double> c = r.number("moe-expert-capacity-factor", "moe_capacity_factor")) m.moe_capacity_factor = *c;
-  r.unmodelled("moe-grouped-gemm", "the experts' products priced by shape one expert at a time");
+  if (!r.boolean("moe-grouped-gemm", "the stack's grouped expert products (stack.h grouped_gemm_streams)").value_or(false))
+    r.report().unmodelled("--moe-grouped-gemm", "absent",
+                          "Megatron-LM then runs the experts one after another (SequentialMLP); priced as the stack's grouped products");
   r.unmodelled("moe-permute-fusion", "token permutation not priced");
   r.unmodelled("moe-shared-expert-overlap", "shared experts run in line with the routed ones");
 }
