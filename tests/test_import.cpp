@@ -426,6 +426,8 @@ std::string flags_of(const ParallelPlan& p) {
   if (p.overlap_grad_reduce) f += " --overlap-grad-reduce";
   if (p.overlap_param_gather) f += " --overlap-param-gather";
   if (p.zero == 3 && p.shard_group) f += " --shard-group " + std::to_string(p.shard_group);
+  f += " --moe-dispatcher " + p.moe_dispatcher;
+  for (const std::string& m : p.recompute_modules) f += " --recompute-modules " + m;
   return f;
 }
 
@@ -448,6 +450,8 @@ void expect_from_equals_flags(const std::string& file, const std::string& extra,
 TEST(ImportCli, EstimateFromEqualsFlagsForEachFormat) {
   expect_from_equals_flags("megatron_llama3_8b.sh", "", "h100-nvl-ib-64");
   expect_from_equals_flags("nemo1_llama3_8b.yaml", "", "h100-nvl-ib-64");
+  expect_from_equals_flags("bridge_llama3_70b.yaml", " --gpus 64", "h100-nvl-ib-64");
+  expect_from_equals_flags("megatron_deepseek_v3.sh", "", "h100-ib-1024");
   expect_from_equals_flags("torchtitan_llama3_8b.toml", " --gpus 8", "h100-nvl-ib-64");
   expect_from_equals_flags("deepspeed_zero3.json", " --hf-config " + fixture("hf_llama3_8b.json"), "h100-ib-1024");
 }
