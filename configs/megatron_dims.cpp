@@ -133,6 +133,17 @@ void read_megatron_overlap(FlagReader& r, Imported& in) {
   r.unmodelled("decoder-last-pipeline-num-layers", "layers balanced over the stages (stage_layers empty)");
   r.unmodelled("account-for-embedding-in-pipeline-split", "layers balanced over the stages");
   r.unmodelled("account-for-loss-in-pipeline-split", "layers balanced over the stages");
+  r.unmodelled("cp-comm-type", "context parallelism priced as the key/value ring (p2p)");
+  r.unmodelled("hierarchical-context-parallel-sizes", "context parallelism priced as one ring");
+  r.unmodelled("use-precision-aware-optimizer", "optimizer states priced in fp32");
+  for (const char* k : {"main-grads-dtype", "main-params-dtype", "exp-avg-dtype", "exp-avg-sq-dtype"})
+    r.unmodelled(k, "optimizer states and main gradients priced in fp32");
+  r.unmodelled("num-distributed-optimizer-instances", "one distributed optimizer over the whole dp group");
+  r.unmodelled("overlap-param-gather-with-optimizer-step", "the gather follows the step");
+  r.unmodelled("defer-embedding-wgrad-compute", "the embedding's weight gradient computed in line");
+  for (const char* k : {"enable-cuda-graph", "external-cuda-graph", "cuda-graph-impl", "cuda-graph-scope"})
+    r.unmodelled(k, "kernel launch overheads not priced");
+  r.unmodelled("no-position-embedding", "the kind decides the position embedding");
 }
 
 bool megatron_ignorable(const std::string& key) {
@@ -158,7 +169,11 @@ bool megatron_ignorable(const std::string& key) {
       "initial-loss-scale", "min-loss-scale", "loss-scale-window", "hysteresis", "fp8-margin", "fp8-interval",
       "fp8-amax-history-len", "fp8-amax-compute-algo", "first-last-layers-bf16", "num-layers-at-start-in-bf16",
       "num-layers-at-end-in-bf16", "micro-batch-size-per-gpu", "tokenizer-prompt-format", "calculate-per-token-loss",
-      "kv-lora-rank-unused", "mtp-loss-scaling-factor", "sequence-parallel-unused", "bias-gelu-fusion", "masked-softmax-fusion"};
+      "mtp-loss-scaling-factor", "bias-gelu-fusion", "masked-softmax-fusion", "use-rotary-position-embeddings",
+      "enable-experimental", "tp-comm-overlap-cfg", "te-rng-tracker", "use-te-rng-tracker", "moe-router-fusion",
+      "moe-enable-deepep", "align-param-gather", "align-grad-reduce", "no-check-for-nan-in-loss-and-grad",
+      "ddp-average-in-collective", "check-weight-hash-across-dp-replicas-interval", "log-straggler",
+      "attention-softmax-in-fp16"};
   return in_list(key, names, {"log-", "wandb-", "tensorboard-", "profile", "one-logger", "straggler", "ft-", "rerun-"});
 }
 

@@ -60,9 +60,10 @@ void read_virtual_pipeline(FlagReader& r, Imported& in, int layers) {
 void read_precision(FlagReader& r, ModelSpec& m) {
   const bool bf16 = r.boolean("bf16", "16-bit weights and activations, fp32 gradients (bytes_per_grad 4)").value_or(false);
   const bool fp16 = r.boolean("fp16", "16-bit weights, activations and gradients").value_or(false);
+  const bool bf16_grads = r.boolean("grad-reduce-in-bf16", "bytes_per_grad 2 (gradients kept and reduced in bf16)").value_or(false);
   if (bf16 || fp16) {
     m.bytes_per_param = m.bytes_per_activation = 2;
-    m.bytes_per_grad = bf16 ? 4 : 2;
+    m.bytes_per_grad = bf16 && !bf16_grads ? 4 : 2;
   } else {
     m.bytes_per_param = m.bytes_per_activation = m.bytes_per_grad = 4;
     r.report().assume("--bf16/--fp16", "", "fp32 training (Megatron-LM's default): 4-byte weights and activations");
