@@ -62,8 +62,9 @@ void read_precision(FlagReader& r, costmodel::ModelSpec& m) {
   const bool bf16 = r.boolean("bf16.enabled", "2-byte weights and activations, fp32 gradient accumulation").value_or(false);
   const bool fp16 = r.boolean("fp16.enabled", "2-byte weights, activations and gradients").value_or(false);
   m.bytes_per_param = m.bytes_per_activation = bf16 || fp16 ? 2 : 4;
-  m.bytes_per_grad = fp16 ? 2 : 4;
-  if (bf16) r.report().assume("data_types.grad_accum_dtype", "fp32", "bytes_per_grad 4 (DeepSpeed's bf16 optimizer)");
+  const std::optional<std::string> acc = r.text("data_types.grad_accum_dtype", "bytes_per_grad (fp32: 4, bf16 or fp16: 2)");
+  m.bytes_per_grad = fp16 || (acc && *acc != "fp32") ? 2 : 4;
+  if (bf16 && !acc) r.report().assume("data_types.grad_accum_dtype", "fp32", "bytes_per_grad 4 (DeepSpeed's bf16 optimizer)");
   if (!bf16 && !fp16) r.report().assume("bf16.enabled/fp16.enabled", "false", "fp32 training");
 }
 

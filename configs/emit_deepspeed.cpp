@@ -12,6 +12,7 @@ std::string emit_deepspeed(const costmodel::ModelSpec& m, const costmodel::Paral
   j["zero_optimization"] = {{"stage", p.zero}, {"overlap_comm", p.overlap_grad_reduce},
                             {"reduce_bucket_size", static_cast<long>(p.grad_bucket_bytes / 4)}};
   if (m.bytes_per_param == 2) j["bf16"] = {{"enabled", true}};
+  if (m.bytes_per_param == 2 && costmodel::grad_bytes_per_param(m) == 2) j["data_types"] = {{"grad_accum_dtype", "bf16"}};
   if (p.recompute == costmodel::RecomputePolicy::Full)
     j["activation_checkpointing"] = {{"partition_activations", false}, {"contiguous_memory_optimization", false}};
   if (p.pp > 1) j["pipeline"] = {{"stages", p.pp}};
@@ -27,7 +28,6 @@ std::string emit_deepspeed(const costmodel::ModelSpec& m, const costmodel::Paral
   if (p.overlap_param_gather) lost.push_back("overlap_param_gather");
   if (p.stack != "pytorch-eager") lost.push_back("stack " + p.stack);
   if (m.fp8) lost.push_back("fp8 (Transformer Engine in the model's code)");
-  if (m.bytes_per_param == 2 && costmodel::grad_bytes_per_param(m) == 2) lost.push_back("2-byte gradients (bf16 accumulates in fp32)");
   if (!lost.empty()) j["_stagecraft_not_expressible"] = lost;
   j["_stagecraft_model"] = m.name + " on " + std::to_string(p.num_gpus()) + " GPUs (the model: the training script's; import with --hf-config)";
   return j.dump(2) + "\n";

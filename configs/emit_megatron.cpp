@@ -23,6 +23,7 @@ void model_flags(Flags& f, const ModelSpec& m, int tp) {
                      {"--vocab-size", std::to_string(m.vocab_size)},
                      {"--make-vocab-size-divisible-by", m.vocab_size % (128 * tp) == 0 ? "128" : "1"}});
   if (m.bytes_per_param == 2) f.push_back({"--bf16", ""});
+  if (m.bytes_per_param == 2 && costmodel::grad_bytes_per_param(m) == 2) f.push_back({"--grad-reduce-in-bf16", ""});
   if (m.fp8) f.push_back({"--fp8-format", "hybrid"});
   f.push_back({"--attention-backend", m.attention_kernel == costmodel::AttentionKernel::Fused ? "auto" : "unfused"});
   if (!m.dropout) f.insert(f.end(), {{"--attention-dropout", "0"}, {"--hidden-dropout", "0"}});
@@ -92,8 +93,6 @@ std::string emit_megatron(const ModelSpec& m, const ParallelPlan& p, int gpus_pe
   out << "# Megatron-LM launch for " << m.name << " on " << world << " GPUs, written by stagecraft (plan --emit megatron)\n";
   std::vector<std::string> lost = stagecraft_only_fields(p);
   if (p.stack != "megatron-lm" && p.stack != "megatron-core-te") lost.push_back("stack " + p.stack + " (written as transformer_engine)");
-  if (m.bytes_per_param == 2 && costmodel::grad_bytes_per_param(m) == 2)
-    lost.push_back("2-byte gradients (Megatron-LM accumulates and reduces bf16 training's in fp32; --fp16 keeps 2)");
   if (p.rank_order != "tp-dp-pp" && p.rank_order != "tp-cp-dp-pp" && p.rank_order != "tp-pp-dp") lost.push_back("rank_order " + p.rank_order);
   if (p.schedule != "1f1b" && p.schedule != "interleaved-1f1b") lost.push_back("schedule " + p.schedule + " (Megatron-LM runs 1F1B)");
   for (const std::string& l : lost) out << "# not expressible in Megatron-LM: " << l << "\n";

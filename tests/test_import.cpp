@@ -356,6 +356,11 @@ TEST(ImportRoundTrip, Megatron) {
   const Imported in = configs::import_file(written("rt_maverick.sh", text), configs::Format::Megatron, {});
   EXPECT_EQ(costmodel::to_json(r).dump(1), costmodel::to_json(in.plan).dump(1));
   expect_same_model(maverick, *in.model);
+  // The presets' 2-byte gradients go out as --bf16 --grad-reduce-in-bf16 and come back as 2 bytes.
+  const std::string t8 = configs::emit("megatron", costmodel::load_model("llama3-8b"), plan_of(8, 1, 1, 1), 8, "--emit");
+  EXPECT_NE(t8.find("--grad-reduce-in-bf16"), std::string::npos) << t8;
+  const Imported b8 = configs::import_file(written("rt_8b.sh", t8), configs::Format::Megatron, {});
+  EXPECT_EQ(costmodel::grad_bytes_per_param(*b8.model), 2);
 }
 
 TEST(ImportRoundTrip, Torchtitan) {
