@@ -48,6 +48,20 @@ std::vector<std::pair<std::string, std::string>> precision_flags(const std::stri
   return f;
 }
 
+// Sections with no bearing on the cost model but the few fields read from them below.
+bool whole_section_ignorable(const std::string& dotted) {
+  static const std::vector<std::string> sections = {
+      "checkpoint.", "logger.", "scheduler.", "rng.", "profiling.", "rerun_state_machine.", "ft.", "straggler.",
+      "nvrx_straggler.", "env_vars.", "peft.", "inprocess_restart.", "exp_manager.", "run.", "model.data.",
+      "model.nsys_profile.", "dataset.", "tokenizer.", "model.tokenizer.", "optimizer.", "model.optim."};
+  return in_list(dotted, {}, sections);
+}
+
+// The fields those sections hold that the mapping reads.
+bool is_read_anywhere(const std::string& key) {
+  return key == "seq-length" || key == "vocab-size" || key == "use-distributed-optimizer" || key == "name";
+}
+
 // The YAML's fields keyed by their Megatron-LM flag; a field that two sections give (model's
 // and dataset's seq_length) must agree.
 std::map<std::string, FlatField> megatron_fields_of(const nlohmann::json& j, const std::string& where) {
@@ -60,7 +74,10 @@ std::map<std::string, FlatField> megatron_fields_of(const nlohmann::json& j, con
     if (it == out.end()) out[key] = f;
   };
   for (const auto& [dotted, f] : flatten(j)) {
-    if (f.values.size() == 1 && f.values[0] == "null") continue;  // unset: the default
+    if (f.values.size() == 1 && f.values[0] == "null") {  // unset: the framework's default, listed as ignored
+      put("ignored:" + dotted, f);
+      continue;
+    }
     const std::string last = dotted.substr(dotted.rfind('.') + 1);
     if (dotted == "mixed_precision" || last == "precision") {
       for (const auto& [k, v] : precision_flags(f.values.empty() ? "" : f.values[0])) put(k, {dotted, {v}});
@@ -73,6 +90,8 @@ std::map<std::string, FlatField> megatron_fields_of(const nlohmann::json& j, con
       put("group-query-attention", {dotted, {"true"}});
     } else if (dotted == "model.optim.name" && f.values.at(0).find("distributed") != std::string::npos) {
       put("use-distributed-optimizer", {dotted, {"true"}});
+    } else if (whole_section_ignorable(dotted) && !is_read_anywhere(megatron_key(dotted))) {
+      put("ignored:" + dotted, f);  // paths, logging, schedules of the learning rate
     } else {
       put(megatron_key(dotted), f);
     }
@@ -87,7 +106,16 @@ bool bridge_ignorable(const std::string& key) {
                                                  "params-dtype", "pipeline-dtype", "autocast-dtype", "should-pad-vocab",
                                                  "max-steps", "accelerator", "logger", "enable-checkpointing", "strategy",
                                                  "val-check-interval", "limit-val-batches", "log-every-n-steps", "target"};
-  return megatron_ignorable(key) || in_list(key, names);
+  static const std::vector<std::string> model_fields = {  // TransformerConfig's with no bearing on time or memory
+      "init-method-std", "layernorm-epsilon", "layernorm-zero-centered-gamma", "apply-residual-connection-post-layernorm",
+      "bias-activation-fusion", "bias-dropout-fusion", "persist-layer-norm", "memory-efficient-layer-norm",
+      "seq-len-interpolation-factor", "fp32-residual-connection", "apply-query-key-layer-scaling",
+      "deallocate-pipeline-outputs", "async-tensor-model-parallel-allreduce", "gradient-accumulation-fusion",
+      "barrier-with-l1-time", "perform-initialization", "init-model-with-meta-device", "enable-autocast",
+      "variable-seq-lengths", "batch-p2p-comm", "batch-p2p-sync", "use-ring-exchange-p2p", "mcore-gpt",
+      "megatron-amp-o2", "hidden-act", "rotary-interleaved"};
+  return key.compare(0, 8, "ignored:") == 0 || key[0] == '-' || megatron_ignorable(key) || in_list(key, names) ||
+         in_list(key, model_fields, {"tp-comm-", "timers"});
 }
 
 }  // namespace
