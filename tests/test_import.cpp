@@ -203,6 +203,19 @@ TEST(ImportHf, FiveArchitecturesMatchThePresets) {
   }
 }
 
+TEST(ImportHf, Llama3_8bFieldByField) {
+  // Meta-Llama-3-8B's config.json: no head_dim given (h / a), bfloat16 (2-byte weights, fp32
+  // gradients assumed), dropout 0, the longest sequence 8192 as seq_length.
+  const Imported in = import_of("hf_llama3_8b.json");
+  ModelSpec m = llama3_8b_megatron();
+  m.head_dim = 0;
+  expect_same_model(m, *in.model);
+  EXPECT_EQ(in.model->name, "llama");
+  EXPECT_TRUE(listed(in.report.mapped, "max_position_embeddings"));
+  EXPECT_TRUE(listed(in.report.ignored, "rope_theta"));
+  EXPECT_TRUE(in.report.unknown.empty());
+}
+
 TEST(ImportHf, Gpt2AndGptOss) {
   // GPT-2: n_inner null is 4 * 768 = 3072 (assumed); dropout 0.1; 1024 positions.
   const Imported g = import_of("hf_gpt2.json");
@@ -292,10 +305,23 @@ TEST(ImportBridge, Llama3_70bYamlPadsTheVocabulary) {
   p.tp_overlap = schedules::TpOverlap::Te;
   p.stack = "megatron-core-te";
   EXPECT_EQ(costmodel::to_json(p).dump(1), costmodel::to_json(in.plan).dump(1));
-  // Megatron pads 128256 to a multiple of 128 * tp 4 = 512: ceil(128256 / 512) = 251, 251 * 512.
-  EXPECT_EQ(in.model->vocab_size, 128512);
-  EXPECT_EQ(in.model->num_layers, 80);
-  EXPECT_EQ(in.model->num_kv_heads, 8);
+  // Meta-Llama-3-70B's dims; Megatron pads the vocabulary 128256 to a multiple of 128 * tp 4 =
+  // 512: ceil(128256 / 512) = 251, 251 * 512 = 128512.
+  ModelSpec m;
+  m.kind = costmodel::ModelKind::Llama;
+  m.num_layers = 80;
+  m.hidden_size = 8192;
+  m.num_heads = 64;
+  m.num_kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn_hidden_size = 28672;
+  m.seq_length = 8192;
+  m.vocab_size = 128512;
+  m.bytes_per_param = m.bytes_per_activation = 2;
+  m.bytes_per_grad = 4;  // mixed_precision bf16_mixed: Megatron's fp32 gradients
+  m.attention_kernel = costmodel::AttentionKernel::Fused;
+  m.dropout = false;
+  expect_same_model(m, *in.model);
   EXPECT_TRUE(in.report.unknown.empty());
 }
 
