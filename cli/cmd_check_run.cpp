@@ -54,6 +54,9 @@ void run_check(const CheckRunOpts& o) {
   const costmodel::Estimate e = estimate_inputs(in, in.plan, eo);
   const double tokens = static_cast<double>(in.plan.global_batch()) * in.model.seq_length;
   const configs::Measured me = configs::measure(log, o.warmup, tokens, in.plan.num_gpus());
+  if (log.world_size > 0 && log.world_size != in.plan.num_gpus())
+    std::cerr << "stagecraft: warning: the log's world size " << log.world_size << " is not the prediction's " << in.plan.num_gpus()
+              << " GPUs (give --nodes or the plan flags of the run)\n";
   const std::vector<Row> rows = rows_of(me, e, tokens);
   if (o.json) {
     nlohmann::json j = {{"log", o.log}, {"format", log.format}, {"samples_used", me.samples_used}, {"first_iteration", me.first_iteration}};

@@ -328,7 +328,8 @@ Inputs resolve(const PlanFlags& flags) {
   apply_nodes(in.cluster, f.nodes);
   const std::optional<costmodel::ModelSpec> from_model = apply_from(f, &in.cluster);
   in.model = in.graph ? graphs::model_of(*in.graph) : model_of(f, from_model);
-  const int gpus = f.from_plan && f.from_world > 0 ? f.from_world : in.cluster.num_gpus();
+  // The file's world, unless --nodes says how many GPUs the run has.
+  const int gpus = f.from_plan && f.from_world > 0 && !f.nodes ? f.from_world : in.cluster.num_gpus();
   in.plan = resolve_plan(f, gpus, f.from_plan ? "GPUs of --from " + f.from : "GPUs of cluster '" + in.cluster.name + "'");
   if (!in.graph) costmodel::check_fit(in.model, in.cluster, in.plan);  // a graph: graphs::estimate_graph checks its own
   if (!f.profile.empty()) in.profile = costmodel::load_profile(f.profile);

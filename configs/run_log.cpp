@@ -81,6 +81,8 @@ RunLog read_run_log(const std::string& text, const std::string& where) {
   RunLog log;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
+    if (line.find("using world size:") != std::string::npos)
+      log.world_size = static_cast<int>(number_after(line, "using world size").value_or(0));
     if (megatron_line(line, log) || megatron_memory(line, log) || nemo_line(line, log)) continue;
     torchtitan_line(line, log);
   }

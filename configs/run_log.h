@@ -23,6 +23,7 @@ struct RunLog {
   std::string format;                // "megatron", "nemo" or "torchtitan"
   std::vector<RunSample> samples;    // in log order
   std::vector<double> rank_max_allocated_bytes;  // Megatron's memory reports, the last per rank
+  int world_size = 0;                // Megatron's "using world size: N"; 0: not logged
 };
 
 // InputError naming `where` when no iteration line is found (an empty or foreign file).

@@ -505,6 +505,12 @@ TEST(ImportCli, LaterFlagsOverrideTheFile) {
   EXPECT_EQ(j["plan"]["tp"], 2);
   EXPECT_EQ(j["plan"]["dp"], 2);
   EXPECT_EQ(j["plan"]["num_microbatches"], 64);
+  // --nodes 2: 16 GPUs, dp 16 / 2 = 8, 128 / 8 = 16 microbatches.
+  const RunResult n = run_cli("estimate --from " + fixture("megatron_llama3_8b.sh") + " --cluster h100-nvl-ib-64 --nodes 2 --json");
+  ASSERT_EQ(n.exit_code, 0) << n.err;
+  const nlohmann::json k = nlohmann::json::parse(n.out);
+  EXPECT_EQ(k["plan"]["dp"], 8);
+  EXPECT_EQ(k["plan"]["num_microbatches"], 16);
 }
 
 TEST(ImportCli, EmitThenImportGivesThePlanBack) {
@@ -619,6 +625,10 @@ TEST(ImportCli, CheckRunMegatronLog) {
                               " --cluster h100-nvl-ib-64");
   EXPECT_NE(t.out.find("iteration time"), std::string::npos);
   EXPECT_NE(t.out.find("14.000 s"), std::string::npos) << t.out;
+  EXPECT_TRUE(t.err.empty()) << t.err;  // the log's "using world size: 8" is the config's
+  const RunResult w = run_cli("check-run " + fixture("megatron_llama3_8b.log") + " --from " + fixture("megatron_llama3_8b.sh") +
+                              " --cluster h100-nvl-ib-64 --nodes 2");
+  EXPECT_NE(w.err.find("the log's world size 8 is not the prediction's 16 GPUs"), std::string::npos) << w.err;
 }
 
 TEST(ImportCli, CheckRunNemoLog) {
