@@ -31,9 +31,11 @@ std::vector<std::vector<std::string>> logical_lines(const std::string& text, con
       else word += c;
       continue;
     }
-    if (c == '\\' && i + 1 < text.size() && (text[i + 1] == '\n' || text[i + 1] == '\r')) {
+    size_t after = i + 1;  // a backslash, then perhaps stray blanks, then the end of the line
+    while (c == '\\' && after < text.size() && (text[after] == ' ' || text[after] == '\t')) ++after;
+    if (c == '\\' && after < text.size() && (text[after] == '\n' || text[after] == '\r')) {
       end_word();
-      while (i + 1 < text.size() && (text[i + 1] == '\n' || text[i + 1] == '\r')) ++i;
+      i = after + (text[after] == '\r' && after + 1 < text.size() && text[after + 1] == '\n' ? 1 : 0);
     } else if (c == '\'' || c == '"') {
       quote = c;
       in_word = true;

@@ -160,6 +160,10 @@ TEST(ImportMegatron, FlagsOneByOne) {
             std::string::npos);
   EXPECT_NE(error_of([] { megatron_args("--tensor-model-parallel-size 2 --expert-tensor-parallel-size 4"); }).find("allowed: 1, or tp"),
             std::string::npos);
+  // Stray blanks after a line's backslash, Windows line ends, a quoted value, a comment.
+  const Imported g = megatron_args("--micro-batch-size 2 \\  \r\n  --recompute-granularity 'full' # all layers\r\n");
+  EXPECT_EQ(g.plan.microbatch_size, 2);
+  EXPECT_EQ(g.plan.recompute, costmodel::RecomputePolicy::Full);
 }
 
 TEST(ImportTorchtitan, JsonDumpEqualsTheToml) {
