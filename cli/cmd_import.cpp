@@ -95,7 +95,7 @@ void run_import(const ImportOpts& o) {
   if (in.has_plan) j["plan"] = costmodel::to_json(in.plan);
   if (!guess.is_null()) j["cluster"] = guess;
   j["world_size"] = in.world_size;
-  std::cout << j.dump(1) << "\n";
+  std::cout << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";  // the file's bytes, not always UTF-8
 }
 
 }  // namespace

@@ -81,6 +81,8 @@ std::map<std::string, FlatField> megatron_fields_of(const nlohmann::json& j, con
     const std::string last = dotted.substr(dotted.rfind('.') + 1);
     if (dotted == "mixed_precision" || last == "precision") {
       for (const auto& [k, v] : precision_flags(f.values.empty() ? "" : f.values[0])) put(k, {dotted, {v}});
+    } else if (f.values.empty()) {
+      put("ignored:" + dotted, f);  // an empty list or mapping: nothing to read
     } else if (last == "share_embeddings_and_output_weights") {
       put("untie-embeddings-and-output-weights", {dotted, {f.values.at(0) == "true" ? "false" : "true"}});
     } else if (last == "activation" || last == "activation_func") {

@@ -12,9 +12,12 @@ using costmodel::ParallelPlan;
 
 void read_batch(FlagReader& r, Imported& in) {
   ParallelPlan& p = in.plan;
-  const std::optional<int> tbs = r.integer("train_batch_size", "global batch");
-  const std::optional<int> mbs = r.integer("train_micro_batch_size_per_gpu", "microbatch_size");
-  const std::optional<int> gas = r.integer("gradient_accumulation_steps", "num_microbatches");
+  auto opt_count = [&r](const std::string& key, const std::string& note) {
+    return r.has(key) ? std::optional<int>(r.count(key, note, 1)) : std::nullopt;
+  };
+  const std::optional<int> tbs = opt_count("train_batch_size", "global batch");
+  const std::optional<int> mbs = opt_count("train_micro_batch_size_per_gpu", "microbatch_size");
+  const std::optional<int> gas = opt_count("gradient_accumulation_steps", "num_microbatches");
   p.microbatch_size = mbs.value_or(1);
   if (!mbs && !(tbs && gas)) r.report().assume("train_micro_batch_size_per_gpu", "1", "microbatch_size 1");
   if (tbs) in.global_batch = *tbs;
@@ -41,12 +44,13 @@ void read_zero(FlagReader& r, ParallelPlan& p) {
 }
 
 void read_parallel(FlagReader& r, ParallelPlan& p) {
-  if (const std::optional<int> s = r.integer("pipeline.stages", "pp (DeepSpeed takes it from PipelineModule's num_stages)")) p.pp = *s;
-  if (const std::optional<int> sp = r.integer("sequence_parallel_size", "cp")) {
+  if (r.has("pipeline.stages")) p.pp = r.count("pipeline.stages", "pp (DeepSpeed takes it from PipelineModule's num_stages)", 1);
+  if (r.has("sequence_parallel_size")) {
+    const std::optional<int> sp = r.count("sequence_parallel_size", "cp", 1);
     p.cp = *sp;
     if (*sp > 1) r.report().unmodelled("sequence_parallel_size", std::to_string(*sp), "Ulysses' all-to-alls priced as a key/value ring");
   }
-  if (const std::optional<int> t = r.integer("tensor_parallel.autotp_size", "tp")) p.tp = *t;
+  if (r.has("tensor_parallel.autotp_size")) p.tp = r.count("tensor_parallel.autotp_size", "tp", 1);
   p.schedule = "1f1b";
   const bool ac = r.has("activation_checkpointing") || r.has("activation_checkpointing.partition_activations") ||
                   r.has("activation_checkpointing.number_checkpoints") || r.has("activation_checkpointing.cpu_checkpointing");

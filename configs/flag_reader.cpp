@@ -46,6 +46,12 @@ std::optional<int> FlagReader::integer(const std::string& key, const std::string
   throw InputError(where_ + ": " + name(key) + " = '" + *t + "' is invalid (allowed: an integer)");
 }
 
+int FlagReader::count(const std::string& key, const std::string& note, int fallback) {
+  const std::optional<int> v = integer(key, note);
+  if (v && *v < 1) throw InputError(where_ + ": " + name(key) + " = " + std::to_string(*v) + " is invalid (allowed: at least 1)");
+  return v.value_or(fallback);
+}
+
 std::optional<double> FlagReader::number(const std::string& key, const std::string& note) {
   const std::optional<std::string> t = text(key, note);
   if (!t) return std::nullopt;
@@ -95,7 +101,7 @@ bool in_list(const std::string& key, const std::vector<std::string>& names, cons
 namespace stagecraft::configs {
 namespace {
 
-std::string scalar_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string scalar_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : json_text(v); }
 
 void flatten_into(const nlohmann::json& j, const std::string& prefix, std::map<std::string, FlatField>& out) {
   if (j.is_object()) {
@@ -105,7 +111,7 @@ void flatten_into(const nlohmann::json& j, const std::string& prefix, std::map<s
   }
   FlatField f{prefix, {}};
   if (j.is_array()) {
-    for (const nlohmann::json& v : j) f.values.push_back(v.is_primitive() ? scalar_text(v) : v.dump());
+    for (const nlohmann::json& v : j) f.values.push_back(v.is_primitive() ? scalar_text(v) : json_text(v));
   } else {
     f.values.push_back(scalar_text(j));
   }
@@ -113,6 +119,8 @@ void flatten_into(const nlohmann::json& j, const std::string& prefix, std::map<s
 }
 
 }  // namespace
+
+std::string json_text(const nlohmann::json& v) { return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 std::map<std::string, FlatField> flatten(const nlohmann::json& j) {
   std::map<std::string, FlatField> out;

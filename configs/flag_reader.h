@@ -32,6 +32,9 @@ class FlagReader {
   std::optional<int> integer(const std::string& key, const std::string& note);
   std::optional<double> number(const std::string& key, const std::string& note);
   std::optional<bool> boolean(const std::string& key, const std::string& note);
+  // A count (a degree, a batch size, layers): an integer of at least 1, else InputError naming the
+  // field; `fallback` when absent.
+  int count(const std::string& key, const std::string& note, int fallback);
   // Every value of a list field (--recompute-modules a b), marked as read.
   std::optional<std::vector<std::string>> list(const std::string& key, const std::string& note);
   // Marks the field read and reports it as not modelled, or ignored, when present.
@@ -74,5 +77,7 @@ namespace stagecraft::configs {
 // ("parallelism.tensor_parallel_degree"), each keyed by that name; a list of scalars is one
 // field of several values; strings without quotes, null as "null".
 std::map<std::string, FlatField> flatten(const nlohmann::json& j);
+// A JSON value as text for reports and errors; bytes that are not UTF-8 shown as U+FFFD.
+std::string json_text(const nlohmann::json& v);
 
 }  // namespace stagecraft::configs

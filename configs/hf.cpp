@@ -3,7 +3,9 @@
 // DeepseekV3Config, GptOssConfig, GPT2Config, GPTNeoXConfig; huggingface/transformers,
 // src/transformers/models/<name>/configuration_<name>.py).
 #include <algorithm>
+#include <cmath>
 
+#include "configs/flag_reader.h"
 #include "configs/import.h"
 #include "schedules/error.h"
 
@@ -22,13 +24,13 @@ struct HfReader {
   std::optional<double> num(const std::string& k, const std::string& note) {
     read.push_back(k);
     if (!has(k)) return std::nullopt;
-    if (!j[k].is_number()) throw InputError(where + ": " + k + " = " + j[k].dump() + " is invalid (allowed: a number)");
-    r.map(k, j[k].dump(), note);
+    if (!j[k].is_number()) throw InputError(where + ": " + k + " = " + json_text(j[k]) + " is invalid (allowed: a number)");
+    r.map(k, json_text(j[k]), note);
     return j[k].get<double>();
   }
   std::optional<int> integer(const std::string& k, const std::string& note) {
     const std::optional<double> v = num(k, note);
-    if (v && (*v != static_cast<int>(*v) || *v < 0)) throw InputError(where + ": " + k + " = " + j[k].dump() + " is invalid (allowed: a whole number)");
+    if (v && (*v < 0 || *v > 1e9 || *v != std::floor(*v))) throw InputError(where + ": " + k + " = " + json_text(j[k]) + " is invalid (allowed: a whole number)");
     return v ? std::optional<int>(static_cast<int>(*v)) : std::nullopt;
   }
   int required(const std::string& k, const std::string& note) {
@@ -37,7 +39,7 @@ struct HfReader {
   }
   void unmodelled(const std::string& k, const std::string& note) {
     read.push_back(k);
-    if (has(k)) r.unmodelled(k, j[k].dump(), note);
+    if (has(k)) r.unmodelled(k, json_text(j[k]), note);
   }
 };
 
@@ -82,6 +84,9 @@ void read_experts(HfReader& h, ModelSpec& m) {
   m.experts_per_token = *k;
   const std::optional<int> fe = h.integer("moe_intermediate_size", "expert_ffn_hidden_size");
   m.expert_ffn_hidden_size = fe.value_or(m.ffn_hidden_size);
+  if (m.expert_ffn_hidden_size < 1 || m.experts_per_token < 1)
+    throw InputError(h.where + ": moe_intermediate_size = " + std::to_string(m.expert_ffn_hidden_size) + ", num_experts_per_tok = " +
+                     std::to_string(m.experts_per_token) + " (allowed: at least 1 each)");
   if (const std::optional<int> sh = h.integer("n_shared_experts", "num_shared_experts")) m.num_shared_experts = *sh;
   if (const std::optional<int> shw = h.integer("shared_expert_intermediate_size", "num_shared_experts = this / expert width")) {
     if (*shw % m.expert_ffn_hidden_size != 0)
@@ -101,7 +106,7 @@ void read_experts(HfReader& h, ModelSpec& m) {
   }
   h.read.push_back("mlp_only_layers");
   if (h.has("mlp_only_layers") && !h.j["mlp_only_layers"].empty())
-    throw InputError(h.where + ": mlp_only_layers = " + h.j["mlp_only_layers"].dump() + " is not modelled (allowed: [])");
+    throw InputError(h.where + ": mlp_only_layers = " + json_text(h.j["mlp_only_layers"]) + " is not modelled (allowed: [])");
   if (h.has("mlp_only_layers")) h.r.map("mlp_only_layers", "[]", "every layer MoE (with the step)");
 }
 
@@ -157,7 +162,9 @@ ModelSpec import_hf_model(const nlohmann::json& j, ImportReport& report, const s
   read_experts(h, m);
   read_mla(h, m);
   read_precision(h, m);
-  const bool tied = j.value("tie_word_embeddings", type == "gpt2" || type == "gpt_neox" ? true : false);
+  if (j.contains("tie_word_embeddings") && !j["tie_word_embeddings"].is_boolean())
+    throw InputError(where + ": tie_word_embeddings = " + json_text(j["tie_word_embeddings"]) + " is invalid (allowed: true or false)");
+  const bool tied = j.value("tie_word_embeddings", type == "gpt2" || type == "gpt_neox");
   h.read.push_back("tie_word_embeddings");
   if (tied != (m.kind == costmodel::ModelKind::Gpt))
     report.unmodelled("tie_word_embeddings", tied ? "true" : "false", std::string("kind ") + std::string(costmodel::kind_name(m.kind)) +
@@ -167,7 +174,7 @@ ModelSpec import_hf_model(const nlohmann::json& j, ImportReport& report, const s
   for (const char* k : {"sliding_window", "layer_types", "rope_scaling", "use_sliding_window", "max_window_layers"})
     h.unmodelled(k, "every layer attends over the whole sequence");
   for (auto it = j.begin(); it != j.end(); ++it)
-    if (std::find(h.read.begin(), h.read.end(), it.key()) == h.read.end()) report.ignore(it.key(), it.value().dump());
+    if (std::find(h.read.begin(), h.read.end(), it.key()) == h.read.end()) report.ignore(it.key(), json_text(it.value()));
   costmodel::check(m);
   return m;
 }

@@ -125,6 +125,8 @@ void complete_batch(Imported& in) {
 void complete_plan(Imported& in, int gpus, const std::string& gpus_from) {
   costmodel::ParallelPlan& p = in.plan;
   const FieldNames& n = in.names;
+  for (const auto& [name, v] : {std::pair{n.tp, p.tp}, {n.pp, p.pp}, {n.cp, p.cp}, {n.microbatch, p.microbatch_size}})
+    if (v < 1) throw InputError(name + " = " + std::to_string(v) + " is invalid (allowed: at least 1)");
   const int world = in.world_size > 0 ? in.world_size : gpus;
   if (in.dp > 0) {
     p.dp = in.dp;

@@ -15,7 +15,7 @@ namespace {
 std::string s(long v) { return std::to_string(v); }
 
 int required_int(FlagReader& r, const std::string& key, const std::string& note, int from_hf) {
-  if (const std::optional<int> v = r.integer(key, note)) return *v;
+  if (r.has(key)) return r.count(key, note, 1);
   if (from_hf > 0) return from_hf;
   throw InputError(r.where() + ": --" + key + " is missing (required by Megatron-LM; or give the model with --hf-config)");
 }
@@ -23,11 +23,12 @@ int required_int(FlagReader& r, const std::string& key, const std::string& note,
 // Megatron-LM pads the vocabulary to a multiple of make_vocab_size_divisible_by * tp
 // (_vocab_size_with_padding in megatron/training/tokenizer).
 void read_vocab(FlagReader& r, ModelSpec& m, int tp) {
-  const std::optional<int> v = r.integer("vocab-size", "vocab_size (before padding)");
-  if (v) m.vocab_size = *v;
+  if (r.has("vocab-size")) m.vocab_size = r.count("vocab-size", "vocab_size (before padding)", 1);
   if (m.vocab_size < 1)
     throw InputError(r.where() + ": --vocab-size is missing (Megatron-LM takes it from the tokenizer; give --vocab-size or --hf-config)");
-  const std::optional<int> div = r.integer("make-vocab-size-divisible-by", "vocab_size padded to a multiple of this * tp");
+  const std::optional<int> div = r.has("make-vocab-size-divisible-by")
+                                     ? std::optional<int>(r.count("make-vocab-size-divisible-by", "vocab_size padded to a multiple of this * tp", 1))
+                                     : std::nullopt;
   if (!div) r.report().assume("--make-vocab-size-divisible-by", "128", "vocab_size padded to a multiple of 128 * tp");
   const long multiple = static_cast<long>(div.value_or(128)) * tp;
   const long padded = (m.vocab_size + multiple - 1) / multiple * multiple;

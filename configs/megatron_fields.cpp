@@ -17,10 +17,10 @@ std::string s(long v) { return std::to_string(v); }
 
 void read_degrees(FlagReader& r, Imported& in) {
   ParallelPlan& p = in.plan;
-  p.tp = r.integer("tensor-model-parallel-size", "tp").value_or(1);
-  p.pp = r.integer("pipeline-model-parallel-size", "pp").value_or(1);
-  p.cp = r.integer("context-parallel-size", "cp").value_or(1);
-  p.ep = r.integer("expert-model-parallel-size", "ep").value_or(1);
+  p.tp = r.count("tensor-model-parallel-size", "tp", 1);
+  p.pp = r.count("pipeline-model-parallel-size", "pp", 1);
+  p.cp = r.count("context-parallel-size", "cp", 1);
+  p.ep = r.count("expert-model-parallel-size", "ep", 1);
   if (const std::optional<int> etp = r.integer("expert-tensor-parallel-size", "etp (1: whole experts; tp: the default)")) {
     if (*etp != 1 && *etp != p.tp)
       throw InputError(r.where() + ": " + r.name("expert-tensor-parallel-size") + " = " + s(*etp) + " with " +
@@ -29,8 +29,8 @@ void read_degrees(FlagReader& r, Imported& in) {
   }
   if (r.boolean("sequence-parallel", "sequence_parallel").value_or(false)) p.sequence_parallel = true;
   if (r.boolean("use-tp-pp-dp-mapping", "rank_order tp-pp-dp").value_or(false)) p.rank_order = "tp-pp-dp";
-  p.microbatch_size = r.integer("micro-batch-size", "microbatch_size").value_or(1);
-  if (const std::optional<int> g = r.integer("global-batch-size", "num_microbatches = global batch / (micro batch * dp)")) in.global_batch = *g;
+  p.microbatch_size = r.count("micro-batch-size", "microbatch_size", 1);
+  if (r.has("global-batch-size")) in.global_batch = r.count("global-batch-size", "num_microbatches = global batch / (micro batch * dp)", 1);
   else in.report.assume("--global-batch-size", "", "micro batch * dp: one microbatch per iteration (Megatron-LM's default)");
 }
 
@@ -38,16 +38,18 @@ void read_degrees(FlagReader& r, Imported& in) {
 void read_virtual_pipeline(FlagReader& r, Imported& in, int layers) {
   ParallelPlan& p = in.plan;
   int chunks = 1;
-  if (const std::optional<int> v = r.integer("num-virtual-stages-per-pipeline-rank", "chunks (interleaved-1f1b)")) chunks = *v;
-  if (const std::optional<int> per = r.integer("num-layers-per-virtual-pipeline-stage", "chunks = layers / (pp * this)")) {
-    if (*per < 1 || layers % (p.pp * *per) != 0)
+  chunks = r.count("num-virtual-stages-per-pipeline-rank", "chunks (interleaved-1f1b)", 1);
+  if (r.has("num-layers-per-virtual-pipeline-stage")) {
+    const std::optional<int> per = r.count("num-layers-per-virtual-pipeline-stage", "chunks = layers / (pp * this)", 1);
+    if (layers % (p.pp * *per) != 0)
       throw InputError(r.where() + ": --num-layers = " + s(layers) + " is not a multiple of " + r.name("pipeline-model-parallel-size") +
                        " * " + r.name("num-layers-per-virtual-pipeline-stage") + " = " + s(static_cast<long>(p.pp) * *per) +
                        " (contradictory values)");
     chunks = layers / (p.pp * *per);
   }
-  std::optional<int> group = r.integer("microbatch-group-size-per-vp-stage", "schedule param microbatch_group_size_per_vp_stage");
-  if (!group) group = r.integer("microbatch-group-size-per-virtual-pipeline-stage", "schedule param microbatch_group_size_per_vp_stage");
+  std::optional<int> group;
+  for (const char* k : {"microbatch-group-size-per-vp-stage", "microbatch-group-size-per-virtual-pipeline-stage"})
+    if (r.has(k)) group = r.count(k, "schedule param microbatch_group_size_per_vp_stage", 1);
   if (p.pp > 1 && chunks > 1) {
     p.schedule = "interleaved-1f1b";
     p.schedule_params["chunks"] = chunks;
@@ -180,10 +182,12 @@ void read_moe(FlagReader& r, ModelSpec& m) {
     return;
   }
   m.num_experts = *e;
-  m.experts_per_token = r.integer("moe-router-topk", "experts_per_token").value_or(2);
+  m.experts_per_token = r.count("moe-router-topk", "experts_per_token", 2);
   if (!r.has("moe-router-topk")) r.report().assume("--moe-router-topk", "2", "experts_per_token 2");
-  const std::optional<int> fe = r.integer("moe-ffn-hidden-size", "expert_ffn_hidden_size");
+  const std::optional<int> fe = r.has("moe-ffn-hidden-size") ? std::optional<int>(r.count("moe-ffn-hidden-size", "expert_ffn_hidden_size", 1))
+                                                             : std::nullopt;
   m.expert_ffn_hidden_size = fe.value_or(m.ffn_hidden_size);
+  if (m.expert_ffn_hidden_size < 1) throw InputError(r.where() + ": --moe-ffn-hidden-size is missing (no --ffn-hidden-size to default to)");
   if (!fe) r.report().assume("--moe-ffn-hidden-size", s(m.ffn_hidden_size), "the dense --ffn-hidden-size");
   if (const std::optional<int> sh = r.integer("moe-shared-expert-intermediate-size", "num_shared_experts = this / expert width")) {
     if (*sh % m.expert_ffn_hidden_size != 0)

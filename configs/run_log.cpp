@@ -1,6 +1,7 @@
 #include "configs/run_log.h"
 
 #include <algorithm>
+#include <cmath>
 #include <regex>
 #include <sstream>
 
@@ -20,18 +21,22 @@ std::optional<double> number_after(const std::string& line, const std::string& l
                              line[i] == 'e' || line[i] == '-' || line[i] == '+'))
     if (line[i++] != ',') digits += line[i - 1];
   try {
-    return std::stod(digits);
+    const double v = std::stod(digits);
+    if (std::isfinite(v) && v >= 0 && v < 1e15) return v;  // logged times, counts and rates
   } catch (const std::exception&) {
-    return std::nullopt;
   }
+  return std::nullopt;
 }
+
+// A logged iteration or rank number as an int (0 past the range of one).
+int whole(double v) { return v < 1e9 ? static_cast<int>(v) : 0; }
 
 bool megatron_line(const std::string& line, RunLog& log) {
   const std::optional<double> ms = number_after(line, "elapsed time per iteration (ms)");
   const std::optional<double> it = number_after(line, " iteration ");
-  if (!ms || !it) return false;
+  if (!ms || !it || *ms <= 0) return false;
   RunSample s;
-  s.iteration = static_cast<int>(*it);
+  s.iteration = whole(*it);
   s.iteration_s = *ms / 1000;
   s.tflops_per_gpu = number_after(line, "throughput per GPU (TFLOP/s/GPU)").value_or(0);
   log.samples.push_back(s);
@@ -44,7 +49,7 @@ bool megatron_memory(const std::string& line, RunLog& log) {
   if (!mb || line.find("memory (MB)") == std::string::npos) return false;
   static const std::regex rank(R"(\[Rank (\d+)\])");
   std::smatch m;
-  const size_t r = std::regex_search(line, m, rank) ? std::stoul(m[1]) : 0;
+  const size_t r = std::regex_search(line, m, rank) && m[1].length() < 6 ? std::stoul(m[1]) : 0;  // ranks below 10^6
   if (log.rank_max_allocated_bytes.size() <= r) log.rank_max_allocated_bytes.resize(r + 1, 0);
   log.rank_max_allocated_bytes[r] = *mb * 1024 * 1024;
   return true;
@@ -52,9 +57,9 @@ bool megatron_memory(const std::string& line, RunLog& log) {
 
 bool nemo_line(const std::string& line, RunLog& log) {
   const std::optional<double> t = number_after(line, "train_step_timing in s");
-  if (!t) return false;
+  if (!t || *t <= 0) return false;
   RunSample s;
-  s.iteration = static_cast<int>(number_after(line, "global_step").value_or(static_cast<double>(log.samples.size())));
+  s.iteration = whole(number_after(line, "global_step").value_or(static_cast<double>(log.samples.size())));
   s.iteration_s = *t;
   log.samples.push_back(s);
   log.format = "nemo";
@@ -64,9 +69,9 @@ bool nemo_line(const std::string& line, RunLog& log) {
 bool torchtitan_line(const std::string& line, RunLog& log) {
   const std::optional<double> step = number_after(line, "step:");
   const std::optional<double> tps = number_after(line, "tps:");
-  if (!step || !tps) return false;
+  if (!step || !tps || *tps <= 0) return false;
   RunSample s;
-  s.iteration = static_cast<int>(*step);
+  s.iteration = whole(*step);
   s.tokens_per_s_per_gpu = *tps;
   s.tflops_per_gpu = number_after(line, "tflops:").value_or(0);
   s.memory_bytes = number_after(line, "memory:").value_or(0) * 1024 * 1024 * 1024;
@@ -82,7 +87,7 @@ RunLog read_run_log(const std::string& text, const std::string& where) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
     if (line.find("using world size:") != std::string::npos)
-      log.world_size = static_cast<int>(number_after(line, "using world size").value_or(0));
+      log.world_size = whole(number_after(line, "using world size").value_or(0));
     if (megatron_line(line, log) || megatron_memory(line, log) || nemo_line(line, log)) continue;
     torchtitan_line(line, log);
   }

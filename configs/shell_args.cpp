@@ -120,7 +120,8 @@ bool ends_values(const std::string& w) {
 }
 
 std::string key_of(const std::string& name) {
-  std::string k = name.substr(name.find_first_not_of('-'));
+  const size_t b = name.find_first_not_of('-');
+  std::string k = b == std::string::npos ? name : name.substr(b);
   for (char& c : k)
     if (c == '_') c = '-';
   return k;
@@ -149,7 +150,7 @@ std::vector<ShellFlag> shell_flags(const std::string& text, const std::string& w
     }
     ShellFlag* cur = nullptr;
     for (const std::string& w : words) {
-      if (w.size() > 2 && w.compare(0, 2, "--") == 0) {
+      if (w.size() > 2 && w.compare(0, 2, "--") == 0 && w[2] != '-' && w[2] != '=') {
         const size_t eq = w.find('=');
         ShellFlag f{w.substr(0, eq), key_of(w.substr(0, eq)), {}};
         if (eq != std::string::npos) f.values.push_back(w.substr(eq + 1));

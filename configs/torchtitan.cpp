@@ -80,8 +80,9 @@ void read_pipeline(FlagReader& r, ParallelPlan& p, int layers) {
   p.schedule = p.pp > 1 ? schedule_of(r, sched) : "1f1b";
   const auto& g = schedules::find_generator(p.schedule);
   const bool multi = std::find(g.params.begin(), g.params.end(), "chunks") != g.params.end();
-  if (const std::optional<int> lps = r.integer("parallelism.pipeline_parallel_layers_per_stage", "chunks = layers / (pp * this)")) {
-    if (*lps < 1 || layers % (p.pp * *lps) != 0)
+  if (r.has("parallelism.pipeline_parallel_layers_per_stage")) {
+    const std::optional<int> lps = r.count("parallelism.pipeline_parallel_layers_per_stage", "chunks = layers / (pp * this)", 1);
+    if (layers % (p.pp * *lps) != 0)
       throw InputError(r.where() + ": model layers = " + std::to_string(layers) + " is not a multiple of parallelism.pipeline_parallel_degree * "
                        "parallelism.pipeline_parallel_layers_per_stage = " + std::to_string(p.pp * *lps) + " (contradictory values)");
     if (multi) p.schedule_params["chunks"] = layers / (p.pp * *lps);
@@ -95,22 +96,24 @@ void read_pipeline(FlagReader& r, ParallelPlan& p, int layers) {
 
 void read_parallelism(FlagReader& r, Imported& in, int layers) {
   ParallelPlan& p = in.plan;
-  const int rep = r.integer("parallelism.data_parallel_replicate_degree", "dp = replicate * shard").value_or(1);
+  const int rep = r.count("parallelism.data_parallel_replicate_degree", "dp = replicate * shard", 1);
   const int shard = r.integer("parallelism.data_parallel_shard_degree", "zero 3 (FSDP2) over the shard ranks; -1: the rest").value_or(-1);
-  p.tp = r.integer("parallelism.tensor_parallel_degree", "tp; sequence parallel with it (torchtitan's TP shards the norms' activations)").value_or(1);
-  p.cp = r.integer("parallelism.context_parallel_degree", "cp").value_or(1);
-  p.ep = r.integer("parallelism.expert_parallel_degree", "ep").value_or(1);
+  if (shard == 0 || shard < -1)
+    throw InputError(r.where() + ": parallelism.data_parallel_shard_degree = " + std::to_string(shard) + " is invalid (allowed: -1, or at least 1)");
+  p.tp = r.count("parallelism.tensor_parallel_degree", "tp; sequence parallel with it (torchtitan's TP shards the norms' activations)", 1);
+  p.cp = r.count("parallelism.context_parallel_degree", "cp", 1);
+  p.ep = r.count("parallelism.expert_parallel_degree", "ep", 1);
   if (const std::optional<int> etp = r.integer("parallelism.expert_tensor_parallel_degree", "etp")) p.etp = *etp == 1 && p.tp > 1 ? 1 : 0;
   p.sequence_parallel = p.tp > 1;
   if (shard != 1) p.zero = 3;
   in.dp = shard > 0 ? rep * shard : 0;
   in.dp_replicate = rep;
-  p.pp = r.integer("parallelism.pipeline_parallel_degree", "pp").value_or(1);
+  p.pp = r.count("parallelism.pipeline_parallel_degree", "pp", 1);
   // "default": reshard unless pipelined (torchtitan/models/llama3/infra/parallelize.py at 238fa99).
   const std::optional<std::string> re = r.text("parallelism.fsdp_reshard_after_forward", "reshard_after_forward");
   if (!re) r.report().assume("parallelism.fsdp_reshard_after_forward", "default", "reshard after forward unless pp > 1");
   p.reshard_after_forward = re.value_or("default") == "always" || (re.value_or("default") == "default" && p.pp == 1);
-  p.microbatch_size = r.integer("parallelism.pipeline_parallel_microbatch_size", "microbatch_size with pp > 1").value_or(1);
+  p.microbatch_size = r.count("parallelism.pipeline_parallel_microbatch_size", "microbatch_size with pp > 1", 1);
   read_pipeline(r, p, layers);
   r.unmodelled("parallelism.enable_async_tensor_parallel", "tp collectives blocking");
   r.unmodelled("parallelism.context_parallel_rotate_method", "key/value ring as Megatron-Core's");
@@ -119,16 +122,18 @@ void read_parallelism(FlagReader& r, Imported& in, int layers) {
 
 void read_training(FlagReader& r, Imported& in, ModelSpec& m) {
   ParallelPlan& p = in.plan;
-  const int local = r.integer("training.local_batch_size", "samples per dp rank per microbatch round").value_or(8);
+  const int local = r.count("training.local_batch_size", "samples per dp rank per microbatch round", 8);
   if (!r.has("training.local_batch_size")) r.report().assume("training.local_batch_size", "8", "torchtitan's default");
   if (p.pp == 1) p.microbatch_size = local;
   if (local % p.microbatch_size != 0)
     throw InputError(r.where() + ": training.local_batch_size = " + std::to_string(local) + " is not a multiple of "
                      "parallelism.pipeline_parallel_microbatch_size = " + std::to_string(p.microbatch_size) + " (contradictory values)");
   const int global = r.integer("training.global_batch_size", "num_microbatches = global / (dp * microbatch)").value_or(-1);
+  if (global == 0 || global < -1)
+    throw InputError(r.where() + ": training.global_batch_size = " + std::to_string(global) + " is invalid (allowed: -1, or at least 1)");
   if (global > 0) in.global_batch = global;
   else in.grad_accumulation = local / p.microbatch_size;
-  if (const std::optional<int> s = r.integer("training.seq_len", "seq_length")) m.seq_length = *s;
+  if (r.has("training.seq_len")) m.seq_length = r.count("training.seq_len", "seq_length", 1);
   const std::string mode = r.text("activation_checkpoint.mode", "recompute").value_or("selective");
   const std::string opt = r.text("activation_checkpoint.selective_ac_option", "with selective: op or every n-th layer").value_or("2");
   if (mode == "full" || (mode == "selective" && opt == "1")) p.recompute = costmodel::RecomputePolicy::Full;

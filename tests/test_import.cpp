@@ -445,6 +445,36 @@ TEST(ImportParsers, TomlAndYamlSubsets) {
   EXPECT_NE(error_of([] { configs::parse_yaml("a:\n  b: 1\n    c: 2\n", "y"); }).find("line 3"), std::string::npos);
 }
 
+// Every fixture cut short at many places, and with a byte changed: each parse ends in a model
+// and plan or in InputError (bad input, named), never another exception or a crash.
+TEST(ImportParsers, TruncatedAndMangledFilesFailAsBadInput) {
+  configs::ImportOptions o;
+  o.gpus = 8;
+  o.hf_config = fixture("hf_llama3_8b.json");
+  int parsed = 0, refused = 0;
+  for (auto [file, format] : {std::pair{"megatron_llama3_8b.sh", configs::Format::Megatron}, {"megatron_deepseek_v3.sh", configs::Format::Megatron},
+                              {"bridge_llama3_70b.yaml", configs::Format::Bridge}, {"nemo1_llama3_8b.yaml", configs::Format::Bridge},
+                              {"torchtitan_llama3_8b.toml", configs::Format::Torchtitan}, {"deepspeed_zero3.json", configs::Format::Deepspeed},
+                              {"hf_deepseek_v3.json", configs::Format::Hf}, {"hf_gpt2.json", configs::Format::Hf}}) {
+    const std::string text = read_text(fixture(file));
+    for (size_t cut = 0; cut < text.size(); cut += 5) {
+      for (const std::string& variant : {text.substr(0, cut), text.substr(0, cut) + "\x01:[{\"'=" + text.substr(cut)}) {
+        try {
+          configs::Imported in = configs::import_text(variant, format, o, file);
+          if (in.has_plan) configs::complete_plan(in, 8, "--gpus");
+          ++parsed;
+        } catch (const InputError&) {
+          ++refused;
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << file << " cut at " << cut << ": " << e.what();
+        }
+      }
+    }
+  }
+  EXPECT_GT(parsed, 0);
+  EXPECT_GT(refused, 0);
+}
+
 // ---- the command line ---------------------------------------------------------------------------
 
 // The plan's flags, each field given by name (the "same values as flags" of the issue).
