@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -11,6 +12,8 @@
 #include "costmodel/estimate.h"
 #include "costmodel/flops.h"
 #include "costmodel/fold3d_model.h"
+#include "costmodel/gpus.h"
+#include "costmodel/runtime_support.h"
 #include "costmodel/svg.h"
 #include "costmodel/trace.h"
 #include "schedules/error.h"
@@ -38,6 +41,7 @@ std::string fit_verdict_line(const costmodel::Estimate& e) {
 struct EstimateOpts {
   PlanFlags plan;
   bool json = false;
+  bool wide = false;  // tables however wide (default: within 100 columns)
   bool workload = false;  // --json also prints the plan's workload (costmodel/plan_workload.h)
   std::string trace;
   std::string emit;  // megatron | torchtitan | deepspeed: print the plan as that framework's config
@@ -45,6 +49,7 @@ struct EstimateOpts {
 
 struct CompareOpts {
   PlanFlags plan;
+  bool wide = false;  // every column (default: the table within 100 columns)
   std::string schedules = "gpipe,1f1b,interleaved-1f1b,looped-bfs";
   bool json = false;
   std::string trace_dir;
@@ -54,11 +59,12 @@ struct CompareOpts {
                                 // (empty: the plan's --tp-overlap only)
 };
 
-// The simulator as compare's engine (--engine sim); InputError when not built with it.
-costmodel::Estimate with_engine(const costmodel::Estimate& e, const std::string& engine) {
-  if (engine == "eval") return e;
+// --engine checked before any row is priced: eval, or sim in a build with the simulator.
+void check_engine(const std::string& engine) {
 #ifdef STAGECRAFT_HAVE_SIM
-  if (engine == "sim") return sim::simulated_estimate(e);
+  if (engine == "eval" || engine == "sim") return;
+#else
+  if (engine == "eval") return;
 #endif
   throw InputError("--engine = '" + engine + "' is not available (allowed: eval" +
 #ifdef STAGECRAFT_HAVE_SIM
@@ -69,12 +75,44 @@ costmodel::Estimate with_engine(const costmodel::Estimate& e, const std::string&
                    ")");
 }
 
-void print_estimate(const costmodel::Estimate& e) {
+// The GPU behind the prices: its catalog entry, the clock calibration and the figures it used
+// that are assumed rather than measured (issue 49), each wrapped to the 100 columns.
+void print_gpu_lines(const costmodel::Estimate& e) {
+  const costmodel::ClusterSpec& c = e.cluster;
+  auto put = [](const std::string& head, const std::string& text) {
+    const std::string w = wrap_text(text, 98, std::string(head.size() + 2, ' '));
+    std::cout << "  " << head << w.substr(head.size() + 2) << "\n";
+  };
+  put("gpu: ", c.gpu.empty() ? c.gpu_name + ", every figure stated by cluster '" + c.name + "' (no catalog GPU)"
+                             : c.gpu + " (catalog; `stagecraft presets --show " + c.gpu + "` has the sources)");
+  put("clock: ", costmodel::clock_line(c));
+  const auto assumed = costmodel::used_assumptions(c, e.model);
+  if (assumed.empty()) return;
+  const nlohmann::json values = costmodel::to_json(c);
+  std::string list;
+  for (const auto& a : assumed)
+    list += (list.empty() ? "" : ", ") + a.first + (values.contains(a.first) ? " " + values.at(a.first).dump() : "");
+  put("assumed, not measured: ", list);
+}
+
+// The simulator as compare's engine (--engine sim, checked by check_engine).
+costmodel::Estimate with_engine(const costmodel::Estimate& e, const std::string& engine) {
+#ifdef STAGECRAFT_HAVE_SIM
+  if (engine == "sim") return sim::simulated_estimate(e);
+#endif
+  return e;
+}
+
+void print_estimate(const costmodel::Estimate& e, const std::string& runtime_note, bool wide) {
+  const size_t width = wide ? 0 : kHelpWidth;
   const auto& p = e.plan;
   const bool fused = e.model.attention_kernel == costmodel::AttentionKernel::Fused;
-  std::cout << "model " << e.model.name << (fused ? " (fused attention)" : "") << " on cluster " << e.cluster.name << " (" << e.cluster.num_gpus() << " x "
-            << e.cluster.gpu_name << ")\n"
-            << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << (p.cp > 1 ? ", cp " + std::to_string(p.cp) : "")
+  std::ostringstream head;
+  head << "model " << e.model.name << (fused ? " (fused attention)" : "") << " on cluster " << e.cluster.name << " (" << e.cluster.num_gpus() << " x "
+            << e.cluster.gpu_name << ")";
+  std::cout << wrap_text(head.str(), kHelpWidth) << "\n";
+  head.str("");
+  head << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << (p.cp > 1 ? ", cp " + std::to_string(p.cp) : "")
             << (p.ep > 1 ? ", ep " + std::to_string(p.ep) : "") << (p.etp == 1 && p.tp > 1 ? ", whole experts (etp 1)" : "")
             << ", microbatch size " << p.microbatch_size
             << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << " ("
@@ -82,9 +120,15 @@ void print_estimate(const costmodel::Estimate& e) {
             << (p.zero ? ", zero " + zero_label(p) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
             << (p.sequence_parallel ? ", sequence parallel" : "") << (p.overlap_grad_reduce ? ", bucketed gradient reduction" : "")
             << ", stack " << p.stack << ", attention " << costmodel::attention_kernel_name(e.model.attention_kernel)
-            << (e.model.dropout ? "" : ", no dropout") << (e.model.fp8 ? ", fp8" : "") << "\n"
+            << (e.model.dropout ? "" : ", no dropout") << (e.model.fp8 ? ", fp8" : "")
+            << (e.model.fp8 && e.model.fp8_recipe != costmodel::Fp8Recipe::Delayed
+                    ? " " + std::string(costmodel::fp8_recipe_name(e.model.fp8_recipe)) + " scaling"
+                    : "");
+  std::cout << wrap_text(head.str(), kHelpWidth) << "\n"
             << "costs: " << (e.profile_source.empty() ? "analytic" : "measured, profile " + e.profile_source) << "\n";
-  for (const std::string& n : e.costs.notes) std::cout << "  note: " << n << "\n";
+  print_gpu_lines(e);
+  for (const std::string& n : e.costs.notes) std::cout << note_line(n) << "\n";
+  if (!runtime_note.empty()) std::cout << note_line("`train` does not run this plan: " + runtime_note) << "\n";
   std::cout << "\n";
   std::vector<std::vector<std::string>> rows = {
       {"iteration time", fmt_seconds(e.eval.iteration_time_s)},
@@ -140,7 +184,7 @@ void print_estimate(const costmodel::Estimate& e) {
                         std::to_string(fs.reduce_scatters) + " reduce-scatters (" + fmt_bytes(fs.scatter_bytes) + ")"});
     rows.push_back({"FSDP, stage 0, exposed", "forward " + fmt_seconds(fs.exposed_f_s) + ", backward " + fmt_seconds(fs.exposed_b_s)});
   }
-  std::cout << format_table({"metric", "value"}, rows) << "\n";
+  std::cout << format_table({"metric", "value"}, rows, width, 1) << "\n";
   std::vector<std::vector<std::string>> ranks;
   for (int r = 0; r < e.schedule.num_ranks; ++r) {
     size_t i = static_cast<size_t>(r);
@@ -150,9 +194,8 @@ void print_estimate(const costmodel::Estimate& e) {
                      fmt_seconds(e.eval.exposed_dp_comm_s[i]), fmt_num(e.eval.peak_activations[i], 2),
                      fmt_bytes(e.costs.static_bytes[i]), fmt_bytes(e.eval.peak_memory_bytes[i]), fmt_signed_bytes(e.headroom_bytes[i])});
   }
-  std::cout << format_table({"pipeline rank", "layers", "compute", "idle", "exposed dp comm", "microbatches held",
-                             "static memory", "peak memory", "headroom"},
-                            ranks);
+  std::cout << format_table({"rank", "layers", "compute", "idle", "exposed dp", "mb held", "static mem", "peak mem", "headroom"},
+                            ranks, width, 0);
 }
 
 // FOLD3D's closed forms (Sec. III-C) beside the evaluated iteration, and its segment rule.
@@ -168,6 +211,7 @@ void print_fold3d_model(const costmodel::fold3d::Model& f, int paper_ns, double 
 }
 
 void run_estimate(const EstimateOpts& o) {
+  if (!o.trace.empty()) check_output_file("--trace", o.trace);
   Inputs in = resolve(o.plan);
   if (!o.emit.empty()) {
     std::cout << configs::emit(o.emit, in.model, in.plan, in.cluster.gpus_per_node, "--emit");
@@ -182,17 +226,25 @@ void run_estimate(const EstimateOpts& o) {
     to.title = e.model.name + " on " + e.cluster.name + ", " + e.schedule.name;
     write_file_atomic(o.trace, costmodel::chrome_trace(e.schedule, e.eval, to).dump() + "\n");
   }
+  // What `train` says of this plan (costmodel/runtime_support.h); a graph model is not the runtime's.
+  const std::string runtime_note = in.graph ? "" : costmodel::runtime_refusal(e.model, e.plan, e.schedule);
   const bool aiao = e.schedule.name == "fold3d-aiao" && !in.graph;  // the closed forms need the model's layers
   const costmodel::fold3d::Model f = aiao ? costmodel::fold3d::model_of(e) : costmodel::fold3d::Model{};
   const int paper_ns = aiao ? costmodel::fold3d::paper_segments(f, costmodel::fold3d_max_segments(e.model, e.plan)) : 0;
   if (o.json) {
     nlohmann::json j = costmodel::to_json(e);
+    j["runtime_refusal"] = runtime_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(runtime_note);
     if (aiao) j["fold3d_model"] = costmodel::fold3d::to_json(f, paper_ns);
+    j["gpu"] = e.cluster.gpu;  // the catalog GPU ("" when the cluster states every figure; costmodel/gpus.h)
+    j["clock"] = costmodel::clock_line(e.cluster);
+    nlohmann::json assumed = nlohmann::json::object();
+    for (const auto& [field, why] : costmodel::used_assumptions(e.cluster, e.model)) assumed[field] = why;
+    j["gpu_assumed"] = assumed;
     if (o.workload && e.workload) j["workload"] = costmodel::to_json(*e.workload);
     std::cout << j.dump(2) << "\n";
     return;
   }
-  print_estimate(e);
+  print_estimate(e, runtime_note, o.wide);
   if (aiao) print_fold3d_model(f, paper_ns, e.eval.iteration_time_s);
 }
 
@@ -232,14 +284,55 @@ std::vector<CompareRow> compare_rows(const CompareOpts& o, const costmodel::Para
   return rows;
 }
 
+// compare's last line: the fastest row that fits in the usable memory, or that none does.
+struct RowFit {
+  std::string label;          // the row's schedule (and tp overlap mode)
+  double iteration_time_s = 0;
+  costmodel::Fit fit = costmodel::Fit::DoesNotFit;
+};
+std::string fastest_fit_line(const std::vector<RowFit>& rows) {
+  const RowFit* best = nullptr;
+  for (const RowFit& r : rows)
+    if (r.fit == costmodel::Fit::Fits && (!best || r.iteration_time_s < best->iteration_time_s)) best = &r;
+  if (!best) return "no schedule fits in the usable memory (no row with headroom of 0 or more)";
+  return "fastest that fits in the usable memory: " + best->label + ", " + fmt_seconds(best->iteration_time_s);
+}
+
+// compare's table: within 100 columns unless `wide`, leaving out the tp overlap mode where every
+// row has the plan's blocking one, bubble over compute, and host memory where nothing offloads.
+// (TFLOP/s: model FLOPs per GPU; peak mem: the fullest GPU's peak.)
+void print_compare_table(const std::vector<std::vector<std::string>>& rows, bool wide, bool modes, bool host) {
+  const std::vector<std::string> header = {"schedule", "tp overlap", "stages", "iteration", "tokens/s", "TFLOP/s",
+                                           "bubble/compute", "bubble", "peak mem", "headroom", "host mem", "fits"};
+  std::vector<size_t> keep;
+  for (size_t i = 0; i < header.size(); ++i)
+    if (wide || ((i != 1 || modes) && i != 6 && (i != 10 || host))) keep.push_back(i);
+  std::vector<std::string> h;
+  for (size_t i : keep) h.push_back(header[i]);
+  std::vector<std::vector<std::string>> t;
+  for (const auto& r : rows) {
+    t.emplace_back();
+    for (size_t i : keep) t.back().push_back(i < r.size() ? r[i] : "");
+  }
+  std::cout << format_table(h, t, wide ? 0 : kHelpWidth, 0);
+}
+
 void run_compare(const CompareOpts& o) {
+  check_engine(o.engine);
+  if (!o.trace_dir.empty()) check_output_dir("--trace-dir", o.trace_dir);
+  if (!o.svg.empty()) check_output_file("--svg", o.svg);
   Inputs in = resolve(o.plan);
   std::vector<CompareRow> cases = compare_rows(o, in.plan);
   nlohmann::json all = nlohmann::json::array();
   std::vector<std::vector<std::string>> rows;
   std::vector<costmodel::Estimate> kept;  // for the SVG
   kept.reserve(cases.size());
-  std::vector<double> rank_key;  // a table row's iteration time; rejected rows last
+  // A table row's rank: those that fit first, then tight, then those over the GPU's memory, then
+  // the rejected ones; by iteration time within each.
+  std::vector<std::pair<int, double>> rank_key;
+  std::string rejections;  // each rejected row's reason, below the table
+  std::vector<RowFit> fitted;  // the rows priced
+  bool host_memory = false;    // some row offloads to host memory
   int ok = 0;
   for (const CompareRow& row : cases) {
     const std::string& name = row.label;
@@ -262,20 +355,23 @@ void run_compare(const CompareOpts& o) {
       }
       all.push_back(costmodel::to_json(e));
       all.back()["engine"] = o.engine;
+      fitted.push_back({name, e.eval.iteration_time_s, e.fit});
       double host = *std::max_element(e.eval.peak_host_bytes.begin(), e.eval.peak_host_bytes.end());
+      host_memory = host_memory || host > 0;
       rows.push_back({name, mode_name, std::to_string(e.schedule.num_stages), fmt_seconds(e.eval.iteration_time_s),
                       fmt_num(e.tokens_per_s, 0), fmt_num(e.tflops_per_gpu, 1), fmt_num(e.eval.bubble_over_compute, 4),
                       fmt_num(e.eval.bubble_fraction, 4), fmt_bytes(e.max_memory_bytes), fmt_signed_bytes(e.usable_memory_bytes - e.max_memory_bytes),
                       host > 0 ? fmt_bytes(host) : "-",
-                      e.fit == costmodel::Fit::Fits ? "yes" : e.fit == costmodel::Fit::Tight ? "tight" : "NO (marked)"});
-      rank_key.push_back(e.eval.iteration_time_s);
+                      e.fit == costmodel::Fit::Fits ? "yes" : e.fit == costmodel::Fit::Tight ? "tight" : "NO"});
+      rank_key.push_back({static_cast<int>(e.fit), e.eval.iteration_time_s});
       if (!o.svg.empty()) kept.push_back(std::move(e));
     } catch (const InputError& err) {
       std::string why = err.what();
       why = why.substr(0, why.find('\n'));
       all.push_back({{"schedule", row.schedule}, {"tp_overlap", mode_name}, {"rejected", why}});
-      rows.push_back({name, mode_name, "-", "rejected: " + why});
-      rank_key.push_back(HUGE_VAL);
+      rows.push_back({name, mode_name, "-", "rejected"});
+      rejections += wrap_text(name + " rejected: " + why, kHelpWidth) + "\n";
+      rank_key.push_back({3, 0.0});
     }
   }
   // The table ranks the rows by iteration time (rejected ones last, in the order asked); the JSON
@@ -290,18 +386,21 @@ void run_compare(const CompareOpts& o) {
     std::cout << all.dump(2) << "\n";
   } else {
     const auto& p = in.plan;
-    std::cout << "model " << in.model.name << " on cluster " << in.cluster.name << ": dp " << p.dp << ", tp " << p.tp
+    std::ostringstream head;
+    head << "model " << in.model.name << " on cluster " << in.cluster.name << ": dp " << p.dp << ", tp " << p.tp
               << ", pp " << p.pp << ", microbatch size " << p.microbatch_size << ", " << p.num_microbatches
               << " microbatches, recompute " << costmodel::recompute_name(p.recompute)
               << (p.zero ? ", zero " + zero_label(p) : "") << (p.overlap_param_gather ? " (gather overlapped)" : "")
             << (p.sequence_parallel ? ", sequence parallel" : "") << (p.overlap_grad_reduce ? ", bucketed gradient reduction" : "")
             << ", stack " << p.stack << ", attention " << costmodel::attention_kernel_name(in.model.attention_kernel)
-            << (in.model.dropout ? "" : ", no dropout") << "\n"
-              << "costs: " << (in.profile ? "measured, profile " + o.plan.profile : std::string("analytic"))
-              << "; rows ranked by iteration time\n\n";
-    std::cout << format_table({"schedule", "tp overlap", "stages", "iteration", "tokens/s", "TFLOP/s/GPU", "bubble/compute",
-                               "bubble frac", "peak GPU mem", "headroom", "host mem", "fits"},
-                              rows);
+            << (in.model.dropout ? "" : ", no dropout");
+    std::cout << wrap_text(head.str(), kHelpWidth) << "\n";
+    head.str("");
+    head << "costs: " << (in.profile ? "measured, profile " + o.plan.profile : std::string("analytic"))
+              << "; rows that fit first, then tight, then those that do not (NO), each by iteration time";
+    std::cout << wrap_text(head.str(), kHelpWidth) << "\n\n";
+    print_compare_table(rows, o.wide, !o.tp_overlaps.empty() || p.tp_overlap != schedules::TpOverlap::Blocking, host_memory);
+    std::cout << rejections << fastest_fit_line(fitted) << "\n";
     if (!o.trace_dir.empty())
       std::cout << "\ntraces written to " << o.trace_dir << (o.tp_overlaps.empty() ? "/<schedule>" : "/<schedule>.<tp overlap>")
                 << ".trace.json\n";
@@ -328,6 +427,7 @@ void add_estimate_command(CLI::App& app) {
   c->add_flag("--workload", o->workload, "with --json: add the plan's workload (per stage: blocks, bytes, parameters)");
   c->add_option("--trace", o->trace, "write a Chrome trace (Perfetto) of the evaluated iterations to this file");
   c->add_option("--emit", o->emit, "print the plan as megatron (launch command), torchtitan (job TOML) or deepspeed (JSON) instead");
+  c->add_flag("--wide", o->wide, "tables however wide (default: long cells wrapped within 100 columns)");
   c->callback([o] {
     if (o->workload && !o->json) throw InputError("--workload prints into the JSON object (allowed: with --json)");
     run_estimate(*o);
@@ -345,6 +445,7 @@ void add_compare_command(CLI::App& app) {
   c->add_option("--tp-overlaps", o->tp_overlaps,
                  "comma-separated tp overlap modes (blocking, merak, cross-pass, oases, te): one row per schedule and mode");
   c->add_option("--svg", o->svg, "draw every schedule's last iteration, stacked on one time axis, into this SVG file");
+  c->add_flag("--wide", o->wide, "every column (tp overlap, bubble over compute, host memory; default: within 100 columns)");
   c->callback([o] { run_compare(*o); });
 }
 

@@ -21,7 +21,7 @@ struct PartitionOpts {
   std::string cluster;           // preset or JSON; empty: balance FLOPs
   int pp = 1;                    // stages
   int microbatch_size = 1;       // b, for a model (a graph file fixes its own shapes)
-  int max_subgraphs = 0;         // Merak's k; 0 = no bound
+  std::optional<int> max_subgraphs;  // Merak's k; absent = no bound
   int common_min_users = 3;      // users that make a node common
   std::string recompute = "none";
   std::string graph_out;         // write the graph JSON here
@@ -42,6 +42,8 @@ graphs::Graph load(const PartitionOpts& o) {
     throw InputError("--model " + o.model + ": importing TorchScript needs the runtime (LibTorch), which this build lacks");
 #endif
   }
+  if (!o.example_shape.empty())
+    throw InputError("--example-shape is for a TorchScript model (--model FILE.pt); --model is " + o.model + " (allowed: absent)");
   const bool file = ends_with(o.model, ".json");
   if (file) {
     nlohmann::json j = schedules::read_json_file(o.model, "--model");
@@ -61,7 +63,7 @@ void run(const PartitionOpts& o) {
     throw InputError("--recompute = '" + o.recompute + "' is invalid (allowed: none, full)");
   const graphs::Graph g = load(o);
   graphs::ShardOptions so;
-  so.max_subgraphs = o.max_subgraphs;
+  so.max_subgraphs = o.max_subgraphs.value_or(0);
   so.common_min_users = o.common_min_users;
   const auto t0 = std::chrono::steady_clock::now();
   const graphs::Sharding sh = graphs::shard(g, so);
@@ -88,9 +90,10 @@ void run(const PartitionOpts& o) {
     std::cout << nlohmann::json{{"model", g.name}, {"nodes", g.nodes.size()}, {"shard_s", shard_s}, {"subgraphs", subs}, {"stages", stages}}.dump(2) << "\n";
     return;
   }
-  std::cout << "model " << g.name << ": " << g.nodes.size() << " nodes, " << sh.subgraphs.size()
-            << " subgraphs (Merak's graph sharding, " << fmt_seconds(shard_s) << "), " << o.pp << " stages"
-            << (po.cluster ? " on " + cl.name : p.by_time ? " (balanced by measured times)" : " (balanced by FLOPs; --cluster prices them)")
+  std::cout << wrap_text("model " + g.name + ": " + std::to_string(g.nodes.size()) + " nodes, " + std::to_string(sh.subgraphs.size()) +
+                             " subgraphs (Merak's graph sharding, " + fmt_seconds(shard_s) + "), " + std::to_string(o.pp) + " stages" +
+                             (po.cluster ? " on " + cl.name : p.by_time ? " (balanced by measured times)" : " (balanced by FLOPs; --cluster prices them)"),
+                         kHelpWidth)
             << "\n\nSubgraphs\n";
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < sh.subgraphs.size(); ++i) {
@@ -98,7 +101,7 @@ void run(const PartitionOpts& o) {
     rows.push_back({std::to_string(i), span(g, s), std::to_string(s.nodes.size()), fmt_num((s.fwd_flops + s.bwd_flops) / 1e9, 4),
                     fmt_bytes(s.param_bytes), i + 1 < sh.subgraphs.size() ? fmt_bytes(s.boundary_bytes) : "-"});
   }
-  std::cout << format_table({"#", "nodes", "count", "GFLOP f+b", "params", "to next"}, rows) << "\nStages\n";
+  std::cout << format_table({"#", "nodes", "count", "GFLOP f+b", "params", "to next"}, rows, kHelpWidth, 1) << "\nStages\n";
   rows.clear();
   for (size_t i = 0; i < p.stages.size(); ++i) {
     const auto& st = p.stages[i];
@@ -109,9 +112,10 @@ void run(const PartitionOpts& o) {
                     p.by_time ? fmt_seconds(st.time_s) : fmt_num(st.flops / 1e9, 4) + " GFLOP", fmt_bytes(st.static_bytes),
                     fmt_bytes(st.act_bytes), i + 1 < p.stages.size() ? fmt_bytes(st.send_bytes) : "-"});
   }
-  std::cout << format_table({"stage", "subgraphs", "from .. to", p.by_time ? "time/microbatch" : "work/microbatch",
-                             "weights+grads+Adam", "activations/microbatch", "sent at the cut"},
-                            rows);
+  std::cout << format_table({"stage", "subgraphs", "from .. to", p.by_time ? "time/mb" : "work/mb", "weights+grads+Adam",
+                             "activations/mb", "sent at cut"},
+                            rows, kHelpWidth, 2);
+  std::cout << "(mb: one microbatch)\n";
 }
 
 }  // namespace

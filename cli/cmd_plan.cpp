@@ -58,6 +58,7 @@ struct PlanCmdFlags {
   std::string rank_orders = "tp-dp-pp";  // rank orders tried
   int top = 10;                       // plans printed
   bool json = false;                  // JSON instead of the table
+  bool wide = false;                  // the table with every column, however wide
   std::string out;                    // write the best plan here (a plan file estimate --plan reads)
   std::string verify;                 // "sim": re-run the top plans on the simulator
   bool layer_tp = false;              // Oases' per-layer tp degrees (ILP) for the top plans with pp = 1
@@ -139,10 +140,17 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
     s.expert_tp.push_back(x);
   }
   s.fp8.clear();
-  for (const std::string& v : split_list(f.precisions)) {
-    if (v != "bf16" && v != "fp8") throw InputError("--precisions \"" + v + "\" is invalid (allowed: bf16, fp8)");
-    s.fp8.push_back(v == "fp8");
+  s.fp8_recipes.clear();
+  for (const std::string& v : split_list(f.precisions)) {  // bf16, fp8 (delayed scaling) or fp8-RECIPE
+    const bool fp8 = v != "bf16";
+    if (fp8 && v != "fp8" && v.rfind("fp8-", 0) != 0)
+      throw InputError("--precisions \"" + v + "\" is invalid (allowed: bf16, fp8, fp8-current, fp8-blockwise, fp8-mxfp8)");
+    const costmodel::Fp8Recipe r = v == "fp8" || !fp8 ? costmodel::Fp8Recipe::Delayed
+                                                      : costmodel::parse_fp8_recipe(v.substr(4), "--precisions " + v + ":");
+    if (std::find(s.fp8.begin(), s.fp8.end(), fp8) == s.fp8.end()) s.fp8.push_back(fp8);
+    if (fp8 && std::find(s.fp8_recipes.begin(), s.fp8_recipes.end(), r) == s.fp8_recipes.end()) s.fp8_recipes.push_back(r);
   }
+  if (s.fp8_recipes.empty()) s.fp8_recipes.push_back(costmodel::Fp8Recipe::Delayed);
   s.rank_orders = split_list(f.rank_orders);
   s.for_runtime = f.for_runtime;
   if (f.grad_bucket_mb) s.grad_bucket_bytes = grad_bucket_bytes_of(*f.grad_bucket_mb);
@@ -182,47 +190,104 @@ std::string layers_label(const costmodel::ParallelPlan& p) {
   return out;
 }
 
-void print_table(const planner::SearchResult& r, const std::vector<double>& simulated) {
+// A plan's headroom for tables: the bytes left in the usable memory, or "X over" for a tight plan
+// (over the usable memory, within the GPU's).
+std::string headroom_cell(const planner::Candidate& c) {
+  return c.fit == costmodel::Fit::Tight ? fmt_bytes(-c.headroom_bytes) + " over" : fmt_signed_bytes(c.headroom_bytes);
+}
+
+// The table's last line: which row is the fastest plan that fits, or that none does and what the
+// tight rows need. `usable_bytes`: the memory a plan may use (the GPU's less the margin).
+std::string fastest_fit_line(const std::vector<planner::Candidate>& best, double usable_bytes) {
+  for (size_t i = 0; i < best.size(); ++i)
+    if (best[i].fit == costmodel::Fit::Fits)
+      return "fastest plan that fits in " + fmt_bytes(usable_bytes) + ": #" + std::to_string(i + 1) + " (" +
+             fmt_seconds(best[i].iteration_time_s) + " per iteration, " + dims_label(best[i].plan) + ")";
+  return "no plan fits in " + fmt_bytes(usable_bytes) + "; the rows are tight (over the margin, within the GPU): "
+         "a lower --memory-margin accepts them";
+}
+
+// The top plans, those that fit first (planner::ranks_before). Within 100 columns unless `wide`:
+// tokens/s, the bubble and the peak memory left out (MFU, the iteration and the headroom say
+// them), stage layers listed below.
+void print_table(const planner::SearchResult& r, const std::vector<double>& simulated, bool wide) {
   std::vector<std::vector<std::string>> rows;
   int rank = 0;
   // A precision column where FP8 was priced (plan --precisions or --fp8).
   const bool precision = std::any_of(r.best.begin(), r.best.end(), [](const planner::Candidate& c) { return c.fp8; });
+  std::string stage_lists;  // uneven stage layers, below the table unless --wide
   for (const planner::Candidate& c : r.best) {
     const auto& p = c.plan;
     const size_t i = static_cast<size_t>(rank);
     rows.push_back({std::to_string(++rank), fmt_seconds(c.iteration_time_s)});
     if (!simulated.empty()) rows.back().push_back(fmt_seconds(simulated[i]));
-    rows.back().insert(rows.back().end(), {fmt_num(c.tokens_per_s, 0),
-                    fmt_num(100 * c.mfu, 1) + "%", fmt_bytes(c.max_memory_bytes), fmt_signed_bytes(c.headroom_bytes) + (c.fit == costmodel::Fit::Tight ? " (tight)" : ""), fmt_num(c.bubble_fraction, 3),
-                    dims_label(p), std::to_string(p.microbatch_size) + " x " + std::to_string(p.num_microbatches), schedule_label(p),
-                    std::string(costmodel::recompute_name(p.recompute)), p.sequence_parallel ? "on" : "off",
-                    zero_label(p), layers_label(p)});
-    if (precision) rows.back().insert(rows.back().end() - 1, c.fp8 ? "fp8" : "bf16");
+    if (wide) rows.back().push_back(fmt_num(c.tokens_per_s, 0));
+    rows.back().push_back(fmt_num(100 * c.mfu, 1) + "%");
+    if (wide) rows.back().push_back(fmt_bytes(c.max_memory_bytes));
+    rows.back().push_back(headroom_cell(c));
+    if (wide) rows.back().push_back(fmt_num(c.bubble_fraction, 3));
+    rows.back().insert(rows.back().end(), {dims_label(p), std::to_string(p.microbatch_size) + "x" + std::to_string(p.num_microbatches),
+                                           std::string(costmodel::recompute_name(p.recompute)), p.sequence_parallel ? "on" : "off",
+                                           zero_label(p), schedule_label(p)});
+    if (precision)
+      rows.back().push_back(!c.fp8 ? "bf16"
+                                   : c.fp8_recipe == costmodel::Fp8Recipe::Delayed
+                                       ? "fp8"
+                                       : "fp8-" + std::string(costmodel::fp8_recipe_name(c.fp8_recipe)));
+    if (wide) rows.back().push_back(layers_label(p));
+    else if (!p.stage_layers.empty()) {
+      std::string spaced = layers_label(p);  // "3, 5, 5, 3": wraps at the commas
+      for (size_t at = spaced.find(','); at != std::string::npos; at = spaced.find(',', at + 2)) spaced.insert(at + 1, " ");
+      stage_lists += "  ";
+      for (char ch : wrap_text("#" + std::to_string(rank) + ": " + spaced, kHelpWidth - 4))
+        stage_lists += ch == '\n' ? std::string("\n    ") : std::string(1, ch);
+      stage_lists += "\n";
+    }
   }
   std::vector<std::string> header = {"#", "iteration"};
   if (!simulated.empty()) header.push_back("simulated");
-  header.insert(header.end(), {"tokens/s", "MFU", "memory", "headroom", "bubble", "dp/tp/pp", "b x m", "schedule", "recompute", "sp", "zero", "stage layers"});
-  if (precision) header.insert(header.end() - 1, "precision");
-  std::cout << format_table(header, rows);
+  if (wide) header.push_back("tokens/s");
+  header.push_back("MFU");
+  if (wide) header.push_back("memory");
+  header.push_back("headroom");
+  if (wide) header.push_back("bubble");
+  header.insert(header.end(), {"dp/tp/pp", "b x m", "recompute", "sp", "zero", "schedule"});
+  if (precision) header.push_back("precision");
+  if (wide) header.push_back("stage layers");
+  const size_t schedule_column = static_cast<size_t>(std::find(header.begin(), header.end(), "schedule") - header.begin());
+  std::cout << format_table(header, rows, wide ? 0 : kHelpWidth, schedule_column);
+  std::cout << fastest_fit_line(r.best, r.cluster.usable_memory_bytes()) << "\n";
+  if (!stage_lists.empty()) std::cout << "stage layers (the rest even; --wide: a column):\n" << stage_lists;
 }
 
 // Each value of the choices the space varied (zero, shard group, cp, precision): its fastest plan
 // that fits against the best, or why none does.
 void print_choices(const planner::SearchResult& r) {
   if (r.choices.empty() || r.best.empty()) return;
-  const double best = r.best.front().iteration_time_s;
+  const planner::Candidate& top = r.best.front();
   std::vector<std::vector<std::string>> rows;
+  std::string refusals;  // the reason of each choice whose points a check refused, below the table
   for (const planner::ChoiceBest& c : r.choices) {
     std::string fastest = "no plan fits", gap = "-";
     if (c.best) {
-      fastest = fmt_seconds(c.best->iteration_time_s) + " (" + dims_label(c.best->plan) + ")";
-      gap = c.best->iteration_time_s <= best ? "the best" : "+" + fmt_num(100 * (c.best->iteration_time_s / best - 1), 1) + "%";
+      const bool tight = c.best->fit == costmodel::Fit::Tight;
+      fastest = (tight ? "tight, " : "") + fmt_seconds(c.best->iteration_time_s) + " (" + dims_label(c.best->plan) + ")";
+      if (!planner::ranks_before(top, *c.best)) gap = "the best";
+      else if (!tight) gap = "+" + fmt_num(100 * (c.best->iteration_time_s / top.iteration_time_s - 1), 1) + "%";
+      else gap = fmt_bytes(-c.best->headroom_bytes) + " over";
     }
-    rows.push_back({c.choice, fastest, gap, std::to_string(c.fitting) + " of " + std::to_string(c.evaluated),
+    if (!c.best && c.evaluated == 0 && c.rejected > 0) {
+      fastest = "every point refused";
+      refusals += wrap_text(c.choice + ": " + c.rejection, kHelpWidth) + "\n";
+    }
+    rows.push_back({c.choice, fastest, gap, std::to_string(c.fitting) + (c.tight ? " (+" + std::to_string(c.tight) + " tight)" : "") +
+                                                " of " + std::to_string(c.evaluated) +
+                                                (c.rejected ? ", " + std::to_string(c.rejected) + " refused" : ""),
                     std::to_string(c.pruned)});
   }
-  std::cout << "\nby choice, the fastest plan that fits with it:\n"
-            << format_table({"choice", "fastest", "against the best", "fit of evaluated", "pruned"}, rows);
+  std::cout << "\nby choice, the fastest plan that fits with it (a tight one where none fits):\n"
+            << format_table({"choice", "fastest", "against the best", "fit of evaluated", "pruned"}, rows) << refusals;
+  std::cout << fastest_fit_line(r.best, r.cluster.usable_memory_bytes()) << "\n";
 }
 
 nlohmann::json result_json(const planner::SearchResult& r, const std::vector<double>& simulated) {
@@ -230,6 +295,7 @@ nlohmann::json result_json(const planner::SearchResult& r, const std::vector<dou
   for (const planner::Candidate& c : r.best) {
     best.push_back({{"plan", costmodel::to_json(c.plan)},
                     {"fp8", c.fp8},
+                    {"fp8_recipe", c.fp8 ? std::string(costmodel::fp8_recipe_name(c.fp8_recipe)) : std::string()},
                     {"iteration_time_s", c.iteration_time_s},
                     {"tokens_per_s", c.tokens_per_s},
                     {"mfu", c.mfu},
@@ -274,6 +340,7 @@ std::vector<double> verify_on_sim(const PlanCmdFlags& f, const costmodel::ModelS
   for (const planner::Candidate& c : r.best) {
     costmodel::ModelSpec mc = m;
     mc.fp8 = c.fp8;
+    mc.fp8_recipe = c.fp8_recipe;
     out.push_back(sim::simulated_estimate(costmodel::estimate(mc, r.cluster, c.plan)).eval.iteration_time_s);
   }
   return out;
@@ -309,8 +376,11 @@ std::vector<LayerTpRow> plan_layer_tp(const PlanCmdFlags& f, const costmodel::Mo
 }
 
 void print_layer_tp(const std::vector<LayerTpRow>& rows, const planner::SearchResult& r) {
-  std::cout << "\nper-layer tensor-parallel degrees (Oases Sec. V: eqs. (3)-(6) as an ILP, solved with CBC), the layers' "
-               "time per iteration under that model:\n";
+  std::cout << "\n"
+            << wrap_text("per-layer tensor-parallel degrees (Oases Sec. V: eqs. (3)-(6) as an ILP, solved with CBC), the layers' "
+                         "time per iteration under that model:",
+                         kHelpWidth)
+            << "\n";
   if (rows.empty()) {
     std::cout << "none of the top plans has pp = 1 and tp >= 2 (Oases' formulation runs without pipelining)\n";
     return;
@@ -345,6 +415,55 @@ nlohmann::json layer_tp_json(const LayerTpRow& x) {
           {"ilp_rows", x.best.rows}};
 }
 
+// A plan file that carries its inputs (issue 52): the plan's fields, the model (as priced: FP8
+// when the plan was priced in FP8; a graph model by its file, `graph_file`) and the cluster (as
+// searched: the --gpus of it, the margin and --nodes applied), so that `estimate --plan` and
+// `train --plan` need no --model or --cluster.
+nlohmann::json plan_file_json(const planner::Candidate& best, const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c,
+                              const std::string& graph_file) {
+  nlohmann::json j = costmodel::to_json(best.plan);
+  costmodel::ModelSpec priced = m;
+  priced.fp8 = best.fp8;
+  j["model"] = graph_file.empty() ? costmodel::to_json(priced) : nlohmann::json(graph_file);
+  j["cluster"] = costmodel::to_json(c);
+  return j;
+}
+
+// The fastest plan that fits in the usable memory among the ranked plans; null when none does.
+const planner::Candidate* fastest_fitting(const std::vector<planner::Candidate>& best) {
+  for (const planner::Candidate& c : best)
+    if (c.fit == costmodel::Fit::Fits) return &c;
+  return nullptr;
+}
+
+// What the search did, in counts that add up: every point pruned, refused or evaluated, the
+// balanced variants on top (planner::SearchStats).
+std::string search_summary(const planner::SearchStats& s) {
+  return "searched " + std::to_string(s.considered) + " points: " + std::to_string(s.pruned) + " pruned by the memory bound + " +
+         std::to_string(s.rejected) + " refused by a check + " + std::to_string(s.evaluated - s.balanced) + " evaluated; " +
+         std::to_string(s.balanced) + " more evaluated with balanced stage layers; of the " + std::to_string(s.evaluated) +
+         " evaluated, " + std::to_string(s.evaluated - s.infeasible - s.tight) + " fit, " + std::to_string(s.tight) + " tight, " +
+         std::to_string(s.infeasible) + " over the GPU's memory; " + std::to_string(s.schedules_compiled) +
+         " evaluators compiled, in " + fmt_seconds(s.seconds);
+}
+
+// A search that kept no plan: the constraint that removed the most points, with the flags that
+// lift it. A space refused whole by one check is bad input (exit 2); one too large for memory a
+// run-time finding (exit 1).
+[[noreturn]] void refuse_empty(const planner::SearchResult& r) {
+  const auto& s = r.stats;
+  const auto [why, refused] = planner::main_rejection(s);
+  const long memory = s.pruned + s.infeasible;
+  const std::string counts = " (" + std::to_string(s.considered) + " points: " + std::to_string(s.pruned) +
+                             " pruned by the memory bound, " + std::to_string(s.infeasible) + " evaluated over the GPU's memory, " +
+                             std::to_string(s.rejected) + " refused by a check)";
+  if (refused > memory)
+    throw InputError("no plan of the space passes its checks; " + std::to_string(refused) + " points refused: " + why + counts);
+  throw Error("no plan of the space fits in the GPU's " + fmt_bytes(r.cluster.gpu_memory_bytes) + counts +
+              "; plans that need less memory: --zero 3, --recompute full, larger --pp, more --nodes" +
+              (refused > 0 ? "; the most common refusal: " + why : ""));
+}
+
 // --gpus: "" (the whole cluster), counts "64,128", doubling ranges "64-512" (64, 128, 256, 512),
 // or "auto": the whole cluster and its halvings down to one node, whole nodes each, so the
 // sweep shows whether fewer GPUs train more tokens per GPU-hour.
@@ -357,7 +476,9 @@ std::vector<int> gpu_counts(const std::string& text, const costmodel::ClusterSpe
   for (const std::string& item : split_list(text)) {
     const size_t dash = item.find('-');
     if (dash == std::string::npos) {
-      out.push_back(parse_int("--gpus", item));
+      const int n = parse_int("--gpus", item);
+      if (n < 1) throw InputError("--gpus = '" + item + "' is invalid (allowed: a count of at least 1; leave the flag out for all GPUs)");
+      out.push_back(n);
       continue;
     }
     const int lo = parse_int("--gpus", item.substr(0, dash)), hi = parse_int("--gpus", item.substr(dash + 1));
@@ -379,8 +500,9 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
   nlohmann::json out = nlohmann::json::array();
   planner::SearchOptions opt;
   opt.top_k = 1;
-  Progress progress(f.quiet);
   for (int n : counts) {
+    Progress progress(f.quiet);  // one per search: its rate and time left are that search's
+    progress.slow_hint = "fewer values of --tp, --pp, --schedules, --microbatch-sizes, --recompute or --zero make it faster";
     opt.progress = [&](long done, long total) {
       progress.report("plan: " + std::to_string(n) + " GPUs, points", done, total);
     };
@@ -397,7 +519,8 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
                     dims_label(p) + " b" +
                         std::to_string(p.microbatch_size) + " " + schedule_label(p) + " " +
                         std::string(costmodel::recompute_name(p.recompute)) + (p.sequence_parallel ? " sp" : "") +
-                        (p.zero ? " zero" + zero_label(p) : "") + (b.fp8 ? " fp8" : ""),
+                        (p.zero ? " zero" + zero_label(p) : "") + (b.fp8 ? " fp8" : "") +
+                        (b.fit == costmodel::Fit::Tight ? " (tight: " + fmt_bytes(-b.headroom_bytes) + " over)" : ""),
                     fmt_seconds(b.iteration_time_s), fmt_num(b.tokens_per_s, 0), fmt_tokens(b.tokens_per_s * 3600 / n),
                     fmt_num(100 * b.mfu, 1) + "%",
                     f.tokens > 0 ? fmt_num(train_s / 86400, 2) + " days" : "-",
@@ -415,11 +538,14 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
     std::cout << out.dump(2) << "\n";
     return;
   }
-  std::cout << "model " << m.name << (m.fp8 ? " (fp8)" : "") << " on cluster " << c.name << ", global batch " << f.global_batch << " sequences"
-            << (f.tokens > 0 ? ", " + fmt_tokens(f.tokens) + " tokens to train" : "") << "\n\n";
-  std::cout << format_table({"GPUs", "best plan (dp/tp/pp)", "iteration", "tokens/s", "tokens/GPU-hour", "MFU", "time to train",
-                             "GPU-hours", "search"},
-                            rows);
+  std::cout << wrap_text("model " + m.name + (m.fp8 ? " (fp8)" : "") + " on cluster " + c.name + ", global batch " +
+                             std::to_string(f.global_batch) + " sequences" +
+                             (f.tokens > 0 ? ", " + fmt_tokens(f.tokens) + " tokens to train" : ""),
+                         kHelpWidth)
+            << "\n\n";
+  std::cout << format_table({"GPUs", "best plan (dp/tp/pp)", "iteration", "tokens/s", "tok/GPU-h", "MFU", "to train", "GPU-hours",
+                             "search"},
+                            rows, f.wide ? 0 : kHelpWidth, 1);
   // Where scaling stops paying: the count with the most tokens per GPU-hour against the fastest.
   int cheapest = -1, fastest = -1;
   double best_per_gpu = 0, best_tps = 0;
@@ -450,6 +576,7 @@ std::optional<costmodel::ModelSpec> plan_from(PlanCmdFlags& f, costmodel::Cluste
 
 void run(const PlanCmdFlags& flags) {
   PlanCmdFlags f = flags;
+  if (!f.out.empty()) check_output_file("--out", f.out);
   costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   const std::optional<costmodel::ModelSpec> from_model = plan_from(f, c);
   const std::optional<graphs::Graph> graph = graph_arg(f.model);
@@ -484,20 +611,21 @@ void run(const PlanCmdFlags& flags) {
   planner::SearchOptions opt;
   opt.top_k = f.top;
   Progress progress(f.quiet);
+  progress.slow_hint = "fewer values of --tp, --pp, --schedules, --microbatch-sizes, --recompute or --zero make it faster";
   opt.progress = [&](long done, long total) { progress.report("plan: points", done, total); };
   const planner::SearchResult r = search(space_of(f, counts.empty() ? 0 : counts.front()), opt);
   if (r.stats.considered == 0)  // nothing to search: the flags contradict one another
     throw InputError("no plan satisfies the flags together (" + std::to_string(counts.empty() ? c.num_gpus() : counts.front()) +
                      " GPUs, --global-batch " + std::to_string(f.global_batch) +
                      "): dp must divide the global batch and the microbatch sizes, and each schedule fit a pp degree");
-  if (r.best.empty())
-    throw Error("no plan of the space fits in memory (" + std::to_string(r.stats.considered) + " points, " +
-                std::to_string(r.stats.pruned) + " pruned, " + std::to_string(r.stats.infeasible) + " evaluated too large)");
+  if (r.best.empty()) refuse_empty(r);
   const std::vector<double> simulated = verify_on_sim(f, m, r);
   const std::vector<LayerTpRow> layer_tp = plan_layer_tp(f, m, r, profile ? &*profile : nullptr);
-  if (!f.out.empty()) write_file_atomic(f.out, costmodel::to_json(r.best.front().plan).dump(2) + "\n");
+  const planner::Candidate* fitting = fastest_fitting(r.best);
+  if (!f.out.empty() && fitting) write_file_atomic(f.out, plan_file_json(*fitting, m, r.cluster, graph ? f.model : "").dump(2) + "\n");
   if (!f.emit.empty()) {  // the best plan as the framework's config, nothing else on standard output
-    std::cout << configs::emit(f.emit, m, r.best.front().plan, c.gpus_per_node, "--emit");
+    if (!fitting) throw Error("no plan of the space fits in memory: nothing to --emit");
+    std::cout << configs::emit(f.emit, m, fitting->plan, c.gpus_per_node, "--emit");
     return;
   }
   if (f.json) {
@@ -506,18 +634,18 @@ void run(const PlanCmdFlags& flags) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << "model " << m.name << (m.fp8 ? " (fp8)" : "") << " on " << r.best.front().plan.num_gpus() << " GPUs of cluster " << c.name << ", global batch "
-            << f.global_batch << " sequences; a plan fits in " << fmt_bytes(c.usable_memory_bytes()) << " per GPU ("
-            << fmt_bytes(c.gpu_memory_bytes) << " less a margin of " << fmt_percent(c.memory_margin) << ")\n\n";
-  print_table(r, simulated);
+  std::cout << wrap_text("model " + m.name + (m.fp8 ? " (fp8)" : "") + " on " + std::to_string(r.best.front().plan.num_gpus()) +
+                             " GPUs of cluster " + c.name + ", global batch " + std::to_string(f.global_batch) +
+                             " sequences; a plan fits in " + fmt_bytes(c.usable_memory_bytes()) + " per GPU (" +
+                             fmt_bytes(c.gpu_memory_bytes) + " less a margin of " + fmt_percent(c.memory_margin) + ")",
+                         kHelpWidth)
+            << "\n\n";
+  print_table(r, simulated, f.wide);
   print_choices(r);
   const auto& s = r.stats;
-  std::cout << "\nsearched " << s.considered << " plans: " << s.pruned << " pruned by the memory bound, " << s.rejected
-            << " refused by a plan check, " << s.evaluated << " evaluated (" << s.balanced << " of them with balanced stage layers, "
-            << s.infeasible << " too large), "
-            << s.schedules_compiled << " evaluators compiled, in " << fmt_seconds(s.seconds) << "\n";
-  if (f.tokens > 0) {
-    const double train_s = f.tokens / r.best.front().tokens_per_s;
+  std::cout << "\n" << wrap_text(search_summary(s), kHelpWidth) << "\n";
+  if (f.tokens > 0 && fitting) {
+    const double train_s = f.tokens / fitting->tokens_per_s;
     std::cout << "time to train " << fmt_tokens(f.tokens) << " tokens with the best plan: " << fmt_num(train_s / 86400, 2)
               << " days, " << fmt_num(r.cluster.num_gpus() * train_s / 3600, 0) << " GPU-hours\n";
   }
@@ -529,9 +657,14 @@ void run(const PlanCmdFlags& flags) {
               << fmt_num(100 * max_relative_difference(evaluated, simulated), 2) << "%\n";
   }
   if (f.layer_tp) print_layer_tp(layer_tp, r);
-  if (!f.out.empty())
-    std::cout << "best plan written to " << f.out << " (estimate --plan reads it"
-              << (r.best.front().fp8 ? "; FP8 is the model's, not the plan's: give estimate --fp8 too" : "") << ")\n";
+  if (!f.out.empty() && fitting)
+    std::cout << wrap_text("the fastest plan that fits written to " + f.out + ", with its model and cluster (estimate --plan " +
+                               f.out + " and train --plan " + f.out + " need nothing else)",
+                           kHelpWidth)
+              << "\n";
+  if (!f.out.empty() && !fitting)
+    throw Error("--out " + f.out + " not written: no plan fits in " + fmt_bytes(r.cluster.usable_memory_bytes()) +
+                " (the plans above are tight; a lower --memory-margin accepts them)");
 }
 
 }  // namespace
@@ -563,7 +696,8 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--tp", f->tp, "tensor-parallel degrees tried, comma-separated (default: every divisor up to --max-tp)");
   c->add_option("--pp", f->pp, "pipeline degrees tried, comma-separated (default: every divisor)");
   c->add_option("--precisions", f->precisions,
-                "precisions tried, comma-separated: bf16, fp8 (the layers' linear products in FP8; a GPU with FP8). "
+                "precisions tried, comma-separated: bf16, fp8 (the layers' linear products in FP8 with delayed scaling; a GPU with FP8), "
+                "fp8-current, fp8-blockwise, fp8-mxfp8 (the other FP8 recipes, docs/costmodel.md \"FP8 recipes\"). "
                 "--fp8 prices every plan in FP8")
       ->capture_default_str();
   c->add_option("--cp", f->cp,
@@ -583,7 +717,10 @@ void add_plan_command(CLI::App& app) {
   add_model_flags(c, f->model_flags);
   c->add_option("--top", f->top, "plans printed, fastest first")->capture_default_str();
   c->add_flag("--json", f->json, "print JSON instead of the table");
-  c->add_option("--out", f->out, "write the best plan to this JSON file");
+  c->add_flag("--wide", f->wide, "the table with every column (stage layers), however wide");
+  c->add_option("--out", f->out,
+                "write the fastest plan that fits to this JSON file, with its model and cluster (estimate --plan FILE and "
+                "train --plan FILE need nothing else)");
   c->add_option("--verify", f->verify, "sim: re-run the top plans on the SimGrid simulator and print both times");
   c->add_option("--grad-bucket-mb", f->grad_bucket_mb, "every plan's gradient bucket size in MiB (default 25; as estimate)");
   c->add_option("--grad-reduce-at", f->grad_reduce_at,
@@ -591,8 +728,8 @@ void add_plan_command(CLI::App& app) {
   c->add_flag("--preemptive-comm", f->preemptive_comm, "every plan's pipeline transfers preempt its reductions (as estimate)");
   c->add_option("--profile", f->profile, "profile JSON from `stagecraft profile`: every plan priced with measured costs (as estimate)");
   c->add_flag("--for-runtime", f->for_runtime,
-              "search only plans `stagecraft train` runs (no sequence or context parallelism, FP8, FSDP or te overlap; "
-              "costmodel/runtime_support.h), for `train --plan`");
+              "search only plans `stagecraft train` runs (no FP8 or te overlap; FSDP without a split backward, "
+              "context parallelism without experts; costmodel/runtime_support.h), for `train --plan`");
   c->add_flag("--quiet", f->quiet, "no progress lines (elapsed, estimated remaining) on standard error");
   c->add_flag("--layer-tp", f->layer_tp, "Oases' per-layer tensor-parallel degrees (ILP, CBC) for the top plans with pp = 1 and tp >= 2");
   c->callback([f] { run(*f); });

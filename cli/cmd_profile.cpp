@@ -31,7 +31,11 @@ void add_profile_command(CLI::App& app, int argc, char** argv) {
   c->add_option("--backend", o->coll.backend, "collectives over gloo (default, CPU tensors), nccl (one GPU per rank) or store (the job's TCP store; a "
                   "shared GPU where the build has CUDA)");
   c->add_option("--max-bytes", o->coll.max_bytes, "largest collective message (default 4 MiB)");
-  c->add_option("--out", o->out, "profile JSON to write")->required();
+  c->add_option("--out", o->out, "profile JSON to write (required unless --gemm-calibration)");
+  c->add_option("--gemm-calibration", o->gemm_calibration,
+                "instead of a profile: measure the sustained bf16 GEMM rate on --device cuda over a sweep of large shapes "
+                "(seconds each, the clock settled) and write this GPU calibration file (estimate --gpu-calibration)");
+  c->add_option("--gpu", o->gpu, "with --gemm-calibration: the catalog GPU measured (`stagecraft presets`), e.g. h100-sxm");
   c->add_flag("--quiet", o->quiet, "no progress lines (elapsed, estimated remaining) on standard error");
   c->callback([o, argc, argv] { runtime_plugin().profile(*o, argc, argv); });
 }

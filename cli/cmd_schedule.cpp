@@ -35,6 +35,7 @@ struct ScheduleOpts {
   bool lowered = false;
   bool list = false;
   bool verbose = false;
+  bool wide = false;  // the grid on one line per rank, however wide (default: folded to 100 columns)
   ScheduleParamFlags params;
 };
 
@@ -96,6 +97,45 @@ nlohmann::json unit_metrics(const schedules::Schedule& s, const costmodel::EvalR
           {"peak_activations", r.peak_activations}};
 }
 
+// A rank-by-step grid (schedules::format_grid) folded into blocks of steps within `width`
+// columns, each block with the rank labels and its step numbers; cut only between steps (a
+// position blank on every line). A grid that fits is returned as it is.
+std::string fold_grid(const std::string& grid, int ranks, size_t width) {
+  std::vector<std::string> lines;
+  std::istringstream in(grid);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  const std::string tail = "   (step)";
+  if (lines.empty() || lines.front().size() <= width) return grid;
+  if (lines.front().size() >= tail.size() && lines.front().compare(lines.front().size() - tail.size(), tail.size(), tail) == 0)
+    lines.front().resize(lines.front().size() - tail.size());
+  const size_t label = ("rank " + std::to_string(ranks - 1)).size() + 1;
+  size_t longest = 0;
+  for (const auto& l : lines) longest = std::max(longest, l.size());
+  auto blank = [&](size_t p) {
+    for (const auto& l : lines)
+      if (p < l.size() && l[p] != ' ') return false;
+    return true;
+  };
+  std::string out;
+  for (size_t start = label; start < longest;) {
+    size_t end = longest;
+    if (label + (longest - start) + tail.size() > width) {
+      end = start + 1;
+      for (size_t p = start + 1; p < longest && label + (p - start) + tail.size() <= width; ++p)
+        if (blank(p)) end = p;
+    }
+    for (size_t i = 0; i < lines.size(); ++i) {
+      std::string row = lines[i].substr(0, std::min(label, lines[i].size()));
+      row += std::string(label - row.size(), ' ') + (start < lines[i].size() ? lines[i].substr(start, end - start) : "");
+      while (!row.empty() && row.back() == ' ') row.pop_back();
+      out += row + (i == 0 ? tail : "") + "\n";
+    }
+    start = end;
+    if (start < longest) out += "\n";
+  }
+  return out;
+}
+
 void run(const ScheduleOpts& o) {
   if (o.list) {
     list_schedules(o.verbose);
@@ -155,7 +195,8 @@ void run(const ScheduleOpts& o) {
                        std::to_string(s.num_stages) + " stages (" + std::string(schedules::placement_name(s.placement)) +
                        " placement), " + std::to_string(s.num_microbatches) + " microbatches, " +
                        std::to_string(shown.total_actions()) + " actions; valid\n";
-    emit(o, head + schedules::format_grid(shown));
+    const std::string grid = schedules::format_grid(shown);
+    emit(o, head + (o.wide || !o.out.empty() ? grid : fold_grid(grid, shown.num_ranks, kHelpWidth)));
   } else if (o.format == "csv") {
     emit(o, schedules::to_csv(shown));
   } else {
@@ -177,12 +218,14 @@ void add_schedule_command(CLI::App& app) {
   c->add_option("--out", o->out, "write to this file instead of standard output");
   c->add_option("--unit-costs", o->unit_costs,
                 "evaluate with these per-stage, per-microbatch durations and no communication, e.g. F=1,B=2,I=1,W=1,R=1; "
-                "prints the metrics as JSON");
+                "prints the metrics as JSON")
+      ->check(non_empty("OP=SECONDS pairs, e.g. F=1,B=2"));
   add_schedule_param_flags(c, o->params);
   c->add_option("--svg", o->svg, "draw the evaluated schedule (unit costs) as an SVG timeline into this file");
   c->add_flag("--lowered", o->lowered, "show the lowered schedule (sends, receives, reductions, optimizer)");
   c->add_flag("--list", o->list, "list the registered schedules, one line each");
   c->add_flag("--verbose", o->verbose, "with --list: each schedule's constraints and source as well");
+  c->add_flag("--wide", o->wide, "the grid on one line per rank, however wide (default: folded into blocks of 100 columns)");
   c->callback([o] { run(*o); });
 }
 

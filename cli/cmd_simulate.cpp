@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "costmodel/estimate.h"
+#include "costmodel/runtime_support.h"
 #include "sim/simulate.h"
 #include "sim/trace.h"
 
@@ -25,19 +27,26 @@ struct SimulateOpts {
 
 double max_of(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 
+// `refusal`: why `train` would not run the plan (costmodel::runtime_refusal), empty when it would.
 void print_simulation(const costmodel::Estimate& ev, const costmodel::Estimate& e, const sim::SimResult& r,
-                      const sim::SimOptions& so) {
+                      const sim::SimOptions& so, const std::string& refusal) {
   const auto& p = e.plan;
   const std::string which = r.dp_copies > 1 ? std::to_string(r.simulated_gpus) + " simulated: " + std::to_string(r.dp_simulated) + " of " +
                                                   std::to_string(r.dp_simulated * r.dp_copies) + " data-parallel replicas" +
                                                   (p.cp > 1 ? " (dp x cp)" : "") + " by symmetry"
                             : r.symmetry_off_because.empty() ? "all simulated"
                                                              : "all simulated: " + r.symmetry_off_because;
-  std::cout << "model " << e.model.name << " on cluster " << e.cluster.name << " (" << p.num_gpus() << " GPUs, " << which
-            << (so.platform_file.empty() ? "" : ", platform " + so.platform_file) << ")\n"
-            << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << ", microbatch size " << p.microbatch_size
+  std::ostringstream head;
+  head << "model " << e.model.name << " on cluster " << e.cluster.name << " (" << p.num_gpus() << " GPUs, " << which
+            << (so.platform_file.empty() ? "" : ", platform " + so.platform_file) << ")";
+  std::cout << wrap_text(head.str(), kHelpWidth) << "\n";
+  head.str("");
+  head << "plan: dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp << ", microbatch size " << p.microbatch_size
             << ", " << p.num_microbatches << " microbatches, schedule " << e.schedule.name << ", tp comm "
-            << sim::tp_comm_name(so.tp_comm) << (p.zero ? ", zero " + zero_label(p) : "") << "\n\n";
+            << sim::tp_comm_name(so.tp_comm) << (p.zero ? ", zero " + zero_label(p) : "");
+  std::cout << wrap_text(head.str(), kHelpWidth) << "\n";
+  if (!refusal.empty()) std::cout << note_line("`train` does not run this plan: " + refusal) << "\n";
+  std::cout << "\n";
   std::vector<std::vector<std::string>> rows = {
       {"iteration time", fmt_seconds(e.eval.iteration_time_s) + " (evaluator " + fmt_seconds(ev.eval.iteration_time_s) + ")"},
       {"throughput", fmt_num(e.tokens_per_s, 0) + " tokens/s"},
@@ -55,7 +64,7 @@ void print_simulation(const costmodel::Estimate& ev, const costmodel::Estimate& 
       {"simulated events", std::to_string(r.activities) + " in " + fmt_seconds(r.sim_wall_s) + " (" +
                                fmt_num(r.events_per_s, 0) + "/s)"},
   };
-  std::cout << format_table({"metric", "value"}, rows) << "\n";
+  std::cout << format_table({"metric", "value"}, rows, kHelpWidth, 1) << "\n";
   std::vector<std::vector<std::string>> ranks;
   for (int i = 0; i < e.schedule.num_ranks; ++i) {
     size_t k = static_cast<size_t>(i);
@@ -68,10 +77,12 @@ void print_simulation(const costmodel::Estimate& ev, const costmodel::Estimate& 
   std::vector<std::vector<std::string>> links;
   for (const auto& l : r.top_links)
     links.push_back({l.name, fmt_num(l.bandwidth_Bps / 1e9, 1) + " GB/s", fmt_bytes(l.bytes), fmt_num(100 * l.utilisation, 1) + "%"});
-  std::cout << format_table({"busiest links", "bandwidth", "bytes / iteration", "utilisation"}, links);
+  std::cout << format_table({"busiest links", "bandwidth", "bytes / iteration", "utilisation"}, links, kHelpWidth, 0);
 }
 
 void run_simulate(const SimulateOpts& o) {
+  if (!o.trace.empty()) check_output_file("--trace", o.trace);
+  if (!o.platform.empty()) check_input_file("--platform", o.platform);
   Inputs in = resolve(o.plan);
   sim::SimOptions so;
   so.platform_file = o.platform;
@@ -100,7 +111,7 @@ void run_simulate(const SimulateOpts& o) {
     j["simulation"] = s;
     std::cout << j.dump(2) << "\n";
   } else {
-    print_simulation(ev, e, r, so);
+    print_simulation(ev, e, r, so, in.graph ? "" : costmodel::runtime_refusal(e.model, e.plan, e.schedule));
   }
 }
 

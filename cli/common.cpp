@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "configs/import.h"
+#include "costmodel/gpus.h"
 #include "costmodel/presets.h"
 #include "costmodel/stack.h"
 #include "graphs/estimate.h"
@@ -32,6 +33,19 @@ std::string wrap_text(const std::string& text, std::size_t width) {
     line += (line.empty() ? "" : " ") + word;
   }
   return out + line;
+}
+
+std::string wrap_text(const std::string& text, std::size_t width, const std::string& indent) {
+  const std::string w = wrap_text(text, width > indent.size() + 20 ? width - indent.size() : 20);
+  std::string out = indent;
+  for (char ch : w) out += ch == '\n' ? "\n" + indent : std::string(1, ch);
+  return out;
+}
+
+std::string note_line(const std::string& text) {
+  std::string out = "  ";
+  for (char ch : wrap_text("note: " + text, kHelpWidth - 4)) out += ch == '\n' ? std::string("\n    ") : std::string(1, ch);
+  return out;
 }
 
 std::string WrappingFormatter::make_option_desc(const CLI::Option* opt) const {
@@ -76,10 +90,13 @@ void add_from_flags(CLI::App* app, std::string& from, std::string& format, std::
 
 void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster) {
   add_from_flags(app, f.from, f.from_format, f.hf_config);
-  app->add_option("--model", f.model, "model preset name (see `stagecraft presets`) or a model JSON file (required without --from)");
+  app->add_option("--model", f.model,
+                  "model preset name (see `stagecraft presets`) or a model JSON file (default: the one the --plan or --from file "
+                  "names)");
   add_model_flags(app, f.model_flags);
   app->add_option("--stack", f.stack, stack_flag_help("kernel set that runs the plan"));
-  if (with_cluster) app->add_option("--cluster", f.cluster, "cluster preset name or a cluster JSON file")->required();
+  if (with_cluster)
+    app->add_option("--cluster", f.cluster, "cluster preset name or a cluster JSON file (default: the one the --plan file names)");
   app->add_option("--plan", f.plan_file, "plan JSON file; the flags below override its fields");
   app->add_option("--dp", f.dp, "data-parallel degree (default: GPUs / (tp * pp * cp))");
   app->add_option("--tp", f.tp, "tensor-parallel degree (default 1)");
@@ -105,6 +122,9 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
                   "with --recompute selective, what is recomputed, comma-separated: core_attn (default), layernorm, "
                   "mla_up_proj, mlp, moe_act, shared_experts, moe (Megatron-Core --recompute-modules)")
       ->delimiter(',');
+  app->add_option("--offload-layers", f.offload_layers,
+                  "activations of this many of each stage's layers kept in host memory between the forward "
+                  "and the backward, copied beside the compute (Megatron-Core --cpu-offloading-num-layers)");
   app->add_option("--rank-order", f.rank_order, "rank numbering, fastest axis first (default tp-dp-pp)");
   app->add_option("--stage-layers", f.stage_layers, "layers per stage of one pipeline, comma-separated (default balanced)");
   app->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism (activations split t ways)");
@@ -137,6 +157,13 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   if (with_cluster) add_nodes_flag(app, f.nodes);
   if (with_cluster)
     app->add_option("--profile", f.profile, "profile JSON from `stagecraft profile`: measured costs instead of the analytic model");
+  if (with_cluster)
+    app->add_option("--gpus-used-per-node", f.gpus_used_per_node,
+                    "GPUs a job uses of each node, with their share of its NICs (e.g. 64 of an NVL72 rack's 72; 0: all)");
+  if (with_cluster)
+    app->add_option("--gpu-calibration", f.gpu_calibration,
+                    "GPU calibration JSON (a sustained GEMM sweep, scripts/gpu-measure.sh): its measured efficiency in "
+                    "place of the catalog's efficiency and clock ratio (docs/costmodel.md \"GPU calibration\")");
   add_schedule_param_flags(app, f.params);
 }
 
@@ -251,6 +278,9 @@ void add_model_flags(CLI::App* app, ModelFlags& f) {
   app->add_flag("--fp8", f.fp8,
                 "the transformer layers' linear products in FP8 as Transformer Engine runs them (a GPU with FP8 and a "
                 "16-bit model; docs/costmodel.md \"FP8\")");
+  app->add_option("--fp8-recipe", f.fp8_recipe,
+                  "FP8 (as --fp8) with this scaling recipe: delayed (TE's default), current (tensor-wise), blockwise "
+                  "(1x128 and 128x128 blocks) or mxfp8 (block 32; Blackwell); docs/costmodel.md \"FP8 recipes\"");
   app->add_option("--seq-length", f.seq_length, "tokens per sample, in place of the model's seq_length (e.g. 32768)");
 }
 
@@ -258,31 +288,53 @@ void apply_model_flags(costmodel::ModelSpec& m, const ModelFlags& f) {
   if (!f.attention_kernel.empty()) m.attention_kernel = costmodel::parse_attention_kernel(f.attention_kernel, "--attention-kernel");
   if (f.no_dropout) m.dropout = false;
   if (f.fp8) m.fp8 = true;
+  if (!f.fp8_recipe.empty()) {
+    m.fp8 = true;
+    m.fp8_recipe = costmodel::parse_fp8_recipe(f.fp8_recipe, "--fp8-recipe");
+  }
   if (f.seq_length) m.seq_length = *f.seq_length;
   costmodel::check(m);
 }
 
 void refuse_model_flags_for_graph(const std::string& model, const ModelFlags& f) {
   if (!f.any()) return;
-  const char* flag = f.fp8 ? "--fp8" : f.no_dropout ? "--no-dropout" : f.seq_length ? "--seq-length" : "--attention-kernel";
+  const char* flag = f.fp8 ? "--fp8" : !f.fp8_recipe.empty() ? "--fp8-recipe" : f.no_dropout ? "--no-dropout" : f.seq_length ? "--seq-length" : "--attention-kernel";
   throw InputError(std::string(flag) + " with a graph (--model " + model +
                    "): the graph's nodes say what they compute and keep (saved_bytes)");
 }
 
+namespace {
+// What the --plan file names for `key` ("model", "cluster") when the flag is not given; InputError
+// naming the flag when neither says.
+nlohmann::json plan_input(const PlanFlags& f, const std::string& key) {
+  const nlohmann::json v = f.plan_file.empty() ? nlohmann::json(nullptr) : costmodel::plan_file_input(f.plan_file, key);
+  if (v.is_null())
+    throw InputError("--" + key + " is required (a preset name or a JSON file; or a --plan file written by `plan --out`, which " +
+                     "names its " + key + ")" + (f.plan_file.empty() ? "" : "; plan file '" + f.plan_file + "' names none"));
+  return v;
+}
+}  // namespace
+
 costmodel::ModelSpec load_model_flags(const PlanFlags& f) {
-  costmodel::ModelSpec m = costmodel::load_model(f.model);
+  costmodel::ModelSpec m;
+  if (!f.model.empty()) {
+    m = costmodel::load_model(f.model);
+  } else {
+    const nlohmann::json v = plan_input(f, "model");
+    m = v.is_string() ? costmodel::load_model(v.get<std::string>()) : costmodel::model_from_json(v);
+  }
   apply_model_flags(m, f.model_flags);
   return m;
 }
 
 costmodel::ModelSpec model_of(const PlanFlags& f, const std::optional<costmodel::ModelSpec>& from_model) {
-  if (!f.model.empty()) return load_model_flags(f);
-  if (!from_model)
-    throw InputError(f.from.empty() ? "--model is required (a preset, a model JSON file, or give --from FILE)"
-                                    : "--from " + f.from + " defines no model; give --model or --hf-config");
-  costmodel::ModelSpec m = *from_model;
-  apply_model_flags(m, f.model_flags);
-  return m;
+  if (f.model.empty() && from_model) {
+    costmodel::ModelSpec m = *from_model;
+    apply_model_flags(m, f.model_flags);
+    return m;
+  }
+  if (f.model.empty() && !f.from.empty()) throw InputError("--from " + f.from + " defines no model; give --model or --hf-config");
+  return load_model_flags(f);  // --model, or the --plan file's
 }
 
 namespace {
@@ -318,14 +370,24 @@ std::optional<costmodel::ModelSpec> apply_from(PlanFlags& f, costmodel::ClusterS
   return in.model;
 }
 
-Inputs resolve(const PlanFlags& flags) {
+Inputs resolve(const PlanFlags& given) {
+  PlanFlags f = given;
+  if (f.model.empty() && f.from.empty() && plan_input(f, "model").is_string()) f.model = plan_input(f, "model").get<std::string>();
   Inputs in;
-  PlanFlags f = flags;
   in.graph = graph_arg(f.model);
   if (in.graph) refuse_model_flags_for_graph(f.model, f.model_flags);
-  in.cluster = costmodel::load_cluster(f.cluster);
+  if (!f.cluster.empty()) {
+    in.cluster = costmodel::load_cluster(f.cluster);
+  } else {
+    const nlohmann::json v = plan_input(f, "cluster");
+    in.cluster = v.is_string() ? costmodel::load_cluster(v.get<std::string>()) : costmodel::cluster_from_json(v);
+  }
+  if (!f.gpu_calibration.empty())
+    costmodel::apply_gpu_calibration(in.cluster, schedules::read_json_file(f.gpu_calibration, "--gpu-calibration"),
+                                     f.gpu_calibration);
   apply_memory_margin(in.cluster, f.memory_margin);
   apply_nodes(in.cluster, f.nodes);
+  if (f.gpus_used_per_node) costmodel::set_gpus_used_per_node(in.cluster, *f.gpus_used_per_node, "--gpus-used-per-node");
   const std::optional<costmodel::ModelSpec> from_model = apply_from(f, &in.cluster);
   in.model = in.graph ? graphs::model_of(*in.graph) : model_of(f, from_model);
   // The file's world, unless --nodes says how many GPUs the run has.
@@ -389,6 +451,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (f.sequence_parallel) p.sequence_parallel = true;
   if (!f.recompute.empty()) p.recompute = costmodel::parse_recompute(f.recompute);
   if (!f.recompute_modules.empty()) p.recompute_modules = f.recompute_modules;
+  if (f.offload_layers) p.offload_layers = *f.offload_layers;
   if (!f.rank_order.empty()) p.rank_order = f.rank_order;
   if (!f.tp_overlap.empty()) p.tp_overlap = schedules::parse_tp_overlap(f.tp_overlap, "--tp-overlap");
   if (f.zero) p.zero = *f.zero;
@@ -498,6 +561,100 @@ std::string format_table(const std::vector<std::string>& header, const std::vect
   for (size_t x : w) total += x + 2;
   out << std::string(total - 2, '-') << "\n";
   for (const auto& r : rows) line(r);
+  return out.str();
+}
+
+CLI::Validator non_empty(const std::string& allowed) {
+  return CLI::Validator([allowed](std::string& v) { return v.empty() ? "the value is empty (allowed: " + allowed + ")" : std::string(); },
+                        "", "non-empty");
+}
+
+namespace {
+// The nearest existing folder at or above `dir` ("" is the working directory); InputError when
+// it is not a writable directory.
+void check_writable_ancestor(const std::string& flag, const std::string& path, std::filesystem::path dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (dir.empty()) dir = ".";
+  while (!fs::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir) dir = dir.parent_path();
+  if (!fs::exists(dir, ec)) dir = ".";
+  if (!fs::is_directory(dir, ec))
+    throw InputError(flag + " = '" + path + "': '" + dir.string() + "' is not a directory (allowed: a path under a writable folder)");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw InputError(flag + " = '" + path + "': folder '" + dir.string() + "' is not writable (allowed: a path under a writable folder)");
+}
+}  // namespace
+
+void check_output_file(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  if (path.empty()) throw InputError(flag + " is empty (allowed: a file path)");
+  if (std::filesystem::is_directory(path, ec)) throw InputError(flag + " = '" + path + "' is a directory (allowed: a file path)");
+  check_writable_ancestor(flag, path, std::filesystem::path(path).parent_path());
+}
+
+void check_output_dir(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty()) throw InputError(flag + " is empty (allowed: a folder path)");
+  if (fs::exists(path, ec) && !fs::is_directory(path, ec))
+    throw InputError(flag + " = '" + path + "' is a file, not a folder (allowed: a folder, existing or to create)");
+  check_writable_ancestor(flag, path, fs::path(path));
+}
+
+void check_input_file(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(flag + " = '" + path + "' is a directory (allowed: a file)");
+  if (!std::filesystem::exists(path, ec)) throw InputError(flag + " = '" + path + "' does not exist (allowed: a readable file)");
+  if (::access(path.c_str(), R_OK) != 0) throw InputError(flag + " = '" + path + "' cannot be read (allowed: a readable file)");
+}
+
+std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                         std::size_t max_width, std::size_t wrap_column, bool cut) {
+  std::vector<size_t> w(header.size(), 0);
+  for (size_t i = 0; i < header.size(); ++i) w[i] = header[i].size();
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  size_t total = 0;
+  for (size_t x : w) total += x + 2;
+  total -= 2;
+  if (max_width == 0 || total <= max_width || wrap_column >= w.size()) return format_table(header, rows);
+  const size_t room = std::max<size_t>(12, w[wrap_column] - std::min(w[wrap_column], total - max_width));
+  w[wrap_column] = std::max(room, header[wrap_column].size());
+  std::ostringstream out;
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string text;
+    for (size_t i = 0; i < w.size(); ++i) {
+      std::string c = i < r.size() ? r[i] : "";
+      if (i == 0 || i == wrap_column) c += std::string(w[i] - std::min(w[i], c.size()), ' ');
+      else c = std::string(w[i] - std::min(w[i], c.size()), ' ') + c;
+      text += (i ? "  " : "") + c;
+    }
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    out << text << "\n";
+  };
+  line(header);
+  out << std::string(std::min(total, max_width), '-') << "\n";
+  for (const auto& r : rows) {
+    std::vector<std::string> pieces;  // the wrapped cell, each piece at most the column's width
+    const std::string cell = wrap_column < r.size() ? r[wrap_column] : "";
+    if (cut) {
+      std::vector<std::string> one = r;
+      if (wrap_column < one.size() && cell.size() > w[wrap_column]) one[wrap_column] = cell.substr(0, w[wrap_column] - 3) + "...";
+      line(one);
+      continue;
+    }
+    std::istringstream in(wrap_text(cell, w[wrap_column]));
+    for (std::string piece; std::getline(in, piece);)
+      for (size_t at = 0; at < piece.size() || at == 0; at += w[wrap_column]) pieces.push_back(piece.substr(at, w[wrap_column]));
+    std::vector<std::string> first = r;
+    if (wrap_column < first.size()) first[wrap_column] = pieces.empty() ? "" : pieces.front();
+    line(first);
+    for (size_t k = 1; k < pieces.size(); ++k) {
+      std::vector<std::string> more(w.size());
+      more[wrap_column] = pieces[k];
+      line(more);
+    }
+  }
   return out.str();
 }
 

@@ -35,8 +35,9 @@ struct ModelFlags {
   std::string attention_kernel;    // overrides the model's: materialized | fused ("" keeps it)
   bool no_dropout = false;         // the model trains without dropout (overrides its dropout)
   bool fp8 = false;                // the layers' linear products in FP8 (sets the model's fp8)
+  std::string fp8_recipe;          // delayed | current | blockwise | mxfp8: FP8 with that recipe ("" keeps it)
   std::optional<int> seq_length;   // tokens per sample (overrides the model's seq_length)
-  bool any() const { return !attention_kernel.empty() || no_dropout || fp8 || seq_length.has_value(); }
+  bool any() const { return !attention_kernel.empty() || no_dropout || fp8 || !fp8_recipe.empty() || seq_length.has_value(); }
 };
 // Adds --attention-kernel, --no-dropout, --fp8 and --seq-length to a command.
 void add_model_flags(CLI::App* app, ModelFlags& f);
@@ -58,6 +59,7 @@ struct PlanFlags {
   std::optional<int> etp;         // experts' tensor-parallel degree (0: tp; 1: whole experts)
   std::optional<std::string> moe_dispatcher;  // alltoall, allgather or flex (plan.moe_dispatcher)
   std::vector<std::string> recompute_modules;  // selective recomputation's modules (plan.recompute_modules)
+  std::optional<int> offload_layers;           // layers a stage offloads to host memory (plan.offload_layers)
   std::optional<int> microbatch_size, microbatches;
   std::string schedule;           // empty: the plan file's, else 1f1b
   std::optional<int> chunks;      // stages per rank, for schedules that take it
@@ -75,6 +77,9 @@ struct PlanFlags {
   std::optional<double> grad_bucket_mb;   // bucket size in MiB (default: the plan's, else 25)
   ScheduleParamFlags params;      // --waves, --segments, --alpha1, --param
   std::string profile;            // measured costs (stagecraft profile) instead of the analytic model
+  std::optional<int> gpus_used_per_node;  // GPUs a job uses of each node (an NVL72 rack's 64 of 72)
+  std::string gpu_calibration;    // a GPU calibration file: measured GEMM efficiency in place of the
+                                  // catalog's efficiency and clock (costmodel/gpus.h)
   std::optional<double> memory_margin;  // overrides the cluster's memory_margin
   std::optional<int> nodes;             // overrides the cluster's node count
   // Set by resolve() from --from, not flags: the imported plan under the flags, and its global
@@ -106,6 +111,12 @@ class WrappingFormatter : public CLI::Formatter {
 };
 // `text` broken at spaces into lines of at most `width` characters (a longer word stays whole).
 std::string wrap_text(const std::string& text, std::size_t width);
+// The same with every line led by `indent` (counted in the width).
+std::string wrap_text(const std::string& text, std::size_t width, const std::string& indent);
+
+// "  note: TEXT" wrapped within kHelpWidth columns, continuation lines indented by four, no
+// trailing newline.
+std::string note_line(const std::string& text);
 
 // --stack's help: `lead`, then the stack presets by name (the default marked) or a stack JSON.
 std::string stack_flag_help(const std::string& lead);
@@ -161,6 +172,19 @@ double grad_bucket_bytes_of(double mb);
 // missing parent directories. Throws Error on failure.
 void write_file_atomic(const std::string& path, const std::string& content);
 
+// A validator refusing an empty value ("--show ''" printed every preset): CLI11's parse error,
+// exit 2, naming the flag and `allowed`.
+CLI::Validator non_empty(const std::string& allowed);
+
+// Output paths checked before any long work (issue 52), each an InputError naming the flag, the
+// path and what is allowed. A file: not a directory, and its folder (or the nearest existing one
+// above, as write_file_atomic creates the rest) a writable directory. A folder: a directory or
+// absent, the nearest existing one above writable.
+void check_output_file(const std::string& flag, const std::string& path);
+void check_output_dir(const std::string& flag, const std::string& path);
+// An input file: exists, is not a directory, can be read.
+void check_input_file(const std::string& flag, const std::string& path);
+
 // This program's path (/proc/self/exe); Error when it cannot be read. Children of validate run
 // it, and the runtime plugin is found beside it.
 std::string program_path();
@@ -189,6 +213,12 @@ std::string fmt_num(double v, int precision = 3);
 
 // Plain text table with a header row; columns right-aligned except the first.
 std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+// The same table within `max_width` columns (issue 52: text output for a terminal): when wider,
+// column `wrap_column`'s cells are wrapped at spaces onto continuation lines (left-aligned; a word
+// longer than the column is cut), or with `cut` shortened to the column, ending in "...".
+// max_width 0: no limit (the commands' --wide).
+std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                         std::size_t max_width, std::size_t wrap_column, bool cut = false);
 
 // A plan's ZeRO stage for tables: "1", "3", "3 hsdp8" under hybrid sharding, "3 kept" without
 // resharding after the forward.

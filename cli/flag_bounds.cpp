@@ -30,6 +30,7 @@ constexpr FlagBound kBounds[] = {
     {"", "--cp", 1, 1024, true},
     {"", "--ep", 1, 4096, true},
     {"", "--etp", 0, 1024, true},
+    {"", "--offload-layers", 0, 100000, true},
     {"", "--seq-length", 1, 1 << 22, true},
     {"", "--microbatch-size", 1, 1 << 16, true},
     {"", "--microbatches", 1, 1 << 16, true},
@@ -41,6 +42,7 @@ constexpr FlagBound kBounds[] = {
     {"", "--grad-bucket-mb", 1.0 / 1024, 1 << 20, false},  // 1 KiB to 1 TiB
     {"", "--memory-margin", 0, 0.99, false},  // [0, 1) in the cluster spec
     {"", "--nodes", 1, 1 << 17, true},
+    {"", "--gpus-used-per-node", 0, 4096, true},  // 0: all of a node's GPUs
     // simulate
     {"simulate", "--iterations", 1, 100, true},
     // plan
@@ -54,7 +56,7 @@ constexpr FlagBound kBounds[] = {
     {"import", "--gpus", 1, 1 << 20, true},
     {"check-run", "--warmup", 0, 100000, true},
     // partition
-    {"partition", "--max-subgraphs", 0, 1 << 16, true},
+    {"partition", "--max-subgraphs", 1, 1 << 16, true},
     {"partition", "--common-min-users", 2, 1 << 16, true},
     // train
     {"train", "--nproc", 1, 1024, true},

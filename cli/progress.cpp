@@ -12,11 +12,25 @@ double Progress::elapsed_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
-std::string Progress::eta(long done, long total) const {
+double Progress::left_s(long done, long total) const {
   const double t = elapsed_s();
-  std::string out = fmt_duration(t) + " elapsed";
+  if (base_s_ < 0 || done <= base_done_ || t <= base_s_) return -1;
+  return (t - base_s_) * static_cast<double>(total - done) / static_cast<double>(done - base_done_);
+}
+
+std::string Progress::eta(long done, long total) const {
+  std::string out = fmt_duration(elapsed_s()) + " elapsed";
   if (done >= total) return out;
-  if (done > 0) out += ", about " + fmt_duration(t * static_cast<double>(total - done) / static_cast<double>(done)) + " left";
+  const double left = left_s(done, total);
+  return out + (left < 0 ? ", measuring the rate" : ", about " + fmt_duration(left) + " left");
+}
+
+std::string Progress::tick(long done, long total) {
+  const std::string out = eta(done, total);
+  if (base_s_ < 0) {
+    base_s_ = elapsed_s();
+    base_done_ = done;
+  }
   return out;
 }
 
@@ -26,6 +40,15 @@ void Progress::report(const std::string& what, long done, long total, double int
   if (done < total && t - last_report_s_ < interval_s) return;
   last_report_s_ = t;
   std::cerr << what << " " << done << "/" << total << ", " << eta(done, total) << "\n";
+  const double left = left_s(done, total);
+  if (!hinted_ && !slow_hint.empty() && left > 60) {
+    std::cerr << "this will take about " << fmt_duration(t + left) << " in all; " << slow_hint << "\n";
+    hinted_ = true;
+  }
+  if (base_s_ < 0) {
+    base_s_ = t;
+    base_done_ = done;
+  }
   std::cerr.flush();
 }
 

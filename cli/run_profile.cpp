@@ -11,6 +11,7 @@
 #include "cli/runtime_commands.h"
 #include "costmodel/profile.h"
 #include "profiler/collectives.h"
+#include "profiler/gemm_calibration.h"
 #include "profiler/layers.h"
 #include "profiler/validate.h"
 #include "runtime/train.h"
@@ -18,6 +19,8 @@
 
 namespace stagecraft::cli {
 namespace {
+
+constexpr double kNoisySpread = 0.20;  // the forward's (max - min) / median above which profile warns
 
 void print_layers(const std::vector<costmodel::LayerProfile>& layers) {
   std::vector<std::vector<std::string>> rows;
@@ -30,6 +33,17 @@ void print_layers(const std::vector<costmodel::LayerProfile>& layers) {
                     fmt_bytes(l.activation_bytes)});
   std::cout << format_table({"layer", "h", "heads", "tp", "seq", "b", "forward", "backward", "  I", "  W", "F spread", "activations"},
                             rows);
+  // A noisy machine (issue 52): the forward's spread (max - min over the median) above 20% on
+  // any shape says the profile's medians, and every prediction from it, carry that noise.
+  double worst = 0;
+  for (const auto& l : layers) worst = std::max(worst, (l.forward.max_s - l.forward.min_s) / std::max(l.forward.median_s, 1e-12));
+  if (worst > kNoisySpread)
+    std::cout << wrap_text("warning: the forward's spread reaches " + fmt_num(100 * worst, 0) +
+                               "% of its median: this machine is noisy (other work on its cores, frequency changes); "
+                               "predictions from this profile carry that noise. Profile on a quiet machine, or with more "
+                               "--runs, and compare rounds before trusting a difference under that spread.",
+                           kHelpWidth)
+              << "\n";
 }
 
 }  // namespace
@@ -44,6 +58,21 @@ void run_profile(const ProfileOpts& o, int argc, char** argv) {
     }
     std::cout.flush();
     std::_Exit(0);
+  }
+  if (!o.gemm_calibration.empty()) {  // a GPU calibration instead of a profile
+    profiler::GemmCalibrationOptions go;
+    go.device = o.grid.device;
+    go.gpu = o.gpu;
+    std::cout << "measuring sustained bf16 GEMMs on " << go.device << " (" << go.shapes.size() << " shapes, "
+              << go.seconds_per_shape + 1 << " s each)...\n";
+    const nlohmann::json cal = profiler::measure_gemm_calibration(go);
+    for (const auto& sh : cal.at("shapes"))
+      std::cout << "  " << sh.at("m") << " x " << sh.at("n") << " x " << sh.at("k") << ": "
+                << fmt_num(sh.at("tflops").get<double>(), 1) << " TFLOP/s\n";
+    write_file_atomic(o.gemm_calibration, cal.dump(1) + "\n");
+    std::cout << "gemm_max_efficiency " << fmt_num(cal.at("gemm_max_efficiency").get<double>(), 3) << " written to "
+              << o.gemm_calibration << " (use it with estimate --gpu-calibration)\n";
+    return;
   }
   if (o.out.empty()) throw InputError("--out FILE is required (where the profile goes)");
   if (o.nproc == 1 || o.nproc < 0) throw InputError("--nproc " + std::to_string(o.nproc) + " is invalid (0: no collectives, or 2 or more ranks)");
@@ -80,17 +109,37 @@ void run_validate(const ValidateOpts& o) {
   vo.profile = o.profile;
   vo.work_dir = o.work_dir;
   Progress progress(o.quiet);
-  if (!o.quiet) vo.eta = [&](long done, long total) { return progress.eta(done, total); };
+  if (!o.quiet) vo.eta = [&](long done, long total) { return progress.tick(done, total); };
 #ifdef STAGECRAFT_HAVE_SIM
   vo.simulate = !o.no_sim;
 #else
   vo.simulate = false;
 #endif
-  std::cout << "validating " << s.configs.size() << " configurations (" << s.steps << " steps each, median after "
-            << s.warmup << ")...\n";
-  // Rows are written as they complete, so an interrupted or failing sweep keeps what it measured.
-  vo.on_rows = [&](const std::vector<profiler::ValidationRow>& done) { write_file_atomic(o.out, profiler::validation_csv(done)); };
-  auto rows = profiler::run_validation(s, vo, std::cout);
+  check_output_file("--out", o.out);
+  if (!o.summary.empty()) check_output_file("--summary", o.summary);
+  std::cout << wrap_text("validating " + std::to_string(s.configs.size()) + " configurations (" + std::to_string(s.steps) +
+                             " steps each, median after " + std::to_string(s.warmup) + "): " +
+                             std::to_string(s.configs.size() * static_cast<size_t>(s.rounds)) + " training runs in " +
+                             std::to_string(s.rounds) + " rounds, minutes on a small machine; fewer \"rounds\" or \"steps\" " +
+                             "in the sweep make it faster",
+                         kHelpWidth)
+            << "\n";
+  // Rows are written as they complete (their last round), so an interrupted or failing sweep
+  // keeps what it measured; an interrupt says how many.
+  size_t written = 0;
+  vo.on_rows = [&](const std::vector<profiler::ValidationRow>& done) {
+    write_file_atomic(o.out, profiler::validation_csv(done));
+    written = done.size();
+  };
+  std::vector<profiler::ValidationRow> rows;
+  try {
+    rows = profiler::run_validation(s, vo, std::cout);
+  } catch (const Error& e) {
+    if (std::string(e.what()) != "validate: interrupted") throw;
+    throw Error(written ? "validate: interrupted; the " + std::to_string(written) +
+                              (written == 1 ? " row completed is in " : " rows completed are in ") + o.out
+                        : "validate: interrupted before any row completed its last round; nothing written to " + o.out);
+  }
   write_file_atomic(o.out, profiler::validation_csv(rows));
   nlohmann::json sum = profiler::validation_summary(rows, vo.simulate);
   sum["cost_model"] = o.profile.empty() ? "analytic" : "profiled: " + o.profile;

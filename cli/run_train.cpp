@@ -1,6 +1,7 @@
 // `stagecraft train`, the plugin's side: real training with the LibTorch runtime. With --nproc N
 // it starts N local ranks; under torchrun, srun or mpirun each process is one rank and reads its
 // place from the environment (docs/runtime.md).
+#include <filesystem>
 #include <iostream>
 
 #include "cli/runtime_commands.h"
@@ -45,10 +46,21 @@ int rank_main(const TrainFlags& f) {
   return runtime::run_rank(resolve_train(f, env.world), env);
 }
 
+// The output paths, before any rank starts (issue 52: a bad --trace was found after training, and
+// left its temporary file): each an InputError naming the flag.
+void check_train_paths(const TrainFlags& f) {
+  if (!f.run.json_path.empty()) check_output_file("--json", f.run.json_path);
+  if (!f.run.trace_path.empty()) check_output_file("--trace", f.run.trace_path);
+  if (!f.run.save_dir.empty()) check_output_dir("--save", f.run.save_dir);
+  if (!f.run.resume_dir.empty() && !std::filesystem::is_directory(f.run.resume_dir))
+    throw InputError("--resume = '" + f.run.resume_dir + "' is not a folder (allowed: a checkpoint folder written by --save)");
+}
+
 }  // namespace
 
 int run_train(const TrainFlags& given, const std::vector<std::string>& argv) {
   TrainFlags f = given;
+  check_train_paths(f);
   // A plan file, no --nproc and no launcher's environment (torchrun, srun, mpirun): one local rank
   // per rank of the plan, so that `plan --out p.json` then `train --plan p.json` trains as written.
   if (f.nproc == 0 && !f.plan.plan_file.empty() && !runtime::launched_locally() && !runtime::world_from_environment()) {

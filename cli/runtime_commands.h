@@ -26,6 +26,8 @@ struct ProfileOpts {
   profiler::CollectiveOptions coll;
   int nproc = 2;
   std::string out;
+  std::string gemm_calibration;  // a GPU calibration file to write instead (profiler/gemm_calibration.h)
+  std::string gpu;               // the catalog GPU it is measured on
   bool quiet = false;  // no progress lines
 };
 

@@ -26,7 +26,7 @@ struct RuntimePluginApi {
   graphs::Graph (*import_torchscript)(const std::string& path, const std::vector<std::vector<std::int64_t>>& example_shapes,
                                       bool measure);
 };
-inline constexpr int kRuntimePluginVersion = 2;
+inline constexpr int kRuntimePluginVersion = 3;
 
 // The plugin beside this program (loaded once, kept loaded). Throws Error naming the file and the
 // loader's message when it is missing or does not load.

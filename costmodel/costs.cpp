@@ -283,7 +283,7 @@ void set_fsdp(StageCost& sc, const ModelSpec& m, const ParallelPlan& p, const To
   if (!last) head = {};
   const FsdpUnitWork layer{memory::layer_params_per_rank(m, p.tp), (sc.f_s - embed.f_s - head.f_s) / n,
                            (sc.b_s - embed.b_s - head.b_s) / n, (sc.i_s - embed.i_s - head.i_s) / n,
-                           (sc.w_s - embed.w_s - head.w_s) / n};
+                           (sc.w_s - embed.w_s - head.w_s) / n, m.fp8 ? memory::layer_linear_params_per_rank(m, p.tp) : 0};
   std::vector<FsdpUnitWork> units;
   if (first) units.push_back(embed);
   units.insert(units.end(), static_cast<size_t>(n), layer);
@@ -325,9 +325,12 @@ void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, cons
     t.optimizer_s[r] = prof && prof->optimizer_s_per_param > 0
                            ? params * prof->optimizer_s_per_param / shard + experts * prof->optimizer_s_per_param / expert_shard
                            : optimizer_step_s(m, c, params, shard) + optimizer_step_s(m, c, experts, expert_shard);
-    if (m.fp8 && r < t.fp8_params.size()) {  // every replica casts its whole weights (not 1/dp)
-      t.static_bytes[r] += t.fp8_params[r] * memory::kFp8WeightCopyBytes;
-      t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] * memory::kFp8WeightCastTrafficBytes);
+    if (m.fp8 && r < t.fp8_params.size() && p.zero == 3) {  // FP8 parameter all-gather (fsdp.h)
+      t.static_bytes[r] -= t.fp8_params[r] * (m.bytes_per_param - 1) / shard;  // the shards kept in FP8
+      t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] / shard * memory::kFp8ShardCastTrafficBytes);
+    } else if (m.fp8 && r < t.fp8_params.size()) {  // every replica casts its whole weights (not 1/dp)
+      t.static_bytes[r] += t.fp8_params[r] * fp8_weight_copy_bytes(m);  // the recipe's copies (specs.h)
+      t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] * fp8_weight_cast_bytes(m));
     }
     if (gathers_after_step(p)) {
       const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights

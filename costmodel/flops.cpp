@@ -29,7 +29,8 @@ double layer_matmul_forward_flops(const ModelSpec& m, int b) {
 
 double layer_attention_forward_flops(const ModelSpec& m, int b) {
   double s = D(m.seq_length);
-  return 2 * D(b) * s * s * D(m.num_heads) * (qk_head_dim(m) + v_head_dim(m));  // 4bs^2h when d_qk = d_v = h/a
+  // 4bs^2h when d_qk = d_v = h/a; sliding windows: the mean layer's share (attention_pair_share).
+  return 2 * D(b) * s * s * D(m.num_heads) * (qk_head_dim(m) + v_head_dim(m)) * attention_pair_share(m);
 }
 
 double moe_layer_forward_flops(const ModelSpec& m, int b) {
@@ -55,9 +56,16 @@ double head_forward_flops(const ModelSpec& m, int b) {
   return 2 * D(b) * D(m.seq_length) * D(m.hidden_size) * D(m.vocab_size);
 }
 
+double mtp_forward_flops(const ModelSpec& m, int b) {
+  if (m.mtp_layers <= 0) return 0;
+  const double layer = is_moe_layer(m, m.num_layers - 1) ? moe_layer_forward_flops(m, b) : layer_forward_flops(m, b);
+  const double projection = 2 * D(b) * D(m.seq_length) * 2 * D(m.hidden_size) * D(m.hidden_size);  // (2h -> h)
+  return D(m.mtp_layers) * (layer + projection + head_forward_flops(m, b));
+}
+
 double model_flops_per_iteration(const ModelSpec& m, long global_batch) {
   int b = 1;
-  double per_sample = layers_forward_flops(m, b) + head_forward_flops(m, b);
+  double per_sample = layers_forward_flops(m, b) + head_forward_flops(m, b) + mtp_forward_flops(m, b);
   return 3 * per_sample * static_cast<double>(global_batch);
 }
 
@@ -115,15 +123,23 @@ double embedding_params(const ModelSpec& m) {
   return D(m.vocab_size) * h + (m.kind == ModelKind::Llama ? 0 : D(m.seq_length) * h);
 }
 
+double mtp_params(const ModelSpec& m) {
+  if (m.mtp_layers <= 0) return 0;
+  const double h = D(m.hidden_size);
+  const double layer = is_moe_layer(m, m.num_layers - 1) ? moe_layer_params(m) : layer_params(m);
+  return D(m.mtp_layers) * (layer + 2 * h * h + 2 * h);  // the layer, its projection, its two norms
+}
+
 double model_params(const ModelSpec& m) {
   // GPT and BERT tie the LM head to the token embedding; LLaMA has a separate output matrix.
   double head = m.kind == ModelKind::Llama ? D(m.vocab_size) * D(m.hidden_size) : 0;
   const double moe = moe_layers_in(m, 0, m.num_layers);
-  return (D(m.num_layers) - moe) * layer_params(m) + moe * moe_layer_params(m) + embedding_params(m) + head;
+  return (D(m.num_layers) - moe) * layer_params(m) + moe * moe_layer_params(m) + embedding_params(m) + head +
+         mtp_params(m);
 }
 
 double active_params(const ModelSpec& m) {
-  const double moe = moe_layers_in(m, 0, m.num_layers);
+  const double moe = moe_layers_in(m, 0, m.num_layers) + (is_moe_layer(m, m.num_layers - 1) ? m.mtp_layers : 0);
   return model_params(m) - moe * (moe_layer_params(m) - moe_layer_active_params(m));
 }
 

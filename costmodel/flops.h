@@ -45,6 +45,9 @@ double head_forward_flops(const ModelSpec& m, int b);
 // f = 4h; the same count as Megatron-LM SC21's formula without its recomputation term and as
 // llm.c's 6N + 6LCT per token.
 double model_flops_per_iteration(const ModelSpec& m, long global_batch);
+// The multi-token prediction modules' forward per b samples (ModelSpec::mtp_layers): each a layer
+// of the last layer's kind, its (2h -> h) projection and the head's logits again.
+double mtp_forward_flops(const ModelSpec& m, int b);
 // Hardware FLOPs of one iteration, what the GPUs execute with recomputation counted, as HFU
 // counts them (Korthikanti et al., MLSys 2023, Sec. 6, defining MFU and HFU): the model FLOPs,
 // plus one layer forward for every (layer, sample) that a recompute action repeats
@@ -73,6 +76,8 @@ double embedding_params(const ModelSpec& m);
 // Parameter count of the whole model (GPT and BERT: head tied to the embedding, counted once;
 // LLaMA: separate output matrix).
 double model_params(const ModelSpec& m);
+// The multi-token prediction modules' parameters (ModelSpec::mtp_layers; the head shared).
+double mtp_params(const ModelSpec& m);
 // The parameters one token passes: model_params less the routed experts it does not take.
 double active_params(const ModelSpec& m);
 

@@ -59,20 +59,24 @@ FsdpStage fsdp_stage(const std::vector<FsdpUnitWork>& units, const ModelSpec& m,
   f.gathers_b = reshard_after_forward ? n : 0;
   f.reduce_scatters = n;
   std::vector<double> ag(units.size()), rs(units.size());
-  double largest = 0;
+  double largest = 0, largest_bytes = 0;
   for (size_t k = 0; k < units.size(); ++k) {
-    const double gb = units[k].params * m.bytes_per_param, sb = units[k].params * grad_bytes_per_param(m);
+    const double fp8 = units[k].fp8_params;  // 1 byte each; the rest at bytes_per_param
+    const double gb = (units[k].params - fp8) * m.bytes_per_param + fp8, sb = units[k].params * grad_bytes_per_param(m);
     f.gather_bytes += gb;
     f.scatter_bytes += sb;
     ag[k] = gather_s(gb);
     rs[k] = scatter_s(sb);
     largest = std::max(largest, units[k].params);
+    largest_bytes = std::max(largest_bytes, gb + units[k].fp8_params);  // FP8 weights and their transpose
   }
   f.exposed_f_s = pass_exposed_s(units, &FsdpUnitWork::f_s, true, false, false, ag, rs);
   f.exposed_b_s = pass_exposed_s(units, &FsdpUnitWork::b_s, reshard_after_forward, true, true, ag, rs);
   f.exposed_i_s = pass_exposed_s(units, &FsdpUnitWork::i_s, reshard_after_forward, false, true, ag, rs);
   f.exposed_w_s = pass_exposed_s(units, &FsdpUnitWork::w_s, false, true, true, ag, rs);
-  f.gathered_bytes = 2 * largest * (m.bytes_per_param + grad_bytes_per_param(m));
+  // Two units at once (the next one prefetched): the largest one's gathered weights (under FP8 its
+  // FP8 matrices and their FP8 transposes) and its gradients.
+  f.gathered_bytes = 2 * (largest_bytes + largest * grad_bytes_per_param(m));
   return f;
 }
 

@@ -62,12 +62,18 @@ nlohmann::json to_json(const FsdpStage& f, int microbatches);  // with the per-i
 struct FsdpUnitWork {
   double params = 0;                     // its parameters on one tensor-parallel rank, unsharded
   double f_s = 0, b_s = 0, i_s = 0, w_s = 0;  // its share of the stage's F, B, I and W
+  double fp8_params = 0;                 // of params, the matrices gathered in FP8 (ModelSpec::fp8:
+                                         // the layers' linear weights; norms, biases, embedding
+                                         // and head stay 16-bit)
 };
 // Seconds of one all-gather (or reduce-scatter) of a buffer of `bytes` on the shard group.
 using CollectiveSeconds = std::function<double(double bytes)>;
 
 // The stage's FSDP figures: gathers of params x bytes_per_param (the 16-bit compute copy,
 // FSDP's param_dtype), reduce-scatters of params x grad_bytes_per_param (its reduce_dtype).
+// FP8 (FP8 parameter all-gather: Megatron-Core --fp8-param-gather, torchao's float8 all-gather
+// under FSDP2): the units' fp8_params gather 1 byte each, the rest 16 bits; a gathered unit holds
+// its FP8 weights and the FP8 transpose its backward reads, 2 bytes per FP8 parameter.
 FsdpStage fsdp_stage(const std::vector<FsdpUnitWork>& units, const ModelSpec& m, bool reshard_after_forward,
                      const CollectiveSeconds& gather_s, const CollectiveSeconds& scatter_s);
 

@@ -123,6 +123,11 @@ double static_bytes_per_param(const ModelSpec& m, int zero = 0, int dp = 1);
 // step to make them (read 16 bits, write both copies).
 inline constexpr double kFp8WeightCopyBytes = 2;
 inline constexpr double kFp8WeightCastTrafficBytes = 4;
+// FP8 with zero 3 (FP8 parameter all-gather, costmodel/fsdp.h): each rank keeps its shard of the
+// linear weights in FP8 (Megatron-Core --fp8-param-gather; torchao's float8 all-gather casts the
+// shard before gathering it) and, after the step, casts its updated shard from the fp32 master:
+// read 4 bytes, write 1.
+inline constexpr double kFp8ShardCastTrafficBytes = 5;
 // The matrices' parameters of one layer on one of t ranks (layer_params_per_rank less norms and
 // biases): what FP8 copies.
 double layer_linear_params_per_rank(const ModelSpec& m, int t);

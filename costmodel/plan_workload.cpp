@@ -42,12 +42,20 @@ void set_activation_bytes(StageWorkload& w, const ModelSpec& ms, const ParallelP
   const LayerSavedBytes layer = layer_saved_bytes(ms, bb, t, sp, selective, w.mode, 0, modules);
   const LayerSavedBytes moe = nm > 0 ? layer_saved_bytes(ms, bb, t, sp, selective, w.mode, et, modules) : LayerSavedBytes{};
   const double ends = (w.first ? memory::embedding_activation_bytes(ms, bb, t, sp) : 0) +
-                      (w.last ? memory::head_activation_bytes(ms, bb, t, sp) : 0);
+                      (w.last ? w.head_passes * memory::head_activation_bytes(ms, bb, t, sp) : 0);
   w.act_bytes = sb * (nd * layer.act_bytes + nm * moe.act_bytes + ends);
   w.ckpt_bytes = sb * (nd * layer.ckpt_bytes + nm * moe.ckpt_bytes + ends);
   w.work_bytes = sb * std::max({nd > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp) : 0.0,
                                 nm > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp, et) : 0.0,
                                 w.last ? memory::head_backward_working_bytes(ms, bb, t, sp) : 0.0});
+  // Offloaded layers: their kept bytes (the mean layer's) leave the GPU between the passes.
+  w.offloaded_layers = std::min(p.offload_layers, w.layers);
+  if (w.offloaded_layers > 0) {
+    const double mean_layer = sb * (nd * layer.act_bytes + nm * moe.act_bytes) / (nd + nm);
+    w.offloaded_bytes = w.offloaded_layers * mean_layer;
+    w.act_bytes -= w.offloaded_bytes;
+    w.ckpt_bytes = std::min(w.ckpt_bytes, w.act_bytes);
+  }
   w.w_kept_bytes = sb * (nd * memory::layer_weight_kept_bytes(ms, bb, t, sp) +
                          nm * memory::layer_weight_kept_bytes(ms, bb, t, sp, et) +
                          (w.last ? memory::head_weight_kept_bytes(ms, bb, t, sp) : 0));
@@ -55,7 +63,14 @@ void set_activation_bytes(StageWorkload& w, const ModelSpec& ms, const ParallelP
 
 // The parameters the stage's layers (and ends) put on one GPU, and the gradients it reduces.
 void set_parameters(StageWorkload& w, const ModelSpec& m, const ParallelPlan& p, int et) {
-  const memory::MoeLayerParams lp = memory::layers_params_per_rank(m, w.first_layer, w.layers, p.tp, p.ep, et);
+  memory::MoeLayerParams lp = memory::layers_params_per_rank(m, w.first_layer, w.layers - w.mtp_layers, p.tp, p.ep, et);
+  if (w.mtp_layers > 0) {  // each module: a layer of the last layer's kind, its (2h -> h) projection (/t) and two norms
+    const memory::MoeLayerParams last = memory::layers_params_per_rank(m, m.num_layers - 1, 1, p.tp, p.ep, et);
+    const double h = m.hidden_size, projection = 2 * h * h / p.tp;
+    lp.dense += w.mtp_layers * (last.dense + projection + 2 * h);
+    lp.experts += w.mtp_layers * last.experts;
+    lp.linear += w.mtp_layers * (last.linear + projection);
+  }
   w.params = lp.dense + (w.first ? memory::embedding_params_per_rank(m, p.tp) : 0) +
              (w.last ? memory::head_params_per_rank(m, p.tp) : 0);
   w.expert_params = lp.experts;
@@ -77,6 +92,12 @@ StageWorkload stage_workload(const PlanWorkload& pw, const Schedule& s, int st, 
   w.dense_layers = w.layers - w.moe_layers;
   w.first = s.is_first(st);
   w.last = s.is_last(st);
+  if (w.last && m.mtp_layers > 0) {  // the modules after the last layer, on its stage (Megatron-Core)
+    w.mtp_layers = m.mtp_layers;
+    w.head_passes = 1 + m.mtp_layers;
+    w.layers += m.mtp_layers;
+    (is_moe_layer(m, m.num_layers - 1) ? w.moe_layers : w.dense_layers) += m.mtp_layers;
+  }
   w.mode = p.overlap_of(w.part);
   const int t = p.tp, et = expert_tp(p);
   w.sub_batches = t > 1 ? schedules::tp_overlap_sub_batches(w.mode) : 1;
@@ -135,6 +156,7 @@ nlohmann::json stage_json(const StageWorkload& w) {
           {"layers", w.layers},
           {"dense_layers", w.dense_layers},
           {"moe_layers", w.moe_layers},
+          {"mtp_layers", w.mtp_layers},
           {"sub_batches", w.sub_batches},
           {"sub_batch_samples", w.sub_batch_samples},
           {"layer", layer_json(w.layer)},
@@ -157,7 +179,9 @@ nlohmann::json stage_json(const StageWorkload& w) {
           {"act_bytes", w.act_bytes},
           {"ckpt_bytes", w.ckpt_bytes},
           {"work_bytes", w.work_bytes},
-          {"w_kept_bytes", w.w_kept_bytes}};
+          {"w_kept_bytes", w.w_kept_bytes},
+          {"offloaded_layers", w.offloaded_layers},
+          {"offloaded_bytes", w.offloaded_bytes}};
 }
 
 }  // namespace

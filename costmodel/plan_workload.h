@@ -29,6 +29,8 @@ struct StageWorkload {
   int layers = 0;            // transformer layers of the part
   int dense_layers = 0;      // of them, with a dense MLP
   int moe_layers = 0;        // of them, with experts (ModelSpec::num_experts)
+  int mtp_layers = 0;        // of them, multi-token prediction modules' (the last stage's; ModelSpec::mtp_layers)
+  int head_passes = 1;       // the head's logits and loss per microbatch: 1 + mtp_layers on the last stage
   bool first = false;        // holds the embedding
   bool last = false;         // holds the head and the loss
   schedules::TpOverlap mode = schedules::TpOverlap::Blocking;  // the part's tp overlap mode
@@ -51,6 +53,11 @@ struct StageWorkload {
   double ckpt_bytes = 0;
   double work_bytes = 0;
   double w_kept_bytes = -1;
+  // Activation offloading (plan.offload_layers): of act_bytes, what the offloaded layers keep in
+  // host memory instead (not counted in act_bytes), moved out in each forward and back in each
+  // backward over the host link.
+  int offloaded_layers = 0;        // min(plan.offload_layers, layers)
+  double offloaded_bytes = 0;      // per microbatch, each way
 };
 
 struct PlanWorkload {

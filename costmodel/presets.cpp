@@ -71,7 +71,22 @@ ClusterSpec load_cluster(const std::string& name) {
 }
 
 ParallelPlan load_plan_file(const std::string& path) {
-  return plan_from_json(schedules::read_json_file(path, "plan file"));
+  nlohmann::json j = schedules::read_json_file(path, "plan file");
+  if (j.is_object()) {
+    j.erase("model");
+    j.erase("cluster");
+  }
+  return plan_from_json(j);
+}
+
+nlohmann::json plan_file_input(const std::string& path, const std::string& key) {
+  const nlohmann::json j = schedules::read_json_file(path, "plan file");
+  if (!j.is_object() || !j.contains(key)) return nullptr;
+  const nlohmann::json& v = j[key];
+  if (!v.is_object() && !v.is_string())
+    throw InputError("plan file '" + path + "': field '" + key + "' is " + v.dump() +
+                     " (allowed: a preset name, a file name, or a JSON object)");
+  return v;
 }
 
 }  // namespace stagecraft::costmodel

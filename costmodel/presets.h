@@ -26,5 +26,10 @@ std::vector<std::string> cluster_preset_names();
 ModelSpec load_model(const std::string& name_or_path);
 ClusterSpec load_cluster(const std::string& name_or_path);
 ParallelPlan load_plan_file(const std::string& path);
+// The inputs a plan file names beside the plan (`plan --out` writes them, issue 52): "model" (a
+// model JSON object, or a preset name or file as --model takes) and "cluster" (a cluster JSON
+// object or a preset name or file); null when the file does not name it. load_plan_file ignores
+// both.
+nlohmann::json plan_file_input(const std::string& path, const std::string& key);
 
 }  // namespace stagecraft::costmodel

@@ -6,8 +6,16 @@ namespace stagecraft::costmodel {
 
 bool priced_by_shape(const ClusterSpec& c) { return c.gpu_sms > 0; }
 
-BlockKinds block_kinds(const BlockWork& b, const KernelContext& w, const ClusterSpec& c, const KernelStack& k,
+BlockKinds block_kinds(const BlockWork& b, const KernelContext& w, const ClusterSpec& cluster, const KernelStack& k,
                        std::vector<std::string>* notes) {
+  if (w.mxfp8 && cluster.gpu_fp8_peak_flops_per_s != cluster.gpu_mxfp8_peak_flops_per_s) {
+    ClusterSpec mx = cluster;  // MXFP8 products at the block-scaled peak (Fp8Recipe::Mxfp8)
+    mx.gpu_fp8_peak_flops_per_s = cluster.gpu_mxfp8_peak_flops_per_s;
+    KernelContext plain = w;
+    plain.mxfp8 = false;
+    return block_kinds(b, plain, mx, k, notes);
+  }
+  const ClusterSpec& c = cluster;
   BlockKinds out;
   if (!priced_by_shape(c)) {
     const double rate = c.gpu_peak_flops_per_s * c.achieved_efficiency;

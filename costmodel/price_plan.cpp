@@ -53,11 +53,12 @@ struct Pricing {
 };
 
 // One sub-batch's pass of a stage's layers by kind (price.h block_kinds): `forward` f, else the
-// full backward (i and w); nd dense and nm MoE layers, the head on the last stage; the attention
+// full backward (i and w); nd dense and nm MoE layers, `heads` passes of the head (the last
+// stage's: 1 + its multi-token prediction modules); the attention
 // core's kernels (in the attention blocks already, the recomputed forward with selective
 // recomputation) counted as attention, the rest as products and memory-bound work. The
 // communication the pass waits for is the caller's (scaled_kinds).
-PassKinds layer_pass_kinds(const LayerWork& lw, bool forward, bool selective, double nd, double nm, bool last,
+PassKinds layer_pass_kinds(const LayerWork& lw, bool forward, bool selective, double nd, double nm, double heads,
                            const ClusterSpec& c, const KernelStack& k) {
   auto kinds = [&](const BlockWork& b) { return block_kinds(b, lw, c, k); };
   BlockKinds all, core;
@@ -67,12 +68,12 @@ PassKinds layer_pass_kinds(const LayerWork& lw, bool forward, bool selective, do
   if (forward) {
     add(all, {&lw.attn_f, &lw.mlp_f}, nd);
     add(all, {&lw.attn_f, &lw.moe_f}, nm);
-    if (last) add(all, {&lw.head_f}, 1);
+    if (heads > 0) add(all, {&lw.head_f}, heads);
     add(core, {&lw.core.f}, nd + nm);
   } else {
     add(all, {&lw.attn_i, &lw.attn_w, &lw.mlp_i, &lw.mlp_w}, nd);
     add(all, {&lw.attn_i, &lw.attn_w, &lw.moe_i, &lw.moe_w}, nm);
-    if (last) add(all, {&lw.head_i, &lw.head_w}, 1);
+    if (heads > 0) add(all, {&lw.head_i, &lw.head_w}, heads);
     add(core, {&lw.core.i}, nd + nm);
     if (selective) add(core, {&lw.core.f}, nd + nm);
   }
@@ -144,8 +145,9 @@ std::array<PassKinds, 2> price_analytic_compute(Pricing& pr, StageCost& sc, cons
   const bool selective = modules.core_attn;
   const double nd = w.dense_layers, nm = w.moe_layers, n = w.layers;
   InnerCosts& ic = sc.inner;
-  const std::array<PassKinds, 2> shapes{layer_pass_kinds(lw, true, selective, nd, nm, w.last, pr.c, pr.stack),
-                                        layer_pass_kinds(lw, false, selective, nd, nm, w.last, pr.c, pr.stack)};
+  const double heads = w.last ? w.head_passes : 0;
+  const std::array<PassKinds, 2> shapes{layer_pass_kinds(lw, true, selective, nd, nm, heads, pr.c, pr.stack),
+                                        layer_pass_kinds(lw, false, selective, nd, nm, heads, pr.c, pr.stack)};
   LayerTimes lt = price_layer(lw, pr.c, pr.stack, &pr.notes);
   if (nm > 0) {
     sc.moe.moe_layers = w.moe_layers;
@@ -167,9 +169,9 @@ std::array<PassKinds, 2> price_analytic_compute(Pricing& pr, StageCost& sc, cons
   ic.mlp_w_s = lt.mlp_w_s;
   ic.attn_r_s = ic.attn_f_s;
   ic.mlp_r_s = ic.mlp_f_s;
-  ic.head_f_s = w.last ? lt.head_f_s : 0;
-  ic.head_i_s = w.last ? lt.head_i_s : 0;
-  ic.head_w_s = w.last ? lt.head_w_s : 0;
+  ic.head_f_s = heads * lt.head_f_s;
+  ic.head_i_s = heads * lt.head_i_s;
+  ic.head_w_s = heads * lt.head_w_s;
   if (p.cp > 1) {
     sc.cp = cp_layer(pr.w.model, w.sub_batch_samples, p.tp, p.cp, block_s(lw.core.f, lw, pr.c, pr.stack, &pr.notes),
                      block_s(lw.core.i, lw, pr.c, pr.stack, &pr.notes), pr.topo.group_link(kCp));
@@ -203,9 +205,10 @@ void price_measured_compute(Pricing& pr, StageCost& sc, const StageWorkload& w) 
   ic.mlp_w_s = layer_m.w_s * (1 - wa);
   ic.attn_r_s = layer_m.r_s * fa;
   ic.mlp_r_s = layer_m.r_s * (1 - fa);
-  ic.head_f_s = w.last ? head_m.f_s : 0;
-  ic.head_i_s = w.last ? head_m.i_s : 0;
-  ic.head_w_s = w.last ? head_m.w_s : 0;
+  const double heads = w.last ? w.head_passes : 0;
+  ic.head_f_s = heads * head_m.f_s;
+  ic.head_i_s = heads * head_m.i_s;
+  ic.head_w_s = heads * head_m.w_s;
   ic.embed_f_s = w.first ? embed_m.f_s : 0;
   ic.embed_b_s = w.first ? embed_m.b_s : 0;
 }
@@ -251,6 +254,24 @@ void set_durations(StageCost& sc, const StageWorkload& w, const std::array<PassK
   sc.kinds_b = scaled_kinds(shapes[1], sc.b_s, sc.tp_exposed_b_s + ring * sc.cp.exposed_b_s + sc.moe.exposed_b_s);
 }
 
+// Activation offloading (plan.offload_layers, Megatron-Core's cpu_offload.py): each offloaded
+// layer's kept bytes go to host memory while the next layer computes and come back while the
+// layer after it in the backward computes; what a copy takes beyond that layer's pass shows. One
+// layer's bytes more are in use, the copy in flight.
+void set_offload(StageCost& sc, const StageWorkload& w, const ClusterSpec& c) {
+  if (w.offloaded_layers <= 0 || w.layers <= 0) return;
+  const double layer_bytes = w.offloaded_bytes / w.offloaded_layers;
+  const double copy_s = layer_bytes / c.host_link_bandwidth_Bps;
+  const double f_exposed = w.offloaded_layers * std::max(0.0, copy_s - sc.f_s / w.layers);
+  const double b_exposed = w.offloaded_layers * std::max(0.0, copy_s - sc.b_s / w.layers);
+  const double i_exposed = w.offloaded_layers * std::max(0.0, copy_s - sc.i_s / w.layers);
+  sc.f_s += f_exposed;
+  sc.r_s += f_exposed;
+  sc.b_s += b_exposed;
+  sc.i_s += i_exposed;
+  sc.work_bytes += layer_bytes;
+}
+
 // Activations: the workload's formulas, or the profile's measured bytes where it has them.
 void set_memory(Pricing& pr, StageCost& sc, const StageWorkload& w) {
   const ParallelPlan& p = pr.w.plan;
@@ -267,7 +288,7 @@ void set_memory(Pricing& pr, StageCost& sc, const StageWorkload& w) {
     // Selective recomputation: the layer's bytes with its attention core recomputed.
     const double layer_x = selective ? layer_m.selective_activation_bytes : layer_m.activation_bytes;
     const double layer_work = selective ? layer_m.selective_backward_working_bytes : layer_m.backward_working_bytes;
-    const double head_x = w.last ? head_m.activation_bytes : 0, embed_x = w.first ? embed_m.activation_bytes : 0;
+    const double head_x = w.last ? w.head_passes * head_m.activation_bytes : 0, embed_x = w.first ? embed_m.activation_bytes : 0;
     // A layer's measured bytes hold its output, not its input (the profiler's input existed
     // before): a stage's first layer reads the embedding's output, or else the received input,
     // one checkpoint's bytes, kept as well.
@@ -310,6 +331,7 @@ void price_stage(Pricing& pr, CostTable& table, const StageWorkload& w) {
   sc.expert_grad_bytes = w.expert_grad_bytes;
   set_grad_reduction(sc, pr.s, w.stage, pr.topo, p, pr.prof, table.notes);
   set_memory(pr, sc, w);
+  set_offload(sc, w, pr.c);
   if (p.zero == 3) set_fsdp(sc, pr.w.model, p, pr.topo, w.first, w.last, pr.prof, table.notes);
   set_overlapped_pair(sc, pr.c.gpu_sms);
 }
@@ -321,6 +343,9 @@ CostTable price(const PlanWorkload& w, const ClusterSpec& c, const Schedule& s, 
   if (p.cp > 1 && prof)
     throw InputError("plan.cp = " + std::to_string(p.cp) + " with a measured profile: the profile's layers ran whole "
                      "sequences, not a ring of chunks (allowed: cp = 1 with --profile, or the analytic costs)");
+  if (prof && p.offload_layers > 0)
+    throw InputError("plan.offload_layers = " + std::to_string(p.offload_layers) + " with a measured profile: the "
+                     "profiler's bytes are whole layers' (allowed: offload_layers 0 with --profile, or the analytic costs)");
   if (prof && recompute_modules_of(p).any_beyond_core())
     throw InputError("plan.recompute_modules beyond core_attn with a measured profile: the profiler measures whole layers "
                      "and the core's selective recomputation (allowed: core_attn with --profile, or the analytic costs)");

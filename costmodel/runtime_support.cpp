@@ -73,9 +73,15 @@ bool splits_backward(const Schedule& s) {
   return false;
 }
 
+// Transformer Engine's overlap at any tp (at tp 1 it overlaps nothing, but the runtime has no
+// such mode to run either way).
+bool asks_te(const ParallelPlan& p) {
+  if (p.tp_overlap == schedules::TpOverlap::Te) return true;
+  return std::find(p.stage_tp_overlap.begin(), p.stage_tp_overlap.end(), schedules::TpOverlap::Te) != p.stage_tp_overlap.end();
+}
+
 void check_sub_batches(const ParallelPlan& p) {
-  for (auto mode : splitting_modes(p))
-    if (mode == schedules::TpOverlap::Te)
+  if (asks_te(p))
       throw InputError("runtime: tp_overlap 'te' (Transformer Engine's chunked collectives) is priced by estimate, compare, "
                        "simulate and plan but not executed by the runtime (allowed: blocking, merak, cross-pass, oases)");
   for (auto mode : splitting_modes(p))
@@ -185,6 +191,18 @@ bool runtime_runs(const ModelSpec& m, const ParallelPlan& p) {
     return true;
   } catch (const InputError&) {
     return false;
+  }
+}
+
+std::string runtime_refusal(const ModelSpec& m, const ParallelPlan& p, const Schedule& s) {
+  try {
+    check_runtime_plan(m, p);
+    check_vocab_parallel(m, p.tp);
+    check_runtime_schedule(p, s);
+    return "";
+  } catch (const InputError& e) {
+    const std::string why = e.what();
+    return why.substr(0, why.find('\n'));
   }
 }
 

@@ -4,6 +4,8 @@
 // its value and what the runtime allows.
 #pragma once
 
+#include <string>
+
 #include "costmodel/specs.h"
 #include "schedules/schedule.h"
 
@@ -22,5 +24,8 @@ void check_runtime_schedule(const ParallelPlan& p, const schedules::Schedule& s)
 void check_vocab_parallel(const ModelSpec& m, int tp);
 // All three, the schedule generated from the plan: whether `train --plan` runs it.
 bool runtime_runs(const ModelSpec& m, const ParallelPlan& p);
+// The same checks on a plan and its (lowered) schedule: the first line of the reason `train`
+// would refuse it with, or empty when it runs it. estimate and simulate print it as a note.
+std::string runtime_refusal(const ModelSpec& m, const ParallelPlan& p, const schedules::Schedule& s);
 
 }  // namespace stagecraft::costmodel

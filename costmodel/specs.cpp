@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "schedules/error.h"
+#include "costmodel/gpus.h"
 #include "costmodel/json_reader.h"
 #include "costmodel/stack.h"
 #include "schedules/json_read.h"
@@ -64,6 +65,52 @@ AttentionKernel parse_attention_kernel(const std::string& s, const std::string& 
   bad("model", field, "\"" + s + "\"", "allowed: materialized (scores kept, Korthikanti), fused (flash attention)");
 }
 
+std::string_view fp8_recipe_name(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::Delayed: return "delayed";
+    case Fp8Recipe::Current: return "current";
+    case Fp8Recipe::Blockwise: return "blockwise";
+    case Fp8Recipe::Mxfp8: return "mxfp8";
+  }
+  return "?";
+}
+
+Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& field) {
+  for (Fp8Recipe r : {Fp8Recipe::Delayed, Fp8Recipe::Current, Fp8Recipe::Blockwise, Fp8Recipe::Mxfp8})
+    if (s == fp8_recipe_name(r)) return r;
+  bad("model", field, "\"" + s + "\"", "allowed: delayed, current, blockwise, mxfp8");
+}
+
+double fp8_cast_bytes(const ModelSpec& m, double cast_transpose) {
+  switch (m.fp8_recipe) {
+    case Fp8Recipe::Delayed: return cast_transpose;
+    case Fp8Recipe::Current: return cast_transpose + 2;         // the amax pass reads the 16-bit tensor
+    case Fp8Recipe::Blockwise: return cast_transpose + 2 * 4.0 / 128;  // an fp32 scale per 128, both copies
+    case Fp8Recipe::Mxfp8: return cast_transpose + 2 * 1.0 / 32;       // an E8M0 byte per 32, both copies
+  }
+  return cast_transpose;
+}
+
+// Delayed and current scaling keep an FP8 weight and its FP8 transpose (2 bytes), made by one
+// cast-transpose (read 2, write 2), current scaling after an amax pass (read 2 more). Blockwise:
+// 128x128 blocks serve the weight and its transpose alike, one fp32 scale per 16,384 weights per
+// copy. MXFP8: a row-wise and a column-wise copy, each with a scale byte per 32 weights.
+double fp8_weight_copy_bytes(const ModelSpec& m) {
+  switch (m.fp8_recipe) {
+    case Fp8Recipe::Blockwise: return 2 + 2 * 4.0 / 16384;
+    case Fp8Recipe::Mxfp8: return 2 + 2 * 1.0 / 32;
+    default: return 2;
+  }
+}
+double fp8_weight_cast_bytes(const ModelSpec& m) {
+  switch (m.fp8_recipe) {
+    case Fp8Recipe::Current: return 6;
+    case Fp8Recipe::Blockwise: return 4 + 2 * 4.0 / 16384;
+    case Fp8Recipe::Mxfp8: return 4 + 2 * 1.0 / 32;
+    default: return 4;
+  }
+}
+
 std::string_view recompute_name(RecomputePolicy p) {
   switch (p) {
     case RecomputePolicy::None: return "none";
@@ -108,6 +155,17 @@ std::vector<Projection> attention_projections(const ModelSpec& m) {
   out.push_back({static_cast<double>(m.kv_lora_rank), a * (d + dv), true, false});
   out.push_back({a * dv, h, true, true});
   return out;
+}
+
+double attention_pair_share(const ModelSpec& m) {
+  const double s = m.seq_length, w = m.sliding_window;
+  if (m.sliding_window <= 0 || w >= s) return 1.0;
+  const double windowed = (2 * s * w - w * w) / (s * s);
+  const std::vector<int>& p = m.sliding_window_pattern;
+  if (p.empty()) return windowed;
+  double share = 0;
+  for (int l = 0; l < m.num_layers; ++l) share += p[static_cast<size_t>(l) % p.size()] != 0 ? windowed : 1.0;
+  return share / m.num_layers;
 }
 
 bool is_moe(const ModelSpec& m) { return m.num_experts > 0; }
@@ -179,10 +237,14 @@ nlohmann::json to_json(const ModelSpec& m) {
   if (m.bytes_per_grad != 0) j["bytes_per_grad"] = m.bytes_per_grad;
   if (!m.dropout) j["dropout"] = false;
   if (m.fp8) j["fp8"] = true;
+  if (m.fp8_recipe != Fp8Recipe::Delayed) j["fp8_recipe"] = fp8_recipe_name(m.fp8_recipe);
   if (m.attention_kernel != AttentionKernel::Materialized) j["attention_kernel"] = attention_kernel_name(m.attention_kernel);
   for (auto [key, v] : {std::pair{"head_dim", m.head_dim}, {"v_head_dim", m.v_head_dim}, {"q_lora_rank", m.q_lora_rank},
                         {"kv_lora_rank", m.kv_lora_rank}, {"qk_rope_head_dim", m.qk_rope_head_dim}})
     if (v != 0) j[key] = v;
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
+  if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
+  if (!m.sliding_window_pattern.empty()) j["sliding_window_pattern"] = m.sliding_window_pattern;
   if (is_moe(m)) {
     j["num_experts"] = m.num_experts;
     j["experts_per_token"] = m.experts_per_token;
@@ -198,7 +260,7 @@ nlohmann::json to_json(const ModelSpec& m) {
 }
 
 nlohmann::json to_json(const ClusterSpec& c) {
-  return {{"name", c.name},
+  nlohmann::json j = {{"name", c.name},
           {"nodes", c.nodes},
           {"gpus_per_node", c.gpus_per_node},
           {"gpu_name", c.gpu_name},
@@ -235,6 +297,16 @@ nlohmann::json to_json(const ClusterSpec& c) {
           {"bus_efficiency_source", c.bus_efficiency_source},
           {"memory_margin", c.memory_margin},
           {"source", c.source}};
+  if (c.node_gpus > 0) {  // as the file says it: the installed node and what a job uses of it
+    j["gpus_per_node"] = c.node_gpus;
+    j["nics_per_node"] = c.node_nics;
+    j["gpus_used_per_node"] = c.gpus_per_node;
+  }
+  if (!c.gpu.empty()) j["gpu"] = c.gpu;
+  if (c.gpu_mxfp8_peak_flops_per_s > 0) j["gpu_mxfp8_peak_flops_per_s"] = c.gpu_mxfp8_peak_flops_per_s;
+  if (c.gpu_fp4_peak_flops_per_s > 0) j["gpu_fp4_peak_flops_per_s"] = c.gpu_fp4_peak_flops_per_s;
+  if (!c.clock_calibration.empty()) j["clock_calibration"] = c.clock_calibration;
+  return j;
 }
 
 namespace {
@@ -271,6 +343,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.ep > 1) j["ep"] = p.ep;
   if (p.etp != 0) j["etp"] = p.etp;
   if (p.moe_dispatcher != "alltoall") j["moe_dispatcher"] = p.moe_dispatcher;
+  if (p.offload_layers > 0) j["offload_layers"] = p.offload_layers;
   if (!p.recompute_modules.empty()) j["recompute_modules"] = p.recompute_modules;
   if (p.zero == 3) {
     j["reshard_after_forward"] = p.reshard_after_forward;
@@ -296,12 +369,16 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.bytes_per_grad = r.opt<int>("bytes_per_grad", 0);
   m.dropout = r.opt<bool>("dropout", true);
   m.fp8 = r.opt<bool>("fp8", false);
+  m.fp8_recipe = parse_fp8_recipe(r.opt<std::string>("fp8_recipe", "delayed"));
   m.attention_kernel = parse_attention_kernel(r.opt<std::string>("attention_kernel", "materialized"));
   m.head_dim = r.opt<int>("head_dim", 0);
   m.v_head_dim = r.opt<int>("v_head_dim", 0);
   m.q_lora_rank = r.opt<int>("q_lora_rank", 0);
   m.kv_lora_rank = r.opt<int>("kv_lora_rank", 0);
   m.qk_rope_head_dim = r.opt<int>("qk_rope_head_dim", 0);
+  m.mtp_layers = r.opt<int>("mtp_layers", 0);
+  m.sliding_window = r.opt<int>("sliding_window", 0);
+  m.sliding_window_pattern = r.opt<std::vector<int>>("sliding_window_pattern", {});
   m.num_experts = r.opt<int>("num_experts", 0);
   m.experts_per_token = r.opt<int>("experts_per_token", 0);
   m.expert_ffn_hidden_size = r.opt<int>("expert_ffn_hidden_size", 0);
@@ -317,12 +394,46 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   return m;
 }
 
-ClusterSpec cluster_from_json(const nlohmann::json& j) {
+namespace {
+// A cluster that names no catalog GPU states every figure its pricing needs: compute by shape
+// (gpu_sms > 0) needs the tiles, both efficiencies and both clocks (0 for both: the measurements'
+// clock is the training clock, said outright), FP8 its efficiency; a shape field without gpu_sms
+// would be ignored. Refused naming the fields, never priced at a silent default (issue 49).
+void require_gpu_fields(const nlohmann::json& j, const ClusterSpec& c) {
+  if (j.contains("gpu")) return;
+  static const char* shape_fields[] = {"gemm_tile_m", "gemm_tile_n", "gemm_max_efficiency", "memory_efficiency",
+                                       "gpu_boost_clock_mhz", "gpu_sustained_clock_mhz"};
+  std::vector<std::string> missing;
+  if (!j.contains("gpu_sms")) {
+    for (const char* f : shape_fields)
+      if (j.contains(f)) missing.push_back(std::string("gpu_sms (") + f + " is given: compute by shape needs the SM count)");
+    if (!missing.empty()) missing.resize(1);
+  } else if (c.gpu_sms > 0) {
+    for (const char* f : shape_fields)
+      if (!j.contains(f)) missing.push_back(f);
+    if (c.gpu_fp8_peak_flops_per_s > 0 && !j.contains("gemm_max_efficiency_fp8")) missing.push_back("gemm_max_efficiency_fp8");
+  }
+  if (missing.empty()) return;
+  std::string names;
+  for (const auto& f : missing) names += (names.empty() ? "cluster." : ", cluster.") + f;
+  std::string gpus;
+  for (const auto& n : gpu_preset_names()) gpus += (gpus.empty() ? "" : ", ") + n;
+  throw InputError("cluster '" + c.name + "' names no catalog GPU and lacks " + names +
+                   " (required to price its compute; name a catalog GPU with \"gpu\" (" + gpus +
+                   ") and override only what differs, or give the fields: both clocks 0 state that the "
+                   "efficiencies were measured at the training clock)");
+}
+}  // namespace
+
+ClusterSpec cluster_from_json(const nlohmann::json& given) {
+  const nlohmann::json j = apply_gpu(given);  // the catalog GPU's fields under the cluster's own
   Reader r(j, "cluster");
   ClusterSpec c;
   c.name = r.opt<std::string>("name", "custom");
   c.nodes = r.req<int>("nodes");
   c.gpus_per_node = r.req<int>("gpus_per_node");
+  const int used_per_node = r.opt<int>("gpus_used_per_node", 0);
+  c.gpu = r.opt<std::string>("gpu", "");
   c.gpu_name = r.opt<std::string>("gpu_name", "");
   c.gpu_peak_flops_per_s = r.req<double>("gpu_peak_flops_per_s");
   c.gpu_memory_bytes = r.req<double>("gpu_memory_bytes");
@@ -337,6 +448,9 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   c.gemm_max_efficiency_fp8 = r.opt<double>("gemm_max_efficiency_fp8", 0.0);
   c.gpu_boost_clock_mhz = r.opt<double>("gpu_boost_clock_mhz", 0.0);
   c.gpu_sustained_clock_mhz = r.opt<double>("gpu_sustained_clock_mhz", 0.0);
+  c.gpu_mxfp8_peak_flops_per_s = r.opt<double>("gpu_mxfp8_peak_flops_per_s", 0.0);
+  c.gpu_fp4_peak_flops_per_s = r.opt<double>("gpu_fp4_peak_flops_per_s", 0.0);
+  c.clock_calibration = r.opt<std::string>("clock_calibration", "");
   c.compute_source = r.opt<std::string>("compute_source", "");
   c.intra_node_link = r.opt<std::string>("intra_node_link", "pcie");
   c.intra_node_bandwidth_Bps = r.req<double>("intra_node_bandwidth_Bps");
@@ -358,6 +472,13 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   c.memory_margin = r.opt<double>("memory_margin", c.memory_margin);
   c.source = r.opt<std::string>("source", "");
   r.done();
+  require_gpu_fields(j, c);
+  if (used_per_node != 0 && c.gpus_per_node > 0 && c.nics_per_node > 0)
+    set_gpus_used_per_node(c, used_per_node, "cluster.gpus_used_per_node");
+  for (const AssumedFigure& a : assumed_figures(j)) c.gpu_assumed.emplace_back(a.field, a.note);
+  if (!c.gpu.empty() && !given.contains("clock_calibration") && given.contains("gpu_sustained_clock_mhz") &&
+      c.gpu_sustained_clock_mhz != gpu_entry(c.gpu).value("gpu_sustained_clock_mhz", 0.0))
+    c.clock_calibration = "cluster '" + c.name + "' states its own clocks (see its compute_source)";
   check(c);
   return c;
 }
@@ -392,6 +513,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.ep = r.opt<int>("ep", 1);
   p.etp = r.opt<int>("etp", 0);
   p.moe_dispatcher = r.opt<std::string>("moe_dispatcher", "alltoall");
+  p.offload_layers = r.opt<int>("offload_layers", 0);
   p.reshard_after_forward = r.opt<bool>("reshard_after_forward", true);
   p.shard_group = r.opt<int>("shard_group", 0);
   p.layer_tp = r.opt<std::vector<int>>("layer_tp", {});
@@ -427,6 +549,21 @@ void check_moe_pattern(const std::string& w, const ModelSpec& m) {
     if (x != 0 && x != 1) bad(w, "moe_layer_pattern", text, "holds 0 (dense MLP) or 1 (experts) per layer");
   if (std::find(p.begin(), p.end(), 1) == p.end())
     bad(w, "moe_layer_pattern", text, "has no MoE layer (at least one 1; or num_experts 0 for a dense model)");
+}
+
+void check_window(const std::string& w, const ModelSpec& m) {
+  if (m.mtp_layers < 0 || m.mtp_layers > 8)
+    bad(w, "mtp_layers", std::to_string(m.mtp_layers), "must be in [0, 8] (0: no multi-token prediction)");
+  if (m.sliding_window < 0) bad(w, "sliding_window", std::to_string(m.sliding_window), "must be >= 0 (0: full attention)");
+  const std::vector<int>& p = m.sliding_window_pattern;
+  if (p.empty()) return;
+  if (m.sliding_window == 0)
+    bad(w, "sliding_window_pattern", std::to_string(p.size()) + " entries", "needs sliding_window > 0");
+  for (int x : p)
+    if (x != 0 && x != 1)
+      bad(w, "sliding_window_pattern", std::to_string(x), "holds 0 (full attention) or 1 (windowed) per layer");
+  if (static_cast<int>(p.size()) > m.num_layers)
+    bad(w, "sliding_window_pattern", std::to_string(p.size()) + " entries", "is longer than num_layers");
 }
 
 void check_moe(const std::string& w, const ModelSpec& m) {
@@ -477,6 +614,10 @@ void check(const ModelSpec& m) {
     bad(w, "bytes_per_grad", std::to_string(m.bytes_per_grad), "allowed: 0 (as bytes_per_param), 2, 4");
   check_attention_shape(w, m);
   check_moe(w, m);
+  if (!m.fp8 && m.fp8_recipe != Fp8Recipe::Delayed)
+    bad(w, "fp8_recipe", std::string(fp8_recipe_name(m.fp8_recipe)) + " with fp8 = false",
+        "a recipe applies to an FP8 model: set fp8 (--fp8-recipe does), or drop the recipe");
+  check_window(w, m);
   if (m.fp8 && m.bytes_per_activation != 2)
     bad(w, "fp8", "true with bytes_per_activation = " + std::to_string(m.bytes_per_activation),
         "FP8 products take 16-bit (bf16) activations as Transformer Engine's do: bytes_per_activation = 2");
@@ -514,6 +655,8 @@ void check(const ClusterSpec& c) {
   }
   check_clocks(w, c);
   non_negative(w, "gpu_fp8_peak_flops_per_s", c.gpu_fp8_peak_flops_per_s);
+  non_negative(w, "gpu_mxfp8_peak_flops_per_s", c.gpu_mxfp8_peak_flops_per_s);
+  non_negative(w, "gpu_fp4_peak_flops_per_s", c.gpu_fp4_peak_flops_per_s);
   if (c.gpu_fp8_peak_flops_per_s > 0 && c.gpu_sms > 0 && !(c.gemm_max_efficiency_fp8 > 0 && c.gemm_max_efficiency_fp8 <= 1))
     bad(w, "gemm_max_efficiency_fp8", num(c.gemm_max_efficiency_fp8), "must be in (0, 1] when gpu_fp8_peak_flops_per_s > 0");
   if (c.intra_node_link != "pcie" && c.intra_node_link != "nvlink" && c.intra_node_link != "nvswitch")
@@ -548,6 +691,7 @@ void check(const ParallelPlan& p) {
   at_least_one(w, "pp", p.pp);
   at_least_one(w, "cp", p.cp);
   at_least_one(w, "ep", p.ep);
+  if (p.offload_layers < 0) bad(w, "offload_layers", std::to_string(p.offload_layers), "must be >= 0 (0: none)");
   if (!p.recompute_modules.empty() && p.recompute != RecomputePolicy::Selective)
     bad(w, "recompute_modules", std::to_string(p.recompute_modules.size()) + " modules",
         "apply to selective recomputation only (allowed: recompute = selective, or no modules)");
@@ -652,10 +796,6 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
             " (each rank takes two chunks of s / 2cp tokens, balancing the causal mask)");
   }
   check_moe_plan(m, p);
-  if (p.zero == 3 && m.fp8)
-    bad("plan", "zero", "3 with model '" + m.name + "' in FP8",
-        "zero 0, 1 or 2 with FP8: gathering FP8 weight shards (torchao's float8 all-gather, Transformer Engine's FP8 "
-        "parameters) is not modelled yet");
 }
 
 void check_moe_plan(const ModelSpec& m, const ParallelPlan& p) {
@@ -685,6 +825,10 @@ void check_moe_plan(const ModelSpec& m, const ParallelPlan& p) {
 }
 
 void check_fp8(const ModelSpec& m, const ClusterSpec& c) {
+  if (m.fp8 && m.fp8_recipe == Fp8Recipe::Mxfp8 && !(c.gpu_mxfp8_peak_flops_per_s > 0))
+    bad("model '" + m.name + "'", "fp8_recipe", "mxfp8",
+        "cluster '" + c.name + "' (" + c.gpu_name + ") has no MXFP8 tensor cores (gpu_mxfp8_peak_flops_per_s = 0; "
+        "Transformer Engine runs MXFP8 on Blackwell only); allowed here: delayed, current, blockwise");
   if (m.fp8 && !(c.gpu_fp8_peak_flops_per_s > 0 && c.gpu_sms > 0))
     bad("model '" + m.name + "'", "fp8", "true",
         "cluster '" + c.name + "' (" + c.gpu_name + ") " +
@@ -717,6 +861,26 @@ void set_nodes(ClusterSpec& c, int nodes, const std::string& field) {
   if (nodes == c.nodes) return;
   c.name += " (" + std::to_string(nodes) + " nodes)";
   c.nodes = nodes;
+}
+
+void set_gpus_used_per_node(ClusterSpec& c, int used, const std::string& field) {
+  const int gpus = c.node_gpus > 0 ? c.node_gpus : c.gpus_per_node, nics = c.node_nics > 0 ? c.node_nics : c.nics_per_node;
+  if (used < 0 || used > gpus)
+    throw InputError(field + " = " + std::to_string(used) + " is invalid (must be in [1, " + std::to_string(gpus) +
+                     "], the GPUs of one node of cluster '" + c.name + "', or 0 for all of them)");
+  if (used == 0 || used == gpus) {
+    c.gpus_per_node = gpus;
+    c.nics_per_node = nics;
+    c.node_gpus = c.node_nics = 0;
+    return;
+  }
+  c.node_gpus = gpus;
+  c.node_nics = nics;
+  c.gpus_per_node = used;
+  c.nics_per_node = std::max(1, nics * used / gpus);
+  if (c.fast_group_size > 1 && used % c.fast_group_size != 0)
+    throw InputError(field + " = " + std::to_string(used) + " is invalid (must be a multiple of fast_group_size = " +
+                     std::to_string(c.fast_group_size) + ")");
 }
 
 void set_memory_margin(ClusterSpec& c, double margin, const std::string& field) {

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "schedules/lower.h"
@@ -27,6 +28,19 @@ enum class AttentionKernel {
   Fused,         // one kernel that never writes the s x s scores (FlashAttention, Dao et al.,
                  // NeurIPS 2022; PyTorch 2's scaled_dot_product_attention): the backward keeps the
                  // output and each row's softmax log-sum-exp (fp32) and recomputes the rest
+};
+
+// How FP8 (ModelSpec::fp8) scales its tensors (docs/costmodel.md "FP8 recipes"); each has its own
+// cast traffic, and MXFP8 its own peak.
+enum class Fp8Recipe {
+  Delayed,    // one scale per tensor from the amax history of earlier steps (Transformer Engine's
+              // DelayedScaling): the cast, transpose and amax in one pass
+  Current,    // one scale per tensor from this tensor's amax (TE Float8CurrentScaling, torchao
+              // tensorwise): an amax pass over the 16-bit tensor, then the cast
+  Blockwise,  // a scale per 1x128 block of activations and gradients and per 128x128 block of
+              // weights (DeepSeek-V3, arXiv 2412.19437, Sec. 3.3; TE Float8BlockScaling), fp32 scales
+  Mxfp8,      // a power-of-two (E8M0) scale per 32 elements along the product's inner dimension
+              // (OCP Microscaling Formats v1.0; TE MXFP8BlockScaling): Blackwell's block-scaled peak
 };
 
 struct ModelSpec {
@@ -55,6 +69,7 @@ struct ModelSpec {
                                   // rate, their inputs cast (and transposed) to FP8 and kept so,
                                   // FP8 copies of the weights; the attention core, the norms and
                                   // the head stay 16-bit. Needs 2-byte activations and a GPU with FP8
+  Fp8Recipe fp8_recipe = Fp8Recipe::Delayed;  // with fp8: how tensors are scaled (Fp8Recipe)
   // Attention shapes other than h / a per head (Qwen3's 128-wide heads on h = 2048) and
   // multi-head latent attention (MLA; DeepSeek-V2, arXiv 2405.04434, Sec. 2.1.2-2.1.3): queries
   // through a low-rank latent, keys and values up-projected from a compressed latent shared by
@@ -66,6 +81,14 @@ struct ModelSpec {
   int kv_lora_rank = 0;           // MLA: width of the keys' and values' latent (down h -> kv_lora + d_rope,
                                   // up kv_lora -> a(d + d_v)); 0: no MLA
   int qk_rope_head_dim = 0;       // MLA: the rotary dims d_rope of each query and key head
+  int mtp_layers = 0;             // multi-token prediction modules (DeepSeek-V3, arXiv 2412.19437 Sec.
+                                  // 2.2; Megatron-Core --mtp-num-layers), each a transformer layer (of
+                                  // the last layer's kind), a (2h -> h) projection, two norms and the
+                                  // shared head's logits and loss again, on the last pipeline stage
+  int sliding_window = 0;         // > 0: windowed layers attend each query to at most this many keys
+                                  // (itself and the ones before it; Mistral, gpt-oss); 0: none
+  std::vector<int> sliding_window_pattern;  // layer i is windowed where pattern[i % P] is 1 (P its
+                                  // length); empty: every layer (gpt-oss: [1, 0], alternate layers)
   // Mixture of experts (docs/costmodel.md "Mixture of experts"; Shazeer et al., ICLR 2017; GShard,
   // Lepikhin et al., ICLR 2021; DeepSeekMoE, Dai et al., arXiv 2401.06066): the MLP of each MoE
   // layer is a router and E experts of which each token takes k, plus shared experts that every
@@ -93,6 +116,13 @@ struct ClusterSpec {
   std::string name;
   int nodes = 0;
   int gpus_per_node = 0;
+  int gpus_used_per_node = 0;           // > 0: a job uses this many of each node's GPUs (an NVL72 rack's
+                                        // 64 of 72, say); gpus_per_node and nics_per_node then hold
+                                        // what the job uses, node_gpus and node_nics what is installed
+  int node_gpus = 0;                    // GPUs installed per node when gpus_used_per_node > 0, else 0
+  int node_nics = 0;                    // NICs installed per node when gpus_used_per_node > 0, else 0
+  std::string gpu;                      // the catalog GPU it names (costmodel/presets/gpus/); "" when
+                                        // the cluster states every GPU field itself
   std::string gpu_name;
   double gpu_peak_flops_per_s = 0;      // dense 16-bit tensor peak of one GPU
   double gpu_memory_bytes = 0;          // memory of one GPU
@@ -107,12 +137,19 @@ struct ClusterSpec {
   double memory_efficiency = 0;         // fraction of memory bandwidth streaming kernels reach, (0, 1]
   double gpu_fp8_peak_flops_per_s = 0;  // dense FP8 tensor peak of one GPU; 0: the GPU has no FP8
   double gemm_max_efficiency_fp8 = 0;   // fraction of that peak the largest FP8 products measure, (0, 1]
+  double gpu_mxfp8_peak_flops_per_s = 0; // dense peak of FP8 products scaled per 32-element block in
+                                        // hardware (MXFP8, Blackwell); 0: the GPU has no MXFP8
+  double gpu_fp4_peak_flops_per_s = 0;  // dense FP4 peak (listed, not priced)
   // The SM clocks behind the compute-bound figures (shape.h, "Clocks"); 0 for both: kernels run
   // at the clock they were measured at.
   double gpu_boost_clock_mhz = 0;       // clock of the short benchmarks behind gemm_max_efficiency and
                                         // the stack's attention tables: the GPU's maximum boost
   double gpu_sustained_clock_mhz = 0;   // clock the SMs hold in training: at the board's power limit
                                         // with the tensor cores busy, <= gpu_boost_clock_mhz
+  std::string clock_calibration;        // the named calibration behind the two clocks and its source,
+                                        // printed by every estimate ("" when the clocks are not given)
+  std::vector<std::pair<std::string, std::string>> gpu_assumed;  // (field, why) for the catalog
+                                        // figures this cluster uses that are assumed, not measured
   std::string compute_source;           // where these figures come from
   std::string intra_node_link;          // "pcie", "nvlink" or "nvswitch"
   double intra_node_bandwidth_Bps = 0;  // per GPU, per direction
@@ -198,6 +235,9 @@ struct ParallelPlan {
                                      // default: every expert split t ways, its tokens gathered over tp), or
                                      // 1 (each expert whole on one rank; the ep ranks then come from the
                                      // tp x dp x cp ranks, tp fastest; Megatron-Core --expert-tensor-parallel-size 1)
+  int offload_layers = 0;            // activations of this many of each stage's layers go to host memory in
+                                     // the forward and come back before the backward, beside the compute
+                                     // (Megatron-Core --cpu-offloading-num-layers; costmodel/plan_workload.h)
   std::string moe_dispatcher = "alltoall";  // how MoE layers move tokens (Megatron-Core
                                      // --moe-token-dispatcher-type; costmodel/moe.h): alltoall (token,
                                      // probability and count exchanges), allgather (every token of the
@@ -281,6 +321,11 @@ struct Projection {
   bool row = false;        // split by rows (its input sharded): the output projection
 };
 std::vector<Projection> attention_projections(const ModelSpec& m);
+// The attention core's work over the full s x s count (the convention of the FLOPs here: 2 s^2
+// pairs' worth for causal decoders too), in the mean over the model's layers: 1 for full
+// attention; a windowed layer's queries attend min(i, w) keys, s w - w^2 / 2 of the causal s^2 / 2
+// pairs, (2 s w - w^2) / s^2 of the count (w < s). One rule for the FLOPs and the fused kernels.
+double attention_pair_share(const ModelSpec& m);
 // Mixture of experts: whether the model has experts, and whether transformer layer `layer` (0
 // first) is an MoE layer (the first dense_layers keep a dense MLP); MoE layers among layers
 // [first, first + n).
@@ -322,6 +367,18 @@ int grad_bytes_per_param(const ModelSpec& m);
 std::string_view attention_kernel_name(AttentionKernel k);  // "materialized", "fused"
 // `field` names where the value came from in the error (InputError).
 AttentionKernel parse_attention_kernel(const std::string& s, const std::string& field = "attention_kernel");
+std::string_view fp8_recipe_name(Fp8Recipe r);  // "delayed", "current", "blockwise", "mxfp8"
+// `field` names where the value came from in the error (InputError).
+Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& field = "fp8_recipe");
+// Bytes of traffic per element of one FP8 cast of an activation or gradient (with its transpose,
+// or its column-wise copy) under the model's recipe: the stack's fused cast-transpose
+// (`cast_transpose`, 4) plus an amax pass (current: read 2), or the scales of both copies
+// (blockwise: 2 x 4 / 128; MXFP8: 2 x 1 / 32).
+double fp8_cast_bytes(const ModelSpec& m, double cast_transpose);
+// Per linear weight and step under the model's recipe: the FP8 copies kept (static bytes) and
+// the traffic of making them from the 16-bit weight (memory.h kFp8WeightCopyBytes, ...Traffic).
+double fp8_weight_copy_bytes(const ModelSpec& m);
+double fp8_weight_cast_bytes(const ModelSpec& m);
 std::string_view recompute_name(RecomputePolicy p);
 RecomputePolicy parse_recompute(const std::string& s);  // throws InputError
 
@@ -353,6 +410,11 @@ void check_fp8(const ModelSpec& m, const ClusterSpec& c);
 // The same cluster with `nodes` nodes (a preset scaled out or in; each node and the network keep
 // their figures; the name says so). InputError naming `field` when nodes < 1.
 void set_nodes(ClusterSpec& c, int nodes, const std::string& field);
+// A job that uses `used` of each node's GPUs (ClusterSpec::gpus_used_per_node; an NVL72 rack of
+// which a job takes 64): the node then has `used` GPUs and their share of its NICs, one at least
+// (NICs serve the GPUs beside them, as a GB200 compute tray's four NICs its four GPUs); 0 or the
+// node's size: all of them. InputError naming `field` outside [0, installed GPUs].
+void set_gpus_used_per_node(ClusterSpec& c, int used, const std::string& field);
 // The fraction of GPU memory a plan leaves free (ClusterSpec::memory_margin); InputError naming
 // `field` outside [0, 1).
 void set_memory_margin(ClusterSpec& c, double margin, const std::string& field);

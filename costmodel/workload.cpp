@@ -135,7 +135,7 @@ void moe_block_work(LayerWork& w, const ModelSpec& m, const KernelStack& k, doub
   f.memory_bytes = Th_outside * e * (tr.layer_norm + resid) + act + route + permute;
   i.memory_bytes = 2 * f.memory_bytes;
   if (m.fp8) {  // the experts' inputs and output gradients cast to FP8, as the dense MLP's
-    const double cast = tr.fp8_cast_transpose;
+    const double cast = fp8_cast_bytes(m, tr.fp8_cast_transpose);
     f.memory_bytes += cast * (copies * h + copies * fe / et);
     i.memory_bytes += cast * (up * copies * fe / et + copies * h);
   }
@@ -190,6 +190,7 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   w.seq_length = static_cast<int>(s);  // the kernels' length: one chunk's under cp
   w.causal = m.kind != ModelKind::Bert;
   w.element_bytes = m.bytes_per_activation;
+  w.mxfp8 = m.fp8 && m.fp8_recipe == Fp8Recipe::Mxfp8;
   auto fwd = [](double mm, double nn, double kk, double batch = 1) { return Gemm{mm, nn, kk, batch}; };
   auto in_grad = [](double mm, double nn, double kk, double batch = 1) { return Gemm{mm, kk, nn, batch}; };
   auto w_grad = [](double mm, double nn, double kk) { return Gemm{kk, nn, mm, 1}; };
@@ -202,15 +203,22 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   const double Th_outside = sp ? T * h / t : T * h;  // norms and residual adds: s/t of the sequence with sp
   const double resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
   // The attention core, forward: two batched products and the score traffic, or one kernel.
-  const CoreWork core = cp > 1 ? cp_core_work(k, bb, s, heads, d, w.causal, cp, dv)
-                                : attention_core_work(k, bb, s, heads, d, fused, w.causal, m.dropout, e, dv);
+  CoreWork core = cp > 1 ? cp_core_work(k, bb, s, heads, d, w.causal, cp, dv)
+                          : attention_core_work(k, bb, s, heads, d, fused, w.causal, m.dropout, e, dv);
+  if (fused) {  // sliding windows: a fused kernel skips the tiles outside the window (the mean layer's share)
+    const double share = attention_pair_share(m);
+    for (BlockWork* b : {&core.f, &core.i}) {
+      b->flash_flops *= share;
+      b->model_flops *= share;
+    }
+  }
   w.core = core;
   const BlockWork& core_f = core.f;
   const BlockWork& core_i = core.i;
   const double attn_mem_f = Th_outside * e * (tr.layer_norm + resid);
   // The projections (attention_projections: QKV and the output projection, or MLA's five), each
   // split by columns, by rows or whole on every tp rank.
-  const double cast = m.fp8 ? tr.fp8_cast_transpose : 0;  // bytes per element cast to FP8 (stack.h)
+  const double cast = m.fp8 ? fp8_cast_bytes(m, tr.fp8_cast_transpose) : 0;  // per element cast to FP8 (stack.h, the recipe)
   w.attn_f.memory_bytes = attn_mem_f;
   w.attn_i.memory_bytes = 2 * attn_mem_f;
   for (const Projection& pr : projections) {

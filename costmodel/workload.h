@@ -36,6 +36,7 @@ struct KernelContext {
   int seq_length = 0;     // s
   bool causal = true;     // decoders mask the future; BERT does not
   int element_bytes = 2;  // bytes of one operand element of the products
+  bool mxfp8 = false;     // FP8 products at the GPU's MXFP8 peak (Fp8Recipe::Mxfp8)
 };
 
 // One pass of one block: what its kernels compute and move.

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "costmodel/flops.h"
+#include "costmodel/runtime_support.h"
 #include "planner/balance.h"
 #include "planner/bounds.h"
 #include "schedules/buckets.h"
@@ -84,10 +85,18 @@ std::string zero_key(int z) { return "zero " + std::to_string(z); }
 std::string shard_key(int g) { return "shard group " + std::to_string(g); }
 std::string cp_key(int x) { return "cp " + std::to_string(x); }
 std::string ep_key(int x) { return "ep " + std::to_string(x); }
-std::string precision_key(bool fp8) { return fp8 ? "fp8" : "bf16"; }
+// One precision searched: 16 bits, or FP8 with a recipe.
+struct Precision {
+  bool fp8 = false;
+  costmodel::Fp8Recipe recipe = costmodel::Fp8Recipe::Delayed;
+};
+std::string precision_key(Precision p) {
+  if (!p.fp8) return "bf16";
+  return p.recipe == costmodel::Fp8Recipe::Delayed ? "fp8" : "fp8-" + std::string(costmodel::fp8_recipe_name(p.recipe));
+}
 
 // The choices of the space with more than one value, each value's key, in the space's order.
-std::vector<std::string> choice_keys(const PlanSpace& space, const std::vector<int>& eps, const std::vector<bool>& precisions) {
+std::vector<std::string> choice_keys(const PlanSpace& space, const std::vector<int>& eps, const std::vector<Precision>& precisions) {
   std::vector<std::string> keys;
   if (space.zero.size() > 1)
     for (int z : space.zero) keys.push_back(zero_key(z));
@@ -98,13 +107,13 @@ std::vector<std::string> choice_keys(const PlanSpace& space, const std::vector<i
   if (eps.size() > 1)
     for (int x : eps) keys.push_back(ep_key(x));
   if (precisions.size() > 1)
-    for (bool f : precisions) keys.push_back(precision_key(f));
+    for (Precision f : precisions) keys.push_back(precision_key(f));
   return keys;
 }
 
 // The keys a point belongs to (those of choice_keys).
-std::vector<std::string> keys_of(const ParallelPlan& p, bool fp8, const PlanSpace& space, const std::vector<int>& eps,
-                                 const std::vector<bool>& precisions) {
+std::vector<std::string> keys_of(const ParallelPlan& p, Precision fp8, const PlanSpace& space, const std::vector<int>& eps,
+                                 const std::vector<Precision>& precisions) {
   std::vector<std::string> keys;
   if (space.zero.size() > 1) keys.push_back(zero_key(p.zero));
   if (space.shard_groups.size() > 1 && p.zero == 3) keys.push_back(shard_key(p.shard_group));
@@ -114,7 +123,36 @@ std::vector<std::string> keys_of(const ParallelPlan& p, bool fp8, const PlanSpac
   return keys;
 }
 
+// The points of one schedule shape evaluated one after another: the evaluator and lowered-
+// schedule caches hold 16 shapes, and the space's own order (tp, pp, cp, ep, b, schedule, ...)
+// visits a (tp, pp)'s shapes again for every expert-parallel degree, which thrashed them
+// (DeepSeek-V3's default space: 3,112 evaluators compiled for 7,030 evaluations). The order
+// changes no price; among plans of equal time the one evaluated first is listed first.
+std::vector<ParallelPlan> by_shape(std::vector<ParallelPlan> points) {
+  std::vector<std::pair<std::string, size_t>> order;
+  order.reserve(points.size());
+  for (size_t i = 0; i < points.size(); ++i) order.emplace_back(shape_key(points[i]), i);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<ParallelPlan> sorted;
+  sorted.reserve(points.size());
+  for (const auto& [key, i] : order) sorted.push_back(std::move(points[i]));
+  return sorted;
+}
+
 }  // namespace
+
+std::pair<std::string, long> main_rejection(const SearchStats& s) {
+  std::pair<std::string, long> out{"", 0};
+  for (const auto& [why, n] : s.rejections)
+    if (n > out.second) out = {why, n};
+  return out;
+}
+
+bool ranks_before(const Candidate& a, const Candidate& b) {
+  const bool a_fits = a.fit == costmodel::Fit::Fits, b_fits = b.fit == costmodel::Fit::Fits;
+  if (a_fits != b_fits) return a_fits;
+  return a.iteration_time_s < b.iteration_time_s;
+}
 
 SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& space, const SearchOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -124,22 +162,13 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   costmodel::check(c);
   SearchResult res;
   res.cluster = plan_cluster(c, space);
-  std::vector<ParallelPlan> points = enumerate(space, m, c);
-  // The points of one schedule shape evaluated one after another: the evaluator and lowered-
-  // schedule caches hold 16 shapes, and the space's own order (tp, pp, cp, ep, b, schedule, ...)
-  // visits a (tp, pp)'s shapes again for every expert-parallel degree, which thrashed them
-  // (DeepSeek-V3's default space: 3,112 evaluators compiled for 7,030 evaluations). The order
-  // changes no price; among plans of equal time the one evaluated first is listed first.
-  {
-    std::vector<std::pair<std::string, size_t>> order;
-    order.reserve(points.size());
-    for (size_t i = 0; i < points.size(); ++i) order.emplace_back(shape_key(points[i]), i);
-    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<ParallelPlan> sorted;
-    sorted.reserve(points.size());
-    for (const auto& [key, i] : order) sorted.push_back(std::move(points[i]));
-    points = std::move(sorted);
-  }
+  // The runtime's refusals (--for-runtime) are made point by point below, each counted with its
+  // reason (issue 52: a choice the runtime cannot run showed "no plan fits, 0 of 0").
+  check(space, m, c);
+  PlanSpace offered = space;
+  offered.for_runtime = false;
+  std::vector<ParallelPlan> points = enumerate(offered, m, c);
+  points = by_shape(std::move(points));
   EvaluatorCache cache;
   std::map<std::string, schedules::Schedule> lowered;
   // Evaluates q and keeps it among the best when it fits; false when a check refuses it.
@@ -147,7 +176,16 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
   int stages = 0;
   ModelSpec model = m;  // the model at the precision being searched
   // Each precision of the space over every point (a model already in FP8: FP8 only).
-  const std::vector<bool> precisions = m.fp8 || custom ? std::vector<bool>{m.fp8} : space.fp8;
+  std::vector<Precision> precisions;
+  if (m.fp8 || custom) {
+    precisions.push_back({m.fp8, m.fp8_recipe});
+  } else {
+    for (bool f : space.fp8) {
+      if (!f) precisions.push_back({false, costmodel::Fp8Recipe::Delayed});
+      if (f)
+        for (costmodel::Fp8Recipe r : space.fp8_recipes) precisions.push_back({true, r});
+    }
+  }
   const std::vector<int> eps = expert_degrees(space, m);
   for (const std::string& k : choice_keys(space, eps, precisions)) res.choices.push_back({k});
   auto choice = [&](const std::string& key) -> ChoiceBest* {
@@ -169,32 +207,44 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
     bool fits = false;
     try {
       costmodel::check(q);
+      if (space.for_runtime)
+        if (const std::string why = costmodel::runtime_refusal(model, q, costmodel::plan_schedule(q)); !why.empty())
+          throw InputError(why);
       cand = custom ? candidate_of(opt.estimate(res.cluster, q), res.cluster, fits) : price(q, fits);
       cand.fp8 = model.fp8;
-    } catch (const InputError&) {
+      cand.fp8_recipe = model.fp8_recipe;
+    } catch (const InputError& e) {
+      const std::string why = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+      ++res.stats.rejections[why];
+      for (const std::string& k : keys_of(q, {model.fp8, model.fp8_recipe}, space, eps, precisions))
+        if (ChoiceBest* c = choice(k)) {
+          ++c->rejected;
+          if (c->rejection.empty()) c->rejection = why;
+        }
       return false;
     }
     ++res.stats.evaluated;
-    for (const std::string& k : keys_of(q, model.fp8, space, eps, precisions))
+    for (const std::string& k : keys_of(q, {model.fp8, model.fp8_recipe}, space, eps, precisions))
       if (ChoiceBest* c = choice(k)) {
         ++c->evaluated;
         if (!fits) continue;
-        ++c->fitting;
-        if (!c->best || cand.iteration_time_s < c->best->iteration_time_s) c->best = cand;
+        ++(cand.fit == costmodel::Fit::Fits ? c->fitting : c->tight);
+        if (!c->best || ranks_before(cand, *c->best)) c->best = cand;
       }
     if (!fits) {
       ++res.stats.infeasible;
       return true;
     }
+    if (cand.fit == costmodel::Fit::Tight) ++res.stats.tight;
     res.best.push_back(cand);
-    std::stable_sort(res.best.begin(), res.best.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.iteration_time_s < b.iteration_time_s; });
+    std::stable_sort(res.best.begin(), res.best.end(), ranks_before);
     if (static_cast<int>(res.best.size()) > opt.top_k) res.best.pop_back();
     return true;
   };
   const long total = static_cast<long>(points.size() * precisions.size());
-  for (bool fp8 : precisions) {
-    model.fp8 = fp8;
+  for (Precision fp8 : precisions) {
+    model.fp8 = fp8.fp8;
+    model.fp8_recipe = fp8.recipe;
     for (const ParallelPlan& p : points) {
       // Every point: 64 of the expensive ones took 40-50 s with nothing printed (issue 36); the
       // Progress the CLI passes prints at most once every 2 s.
@@ -216,8 +266,7 @@ SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& s
       ParallelPlan q = p;
       q.stage_layers = balance_stages(m.num_layers, stages, stage_time_model(costs, p.recompute == costmodel::RecomputePolicy::Full));
       if (q.stage_layers == costmodel::partition_layers(m, p, stages)) continue;
-      ++res.stats.balanced;
-      consider(q);
+      if (consider(q)) ++res.stats.balanced;  // counted when evaluated: considered = pruned + rejected + evaluated - balanced
     }
   }
   res.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

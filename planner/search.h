@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@ namespace stagecraft::planner {
 struct Candidate {
   costmodel::ParallelPlan plan;
   bool fp8 = false;              // priced with the model's linear products in FP8 (PlanSpace::fp8)
+  costmodel::Fp8Recipe fp8_recipe = costmodel::Fp8Recipe::Delayed;  // its recipe, with fp8
   double iteration_time_s = 0;
   double tokens_per_s = 0;
   double mfu = 0;                // model FLOPs utilisation (costmodel/flops.h)
@@ -28,14 +30,20 @@ struct Candidate {
   costmodel::Fit fit = costmodel::Fit::Fits;  // fits, or tight (over the usable memory, within the GPU's)
 };
 
+// The planner's ranking: a plan that fits in the usable memory before any tight one, then by
+// iteration time. Every list of plans the planner returns is in this order.
+bool ranks_before(const Candidate& a, const Candidate& b);
+
 struct SearchStats {
   long considered = 0;          // points of the space
   long pruned = 0;              // dropped by the memory bound before any evaluation
   long rejected = 0;            // refused by a plan check or a schedule generator
   long evaluated = 0;           // run through the evaluator (balanced variants included)
-  long balanced = 0;            // variants with balanced stage layers (planner/balance.h) added
+  long balanced = 0;            // variants with balanced stage layers (planner/balance.h) evaluated
   long infeasible = 0;          // evaluated, and their peak memory exceeds the GPU's memory
+  long tight = 0;               // evaluated, over the usable memory but within the GPU's
   long schedules_compiled = 0;  // evaluators compiled (the rest reused one)
+  std::map<std::string, long> rejections;  // the refusals' reasons (first line) and their counts
   double seconds = 0;           // wall time of the search
 };
 
@@ -60,17 +68,23 @@ struct SearchOptions {
 struct ChoiceBest {
   std::string choice;             // "zero 3", "shard group 8", "cp 2", "fp8", ...
   long pruned = 0;                // its points dropped by the memory bound
+  long rejected = 0;              // its points refused by a plan check or a schedule generator
+  std::string rejection{};        // the first refusal's reason (first line), empty when none
   long evaluated = 0;             // evaluated (balanced variants included)
-  long fitting = 0;               // of them, the plans that fit
-  std::optional<Candidate> best;  // its fastest plan that fits; empty when none does
+  long fitting = 0;               // of them, the plans that fit in the usable memory
+  long tight = 0;                 // of them, the tight plans (over the usable memory, within the GPU's)
+  std::optional<Candidate> best{};  // its fastest plan that fits; else its fastest tight one; else empty
 };
 
 struct SearchResult {
   costmodel::ClusterSpec cluster;   // the cluster the plans run on (PlanSpace::gpus of it)
-  std::vector<Candidate> best;      // up to top_k plans that fit, fastest first
+  std::vector<Candidate> best;      // up to top_k plans, those that fit first, then tight ones (ranks_before)
   std::vector<ChoiceBest> choices;  // per value of each choice with several, in the space's order
   SearchStats stats;
 };
+
+// The reason that refused the most points of a search, with its count; empty when none was refused.
+std::pair<std::string, long> main_rejection(const SearchStats& s);
 
 SearchResult search(const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c, const PlanSpace& space,
                     const SearchOptions& opt = {});

@@ -48,17 +48,20 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   if (space.fp8.empty()) bad("precisions", "(none)", "give at least one (bf16, fp8)");
   if (space.for_runtime && (m.fp8 || std::find(space.fp8.begin(), space.fp8.end(), true) != space.fp8.end()))
     bad("precisions", "fp8", "with --for-runtime: the runtime's linear layers run in fp32 or bf16; allowed: bf16");
+  if (space.fp8_recipes.empty()) bad("precisions", "(no FP8 recipe)", "give at least one recipe");
   for (bool f : space.fp8)
-    if (f && !m.fp8) {
-      ModelSpec f8 = m;
-      f8.fp8 = true;
-      try {
-        costmodel::check(f8);
-        costmodel::check_fp8(f8, c);
-      } catch (const InputError& e) {
-        bad("precisions", "fp8", e.what());
+    for (costmodel::Fp8Recipe r : space.fp8_recipes)
+      if (f && !m.fp8) {
+        ModelSpec f8 = m;
+        f8.fp8 = true;
+        f8.fp8_recipe = r;
+        try {
+          costmodel::check(f8);
+          costmodel::check_fp8(f8, c);
+        } catch (const InputError& e) {
+          bad("precisions", r == costmodel::Fp8Recipe::Delayed ? "fp8" : std::string(costmodel::fp8_recipe_name(r)), e.what());
+        }
       }
-    }
   if (space.gpus < 0 || space.gpus > c.num_gpus())
     bad("gpus", std::to_string(space.gpus), "must be 0 (all) or at most the " + std::to_string(c.num_gpus()) + " of cluster '" + c.name + "'");
   if (space.global_batch < 1) bad("global_batch", std::to_string(space.global_batch), "must be at least 1 sequence");
@@ -80,8 +83,18 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
   for (int z : space.zero)
     if (z < 0 || z > 3) bad("zero", std::to_string(z), "allowed: 0, 1, 2, 3");
   if (space.cp_degrees.empty()) bad("cp_degrees", "(none)", "give at least one (1: no context parallelism)");
-  for (int x : space.cp_degrees)
+  for (int x : space.cp_degrees) {
     if (x < 1) bad("cp_degrees", std::to_string(x), "each must be at least 1");
+    // A degree the model cannot take is refused here, not dropped silently (issue 52: "cp 2: no
+    // plan fits, 0 of 0").
+    if (x > 1 && m.attention_kernel != costmodel::AttentionKernel::Fused)
+      bad("cp_degrees", std::to_string(x),
+          "context parallelism needs the fused attention kernel: --attention-kernel fused; model '" + m.name +
+              "' has materialized attention");
+    if (!costmodel::cp_divides(m, x))
+      bad("cp_degrees", std::to_string(x),
+          "2 x cp must divide model '" + m.name + "''s sequence of " + std::to_string(m.seq_length) + " tokens");
+  }
   for (int x : space.ep_degrees)
     if (x < 1 || !costmodel::ep_divides(m, x))
       bad("ep_degrees", std::to_string(x),

@@ -48,6 +48,8 @@ struct PlanSpace {
   std::vector<bool> fp8 = {false};           // precisions tried: the layers' linear products in 16 bits
                                              // (false) or in FP8 (true; a GPU with FP8, costmodel
                                              // check_fp8); a model with fp8 set is FP8 only
+  std::vector<costmodel::Fp8Recipe> fp8_recipes = {costmodel::Fp8Recipe::Delayed};  // the recipes each FP8
+                                             // precision is tried with (ModelSpec::fp8_recipe)
   std::vector<int> ep_degrees;               // expert-parallel degrees tried (costmodel/moe.h) where ep divides
                                              // the experts and dp x cp; empty = 1 for a dense model, every
                                              // power of two dividing the experts for a model with experts

@@ -52,7 +52,7 @@ extern "C" void on_interrupt(int) { g_interrupted = 1; }
 int run(const std::string& cmd, const std::string& out_path) {
   int status = std::system((cmd + " >" + out_path + " 2>" + out_path + ".err").c_str());
   const bool child_interrupted = WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM);
-  if (g_interrupted || child_interrupted) throw Error("validate: interrupted; the rows completed so far are written");
+  if (g_interrupted || child_interrupted) throw Error("validate: interrupted");  // the caller says what was written
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -275,7 +275,7 @@ std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions&
         if (last && !steps[i].empty()) {
           rows[i].measured_s = costmodel::stats::median(steps[i]);
           const double mib = 1024.0 * 1024.0;
-          log << "; over " << steps[i].size() << " steps " << rows[i].measured_s << " s, evaluator " << rows[i].evaluator_s
+          log << ";\n    over " << steps[i].size() << " steps " << rows[i].measured_s << " s, evaluator " << rows[i].evaluator_s
               << " s" << (o.simulate ? ", simulator " + std::to_string(rows[i].simulator_s) + " s" : "") << "; peak memory "
               << rows[i].measured_memory_bytes / mib << " MiB, evaluator " << rows[i].evaluator_memory_bytes / mib << " MiB";
         }

@@ -427,8 +427,9 @@ void print_summary_line(const Run& r, const json& sum) {
   double peak = 0;
   for (const json& k : sum.at("ranks")) peak = std::max(peak, k.value("peak_memory_bytes", 0.0));
   const std::string cp = r.opt.plan.cp > 1 ? ", cp " + std::to_string(r.opt.plan.cp) : "";
-  std::printf("trained %zu steps on %d ranks (dp %d, tp %d, pp %d%s, %s): final loss %.6f, mean iteration %.2f ms after warm-up, "
-              "%.0f tokens/s, peak memory %.1f MiB on the fullest rank\n",
+  // Two lines, within 100 columns (issue 52).
+  std::printf("trained %zu steps on %d ranks (dp %d, tp %d, pp %d%s, %s): final loss %.6f\n  mean iteration %.2f ms after "
+              "warm-up, %.0f tokens/s, peak memory %.1f MiB on the fullest rank\n",
               steps.size(), r.env.world, r.opt.plan.dp, r.opt.plan.tp, r.opt.plan.pp, cp.c_str(), r.plan.schedule.name.c_str(), loss,
               sum.at("mean_iteration_time_s").get<double>() * 1e3, sum.at("tokens_per_s").get<double>(), peak / (1024.0 * 1024.0));
   std::fflush(stdout);
@@ -439,7 +440,7 @@ void print_breakdown(const json& sum) {
   for (const json& k : sum.at("ranks")) {
     if (!k.contains("breakdown_s")) continue;
     const json& b = k["breakdown_s"];
-    std::printf("rank %d: %.2f ms = products %.2f + attention core %.2f + other compute %.2f + optimizer %.2f + "
+    std::printf("rank %d: %.2f ms = products %.2f + attention core %.2f + other compute %.2f\n    + optimizer %.2f + "
                 "communication %.2f + idle and waits %.2f ms\n",
                 k["rank"].get<int>(), k["iteration_time_s"].get<double>() * 1e3, b["gemm_s"].get<double>() * 1e3,
                 b["attention_core_s"].get<double>() * 1e3, b["other_compute_s"].get<double>() * 1e3,

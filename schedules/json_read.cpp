@@ -1,5 +1,6 @@
 #include "schedules/json_read.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -14,6 +15,9 @@ nlohmann::json parse_json(const std::string& text, const std::string& what) {
 }
 
 nlohmann::json read_json_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(what + " '" + path + "' is a directory (allowed: a JSON file)");
   std::ifstream f(path);
   if (!f) throw InputError(what + " '" + path + "' cannot be read");
   std::stringstream text;

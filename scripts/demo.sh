@@ -34,9 +34,13 @@ if grep -q '^stagecraft_runtime_cli:' <(cmake --build build --target help 2>/dev
     measured=$(grep -o '"mean_iteration_time_s": [0-9.e+-]*' out/demo/train-tiny.json | head -1 | awk '{print $2}')
     predicted=$(grep -o '"iteration_time_s": [0-9.e+-]*' out/demo/estimate-tiny.json | head -1 | awk '{print $2}')
     errors+=("$(awk -v m="$measured" -v p="$predicted" 'BEGIN { printf "%.4f", p / m - 1 }')")
-    awk -v r="$round" -v m="$measured" -v p="$predicted" 'BEGIN {
-      printf "round %d: tiny, 2 CPU ranks, pp 2, 1F1B, 8 microbatches: measured %.1f ms per iteration, predicted %.1f ms from this machine'"'"'s profile (%+.1f%%)\n", r, m * 1e3, p * 1e3, 100 * (p / m - 1) }'
+    [ "$round" = 1 ] && echo "tiny, 2 CPU ranks, pp 2, 1F1B, 8 microbatches, predicted from this machine's profile:"
+    awk -v r="$round" -v m="$measured" -v p="$predicted" 'BEGIN { e = p / m - 1; a = e < 0 ? -e : e
+      printf "round %d: measured %.1f ms per iteration, predicted %.1f ms (%+.1f%%): %s 5%%\n", r, m * 1e3, p * 1e3, 100 * e,
+        a <= 0.05 ? "within" : "outside" }'
   done
+  printf '%s\n' "${errors[@]}" | awk '{ a = $1 < 0 ? -$1 : $1; n += a <= 0.05 } END {
+    printf "rounds within 5%% of the measurement: %d of %d\n", n, NR }'
   # The median of the absolute errors: a round off in either direction counts against it.
   printf '%s\n' "${errors[@]}" | awk '{ print ($1 < 0 ? -$1 : $1) }' | sort -g | sed -n 2p | awk '{
     printf "median absolute error of the three rounds: %.1f%% (%s 15%%)\n", 100 * $1, $1 <= 0.15 ? "within" : "outside" }'

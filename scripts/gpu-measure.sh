@@ -33,6 +33,16 @@ TARGETS="stagecraft test_runtime_train test_runtime_precision test_runtime_trace
 step ctest 150 ctest --test-dir build-gpu -j 6 -R 'RuntimePrecision|RuntimeTrain|RuntimeTrace|RuntimeFastPaths|RuntimeStoreBackend' --output-on-failure
 tail -3 "$out/ctest.log"
 bin=build-gpu/bin/stagecraft
+# The GPU calibration (docs/gpu.md "Catalog against measured"): 25 s of back-to-back bf16
+# GEMMs over five large shapes, the clock settled; then one estimate with the catalog's figures
+# and one with the measured ones. GPU names the catalog entry of this machine's GPU.
+gpu=${GPU:-h200}
+step gpu-calibration 60 $bin profile --device cuda --gemm-calibration "$out/gpu-calibration.json" --gpu "$gpu" && \
+  for src in catalog measured; do
+    cal=(); [ "$src" = measured ] && cal=(--gpu-calibration "$out/gpu-calibration.json")
+    $bin estimate --cluster h200-ib-1024 --nodes 1 --model gpt3-7.5b --dp 1 --tp 8 --pp 1 --microbatches 1 ${cal[@]+"${cal[@]}"} \
+      > "$out/estimate-$src.txt" 2>&1
+  done
 # Warm-up is the first step (mean_iteration_time_s leaves it out); the data are real tokens.
 step train-bf16 120 $bin train --model experiments/gpu/gpt-1.4b-bf16-fused.json --backend nccl --precision bf16 --microbatch-size 4 --microbatches 8 \
   --steps "$steps" --log-every 5 --json "$out/train-gpt-1.4b-bf16.json" --trace "$out/train-gpt-1.4b-bf16.trace.json"

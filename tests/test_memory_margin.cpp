@@ -81,8 +81,8 @@ TEST(MemoryMargin, TheMarginDecidesTheFit) {
 
 // The planner's best plan without a margin uses more than a tight margin allows; with that
 // margin the planner refuses it, and every plan it keeps leaves the margin free.
-// Plans inside the margin (over the usable memory, within the GPU's) are kept and marked tight;
-// every other kept plan leaves the margin free.
+// Plans inside the margin (over the usable memory, within the GPU's) are kept, marked tight and
+// ranked after the plans that fit; every other kept plan leaves the margin free.
 TEST(MemoryMargin, PlannerMarksPlansInsideTheMarginTight) {
   const ModelSpec m = costmodel::load_model("gpt3-7.5b");
   ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
@@ -96,7 +96,9 @@ TEST(MemoryMargin, PlannerMarksPlansInsideTheMarginTight) {
   ASSERT_FALSE(free_run.best.empty());
   const double first = free_run.best.front().max_memory_bytes;
   c.memory_margin = 1 - 0.99 * first / c.gpu_memory_bytes;  // the unconstrained best no longer fits
-  const planner::SearchResult tight = planner::search(m, c, s);
+  planner::SearchOptions every;
+  every.top_k = 100000;  // every plan kept: the tight ones come after all that fit
+  const planner::SearchResult tight = planner::search(m, c, s, every);
   ASSERT_FALSE(tight.best.empty());
   int marked = 0;
   for (const planner::Candidate& k : tight.best) {
@@ -105,9 +107,17 @@ TEST(MemoryMargin, PlannerMarksPlansInsideTheMarginTight) {
     EXPECT_DOUBLE_EQ(k.headroom_bytes, c.usable_memory_bytes() - k.max_memory_bytes);
     marked += k.fit == costmodel::Fit::Tight;
   }
-  // The unconstrained best is still found, now marked tight.
-  EXPECT_EQ(costmodel::to_json(tight.best.front().plan), costmodel::to_json(free_run.best.front().plan));
-  EXPECT_EQ(tight.best.front().fit, costmodel::Fit::Tight);
+  // The unconstrained best is still found, now marked tight, and ranked after every plan that
+  // fits (issue 52: a tight plan is never ranked above one that fits).
+  bool found = false, seen_tight = false;
+  for (const planner::Candidate& k : tight.best) {
+    if (k.fit == costmodel::Fit::Fits) EXPECT_FALSE(seen_tight) << "a plan that fits ranked after a tight one";
+    seen_tight = seen_tight || k.fit == costmodel::Fit::Tight;
+    if (costmodel::to_json(k.plan) != costmodel::to_json(free_run.best.front().plan)) continue;
+    found = true;
+    EXPECT_EQ(k.fit, costmodel::Fit::Tight);
+  }
+  EXPECT_TRUE(found);
   EXPECT_GE(marked, 1);
 }
 

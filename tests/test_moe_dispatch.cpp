@@ -101,3 +101,30 @@ TEST(MoeDispatch, PlanFieldChangesTheEstimateAndIsChecked) {
   EXPECT_NE(err.find("moe_dispatcher"), std::string::npos);
   EXPECT_NE(err.find("alltoall, allgather, flex"), std::string::npos);
 }
+
+// Placement on NVLink domains: on GB200 NVL72 racks used 64 GPUs each (gpus_used_per_node), tp 4
+// x ep 16 puts each expert-parallel group on 64 consecutive GPUs, one rack: the all-to-all stays
+// on NVLink (nothing across racks). With all 72 GPUs of each rack in use, the second group (GPUs
+// 64-127) straddles racks 0 and 1, and the groups' all-to-all is priced at the network's speed.
+TEST(MoeDispatch, ExpertGroupsStayInsideAnNvl72Rack) {
+  const ModelSpec m = load_model("deepseek-v3");
+  ClusterSpec rack64 = load_cluster("gb200-nvl72-1152");
+  rack64.nodes = 4;
+  set_gpus_used_per_node(rack64, 64, "gpus_used_per_node");
+  ParallelPlan p = test::plan_of(64, 4, 1, 1);
+  p.ep = 16;
+  p.sequence_parallel = true;
+  const Topology topo(rack64, p);
+  const AllReducePath path = topo.allreduce_path(expert_axis(p), 16, 1);
+  EXPECT_EQ(path.nodes, 1);
+  const MoeDispatchWork w = moe_dispatch_work(m, 1, 4, 16, 4, path);
+  EXPECT_DOUBLE_EQ(w.bytes.cross_node_bytes, 0.0);
+  EXPECT_GT(w.bytes.intra_node_bytes, 0.0);
+  ClusterSpec full = load_cluster("gb200-nvl72-1152");
+  full.nodes = 4;
+  const AllReducePath straddle = Topology(full, p).allreduce_path(expert_axis(p), 16, 1);
+  // Groups placed unevenly over the racks: the slowest member's link, a NIC's (50 GB/s against
+  // NVLink 5's 900 GB/s a direction), prices every group's all-to-all.
+  EXPECT_LT(straddle.flat.bandwidth_Bps * 4, path.flat.bandwidth_Bps);
+  EXPECT_GT(all_to_all_s(moe_dispatch_work(m, 1, 4, 16, 4, straddle).bytes, straddle), 4 * all_to_all_s(w.bytes, path));
+}

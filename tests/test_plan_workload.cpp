@@ -117,3 +117,47 @@ TEST(PlanWorkload, EstimateCarriesTheWorkloadItPriced) {
   EXPECT_EQ(j["stages"].size(), 2u);
   EXPECT_EQ(j["stages"][0]["moe_layers"], 24);
 }
+
+// gpt-oss-120b (released config.json): 36 layers of 128 experts (3 x 2880 x 2880 each), router
+// 2880 x 128, attention 2880 x 4096 x 2 + 2 x 2880 x 512, norms 2 x 2880; embedding and head 2 x
+// 201,088 x 2880: 116,789,045,760 parameters (the model card: 116.8B). Every other layer attends
+// a 128-token window of its 4,096: (2 x 4096 x 128 - 128^2) / 4096^2 = 0.0615234375 of the full
+// count, the mean over the layers (0.0615234375 + 1) / 2; the core's FLOPs that share of
+// 2 s^2 a (d + d_v) = 2 x 4096^2 x 64 x 128.
+TEST(PlanWorkload, SlidingWindowLayersByHand) {
+  const ModelSpec m = load_model("gpt-oss-120b");
+  EXPECT_DOUBLE_EQ(flops::model_params(m), 116789045760.0);
+  EXPECT_DOUBLE_EQ(attention_pair_share(m), (0.0615234375 + 1) / 2);
+  EXPECT_DOUBLE_EQ(flops::layer_attention_forward_flops(m, 1), 2.0 * 4096 * 4096 * 64 * 128 * 0.530761718750);
+  ModelSpec full = m;
+  full.sliding_window = 0;
+  full.sliding_window_pattern.clear();
+  EXPECT_DOUBLE_EQ(attention_pair_share(full), 1.0);
+  ModelSpec bad = m;
+  bad.sliding_window_pattern = {1, 2};
+  EXPECT_NE(error_of([&] { check(bad); }).find("sliding_window_pattern"), std::string::npos);
+}
+
+// DeepSeek-V3's multi-token prediction module (mtp_layers 1): "11.5B unique parameters,
+// excluding the shared 0.9B Embedding and 0.9B output Head" (deepseek-ai/DeepSeek-V3
+// README_WEIGHTS.md): one MoE layer, a (2h -> h) projection and two norms, within 2%. It sits on
+// the last stage: one more (MoE) layer there and a second pass of the head.
+TEST(PlanWorkload, MultiTokenPredictionOnTheLastStage) {
+  ModelSpec m = load_model("deepseek-v3");
+  m.mtp_layers = 1;
+  EXPECT_NEAR(flops::mtp_params(m), 11.5e9, 0.02 * 11.5e9);
+  EXPECT_DOUBLE_EQ(flops::model_params(m), flops::model_params(load_model("deepseek-v3")) + flops::mtp_params(m));
+  const ClusterSpec c = test::cluster_of("h100-ib-1024", 32);
+  const ParallelPlan p = moe_plan(32, 1, 8, 32, 16);
+  const PlanWorkload with = build_plan_workload(m, c, p, plan_schedule(p));
+  const PlanWorkload without = build_plan_workload(load_model("deepseek-v3"), c, p, plan_schedule(p));
+  const StageWorkload &a = with.stages.back(), &b = without.stages.back();
+  EXPECT_EQ(a.layers, b.layers + 1);
+  EXPECT_EQ(a.moe_layers, b.moe_layers + 1);
+  EXPECT_EQ(a.head_passes, 2);
+  EXPECT_EQ(with.stages.front().mtp_layers, 0);
+  EXPECT_GT(a.params, b.params);
+  const Estimate e = estimate(m, c, p);
+  const CostTable& t = e.costs;
+  EXPECT_GT(t.stages.back().f_s, estimate(load_model("deepseek-v3"), c, p).costs.stages.back().f_s);
+}

@@ -112,18 +112,26 @@ TEST(Planner, ChoicesReportEachValuesFastest) {
   for (int z : {0, 1, 3}) {
     const planner::ChoiceBest& ch = r.choices[static_cast<size_t>(z == 3 ? 2 : z)];
     EXPECT_EQ(ch.choice, "zero " + std::to_string(z));
-    long evaluated = 0, fitting = 0;
-    double fastest = 0;
+    // Plans that fit in the usable memory and tight ones (within the GPU's) are counted apart;
+    // the fastest that fits is the choice's best, a tight one only where none fits (issue 52).
+    long evaluated = 0, fitting = 0, tight = 0;
+    double fastest = 0, fastest_tight = 0;
     for (const costmodel::Estimate& e : all) {
       if (e.plan.zero != z) continue;
       ++evaluated;
-      if (e.fit == costmodel::Fit::DoesNotFit) continue;
+      if (e.fit == costmodel::Fit::Tight) {
+        ++tight;
+        if (fastest_tight == 0 || e.eval.iteration_time_s < fastest_tight) fastest_tight = e.eval.iteration_time_s;
+      }
+      if (e.fit != costmodel::Fit::Fits) continue;
       ++fitting;
       if (fastest == 0 || e.eval.iteration_time_s < fastest) fastest = e.eval.iteration_time_s;
     }
+    if (fitting == 0) fastest = fastest_tight;
     EXPECT_EQ(ch.evaluated, evaluated) << ch.choice;
     EXPECT_EQ(ch.fitting, fitting) << ch.choice;
-    ASSERT_EQ(ch.best.has_value(), fitting > 0) << ch.choice;
+    EXPECT_EQ(ch.tight, tight) << ch.choice;
+    ASSERT_EQ(ch.best.has_value(), fitting + tight > 0) << ch.choice;
     if (ch.best) EXPECT_NEAR(ch.best->iteration_time_s, fastest, 1e-9 * fastest) << ch.choice;
   }
   const planner::ChoiceBest& own = r.choices[static_cast<size_t>(r.best.front().plan.zero == 3 ? 2 : r.best.front().plan.zero)];
@@ -542,7 +550,7 @@ ModelSpec long_llama(costmodel::AttentionKernel k) {
 }
 
 // Llama 3 8B on 16 GPUs at 65,536 tokens a sample: the search, offered cp 1, 2 and 4, runs the
-// sequence over several ranks; without fused attention it offers none.
+// sequence over several ranks; without fused attention it refuses cp > 1.
 TEST(PlannerSpace, SplitsLongSequencesOverContextParallelRanks) {
   planner::PlanSpace s;
   s.gpus = 16;
@@ -553,6 +561,13 @@ TEST(PlannerSpace, SplitsLongSequencesOverContextParallelRanks) {
   ASSERT_FALSE(r.best.empty());
   EXPECT_GT(r.best.front().plan.cp, 1);
   ModelSpec mat = long_llama(costmodel::AttentionKernel::Materialized);
+  // Without it, cp > 1 is refused naming the degree and the flag (issue 52: it was dropped
+  // silently, and `plan` reported "cp 2: no plan fits, 0 of 0").
+  const std::string why = test::error_of([&] { planner::enumerate(s, mat, test::cluster_of("h100-ib-1024", 2)); });
+  EXPECT_NE(why.find("cp_degrees = 2 is invalid (context parallelism needs the fused attention kernel: --attention-kernel fused"),
+            std::string::npos)
+      << why;
+  s.cp_degrees = {1};
   for (const ParallelPlan& p : planner::enumerate(s, mat, test::cluster_of("h100-ib-1024", 2))) EXPECT_EQ(p.cp, 1);
 }
 

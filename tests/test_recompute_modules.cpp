@@ -103,3 +103,31 @@ TEST(RecomputeModules, RefusalsNameTheField) {
   p.recompute_modules = {"moe_act"};
   EXPECT_NE(error_of([&] { check(p); }).find("selective"), std::string::npos);
 }
+
+// Activation offloading (plan.offload_layers, Megatron-Core's --cpu-offloading-num-layers): the
+// offloaded layers' kept bytes leave the stage's activations, one layer's stays in use for the copy
+// in flight; the copies run beside the compute, and show only where one takes longer than a
+// layer's pass: N x (bytes / host bandwidth - pass / layers).
+TEST(RecomputeModules, OffloadedLayersLeaveTheGpuAndShowOnlyWhenSlow) {
+  const ModelSpec m = load_model("llama3-8b");
+  ClusterSpec c = test::cluster_of("h100-ib-1024", 1);
+  c.host_link_bandwidth_Bps = 1e13;  // a host link far faster than the compute: the copies hide
+  ParallelPlan p = test::plan_of(8, 1, 1, 2);
+  const CostTable base = analytic_cost_table(m, c, p, plan_schedule(p));
+  p.offload_layers = 8;
+  const CostTable off = analytic_cost_table(m, c, p, plan_schedule(p));
+  const StageCost &a = base.stages[0], &b = off.stages[0];
+  const double layer = memory::layer_activation_bytes(m, 1, 1, false);  // 32 layers, b 1
+  EXPECT_DOUBLE_EQ(b.act_bytes, a.act_bytes - 8 * layer);
+  EXPECT_DOUBLE_EQ(b.work_bytes, a.work_bytes + layer);
+  EXPECT_DOUBLE_EQ(b.f_s, a.f_s);
+  c.host_link_bandwidth_Bps = 1e9;  // a slow host link: the copies show
+  p.offload_layers = 0;
+  const CostTable slow_base = analytic_cost_table(m, c, p, plan_schedule(p));
+  p.offload_layers = 8;
+  const CostTable slow = analytic_cost_table(m, c, p, plan_schedule(p));
+  const double copy_s = layer / 1e9, f_layer = slow_base.stages[0].f_s / 32;
+  EXPECT_NEAR(slow.stages[0].f_s, slow_base.stages[0].f_s + 8 * (copy_s - f_layer), 1e-12);
+  p.offload_layers = -1;
+  EXPECT_NE(error_of([&] { check(p); }).find("offload_layers"), std::string::npos);
+}

@@ -44,9 +44,16 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PRESETS = os.path.join("..", "..", "costmodel", "presets", "clusters")
 CLUSTERS = {"A100-SXM4-80GB": "dgx-a100-80gb.json",  # the GPU as published -> cluster file here
-            "H100-SXM5-80GB": os.path.join("..", "..", "costmodel", "presets", "clusters", "h100-ib-1024.json"),
-            "H100-HBM2e-96GB-500W": "grand-teton-h100-96gb.json"}  # torchtitan's Grand Teton hosts
+            "H100-SXM5-80GB": os.path.join(PRESETS, "h100-ib-1024.json"),
+            "H100-HBM2e-96GB-500W": "grand-teton-h100-96gb.json",  # torchtitan's Grand Teton hosts
+            "B200-SXM-180GB": os.path.join(PRESETS, "b200-ib-1024.json"),
+            "GB200-NVL72-186GB": os.path.join(PRESETS, "gb200-nvl72-1152.json"),
+            "GB300-NVL72-288GB": os.path.join(PRESETS, "gb300-nvl72-1152.json")}
+NVL72 = ("GB200-NVL72-186GB", "GB300-NVL72-288GB")
+# The precisions a run can state and the flags that price them ("fp8": per-tensor scaling).
+PRECISIONS = {"bf16": [], "fp8": ["--fp8"]}
 # The attention backend a recipe runs -> the kernel set it names (costmodel/presets/stacks): TE's
 # flash backend (NVTE_FUSED_ATTN=0) is FlashAttention-2, its fused backend cuDNN's attention.
 STACKS = {"flash": "megatron-core-te-flash2", "cudnn-fused": "megatron-core-te", "sdpa-flash": "pytorch-eager"}
@@ -54,13 +61,21 @@ RUN_CLUSTERS = {"bloom-176b-384gpu": "jean-zay-a100-80gb.json"}  # runs on anoth
 # Model fields passed through as given where a run states them (costmodel/specs.h, ModelSpec): the
 # experts and the attention shapes other than h / a heads (Qwen3's head_dim, DeepSeek's MLA).
 MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "dense_layers",
-              "moe_node_limit", "moe_capacity_factor", "moe_load_imbalance")
+              "moe_node_limit", "moe_capacity_factor", "moe_load_imbalance", "moe_layer_pattern", "sliding_window",
+              "sliding_window_pattern")
+DEFAULTS = {}
+STRICT = True  # the older sets: a refused row stops the run; the newer sets (with a split) list it
+SPLIT = None  # --split dev|holdout: only the rows of that split (published-moe.json, published-blackwell.json)
 SHAPE_FIELDS = ("head_dim", "v_head_dim", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim")
 PRECISION_FIELDS = ("bytes_per_grad",)  # FSDP's reduce dtype (torchtitan reduces in fp32: 4)
 
 
 def usable(run):
     if run.get("skip"):  # a configuration stagecraft cannot express (the reason is in the file)
+        return False
+    if SPLIT and run.get("split") != SPLIT:
+        return False
+    if precision_flags(run) is None:  # a precision not priced yet (mxfp8, nvfp4)
         return False
     need = ["tp", "pp", "dp", "microbatch_size", "global_batch", "recompute"]
     if run["gpu"] not in CLUSTERS or any(run.get(k) is None for k in need):
@@ -69,10 +84,34 @@ def usable(run):
     return m.get("iteration_time_s") is not None or m.get("tflops_per_gpu") is not None
 
 
-def estimate(binary, run, extra, tmp):
-    with open(os.path.join(HERE, RUN_CLUSTERS.get(run["id"], CLUSTERS[run["gpu"]]))) as f:
+def load_cluster(path):
+    """A cluster file with the preset it "extends" resolved (the program's rule, costmodel/presets.cpp)."""
+    with open(path) as f:
         cluster = json.load(f)
-    cluster["nodes"] = run["gpus"] // cluster["gpus_per_node"]
+    base = cluster.pop("extends", None)
+    if base:
+        merged = load_cluster(os.path.join(HERE, PRESETS, base + ".json"))
+        merged.update(cluster)
+        cluster = merged
+    return cluster
+
+
+def estimate(binary, run, extra, tmp):
+    run = dict(run)
+    for k in ("attention", "dropout", "distributed_optimizer"):
+        if run.get(k) is None and k in DEFAULTS:
+            run[k] = DEFAULTS[k]
+    cluster = load_cluster(os.path.join(HERE, RUN_CLUSTERS.get(run["id"], CLUSTERS[run["gpu"]])))
+    if run["gpu"] in NVL72:
+        # How many of a rack's 72 GPUs the job uses: Megatron-Bridge's Slurm launcher places jobs of
+        # 4-GPU trays in segments of all its trays up to 18, else the largest divisor of the tray
+        # count up to 18 (scripts/performance/utils/executors.py at 6e16ebfa): 256 GPUs as 4 racks of 64.
+        trays = run["gpus"] // 4
+        segment = trays if trays <= 18 else max(d for d in range(1, 19) if trays % d == 0)
+        cluster["gpus_used_per_node"] = 4 * segment
+        cluster["nodes"] = trays // segment
+    else:
+        cluster["nodes"] = run["gpus"] // cluster["gpus_per_node"]
     if CONSTANT_EFFICIENCY:
         cluster["gpu_sms"] = 0
         cluster.pop("gpu_boost_clock_mhz", None)  # the clocks belong to compute by shape
@@ -89,6 +128,7 @@ def estimate(binary, run, extra, tmp):
     for k in MOE_FIELDS + SHAPE_FIELDS + PRECISION_FIELDS:
         if md.get(k) is not None:
             model[k] = md[k]
+    model_features(md, model)
     paths = {}
     for name, obj in (("cluster", cluster), ("model", model)):
         paths[name] = os.path.join(tmp, f"{run['id']}-{name}.json")
@@ -98,8 +138,11 @@ def estimate(binary, run, extra, tmp):
     vs = run.get("virtual_stages") or 1
     cmd = [binary, "estimate", "--json", "--model", paths["model"], "--cluster", paths["cluster"],
            "--tp", str(run["tp"]), "--pp", str(run["pp"]), "--dp", str(run["dp"]),
-           "--microbatch-size", str(run["microbatch_size"]), "--microbatches", str(mb),
-           "--recompute", run["recompute"]]
+           "--microbatch-size", str(run["microbatch_size"]), "--microbatches", str(mb)]
+    cmd += recompute_flags(run) + moe_flags(run)
+    knobs = (run.get("recipe") or {}).get("knobs") or {}
+    if knobs.get("cpu_offloading_num_layers"):  # Megatron-Core --cpu-offloading-num-layers
+        cmd += ["--offload-layers", str(knobs["cpu_offloading_num_layers"])]
     cmd += ["--schedule", "interleaved-1f1b", "--chunks", str(vs)] if vs > 1 else ["--schedule", "1f1b"]
     if run.get("sequence_parallel"):
         cmd.append("--sequence-parallel")
@@ -126,8 +169,7 @@ def estimate(binary, run, extra, tmp):
         cmd += ["--ep", str(run["ep"])]
         if run.get("expert_tensor_parallel") == 1 and run["tp"] > 1:  # whole experts (--etp 1)
             cmd += ["--etp", "1"]
-    if run.get("precision") == "fp8":
-        cmd.append("--fp8")
+    cmd += precision_flags(run)
     if run.get("overlap_grad_reduce"):
         cmd.append("--overlap-grad-reduce")
         # Megatron-Core's bucket: max(40M, 1M x dp) parameters of 16-bit gradients (distributed_data_parallel.py)
@@ -135,8 +177,81 @@ def estimate(binary, run, extra, tmp):
         cmd += ["--grad-bucket-mb", f"{mb:.1f}"]
     out = subprocess.run(cmd + extra, capture_output=True, text=True)
     if out.returncode != 0:
+        if out.returncode == 2 and not STRICT:  # the program refuses the configuration: listed, not priced
+            return {"refused": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "exit 2"}
         raise SystemExit(f"{run['id']}: {' '.join(cmd)}\n{out.stderr}")
     return json.loads(out.stdout)
+
+
+def model_features(md, model):
+    """The newer sets' model fields: gpt-oss's alternating windows (layer_types), DeepSeek-V3's
+    multi-token prediction module (mtp), Llama 4's interleaved experts."""
+    if md.get("sliding_window") and "alternating" in str(md.get("layer_types", "")):
+        model["sliding_window_pattern"] = [1, 0]  # layer 0 windowed, as gpt-oss's layer_types
+    if md.get("mtp"):
+        model["mtp_layers"] = md["mtp"] if isinstance(md["mtp"], int) and not isinstance(md["mtp"], bool) else 1
+    if md.get("moe_load_imbalance") is None:
+        model.pop("moe_load_imbalance", None)
+
+
+def precision_flags(run):
+    """The flags of a run's precision: "mxfp8" and "fp8" with a stated fp8_recipe that recipe,
+    "fp8" alone (the older sets) --fp8 (delayed scaling), a named precision from PRECISIONS, any
+    other (the older sets' prose about 16-bit mixed precision) none; None where the precision is
+    one the program does not price (nvfp4)."""
+    p = run.get("precision") or "bf16"
+    if p == "mxfp8":
+        return ["--fp8-recipe", "mxfp8"]
+    if p == "fp8" and run.get("fp8_recipe"):  # the recipe where a row states it (the older sets do not)
+        stated = run["fp8_recipe"].lower()
+        for recipe in ("current", "delayed", "blockwise"):
+            if stated.startswith(recipe):
+                return ["--fp8-recipe", recipe]
+    if p in PRECISIONS:
+        return PRECISIONS[p]
+    return None if p == "nvfp4" else []
+
+
+def recompute_flags(run):
+    """recompute: none | full | selective | modules (Megatron-Core's --recompute-modules)."""
+    r = run.get("recompute") or "none"
+    if r == "modules":
+        mods = run.get("recompute_modules") or []
+        return ["--recompute", "selective"] + (["--recompute-modules", ",".join(mods)] if mods else [])
+    return ["--recompute", r]
+
+
+def moe_flags(run):
+    """The token dispatcher a run states (flex: DeepEP or HybridEP; none stated: alltoall,
+    Megatron-Core's default)."""
+    moe = run.get("moe") or {}
+    if moe.get("token_dispatcher") == "flex" or moe.get("flex_backend"):
+        return ["--moe-dispatcher", "flex"]
+    if moe.get("token_dispatcher") == "allgather":
+        return ["--moe-dispatcher", "allgather"]
+    return []
+
+
+def by_group(rows, row_runs, errs):
+    """MAPE, the signed mean error of the time and the worst row per GPU and per model, and the fit
+    verdicts: what issue 48 asks the validation to show."""
+    if not row_runs:
+        return
+    worst = max(range(len(rows)), key=lambda i: errs[i])
+    print(f"  worst: {rows[worst][0]} ({100 * rows[worst][6]:+.1f}%)")
+    fits = {}
+    for r in rows:
+        verdict = r[11] if isinstance(r[11], str) else ("fits" if r[11] else "does not fit")
+        fits[verdict] = fits.get(verdict, 0) + 1
+    print("  fit verdicts: " + ", ".join(f"{v} {n}" for v, n in sorted(fits.items())))
+    for label, key in (("GPU", lambda run: run["gpu"]), ("model", lambda run: run["model"]["name"])):
+        groups = {}
+        for i, run in enumerate(row_runs):
+            groups.setdefault(key(run), []).append(i)
+        for g, idx in sorted(groups.items()):
+            mape = 100 * sum(errs[i] for i in idx) / len(idx)
+            signed = 100 * sum(rows[i][6] for i in idx) / len(idx)
+            print(f"  {label} {g}: {len(idx)} runs, MAPE {mape:.1f}%, mean signed time error {signed:+.1f}%")
 
 
 def ranks(xs):
@@ -193,10 +308,15 @@ def brackets(binary, runs_file, extra):
 
 
 def main():
-    global CONSTANT_EFFICIENCY, AS_2023
+    global CONSTANT_EFFICIENCY, AS_2023, SPLIT, DEFAULTS, STRICT
     args = sys.argv[1:]
     binary = args.pop(0) if args and not args[0].startswith("--") else os.path.join(HERE, "..", "..", "build", "bin", "stagecraft")
     runs_file = os.path.join(HERE, "published.json")
+    if "--split" in args:
+        i = args.index("--split")
+        SPLIT = args[i + 1]
+        STRICT = False
+        del args[i:i + 2]
     if "--runs" in args:
         i = args.index("--runs")
         runs_file = args[i + 1]
@@ -212,13 +332,18 @@ def main():
     if with_brackets:
         extra.remove("--brackets")
     with open(runs_file) as f:
+        DEFAULTS = json.load(f).get("defaults", {})  # a set's stated defaults for fields its rows leave null
+    with open(runs_file) as f:
         runs = [r for r in json.load(f)["runs"] if usable(r)]
     if AS_2023:  # what the A100-era model could not express at all
         runs = [r for r in runs if (r.get("cp") or 1) == 1 and r.get("precision", "bf16") != "fp8"]
-    rows, errs, pub_tput, pred_tput, moe_rows = [], [], [], [], []
+    rows, errs, pub_tput, pred_tput, moe_rows, refused, row_runs = [], [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
             e = estimate(binary, run, extra, tmp)
+            if "refused" in e:
+                refused.append((run["id"], e["refused"]))
+                continue
             hw = e["hardware_flops_per_iteration"]
             m = run["measured"]
             # Published iteration time, or the one the paper's TFLOP/s implies: Megatron SC21's
@@ -229,6 +354,7 @@ def main():
             errs.append(abs(err))
             pub_tput.append(hw / t_pub / run["gpus"] / 1e12)
             pred_tput.append(hw / t_pred / run["gpus"] / 1e12)
+            row_runs.append(run)
             rows.append((run["id"], run["gpus"], f"{run['tp']}/{run['pp']}/{run['dp']}", run["recompute"],
                          t_pub, t_pred, err, pub_tput[-1], pred_tput[-1], e["mfu"], e["hfu"], e.get("fit", e["fits"])))
             if run["model"].get("num_experts"):  # tokens per second per GPU, as the MoE sources publish them
@@ -261,6 +387,9 @@ def main():
             rho = spearman([pub_tput[i] for i in idx], [pred_tput[i] for i in idx])
             mape = 100 * sum(errs[i] for i in idx) / len(idx)
             print(f"  source {fam}: {len(idx)} runs, MAPE {mape:.1f}%, Spearman {rho:.2f}")
+    by_group(rows, row_runs, errs)
+    for rid, why in refused:
+        print(f"  refused by the program: {rid}: {why}")
     if with_brackets:
         brackets(binary, runs_file, extra)
 
