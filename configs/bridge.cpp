@@ -42,9 +42,16 @@ std::string megatron_key(const std::string& dotted) {
 // trainer.precision (bf16, bf16-mixed, 16): the Megatron-LM flags it stands for.
 std::vector<std::pair<std::string, std::string>> precision_flags(const std::string& v) {
   std::vector<std::pair<std::string, std::string>> f;
+  const bool fp8 = v.find("fp8") != std::string::npos;
   if (v.find("fp16") != std::string::npos || v == "16" || v == "16-mixed") f.push_back({"fp16", "true"});
-  else if (v.find("bf16") != std::string::npos || v.find("fp8") != std::string::npos) f.push_back({"bf16", "true"});
-  if (v.find("fp8") != std::string::npos) f.push_back({"fp8-format", "hybrid"});
+  else if (v.find("bf16") != std::string::npos || fp8) f.push_back({"bf16", "true"});
+  if (fp8) f.push_back({"fp8-format", "hybrid"});
+  // The recipe in Megatron-Bridge's precision names (bf16_with_fp8_current_scaling_mixed, fp8_cs,
+  // bf16_with_mxfp8_mixed, bf16_with_fp8_subchannel_scaling_mixed, ..._delayed_scaling_...).
+  if (v.find("mxfp8") != std::string::npos || v.find("fp8_mx") != std::string::npos) f.push_back({"fp8-recipe", "mxfp8"});
+  else if (v.find("current") != std::string::npos || v.find("fp8_cs") != std::string::npos) f.push_back({"fp8-recipe", "tensorwise"});
+  else if (v.find("subchannel") != std::string::npos || v.find("block") != std::string::npos) f.push_back({"fp8-recipe", "blockwise"});
+  else if (v.find("delayed") != std::string::npos) f.push_back({"fp8-recipe", "delayed"});
   return f;
 }
 

@@ -25,6 +25,9 @@ void model_flags(Flags& f, const ModelSpec& m, int tp) {
   if (m.bytes_per_param == 2) f.push_back({"--bf16", ""});
   if (m.bytes_per_param == 2 && costmodel::grad_bytes_per_param(m) == 2) f.push_back({"--grad-reduce-in-bf16", ""});
   if (m.fp8) f.push_back({"--fp8-format", "hybrid"});
+  if (m.fp8 && m.fp8_recipe != costmodel::Fp8Recipe::Delayed)
+    f.push_back({"--fp8-recipe", m.fp8_recipe == costmodel::Fp8Recipe::Current ? "tensorwise" : std::string(costmodel::fp8_recipe_name(m.fp8_recipe))});
+  if (m.mtp_layers > 0) f.push_back({"--mtp-num-layers", std::to_string(m.mtp_layers)});
   f.push_back({"--attention-backend", m.attention_kernel == costmodel::AttentionKernel::Fused ? "auto" : "unfused"});
   if (!m.dropout) f.insert(f.end(), {{"--attention-dropout", "0"}, {"--hidden-dropout", "0"}});
 }
@@ -95,6 +98,8 @@ std::string emit_megatron(const ModelSpec& m, const ParallelPlan& p, int gpus_pe
   if (p.stack != "megatron-lm" && p.stack != "megatron-core-te") lost.push_back("stack " + p.stack + " (written as transformer_engine)");
   if (p.rank_order != "tp-dp-pp" && p.rank_order != "tp-cp-dp-pp" && p.rank_order != "tp-pp-dp") lost.push_back("rank_order " + p.rank_order);
   if (p.schedule != "1f1b" && p.schedule != "interleaved-1f1b") lost.push_back("schedule " + p.schedule + " (Megatron-LM runs 1F1B)");
+  if (m.sliding_window > 0) lost.push_back("sliding_window " + std::to_string(m.sliding_window) + " (the model's layer spec)");
+  if (p.offload_layers > 0) lost.push_back("offload_layers " + std::to_string(p.offload_layers));
   for (const std::string& l : lost) out << "# not expressible in Megatron-LM: " << l << "\n";
   Flags f;
   model_flags(f, m, p.tp);

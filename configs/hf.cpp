@@ -122,6 +122,32 @@ void read_mla(HfReader& h, ModelSpec& m) {
   m.num_kv_heads = 0;
 }
 
+// Sliding-window attention: sliding_window with layer_types (gpt-oss: "sliding_attention" and
+// "full_attention" alternating) as the windowed layers' pattern; Qwen's use_sliding_window false
+// turns the window off.
+void read_window(HfReader& h, ModelSpec& m) {
+  h.read.push_back("use_sliding_window");
+  h.read.push_back("layer_types");
+  const bool off = h.has("use_sliding_window") && h.j["use_sliding_window"].is_boolean() && !h.j["use_sliding_window"].get<bool>();
+  const std::optional<int> w = h.integer("sliding_window", off ? "unused (use_sliding_window false)" : "sliding_window");
+  if (!w || *w == 0 || off) return;
+  m.sliding_window = *w;
+  if (!h.has("layer_types") || !h.j["layer_types"].is_array()) return;
+  std::vector<int> layers;
+  for (const nlohmann::json& t : h.j["layer_types"]) layers.push_back(t.is_string() && t.get<std::string>() == "sliding_attention" ? 1 : 0);
+  h.r.map("layer_types", std::to_string(layers.size()) + " entries", "sliding_window_pattern");
+  for (size_t period = 1; period <= layers.size(); ++period) {
+    bool repeats = true;
+    for (size_t k = period; k < layers.size() && repeats; ++k) repeats = layers[k] == layers[k % period];
+    if (repeats) {
+      m.sliding_window_pattern.assign(layers.begin(), layers.begin() + static_cast<long>(period));
+      break;
+    }
+  }
+  if (std::all_of(m.sliding_window_pattern.begin(), m.sliding_window_pattern.end(), [](int x) { return x == 1; }))
+    m.sliding_window_pattern.clear();
+}
+
 void read_precision(HfReader& h, ModelSpec& m) {
   h.read.push_back("torch_dtype");
   h.read.push_back("dtype");
@@ -169,10 +195,10 @@ ModelSpec import_hf_model(const nlohmann::json& j, ImportReport& report, const s
   if (tied != (m.kind == costmodel::ModelKind::Gpt))
     report.unmodelled("tie_word_embeddings", tied ? "true" : "false", std::string("kind ") + std::string(costmodel::kind_name(m.kind)) +
                       (tied ? " counts a separate output matrix" : " counts the head tied to the embedding"));
-  h.unmodelled("num_nextn_predict_layers", "multi-token prediction layers not priced");
+  if (const std::optional<int> mtp = h.integer("num_nextn_predict_layers", "mtp_layers")) m.mtp_layers = *mtp;
+  read_window(h, m);
   h.unmodelled("attention_bias", "the kind decides: biases for gpt, none for llama");
-  for (const char* k : {"sliding_window", "layer_types", "rope_scaling", "use_sliding_window", "max_window_layers"})
-    h.unmodelled(k, "every layer attends over the whole sequence");
+  for (const char* k : {"rope_scaling", "max_window_layers"}) h.unmodelled(k, "positions and windows as the layer types say");
   for (auto it = j.begin(); it != j.end(); ++it)
     if (std::find(h.read.begin(), h.read.end(), it.key()) == h.read.end()) report.ignore(it.key(), json_text(it.value()));
   costmodel::check(m);

@@ -72,7 +72,11 @@ void read_precision(FlagReader& r, ModelSpec& m) {
   }
   if (const std::optional<std::string> f = r.text("fp8-format", "fp8 (the layers' linear products in FP8)")) m.fp8 = *f != "none";
   if (m.fp8 && !bf16 && !fp16) throw InputError(r.where() + ": --fp8-format with fp32 training (allowed: with --bf16 or --fp16)");
-  r.unmodelled("fp8-recipe", "every FP8 recipe priced alike (the products at the FP8 rate; docs/costmodel.md)");
+  // Megatron-LM's recipes onto stagecraft's (costmodel/specs.h Fp8Recipe): tensorwise is current scaling.
+  if (const std::optional<std::string> rec = r.text("fp8-recipe", "fp8_recipe (tensorwise: current)")) {
+    const std::string name = *rec == "tensorwise" ? "current" : *rec;
+    m.fp8_recipe = costmodel::parse_fp8_recipe(name, r.name("fp8-recipe"));
+  }
   r.unmodelled("fp8-param-gather", "the parameter gather stays 16-bit in the model");
   if (const std::optional<std::string> a = r.text("attention-backend", "attention_kernel"))
     m.attention_kernel = (*a == "unfused" || *a == "local") ? costmodel::AttentionKernel::Materialized : costmodel::AttentionKernel::Fused;
@@ -238,7 +242,7 @@ void map_megatron_fields(FlagReader& r, Imported& in, const ImportOptions& o) {
   read_virtual_pipeline(r, in, m.num_layers);
   read_megatron_recompute(r, in.plan);
   read_megatron_overlap(r, in);
-  r.unmodelled("mtp-num-layers", "multi-token prediction layers not priced");
+  if (r.has("mtp-num-layers")) m.mtp_layers = r.count("mtp-num-layers", "mtp_layers", 1);
   costmodel::check(m);
   in.model = m;
   in.has_plan = true;

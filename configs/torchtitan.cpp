@@ -57,9 +57,15 @@ void read_precision(FlagReader& r, ModelSpec& m) {
   std::vector<std::string> conv = r.list("model.converters", "fp8 when float8 or mx is among them").value_or(std::vector<std::string>{});
   for (const std::string& c : conv)
     if (c.find("float8") != std::string::npos || c.find("mx") != std::string::npos) m.fp8 = true;
-  r.unmodelled("quantize.linear.float8.recipe_name", "every FP8 recipe priced alike");
-  r.unmodelled("float8.recipe_name", "every FP8 recipe priced alike");
-  r.unmodelled("quantize.linear.mx.recipe_name", "MXFP8 priced as FP8");
+  // torchao's float8 recipes (tensorwise: current scaling; rowwise: not one of stagecraft's) and MX.
+  for (const char* k : {"quantize.linear.float8.recipe_name", "float8.recipe_name"}) {
+    const std::optional<std::string> rec = r.text(k, "fp8_recipe (tensorwise: current)");
+    if (rec && *rec == "tensorwise") m.fp8_recipe = costmodel::Fp8Recipe::Current;
+    else if (rec) r.report().unmodelled(k, *rec, "priced as current (tensor-wise) scaling");
+  }
+  for (const std::string& c : conv)
+    if (c.find("mx") != std::string::npos) m.fp8_recipe = costmodel::Fp8Recipe::Mxfp8;
+  r.ignore("quantize.linear.mx.recipe_name");
 }
 
 std::string schedule_of(FlagReader& r, const std::string& name) {

@@ -109,7 +109,7 @@ TEST(ImportMegatron, DeepSeekV3ScriptMoeMlaAndReport) {
   EXPECT_EQ(in.plan.moe_dispatcher, "alltoall");
   EXPECT_TRUE(in.model->moe_layer_pattern.empty());  // ([0]*3+[1]*58): 3 dense layers, then all MoE
   EXPECT_TRUE(listed(in.report.not_modelled, "--pipeline-model-parallel-layout"));
-  EXPECT_TRUE(listed(in.report.not_modelled, "--mtp-num-layers"));
+  EXPECT_EQ(in.model->mtp_layers, 1);  // --mtp-num-layers 1
   ASSERT_EQ(in.report.unknown.size(), 1u);
   EXPECT_EQ(in.report.unknown[0].field, "--made-up-flag");
 }
@@ -141,12 +141,12 @@ TEST(ImportMegatron, FlagsOneByOne) {
   const Imported c = megatron_args("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --overlap-param-gather");
   EXPECT_EQ(c.plan.zero, 3);
   EXPECT_FALSE(c.plan.overlap_param_gather);
-  const Imported d = megatron_args("--fp8-format hybrid --fp8-recipe delayed --swiglu --tensor-model-parallel-size 2 --use-torch-fsdp2");
+  const Imported d = megatron_args("--fp8-format hybrid --fp8-recipe tensorwise --swiglu --tensor-model-parallel-size 2 --use-torch-fsdp2");
   EXPECT_TRUE(d.model->fp8);
   EXPECT_EQ(d.model->kind, costmodel::ModelKind::Llama);
   EXPECT_EQ(d.model->ffn_hidden_size, 2688);  // 8 * 1024 / 3 = 2730.7, rounded down to 64: 42 * 64
   EXPECT_EQ(d.plan.zero, 3);
-  EXPECT_TRUE(listed(d.report.not_modelled, "--fp8-recipe"));
+  EXPECT_EQ(d.model->fp8_recipe, costmodel::Fp8Recipe::Current);  // Megatron's tensorwise
   // --moe-layer-freq 2: Megatron's [1 if i % 2 == 0 else 0], repeating [1, 0] from layer 0.
   const Imported e = megatron_args("--num-experts 8 --moe-layer-freq 2 --moe-token-dispatcher-type flex");
   EXPECT_EQ(e.model->dense_layers, 0);
@@ -240,7 +240,8 @@ TEST(ImportHf, Gpt2AndGptOss) {
   EXPECT_EQ(o.model->num_experts, 32);
   EXPECT_EQ(o.model->experts_per_token, 4);
   EXPECT_EQ(o.model->head_dim, 64);
-  EXPECT_TRUE(listed(o.report.not_modelled, "sliding_window"));
+  EXPECT_EQ(o.model->sliding_window, 128);
+  EXPECT_EQ(o.model->sliding_window_pattern, (std::vector<int>{1, 0}));  // sliding, full, sliding, ...
 }
 
 TEST(ImportTorchtitan, Llama3_8bJob) {
