@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "configs/emit.h"
 #include "costmodel/estimate.h"
 #include "costmodel/flops.h"
 #include "costmodel/fold3d_model.h"
@@ -43,6 +44,7 @@ struct EstimateOpts {
   bool wide = false;  // tables however wide (default: within 100 columns)
   bool workload = false;  // --json also prints the plan's workload (costmodel/plan_workload.h)
   std::string trace;
+  std::string emit;  // megatron | torchtitan | deepspeed: print the plan as that framework's config
 };
 
 struct CompareOpts {
@@ -211,6 +213,10 @@ void print_fold3d_model(const costmodel::fold3d::Model& f, int paper_ns, double 
 void run_estimate(const EstimateOpts& o) {
   if (!o.trace.empty()) check_output_file("--trace", o.trace);
   Inputs in = resolve(o.plan);
+  if (!o.emit.empty()) {
+    std::cout << configs::emit(o.emit, in.model, in.plan, in.cluster.gpus_per_node, "--emit");
+    return;
+  }
   costmodel::EstimateOptions eo;
   eo.eval.record = !o.trace.empty();
   eo.profile = in.profile_ptr();
@@ -420,6 +426,7 @@ void add_estimate_command(CLI::App& app) {
   c->add_flag("--json", o->json, "print one JSON object instead of the table");
   c->add_flag("--workload", o->workload, "with --json: add the plan's workload (per stage: blocks, bytes, parameters)");
   c->add_option("--trace", o->trace, "write a Chrome trace (Perfetto) of the evaluated iterations to this file");
+  c->add_option("--emit", o->emit, "print the plan as megatron (launch command), torchtitan (job TOML) or deepspeed (JSON) instead");
   c->add_flag("--wide", o->wide, "tables however wide (default: long cells wrapped within 100 columns)");
   c->callback([o] {
     if (o->workload && !o->json) throw InputError("--workload prints into the JSON object (allowed: with --json)");

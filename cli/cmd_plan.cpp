@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/progress.h"
+#include "configs/emit.h"
 #include "costmodel/presets.h"
 #include "costmodel/profile.h"
 #include "costmodel/stats.h"
@@ -28,6 +29,8 @@ namespace stagecraft::cli {
 namespace {
 
 struct PlanCmdFlags {
+  std::string from, from_format, hf_config;  // a framework's config: model, nodes, global batch (docs/import.md)
+  std::string emit;                   // megatron | torchtitan | deepspeed: print the best plan as that config
   std::string model;                  // preset name or JSON file
   std::string cluster;                // preset name or JSON file
   std::string gpus;                   // GPUs the plans use, whole nodes; several: one search each; empty = the whole cluster
@@ -558,15 +561,32 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
               << " GPUs (" << fmt_num(best_tps, 0) << " tokens/s)\n";
 }
 
-void run(const PlanCmdFlags& f) {
+// --from: the file's model (unless --model), nodes (unless --nodes) and global batch (unless
+// --global-batch) into the flags and the cluster; the model it gives.
+std::optional<costmodel::ModelSpec> plan_from(PlanCmdFlags& f, costmodel::ClusterSpec& c) {
+  PlanFlags pf;
+  pf.from = f.from;
+  pf.from_format = f.from_format;
+  pf.hf_config = f.hf_config;
+  pf.nodes = f.nodes;
+  std::optional<costmodel::ModelSpec> m = apply_from(pf, &c);
+  if (f.global_batch == 0 && pf.from_plan) f.global_batch = pf.from_plan->global_batch();
+  if (f.global_batch == 0) throw InputError("--global-batch is required (or a --from file that gives one)");
+  return m;
+}
+
+void run(const PlanCmdFlags& flags) {
+  PlanCmdFlags f = flags;
   if (!f.out.empty()) check_output_file("--out", f.out);
+  costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
+  const std::optional<costmodel::ModelSpec> from_model = plan_from(f, c);
   const std::optional<graphs::Graph> graph = graph_arg(f.model);
   if (graph && !f.verify.empty()) throw InputError("--verify with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
   if (graph && f.layer_tp) throw InputError("--layer-tp with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
   if (graph) refuse_model_flags_for_graph(f.model, f.model_flags);
-  costmodel::ModelSpec m = graph ? graphs::plan_model_of(*graph) : costmodel::load_model(f.model);
+  if (f.model.empty() && !from_model) throw InputError("--model is required (a preset, a model JSON file, or give --from FILE)");
+  costmodel::ModelSpec m = graph ? graphs::plan_model_of(*graph) : f.model.empty() ? *from_model : costmodel::load_model(f.model);
   if (!graph) apply_model_flags(m, f.model_flags);
-  costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
   apply_memory_margin(c, f.memory_margin);
   apply_nodes(c, f.nodes);
   if (f.gpus_used_per_node) costmodel::set_gpus_used_per_node(c, *f.gpus_used_per_node, "--gpus-used-per-node");
@@ -605,6 +625,11 @@ void run(const PlanCmdFlags& f) {
   const std::vector<LayerTpRow> layer_tp = plan_layer_tp(f, m, r, profile ? &*profile : nullptr);
   const planner::Candidate* fitting = fastest_fitting(r.best);
   if (!f.out.empty() && fitting) write_file_atomic(f.out, plan_file_json(*fitting, m, r.cluster, graph ? f.model : "").dump(2) + "\n");
+  if (!f.emit.empty()) {  // the best plan as the framework's config, nothing else on standard output
+    if (!fitting) throw Error("no plan of the space fits in memory: nothing to --emit");
+    std::cout << configs::emit(f.emit, m, fitting->plan, c.gpus_per_node, "--emit");
+    return;
+  }
   if (f.json) {
     nlohmann::json j = result_json(r, simulated);
     for (const LayerTpRow& x : layer_tp) j["best"][x.rank]["layer_tp"] = layer_tp_json(x);
@@ -649,7 +674,9 @@ void run(const PlanCmdFlags& f) {
 void add_plan_command(CLI::App& app) {
   auto f = std::make_shared<PlanCmdFlags>();
   CLI::App* c = app.add_subcommand("plan", "search dp, tp, pp, microbatching, schedule, recomputation, sp and ZeRO for the fastest plans that fit");
-  c->add_option("--model", f->model, "model preset name, model JSON or graph JSON (its own microbatch size; docs/graphs.md)")->required();
+  add_from_flags(c, f->from, f->from_format, f->hf_config);
+  c->add_option("--emit", f->emit, "print the best plan as megatron (launch command), torchtitan (job TOML) or deepspeed (JSON)");
+  c->add_option("--model", f->model, "model preset name, model JSON or graph JSON (its own microbatch size; docs/graphs.md; default: --from's)");
   c->add_option("--cluster", f->cluster, "cluster preset name or JSON file")->required();
   add_memory_margin_flag(c, f->memory_margin);
   add_nodes_flag(c, f->nodes);
@@ -658,7 +685,7 @@ void add_plan_command(CLI::App& app) {
                 "0: all): expert, tensor and context groups then fit a rack");
   c->add_option("--gpus", f->gpus, "GPUs the plans use, the cluster's first ones (default: all); several (64,128,256), a doubling range (64-512) or auto (the cluster and its halvings): the best plan of each");
   c->add_option("--tokens", f->tokens, "tokens to train: prints the time to train and GPU-hours of the best plan");
-  c->add_option("--global-batch", f->global_batch, "sequences per iteration")->required();
+  c->add_option("--global-batch", f->global_batch, "sequences per iteration (required without a --from file giving it)");
   c->add_option("--schedules", f->schedules, "schedules tried, comma-separated: NAME, NAME:CHUNKS or NAME:KEY=VALUE[:KEY=VALUE] (e.g. hanayo:waves=2)")->capture_default_str();
   c->add_option("--microbatch-sizes", f->microbatch_sizes, "microbatch sizes tried")->capture_default_str();
   c->add_option("--recompute", f->recompute, "recomputation policies tried (none, selective, full)")->capture_default_str();

@@ -13,6 +13,8 @@ void add_compare_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_experiment_command(CLI::App& app);
 void add_partition_command(CLI::App& app);
+void add_import_command(CLI::App& app);
+void add_check_run_command(CLI::App& app);
 #ifdef STAGECRAFT_HAVE_SIM
 void add_simulate_command(CLI::App& app);  // only when built with STAGECRAFT_BUILD_SIM
 #endif

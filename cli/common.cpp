@@ -11,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "configs/import.h"
 #include "costmodel/gpus.h"
 #include "costmodel/presets.h"
 #include "costmodel/stack.h"
@@ -79,9 +80,19 @@ std::string stack_flag_help(const std::string& lead) {
   return lead + ": " + names + ", or a stack JSON file (docs/costmodel.md)";
 }
 
+void add_from_flags(CLI::App* app, std::string& from, std::string& format, std::string& hf_config) {
+  app->add_option("--from", from,
+                  "a training framework's config: Megatron-LM launch script or arguments, Megatron-Bridge/NeMo YAML, "
+                  "torchtitan TOML, DeepSpeed JSON or Hugging Face config.json (docs/import.md); the flags given override it");
+  app->add_option("--from-format", format, "--from's format: megatron, bridge, torchtitan, deepspeed or hf (default: guessed)");
+  app->add_option("--hf-config", hf_config, "a Hugging Face config.json: the model of a --from file without one (DeepSpeed)");
+}
+
 void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster) {
+  add_from_flags(app, f.from, f.from_format, f.hf_config);
   app->add_option("--model", f.model,
-                  "model preset name (see `stagecraft presets`) or a model JSON file (default: the one the --plan file names)");
+                  "model preset name (see `stagecraft presets`) or a model JSON file (default: the one the --plan or --from file "
+                  "names)");
   add_model_flags(app, f.model_flags);
   app->add_option("--stack", f.stack, stack_flag_help("kernel set that runs the plan"));
   if (with_cluster)
@@ -316,13 +327,55 @@ costmodel::ModelSpec load_model_flags(const PlanFlags& f) {
   return m;
 }
 
+costmodel::ModelSpec model_of(const PlanFlags& f, const std::optional<costmodel::ModelSpec>& from_model) {
+  if (f.model.empty() && from_model) {
+    costmodel::ModelSpec m = *from_model;
+    apply_model_flags(m, f.model_flags);
+    return m;
+  }
+  if (f.model.empty() && !f.from.empty()) throw InputError("--from " + f.from + " defines no model; give --model or --hf-config");
+  return load_model_flags(f);  // --model, or the --plan file's
+}
+
+namespace {
+
+// The cluster with the nodes a world of `world` GPUs fills (one node when fewer).
+void nodes_for_world(costmodel::ClusterSpec& c, int world, const std::string& from) {
+  const int per = c.gpus_per_node;
+  if (world % per != 0 && world > per)
+    throw InputError("--from " + from + ": world size " + std::to_string(world) + " is not a multiple of cluster '" + c.name + "''s " +
+                     std::to_string(per) + " GPUs per node (contradictory values; give --nodes)");
+  costmodel::set_nodes(c, world > per ? world / per : 1, "--from's world size");
+}
+
+}  // namespace
+
+std::optional<costmodel::ModelSpec> apply_from(PlanFlags& f, costmodel::ClusterSpec* cluster, int gpus) {
+  if (f.from.empty()) return std::nullopt;
+  if (!f.plan_file.empty()) throw InputError("--plan " + f.plan_file + " with --from " + f.from + " (allowed: one of them)");
+  configs::ImportOptions o;
+  o.hf_config = f.hf_config;
+  std::optional<configs::Format> fmt;
+  if (!f.from_format.empty()) fmt = configs::parse_format(f.from_format, "--from-format");
+  configs::Imported in = configs::import_file(f.from, fmt, o);
+  for (const configs::ReportEntry& u : in.report.unknown)
+    std::cerr << "stagecraft: warning: --from " << f.from << ": unknown field " << u.field << " (not understood; left out)\n";
+  if (!in.has_plan) return in.model;
+  if (cluster && !f.nodes && in.world_size > 0) nodes_for_world(*cluster, in.world_size, f.from);
+  if (in.plan.dp < 1 || in.world_size == 0 || in.plan.num_microbatches < 1)
+    configs::complete_plan(in, gpus > 0 ? gpus : cluster ? cluster->num_gpus() : 0, "--nodes or --cluster");
+  f.from_plan = in.plan;
+  f.from_global_batch = in.global_batch > 0 ? in.global_batch : 0;
+  f.from_world = in.world_size;
+  return in.model;
+}
+
 Inputs resolve(const PlanFlags& given) {
   PlanFlags f = given;
-  if (f.model.empty() && plan_input(f, "model").is_string()) f.model = plan_input(f, "model").get<std::string>();
+  if (f.model.empty() && f.from.empty() && plan_input(f, "model").is_string()) f.model = plan_input(f, "model").get<std::string>();
   Inputs in;
   in.graph = graph_arg(f.model);
   if (in.graph) refuse_model_flags_for_graph(f.model, f.model_flags);
-  in.model = in.graph ? graphs::model_of(*in.graph) : load_model_flags(f);
   if (!f.cluster.empty()) {
     in.cluster = costmodel::load_cluster(f.cluster);
   } else {
@@ -335,7 +388,11 @@ Inputs resolve(const PlanFlags& given) {
   apply_memory_margin(in.cluster, f.memory_margin);
   apply_nodes(in.cluster, f.nodes);
   if (f.gpus_used_per_node) costmodel::set_gpus_used_per_node(in.cluster, *f.gpus_used_per_node, "--gpus-used-per-node");
-  in.plan = resolve_plan(f, in.cluster.num_gpus(), "GPUs of cluster '" + in.cluster.name + "'");
+  const std::optional<costmodel::ModelSpec> from_model = apply_from(f, &in.cluster);
+  in.model = in.graph ? graphs::model_of(*in.graph) : model_of(f, from_model);
+  // The file's world, unless --nodes says how many GPUs the run has.
+  const int gpus = f.from_plan && f.from_world > 0 && !f.nodes ? f.from_world : in.cluster.num_gpus();
+  in.plan = resolve_plan(f, gpus, f.from_plan ? "GPUs of --from " + f.from : "GPUs of cluster '" + in.cluster.name + "'");
   if (!in.graph) costmodel::check_fit(in.model, in.cluster, in.plan);  // a graph: graphs::estimate_graph checks its own
   if (!f.profile.empty()) in.profile = costmodel::load_profile(f.profile);
   return in;
@@ -346,6 +403,19 @@ double grad_bucket_bytes_of(double mb) {
   return mb * 1024 * 1024;
 }
 
+namespace {
+
+// --from's global batch over dp * microbatch size (after the flags' overrides).
+int microbatches_of_batch(const PlanFlags& f, const costmodel::ParallelPlan& p) {
+  const long per = static_cast<long>(p.dp) * p.microbatch_size;
+  if (per < 1 || f.from_global_batch % per != 0)
+    throw InputError("the global batch of --from " + f.from + " = " + std::to_string(f.from_global_batch) + " is not a multiple of dp * " +
+                     "microbatch size = " + std::to_string(per) + " (contradictory values; give --microbatches)");
+  return static_cast<int>(f.from_global_batch / per);
+}
+
+}  // namespace
+
 costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::string& gpus_from) {
   for (const auto& [name, v] : {std::pair{"dp", f.dp}, {"tp", f.tp}, {"pp", f.pp}, {"cp", f.cp}, {"ep", f.ep}, {"microbatch-size", f.microbatch_size},
                                 {"microbatches", f.microbatches}, {"chunks", f.chunks}})
@@ -353,7 +423,8 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
       throw InputError(std::string("--") + name + " = " + std::to_string(*v) + " is invalid (" + name + " must be at least 1)");
   costmodel::ParallelPlan p;
   p.num_microbatches = 0;
-  if (!f.plan_file.empty()) p = costmodel::load_plan_file(f.plan_file);
+  if (f.from_plan) p = *f.from_plan;
+  else if (!f.plan_file.empty()) p = costmodel::load_plan_file(f.plan_file);
   if (f.tp) p.tp = *f.tp;
   if (f.pp) p.pp = *f.pp;
   if (f.cp) p.cp = *f.cp;
@@ -362,7 +433,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (f.moe_dispatcher) p.moe_dispatcher = *f.moe_dispatcher;
   if (f.dp) {
     p.dp = *f.dp;
-  } else if (f.plan_file.empty()) {
+  } else if (f.plan_file.empty() || f.from_plan) {
     const int other = p.tp * p.pp * p.cp;
     if (p.tp < 1 || p.pp < 1 || p.cp < 1 || gpus % other != 0)
       throw InputError("--dp not given and tp*pp" + std::string(p.cp > 1 ? "*cp" : "") + " = " + std::to_string(other) +
@@ -371,6 +442,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   }
   if (f.microbatch_size) p.microbatch_size = *f.microbatch_size;
   if (f.microbatches) p.num_microbatches = *f.microbatches;
+  else if (f.from_plan && f.from_global_batch > 0) p.num_microbatches = microbatches_of_batch(f, p);
   if (p.num_microbatches == 0) p.num_microbatches = 4 * p.pp;
   if (!f.schedule.empty()) p.schedule = f.schedule;
   if (f.chunks) p.schedule_params["chunks"] = *f.chunks;

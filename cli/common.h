@@ -44,7 +44,10 @@ void add_model_flags(CLI::App* app, ModelFlags& f);
 
 // Flags of `estimate`, `compare` (and later `simulate`, `train`) that define a configuration.
 struct PlanFlags {
-  std::string model;              // preset name or JSON file
+  std::string from;               // a framework's config (configs/import.h); the flags below override it
+  std::string from_format;        // its format: megatron | bridge | torchtitan | deepspeed | hf (default: guessed)
+  std::string hf_config;          // a Hugging Face config.json: the model of a --from file that has none
+  std::string model;              // preset name or JSON file (default with --from: the file's model)
   ModelFlags model_flags;         // --attention-kernel, --no-dropout, --fp8, --seq-length
   std::string stack;              // kernel set (costmodel/presets/stacks; default: the plan's, else megatron-lm)
   bool overlap_param_gather = false;  // the distributed optimizer's gather behind the next forward
@@ -79,7 +82,15 @@ struct PlanFlags {
                                   // catalog's efficiency and clock (costmodel/gpus.h)
   std::optional<double> memory_margin;  // overrides the cluster's memory_margin
   std::optional<int> nodes;             // overrides the cluster's node count
+  // Set by resolve() from --from, not flags: the imported plan under the flags, and its global
+  // batch (0: none), from which dp and the microbatches follow unless --dp/--microbatches say.
+  std::optional<costmodel::ParallelPlan> from_plan;
+  long from_global_batch = 0;
+  int from_world = 0;             // the imported plan's GPUs
 };
+
+// --from, --from-format and --hf-config (a framework config as the model and plan; docs/import.md).
+void add_from_flags(CLI::App* app, std::string& from, std::string& format, std::string& hf_config);
 
 // with_cluster = false leaves out --cluster (train: the plan does not depend on a cluster).
 void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster = true);
@@ -136,8 +147,17 @@ struct Inputs {
   std::optional<costmodel::Profile> profile;  // from --profile
   const costmodel::Profile* profile_ptr() const { return profile ? &*profile : nullptr; }
 };
-// Loads presets or files and builds the plan; throws InputError naming the flag.
+// Loads presets or files and builds the plan; throws InputError naming the flag. With --from,
+// the imported model (unless --model), nodes (unless --nodes) and plan (under the flags).
 Inputs resolve(const PlanFlags& f);
+// --from: imports the file (its unknown fields as warnings on standard error), sets the cluster's
+// nodes from the file's world size unless --nodes is given (cluster may be null: train), completes
+// a plan whose file leaves the world open on `gpus` (the cluster's when 0), and fills f.from_plan,
+// f.from_global_batch and f.from_world. Returns the file's model (none: it has none); nothing
+// without --from.
+std::optional<costmodel::ModelSpec> apply_from(PlanFlags& f, costmodel::ClusterSpec* cluster, int gpus = 0);
+// The model as --model names it, else --from's; InputError when neither gives one.
+costmodel::ModelSpec model_of(const PlanFlags& f, const std::optional<costmodel::ModelSpec>& from_model);
 // The graph in `model_arg` when it names a graph JSON file (docs/graphs.md), else none.
 std::optional<graphs::Graph> graph_arg(const std::string& model_arg);
 // costmodel::estimate, or the graph route (graphs/estimate.h) when the model is a graph.

@@ -52,6 +52,9 @@ constexpr FlagBound kBounds[] = {
     {"plan", "--top", 1, 1000, true},
     {"plan", "--max-tp", 1, 1024, true},
     {"plan", "--microbatch-sizes", 1, 1 << 16, true},
+    // import, check-run
+    {"import", "--gpus", 1, 1 << 20, true},
+    {"check-run", "--warmup", 0, 100000, true},
     // partition
     {"partition", "--max-subgraphs", 1, 1 << 16, true},
     {"partition", "--common-min-users", 2, 1 << 16, true},

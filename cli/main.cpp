@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   stagecraft::cli::add_plan_command(app);
   stagecraft::cli::add_experiment_command(app);
   stagecraft::cli::add_partition_command(app);
+  stagecraft::cli::add_import_command(app);
+  stagecraft::cli::add_check_run_command(app);
 #ifdef STAGECRAFT_HAVE_SIM
   stagecraft::cli::add_simulate_command(app);
 #endif

@@ -13,12 +13,15 @@ namespace stagecraft::cli {
 
 namespace {
 
-runtime::TrainOptions resolve_train(const TrainFlags& f, int world) {
-  runtime::TrainOptions o = f.run;
+runtime::TrainOptions resolve_train(const TrainFlags& flags, int world) {
+  runtime::TrainOptions o = flags.run;
+  TrainFlags f = flags;
+  // --from: the file's model and plan, dp and microbatches re-derived for this world's ranks.
+  const std::optional<costmodel::ModelSpec> from_model = apply_from(f.plan, nullptr, world);
   o.plan = resolve_plan(f.plan, world, "ranks of the world (--nproc or WORLD_SIZE)");
   if (!is_torchscript(f.plan.model)) {
     if (!f.example_shape.empty()) throw InputError("--example-shape is for a TorchScript model (--model FILE.pt); --model is " + f.plan.model);
-    o.model = load_model_flags(f.plan);
+    o.model = model_of(f.plan, from_model);
     return o;
   }
   if (!f.plan.model_flags.attention_kernel.empty() || f.plan.model_flags.fp8 || f.plan.model_flags.seq_length)

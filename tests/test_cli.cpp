@@ -153,7 +153,7 @@ TEST(Cli, ScheduleListFitsHundredColumns) {
 // WrappingFormatter).
 TEST(Cli, HelpFitsHundredColumns) {
   for (const char* command : {"", "schedule", "estimate", "compare", "plan", "presets", "experiment", "partition", "simulate",
-                              "train", "profile", "validate"}) {
+                              "train", "profile", "validate", "import", "check-run"}) {
     auto r = run_cli(std::string(command) + " --help");
     ASSERT_EQ(r.exit_code, 0) << command << "\n" << r.err;
     std::istringstream in(r.out);

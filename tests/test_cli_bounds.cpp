@@ -18,7 +18,7 @@ namespace stagecraft {
 namespace {
 
 const char* kCommands[] = {"presets", "schedule", "estimate", "compare", "plan", "partition",
-                           "simulate", "train", "profile", "validate"};
+                           "simulate", "train", "profile", "validate", "import", "check-run"};
 
 struct Flag {
   std::string command, name;
