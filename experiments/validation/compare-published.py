@@ -159,7 +159,7 @@ def estimate(binary, run, extra, tmp):
             cmd += ["--attention-kernel", "fused", "--stack", STACKS[run["attention"]]]
         if run.get("dropout") is False:
             cmd.append("--no-dropout")
-        if run.get("distributed_optimizer") and run.get("overlap_param_gather"):
+        if run.get("zero") != 3 and run.get("distributed_optimizer") and run.get("overlap_param_gather"):
             cmd.append("--overlap-param-gather")
         if run.get("tp_comm_overlap") and run.get("sequence_parallel") and run["tp"] > 1:
             cmd += ["--tp-overlap", "te"] + ([] if "--stack" in cmd else ["--stack", "megatron-core-te"])
