@@ -91,6 +91,13 @@ TEST(AnswersRuntime, AnInterruptedValidateSaysWhatItWrote) {
     EXPECT_TRUE(std::filesystem::exists(csv));
     return;
   }
+  if (said.find("interrupted") == std::string::npos && std::filesystem::exists(csv)) {
+    // The signal came after the last row, while the program was exiting (the default action then):
+    // every row is there and nothing claims otherwise.
+    const std::string rows = stagecraft::test::read_text(csv);
+    EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 4) << said << rows;  // the header and 3 rows
+    return;
+  }
   EXPECT_EQ(WEXITSTATUS(status), 1) << said;
   if (said.find("nothing written") != std::string::npos) {
     EXPECT_FALSE(std::filesystem::exists(csv)) << said;
