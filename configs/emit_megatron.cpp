@@ -80,6 +80,10 @@ void plan_flags(Flags& f, const ParallelPlan& p, const ModelSpec& m) {
   if (p.zero == 1) f.push_back({"--use-distributed-optimizer", ""});
   if (p.zero >= 2) f.insert(f.end(), {{"--use-megatron-fsdp", ""}, {"--data-parallel-sharding-strategy", p.zero == 2 ? "optim_grads" : "optim_grads_params"}});
   if (p.overlap_grad_reduce) f.push_back({"--overlap-grad-reduce", ""});
+  if (p.offload_layers > 0) {
+    f.push_back({"--cpu-offloading", ""});
+    f.push_back({"--cpu-offloading-num-layers", std::to_string(p.offload_layers)});
+  }
   if (p.overlap_param_gather) f.push_back({"--overlap-param-gather", ""});
   if (p.tp_overlap == schedules::TpOverlap::Te) f.push_back({"--tp-comm-overlap", ""});
   if (p.rank_order == "tp-pp-dp") f.push_back({"--use-tp-pp-dp-mapping", ""});

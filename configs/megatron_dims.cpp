@@ -128,7 +128,10 @@ void read_megatron_overlap(FlagReader& r, Imported& in) {
   r.unmodelled("overlap-p2p-communication", "pipeline transfers placed as the schedule orders them");
   r.unmodelled("overlap-moe-expert-parallel-comm", "the all-to-alls of 1F1B's paired micro-batches are not overlapped");
   r.unmodelled("delay-wgrad-compute", "weight gradients computed with the backward");
-  r.unmodelled("cpu-offloading", "activation offloading not priced");
+  // Activation offloading (plan.offload_layers): the layers Megatron-Core offloads when it is on.
+  const std::optional<int> offload = r.integer("cpu-offloading-num-layers", "offload_layers (with --cpu-offloading)");
+  if (r.boolean("cpu-offloading", "offload_layers = --cpu-offloading-num-layers").value_or(false) && offload)
+    p.offload_layers = *offload;
   r.unmodelled("pipeline-model-parallel-layout", "layers balanced over the stages (stage_layers empty)");
   r.unmodelled("decoder-first-pipeline-num-layers", "layers balanced over the stages (stage_layers empty)");
   r.unmodelled("decoder-last-pipeline-num-layers", "layers balanced over the stages (stage_layers empty)");

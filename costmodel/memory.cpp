@@ -9,6 +9,9 @@ namespace {
 double D(int v) { return static_cast<double>(v); }
 double sbh(const ModelSpec& m, int b) { return D(m.seq_length) * D(b) * D(m.hidden_size); }
 double scale(const ModelSpec& m) { return D(m.bytes_per_activation) / 2.0; }
+// Bytes per element of a linear product's input kept for its backward, per sbh at 16 bits: 2, or 1
+// where FP8 keeps it cast (Transformer Engine saves its GEMM inputs quantised).
+double kept_input(const ModelSpec& m) { return m.fp8 ? 1.0 : 2.0; }
 double up_matrices(const ModelSpec& m) { return m.kind == ModelKind::Llama ? 2.0 : 1.0; }
 // An MLP of width f kept per token, in bytes per h at 16 bits: GELU input and output 4f/h, SwiGLU's
 // gate, up and activation outputs 6f/h (16 for GPT with f = 4h); the down matrix's input in one
@@ -26,7 +29,7 @@ double attention_sharded(const ModelSpec& m) {
   const double k = m.kv_lora_rank > 0 ? a * qk_head_dim(m) : kv_hidden_size(m);
   const double v = m.kv_lora_rank > 0 ? a * v_head_dim(m) : kv_hidden_size(m) * v_head_dim(m) / head_dim(m);
   const double o = a * v_head_dim(m);
-  return (2 * (q + k + v) + (m.fp8 ? 1.0 : 2.0) * o) / h;
+  return (2 * (q + k + v) + kept_input(m) * o) / h;
 }
 // MLA's latents, the inputs of its up projections (replicated on the tp ranks): 2(q_lora + kv_lora)/h.
 double mla_latents(const ModelSpec& m) {
@@ -45,7 +48,7 @@ struct MoeKept {
 };
 MoeKept moe_kept(const ModelSpec& m, int moe_tp) {
   const double h = D(m.hidden_size), copies = D(m.experts_per_token) * moe_load_factor(m);
-  const double input = m.fp8 ? 1.0 : 2.0;
+  const double input = kept_input(m);
   MoeKept k;
   k.router = 4.0 * D(m.num_experts) / h;
   k.whole = moe_tp > 1 ? copies * input : 0.0;  // gathered over tp; with expert tp 1 the rank's own copies, /t
@@ -56,7 +59,7 @@ MoeKept moe_kept(const ModelSpec& m, int moe_tp) {
 }  // namespace
 
 double recomputed_module_bytes(const ModelSpec& m, int b, int t, bool sp, int moe_tp, const RecomputeModules& r) {
-  const double h = D(m.hidden_size), in = m.fp8 ? 1.0 : 2.0;  // a product's input kept, per element
+  const double h = D(m.hidden_size), in = kept_input(m);
   double replicated = 0, sharded = 0, whole = 0;  // per sbh at 16 bits: on each tp rank (/t with sp), split
                                                   // t ways, whole on each tp rank (the experts' gathered copies)
   if (r.layernorm) replicated += 2 * in;  // the norms' outputs: the QKV's and the MLP's inputs
@@ -73,7 +76,7 @@ double recomputed_module_bytes(const ModelSpec& m, int b, int t, bool sp, int mo
     sharded += k.sharded;
   } else {
     const double copies = D(m.experts_per_token) * moe_load_factor(m), fe = D(m.expert_ffn_hidden_size);
-    if (r.moe_act) sharded += copies * (m.fp8 ? 1.0 : 2.0) * fe / h;  // the activation's output (the down product's input)
+    if (r.moe_act) sharded += copies * kept_input(m) * fe / h;  // the activation's output (the down product's input)
     if (r.shared_experts) sharded += mlp_kept(m, D(m.num_shared_experts) * fe);
   }
   return sbh(m, b) * ((sp ? replicated / t : replicated) + whole + sharded / t) * scale(m);
