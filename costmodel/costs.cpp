@@ -94,18 +94,8 @@ std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int
   return out;
 }
 
-bool recompute_fused_with_backward(const std::vector<schedules::Action>& list, size_t r_index) {
-  const schedules::Action& r = list[r_index];
-  size_t j = r_index + 1;
-  while (j < list.size() && (list[j].op == schedules::Op::SEND_F || list[j].op == schedules::Op::SEND_B)) ++j;
-  if (j == list.size()) return false;
-  const schedules::Action& b = list[j];
-  if (b.op == schedules::Op::B) return b.stage == r.stage && b.microbatch == r.microbatch;
-  return b.op == schedules::Op::OVERLAP_F_B && b.b_op == schedules::Op::B && b.b_stage == r.stage && b.b_microbatch == r.microbatch;
-}
-
 double recomputed_layer_share(const StageCost& sc, double f) {
-  return sc.layers > 0 ? std::round(f * sc.layers) / sc.layers : f;
+  return sc.layers > 0 ? static_cast<double>(schedules::recomputed_layers(f, sc.layers)) / sc.layers : f;
 }
 
 double kept_activation_bytes(const StageCost& sc, double f) {

@@ -13,6 +13,7 @@
 #include "costmodel/moe.h"
 #include "costmodel/specs.h"
 #include "costmodel/topology.h"
+#include "schedules/memory_events.h"
 #include "schedules/schedule.h"
 
 namespace stagecraft::costmodel {
@@ -128,9 +129,9 @@ Link chain_reduce_link(const schedules::Schedule& s, int stage, const Topology& 
 // rank, sends aside, is that B: Megatron-LM recomputes inside the backward one layer at a
 // time, holding the checkpoints and one layer's activations; Korthikanti et al. MLSys 2023
 // Sec. 5). B (or W) frees what the pair held. Recomputation is by whole layers (Megatron-LM's
-// --recompute-num-layers, the runtime's): f counts as round(f x layers) / layers of the stage.
+// --recompute-num-layers, the runtime's): f counts as schedules::recomputed_layers(f, layers) /
+// layers of the stage. Fused: schedules::recompute_fused_with_backward.
 double recomputed_layer_share(const StageCost& sc, double f);
-bool recompute_fused_with_backward(const std::vector<schedules::Action>& list, size_t r_index);
 double kept_activation_bytes(const StageCost& sc, double f);
 double recompute_activation_bytes(const StageCost& sc, double f, bool fused);
 double backward_freed_bytes(const StageCost& sc, double f, bool fused);

@@ -8,6 +8,7 @@
 #include "costmodel/profile.h"
 #include "schedules/buckets.h"
 #include "schedules/error.h"
+#include "schedules/memory_events.h"
 #include "schedules/io.h"
 #include "schedules/json_read.h"
 
@@ -111,8 +112,7 @@ double recomputed_layer_samples(const schedules::Schedule& s, const ModelSpec& m
   for (const auto& list : s.actions)
     for (const schedules::Action& a : list)
       if (a.op == schedules::Op::R) {
-        const double n = per_part[static_cast<size_t>(s.model_part(a.stage))];
-        layers += std::round(a.fraction * n);  // whole layers, as recomputed_layer_share (costs.h)
+        layers += schedules::recomputed_layers(a.fraction, per_part[static_cast<size_t>(s.model_part(a.stage))]);
       }
   return layers * p.dp * p.microbatch_size;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "costmodel/costs.h"
+#include "schedules/memory_events.h"
 #include "schedules/schedule.h"
 
 namespace stagecraft::costmodel {
@@ -97,21 +98,23 @@ class Evaluator {
   std::vector<Node> nodes_;              // topological order
   std::vector<std::uint32_t> preds_;
 
-  // Memory bookkeeping for the last iteration, per rank, in time order per stream.
-  struct MemOp {
-    std::uint32_t node;
-    bool at_end;
-    std::int32_t stage;
-    std::uint8_t what;   // one of the MemWhat values in evaluator.cpp
-    double fraction;     // recompute fraction of this (stage, microbatch), 0 when none
-  };
-  std::vector<std::vector<MemOp>> mem_compute_;  // (ranks) compute-stream memory ops
-  std::vector<std::vector<MemOp>> mem_copy_;     // (ranks) copy-stream memory ops
-  std::vector<std::vector<std::pair<std::int32_t, int>>> held_;  // (ranks) list-order deltas (stage, +-1)
+  // Memory for the last iteration, per rank: its events (schedules/memory_events.h) on each
+  // stream in list order, and the node that times each one.
+  std::vector<std::vector<schedules::MemoryEvent>> mem_compute_, mem_copy_;  // (ranks)
+  std::vector<std::vector<std::uint32_t>> mem_compute_node_, mem_copy_node_;   // (ranks)
+  std::vector<std::vector<schedules::MemoryEvent>> mem_all_;  // (ranks) every event, list order
   std::vector<std::vector<std::uint32_t>> compute_last_;  // (ranks) compute nodes of the last iteration, in list order
   std::vector<std::vector<std::uint32_t>> coll_last_;     // (ranks) collective nodes of the last iteration, in order (reductions, parameter gathers)
 
+  struct Build;  // compile()'s working state and passes (evaluator_compile.cpp)
   void compile();
+  void record_last_iteration(const Build& b);
+  std::vector<double> flatten_slots(const CostTable& c) const;
+  void run_timeline(const std::vector<double>& slot, const CostTable& c, std::vector<double>& start, std::vector<double>& end,
+                    std::vector<double>& iter_end) const;
+  void measure_streams(EvalResult& res, const std::vector<double>& start, const std::vector<double>& end) const;
+  void measure_memory(EvalResult& res, const CostTable& c, const std::vector<double>& start, const std::vector<double>& end) const;
+  void record_spans(EvalResult& res, const std::vector<double>& start, const std::vector<double>& end) const;
 };
 
 }  // namespace stagecraft::costmodel

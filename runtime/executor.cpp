@@ -12,6 +12,7 @@
 #include "runtime/preempt.h"
 #include "schedules/buckets.h"
 #include "schedules/error.h"
+#include "schedules/memory_events.h"
 
 namespace stagecraft::runtime {
 
@@ -80,7 +81,7 @@ struct Executor::Impl {
   const std::vector<Action>* list = nullptr;
   std::map<Key, double> recompute_fraction;   // from this rank's R actions
   std::set<Key> per_layer_recompute;          // R directly before its B: recomputed layer by layer in
-                                              // the B (costmodel::recompute_fused_with_backward)
+                                              // the B (schedules::recompute_fused_with_backward)
   // Per-iteration state.
   std::map<Key, MbState> states;
   std::map<Key, torch::Tensor> recv_f;        // (b, s, h) received activations
@@ -227,7 +228,7 @@ struct Executor::Impl {
     AutocastScope autocast(cfg.device, cfg.precision);
     auto rf = recompute_fraction.find({stage, mb});
     const int n = P.shape().num_layers;
-    st.recompute_layers = rf == recompute_fraction.end() ? 0 : static_cast<int>(std::lround(rf->second * n));
+    st.recompute_layers = rf == recompute_fraction.end() ? 0 : schedules::recomputed_layers(rf->second, n);
     if (overlapped(stage)) return forward_overlapped(stage, mb, st, tokens, targets);
     if (P.shape().embedding) {
       st.embed_out = P.embed(tokens);
@@ -959,7 +960,7 @@ Executor::Executor(ExecConfig cfg, std::map<int, ModelPart*> parts, AdamW* optim
   for (size_t i = 0; i < impl_->list->size(); ++i) {
     const Action& a = (*impl_->list)[i];
     if (a.op == Op::R) impl_->recompute_fraction[{a.stage, a.microbatch}] = a.fraction;
-    if (a.op == Op::R && costmodel::recompute_fused_with_backward(*impl_->list, i))
+    if (a.op == Op::R && schedules::recompute_fused_with_backward(*impl_->list, i))
       impl_->per_layer_recompute.insert({a.stage, a.microbatch});
     if (deferred[i]) impl_->deferred_reduce.insert(i);
   }

@@ -11,6 +11,7 @@
 
 #include "schedules/buckets.h"
 #include "schedules/error.h"
+#include "schedules/memory_events.h"
 #include "schedules/tp_overlap.h"
 #include "costmodel/overlapped_pair.h"
 #include "sim/runner.h"
@@ -101,7 +102,7 @@ bool Runner::runs_inner(const Action& a) const {
 }
 
 // The stage's inner schedule for `op` of microbatch mb. An R of fraction f recomputes the
-// first lround(f * layers) layers: as its own schedule when blocking, inside the backward's
+// first schedules::recomputed_layers(f, layers) layers: as its own schedule when blocking, inside the backward's
 // schedule in the modes that split (tp_overlap_joins_recompute: merak, cross-pass, oases).
 InnerPart Runner::inner_part(int stage, Op op, int mb) const {
   const costmodel::StageCost& sc = c_.stages[static_cast<size_t>(stage)];
@@ -115,7 +116,7 @@ InnerPart Runner::inner_part(int stage, Op op, int mb) const {
   p.costs = sc.inner;
   p.op = op;
   auto it = r_fraction_.find({stage, mb});
-  const int n = it == r_fraction_.end() ? 0 : static_cast<int>(std::lround(it->second * sc.inner.layers));
+  const int n = it == r_fraction_.end() ? 0 : schedules::recomputed_layers(it->second, sc.inner.layers);
   if (op == Op::R) p.costs.layers = n;
   if ((op == Op::B || op == Op::I) && schedules::tp_overlap_joins_recompute(sc.inner.mode)) p.recompute_layers = n;
   return p;

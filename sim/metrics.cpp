@@ -6,6 +6,8 @@
 #include <tuple>
 
 #include "costmodel/inner.h"
+#include "costmodel/memory_walk.h"
+#include "schedules/memory_events.h"
 #include "schedules/tp_overlap.h"
 
 namespace stagecraft::sim {
@@ -84,82 +86,33 @@ void extend_action(std::map<std::pair<int, int>, Record>& acts, const Record& r)
   a.end_s = std::max(a.end_s, r.end_s);
 }
 
-struct MemEvent {
-  double t;
-  bool frees;
-  double gpu, host;  // deltas in bytes
-};
-
-// Activation bytes over the last iteration's timeline, as the evaluator counts them.
-std::pair<double, double> peak_memory(const schedules::Schedule& s, const costmodel::CostTable& c,
-                                      const std::vector<const Record*>& compute, const std::vector<const Record*>& copies) {
-  std::map<std::pair<int, int>, double> frac;  // recompute fraction of (stage, microbatch)
-  std::set<std::pair<int, int>> fused;         // (stage, microbatch) whose R runs inside its B
-  for (const auto& list : s.actions)
-    for (size_t i = 0; i < list.size(); ++i)
-      if (list[i].op == Op::R) {
-        frac[{list[i].stage, list[i].microbatch}] = list[i].fraction;
-        if (costmodel::recompute_fused_with_backward(list, i)) fused.insert({list[i].stage, list[i].microbatch});
-      }
-  auto f_of = [&](int st, int mb) {
-    auto it = frac.find({st, mb});
-    return it == frac.end() ? 0.0 : it->second;
+// One rank's memory peaks over the last iteration's timeline, from the one ledger
+// (costmodel/memory_walk.h): its events (schedules/memory_events.h) timed by the records of
+// their actions, each stream's in time order (list order at equal times).
+costmodel::MemoryPeak peak_memory(const costmodel::CostTable& c, const std::vector<schedules::MemoryEvent>& events,
+                                  const std::vector<const Record*>& compute, const std::vector<const Record*>& copies) {
+  std::map<int, Interval> at_c, at_y;  // position -> the span of the action's records
+  auto span = [](std::map<int, Interval>& at, const Record* r) {
+    auto [it, fresh] = at.try_emplace(r->position, Interval{r->start_s, r->end_s});
+    if (!fresh) it->second = {std::min(it->second.first, r->start_s), std::max(it->second.second, r->end_s)};
   };
-  auto stored = [&](int st, int mb) { return costmodel::kept_activation_bytes(c.stages[static_cast<size_t>(st)], f_of(st, mb)); };
-  auto freed = [&](int st, int mb) {
-    return costmodel::backward_freed_bytes(c.stages[static_cast<size_t>(st)], f_of(st, mb), fused.count({st, mb}) > 0);
-  };
-  std::vector<MemEvent> ev;
-  auto action = [&](const Record* r) -> const Action& {
-    return s.actions[static_cast<size_t>(r->unit)][static_cast<size_t>(r->position)];
-  };
-  for (const Record* r : compute) {
-    const Action& a = action(r);
-    const auto& sc = c.stages[static_cast<size_t>(std::max(a.stage, 0))];
-    switch (a.op) {
-      case Op::F: ev.push_back({r->start_s, false, stored(a.stage, a.microbatch), 0}); break;
-      case Op::R:
-        ev.push_back({r->start_s, false, costmodel::recompute_activation_bytes(sc, a.fraction, fused.count({a.stage, a.microbatch}) > 0), 0});
-        break;
-      case Op::B:  // the backward's working set while it runs (StageCost::work_bytes), then the frees
-        ev.push_back({r->start_s, false, sc.work_bytes, 0});
-        ev.push_back({r->end_s, true, -sc.work_bytes - freed(a.stage, a.microbatch), 0});
-        break;
-      case Op::I:  // a split backward: I frees what only the input gradient read, W the rest
-        ev.push_back({r->start_s, false, sc.work_bytes, 0});
-        ev.push_back({r->end_s, true, -sc.work_bytes - costmodel::split_input_freed_bytes(sc), 0});
-        break;
-      case Op::W: ev.push_back({r->end_s, true, -costmodel::split_weight_freed_bytes(sc), 0}); break;
-      case Op::OVERLAP_F_B: {
-        const double work = c.stages[static_cast<size_t>(a.b_stage)].work_bytes;
-        ev.push_back({r->start_s, false, stored(a.stage, a.microbatch) + work, 0});
-        const auto& bc = c.stages[static_cast<size_t>(a.b_stage)];
-        ev.push_back({r->end_s, true, -work - (a.b_op == Op::B ? freed(a.b_stage, a.b_microbatch) : costmodel::split_input_freed_bytes(bc)), 0});
-        break;
-      }
-      default: break;
-    }
+  for (const Record* r : compute) span(at_c, r);
+  for (const Record* r : copies) span(at_y, r);
+  std::vector<std::pair<double, schedules::MemoryEvent>> ce, ye;
+  for (const schedules::MemoryEvent& e : events) {
+    const auto& at = e.copy ? at_y : at_c;
+    auto it = at.find(e.position);
+    if (it == at.end()) continue;  // a copy of no bytes: no transfer recorded
+    (e.copy ? ye : ce).push_back({e.at_end ? it->second.second : it->second.first, e});
   }
-  for (const Record* r : copies) {
-    const Action& a = action(r);
-    double b = stored(a.stage, a.microbatch);
-    if (a.op == Op::OFFLOAD) ev.push_back({r->end_s, true, -b, b});
-    if (a.op == Op::RELOAD) {
-      ev.push_back({r->start_s, false, b, 0});
-      ev.push_back({r->end_s, true, 0, -b});
-    }
-  }
-  std::stable_sort(ev.begin(), ev.end(), [](const MemEvent& x, const MemEvent& y) {
-    return x.t < y.t || (x.t == y.t && x.frees && !y.frees);
-  });
-  double gpu = 0, host = 0, pg = 0, ph = 0;
-  for (const MemEvent& e : ev) {
-    gpu += e.gpu;
-    host += e.host;
-    pg = std::max(pg, gpu);
-    ph = std::max(ph, host);
-  }
-  return {pg, ph};
+  auto by_time = [](const auto& x, const auto& y) { return x.first < y.first; };
+  std::stable_sort(ce.begin(), ce.end(), by_time);
+  std::stable_sort(ye.begin(), ye.end(), by_time);
+  std::vector<schedules::MemoryEvent> cev, yev;
+  for (const auto& x : ce) cev.push_back(x.second);
+  for (const auto& x : ye) yev.push_back(x.second);
+  return costmodel::walk_memory(c.stages, cev, [&](size_t i) { return ce[i].first; }, yev, [&](size_t i) { return ye[i].first; },
+                                [](double, double) {});
 }
 
 }  // namespace
@@ -254,29 +207,15 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
   ev.peak_activation_bytes.assign(static_cast<size_t>(R), 0);
   ev.peak_host_bytes.assign(static_cast<size_t>(R), 0);
   ev.peak_memory_bytes.assign(static_cast<size_t>(R), 0);
+  const std::vector<std::vector<schedules::MemoryEvent>> events = schedules::memory_events(s);
   for (int u = 0; u < U; ++u) {
-    std::vector<Record> cr, yr;  // copies with unit = pipeline rank, for peak_memory's lookup
-    std::vector<const Record*> cp, yp;
-    for (const Record* r : comp[static_cast<size_t>(u)]) { cr.push_back(*r); cr.back().unit = u / dp; }
-    for (const Record* r : copies[static_cast<size_t>(u)]) { yr.push_back(*r); yr.back().unit = u / dp; }
-    for (const Record& r : cr) cp.push_back(&r);
-    for (const Record& r : yr) yp.push_back(&r);
-    auto [g, h] = peak_memory(s, c, cp, yp);
     const size_t r = static_cast<size_t>(u / dp);
-    ev.peak_activation_bytes[r] = std::max(ev.peak_activation_bytes[r], g);
-    ev.peak_host_bytes[r] = std::max(ev.peak_host_bytes[r], h);
+    const costmodel::MemoryPeak p = peak_memory(c, events[r], comp[static_cast<size_t>(u)], copies[static_cast<size_t>(u)]);
+    ev.peak_activation_bytes[r] = std::max(ev.peak_activation_bytes[r], p.gpu_bytes);
+    ev.peak_host_bytes[r] = std::max(ev.peak_host_bytes[r], p.host_bytes);
   }
   for (int r = 0; r < R; ++r) {
-    double cur = 0, peak = 0;
-    for (const Action& a : s.actions[static_cast<size_t>(r)]) {
-      double w = a.stage >= 0 ? c.stages[static_cast<size_t>(a.stage)].weight : 0;
-      if (a.op == Op::F || (a.op == Op::OVERLAP_F_B)) cur += w;
-      if (a.op == Op::RELOAD) cur += w;
-      if (a.op == Op::B || a.op == Op::W || a.op == Op::OFFLOAD) cur -= w;
-      if (a.op == Op::OVERLAP_F_B && a.b_op == Op::B) cur -= c.stages[static_cast<size_t>(a.b_stage)].weight;
-      peak = std::max(peak, cur);
-    }
-    ev.peak_activations[static_cast<size_t>(r)] = peak;
+    ev.peak_activations[static_cast<size_t>(r)] = costmodel::peak_microbatches_held(c.stages, events[static_cast<size_t>(r)]);
     ev.peak_memory_bytes[static_cast<size_t>(r)] = c.static_bytes[static_cast<size_t>(r)] + ev.peak_activation_bytes[static_cast<size_t>(r)];
   }
 

@@ -1,0 +1,37 @@
+#include "costmodel/memory_walk.h"
+
+namespace stagecraft::costmodel {
+
+using schedules::MemoryEffect;
+
+MemoryDelta memory_delta(const StageCost& sc, const schedules::MemoryEvent& e) {
+  const double stored = kept_activation_bytes(sc, e.fraction);
+  switch (e.effect) {
+    case MemoryEffect::StoreForward: return {stored, 0};
+    case MemoryEffect::RestoreRecompute: return {recompute_activation_bytes(sc, e.fraction, false), 0};
+    case MemoryEffect::RestoreLayer: return {recompute_activation_bytes(sc, e.fraction, true), 0};
+    case MemoryEffect::Free: return {-backward_freed_bytes(sc, e.fraction, false), 0};
+    case MemoryEffect::FreeFused: return {-backward_freed_bytes(sc, e.fraction, true), 0};
+    case MemoryEffect::FreeInput: return {-split_input_freed_bytes(sc), 0};
+    case MemoryEffect::FreeWeight: return {-split_weight_freed_bytes(sc), 0};
+    case MemoryEffect::OffloadEnd: return {-stored, stored};
+    case MemoryEffect::ReloadStart: return {stored, 0};
+    case MemoryEffect::ReloadEnd: return {0, -stored};
+    case MemoryEffect::WorkStart: return {sc.work_bytes, 0};
+    case MemoryEffect::WorkEnd: return {-sc.work_bytes, 0};
+  }
+  return {};
+}
+
+double peak_microbatches_held(const std::vector<StageCost>& stages, const std::vector<schedules::MemoryEvent>& events) {
+  double cur = 0, peak = 0;
+  for (const schedules::MemoryEvent& e : events) {
+    const int d = schedules::held_change(e.effect);
+    if (d == 0) continue;
+    cur += d * stages[static_cast<size_t>(e.stage)].weight;
+    peak = std::max(peak, cur);
+  }
+  return peak;
+}
+
+}  // namespace stagecraft::costmodel

@@ -1,0 +1,61 @@
+// The one ledger of predicted memory: the bytes each memory event of the schedule IR
+// (schedules/memory_events.h) moves under a cost table, and the walk over one rank's timed
+// events that gives its peaks (the runtime measures real allocations: runtime/memory_ledger.h). The evaluator and the simulator both call walk_memory with
+// their own times, so their per-rank peaks are the same function of those times.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "costmodel/costs.h"
+#include "schedules/memory_events.h"
+
+namespace stagecraft::costmodel {
+
+struct MemoryDelta {
+  double gpu_bytes = 0;   // change of the rank's activation bytes on the GPU
+  double host_bytes = 0;  // change of its offloaded bytes in host memory
+};
+
+// What one event moves (costs.h: kept_activation_bytes, recompute_activation_bytes,
+// backward_freed_bytes, split_input_freed_bytes, split_weight_freed_bytes, work_bytes).
+MemoryDelta memory_delta(const StageCost& sc, const schedules::MemoryEvent& e);
+
+struct MemoryPeak {
+  double gpu_bytes = 0;   // largest activation bytes on the GPU (static bytes not included)
+  double host_bytes = 0;  // largest offloaded bytes
+};
+
+// One rank's events of its compute stream (`compute`, in list order) and of its copy stream
+// (`copy`, in list order), each stream's events in time order; time_c(i) and time_y(i) give
+// the time of event i of each. The streams are merged in time, frees first at equal times (a
+// compute-stream event before a copy-stream one otherwise); on_change(time_s, gpu_bytes) sees
+// the GPU bytes after every event.
+template <class TimeC, class TimeY, class OnChange>
+MemoryPeak walk_memory(const std::vector<StageCost>& stages, const std::vector<schedules::MemoryEvent>& compute, TimeC time_c,
+                       const std::vector<schedules::MemoryEvent>& copy, TimeY time_y, OnChange on_change) {
+  MemoryPeak peak;
+  double gpu = 0, host = 0;
+  size_t i = 0, j = 0;
+  while (i < compute.size() || j < copy.size()) {
+    bool take_c = j >= copy.size();
+    if (i < compute.size() && j < copy.size()) {
+      const double tc = time_c(i), ty = time_y(j);
+      take_c = tc < ty || (tc == ty && (schedules::frees(compute[i].effect) || !schedules::frees(copy[j].effect)));
+    }
+    const double t = take_c ? time_c(i) : time_y(j);
+    const schedules::MemoryEvent& e = take_c ? compute[i++] : copy[j++];
+    const MemoryDelta d = memory_delta(stages[static_cast<size_t>(e.stage)], e);
+    gpu += d.gpu_bytes;
+    host += d.host_bytes;
+    on_change(t, gpu);
+    peak.gpu_bytes = std::max(peak.gpu_bytes, gpu);
+    peak.host_bytes = std::max(peak.host_bytes, host);
+  }
+  return peak;
+}
+
+// The most microbatches a rank holds (weighted by StageCost::weight), its events in list order.
+double peak_microbatches_held(const std::vector<StageCost>& stages, const std::vector<schedules::MemoryEvent>& events);
+
+}  // namespace stagecraft::costmodel
