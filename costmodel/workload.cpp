@@ -19,6 +19,15 @@ void BlockWork::add(const BlockWork& o) {
   memory_bytes += o.memory_bytes;
 }
 
+double weight_gradient_share(ParameterUse use) {
+  switch (use) {
+    case ParameterUse::Product: return 0.5;
+    case ParameterUse::Table: return 1.0;
+    case ParameterUse::NoParameters: return 0.0;
+  }
+  return 0.0;
+}
+
 CoreWork attention_core_work(const KernelStack& k, double bb, double s, double heads, double d, bool fused, bool causal,
                              bool dropout, double e, double dv) {
   if (dv <= 0) dv = d;
@@ -40,7 +49,7 @@ CoreWork attention_core_work(const KernelStack& k, double bb, double s, double h
   if (!fused) c.f.memory_bytes = scores * e * (tr.softmax + (dropout ? tr.score_dropout : 0));
   c.i.gemms = {in_grad(s, s, d, bb * heads), in_grad(s, s, d, bb * heads), in_grad(s, dv, s, bb * heads),
                in_grad(s, dv, s, bb * heads)};
-  c.i.memory_bytes = 2 * c.f.memory_bytes;
+  c.i.memory_bytes = backward_traffic_bytes(c.f.memory_bytes);  // the core has no W (ParameterUse::NoParameters)
   return c;
 }
 
@@ -133,7 +142,7 @@ void moe_block_work(LayerWork& w, const ModelSpec& m, const KernelStack& k, doub
   const double route = T_router * E * 4 * 3;            // logits, softmax and top-k over (T, E) in fp32
   const double permute = moe_permute_bytes(copies, h, e, local, ep * et);
   f.memory_bytes = Th_outside * e * (tr.layer_norm + resid) + act + route + permute;
-  i.memory_bytes = 2 * f.memory_bytes;
+  i.memory_bytes = backward_traffic_bytes(f.memory_bytes);
   if (m.fp8) {  // the experts' inputs and output gradients cast to FP8, as the dense MLP's
     const double cast = fp8_cast_bytes(m, tr.fp8_cast_transpose);
     f.memory_bytes += cast * (copies * h + copies * fe / et);
@@ -220,7 +229,7 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   // split by columns, by rows or whole on every tp rank.
   const double cast = m.fp8 ? fp8_cast_bytes(m, tr.fp8_cast_transpose) : 0;  // per element cast to FP8 (stack.h, the recipe)
   w.attn_f.memory_bytes = attn_mem_f;
-  w.attn_i.memory_bytes = 2 * attn_mem_f;
+  w.attn_i.memory_bytes = backward_traffic_bytes(attn_mem_f);
   for (const Projection& pr : projections) {
     const double in = pr.split && pr.row ? pr.in / t : pr.in, out = pr.split && !pr.row ? pr.out / t : pr.out;
     w.attn_f.gemms.push_back(linear(fwd(T, out, in)));
@@ -247,14 +256,14 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   w.mlp_i.gemms.push_back(linear(in_grad(T, h, f / t)));
   w.mlp_w.gemms.push_back(linear(w_grad(T, h, f / t)));
   w.mlp_f.memory_bytes = mlp_mem_f + cast * (Th_outside + T * f / t);   // inputs of up (and gate) and down
-  w.mlp_i.memory_bytes = 2 * mlp_mem_f + cast * (up * T * f / t + Th_outside);  // their output gradients
+  w.mlp_i.memory_bytes = backward_traffic_bytes(mlp_mem_f) + cast * (up * T * f / t + Th_outside);  // their output gradients
 
   // Head: the final norm, the logits over V/t columns and the cross-entropy.
   const double logits = T * V / t;
   w.head_f.gemms = {fwd(T, V / t, h)};
   w.head_f.memory_bytes = logits * e * tr.cross_entropy + Th_outside * e * tr.layer_norm;
   w.head_i.gemms = {in_grad(T, V / t, h)};
-  w.head_i.memory_bytes = logits * e * tr.cross_entropy_backward + 2 * Th_outside * e * tr.layer_norm;
+  w.head_i.memory_bytes = logits * e * tr.cross_entropy_backward + backward_traffic_bytes(Th_outside * e * tr.layer_norm);
   w.head_w.gemms = {w_grad(T, V / t, h)};
   if (is_moe(m)) moe_block_work(w, m, k, T, t, sp, ep, et > 0 ? et : t, linear);
   if (modules.any_beyond_core()) add_module_recompute(w, m, k, T, Th_outside, t, et > 0 ? et : t, modules);

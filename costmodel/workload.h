@@ -56,6 +56,24 @@ struct BlockWork {
   void add(const BlockWork& o);  // appends o's kernels
 };
 
+// How a block's backward divides between a split backward's input gradient (I) and weight
+// gradient (W) (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, Sec. 2): W holds the
+// products that compute parameter gradients. The one rule for every route that splits a
+// backward it knows only as a total (a node's FLOPs, a measured node's seconds):
+//   Product        a product with weights, Y = X W: dX = dY W^T (I) and dW = X^T dY (W), equal
+//                  in FLOPs, so half each (layer_work writes both products by shape)
+//   Table          a lookup table (the embedding): its only gradient is its table's, all W
+//   NoParameters   the attention core, norms' and activations' elementwise work, residual adds,
+//                  the loss: no parameter gradient, all I
+enum class ParameterUse { Product, Table, NoParameters };
+double weight_gradient_share(ParameterUse use);
+
+// Memory-bound operations move about twice their forward's bytes in the backward: it reads the
+// saved input and the output gradient and writes the input gradient (stack.h's traffic table).
+// The one statement of the factor, for layer_work and the graph route.
+inline constexpr double kBackwardTrafficFactor = 2.0;
+inline double backward_traffic_bytes(double forward_bytes) { return kBackwardTrafficFactor * forward_bytes; }
+
 // The attention core of bb samples of s tokens over `heads` heads of d on one rank: forward and
 // input gradient. Materialised: two batched products (four in the backward) and the score
 // matrix's softmax (and with dropout its dropout and mask) traffic; fused with a measured kernel

@@ -44,7 +44,7 @@ struct Pricing {
 costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePart& part, const Pricing& pr, bool recompute_input_only,
                                 int t, const costmodel::Link& tp_link) {
   costmodel::StageCost sc;
-  double act = 0, work = 0, ar_f = 0, ar_b = 0, bytes = 0, fwd_s = 0, bwd_s = 0;
+  double act = 0, work = 0, ar_f = 0, ar_b = 0, bytes = 0, fwd_s = 0, bwd_s = 0, bwd_w_s = 0;
   double shape_f = 0, shape_i = 0, shape_w = 0;  // the nodes' kernels: forward, input and weight gradients
   double end_f = 0;  // the forward of the model's ends (embedding, head and loss), which R does not repeat
   int n_f = 0, n_b = 0;
@@ -52,6 +52,7 @@ costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePa
     const TpSubgraph& s = ts[static_cast<size_t>(i)];
     fwd_s += s.fwd_s;
     bwd_s += s.bwd_s;
+    bwd_w_s += s.bwd_w_s;
     act += s.act_bytes;
     work = std::max(work, s.act_bytes);  // a backward's working set: its largest subgraph's outputs
     double sub_f = 0;  // this subgraph's forward: compute and its all-reduces
@@ -71,9 +72,10 @@ costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePa
     if (s.end) end_f += sub_f;
   }
   // compute: the nodes' kernels priced (price.h: by shape, or their FLOPs at the flat rate), plus
-  // the measured nodes' times (a measured backward counted half input, half weight gradient)
+  // the measured nodes' times (a measured backward split by what its node has parameters for:
+  // costmodel::weight_gradient_share)
   const double f = shape_f + fwd_s, b = shape_i + shape_w + bwd_s;
-  const double i = shape_i + bwd_s / 2;
+  const double i = shape_i + bwd_s - bwd_w_s;
   sc.f_s = f + ar_f;
   sc.b_s = b + ar_b;
   sc.i_s = i + ar_b;  // the input gradient's all-reduces are the I's

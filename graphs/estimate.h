@@ -6,7 +6,8 @@
 // A stage's forward and backward are its nodes' measured times where the graph carries them
 // (fwd_s, bwd_s: `partition --measure`), else their FLOPs at the cluster's flat rate (the
 // analytic cost table's peak x achieved_efficiency), plus the blocking tp all-reduces of its
-// nodes' rules; a split backward half input and half weight gradient, a recomputation its
+// nodes' rules; a split backward's W the weight gradients of the nodes with parameters
+// (costmodel::weight_gradient_share: half a product's, none of an attention core's), a recomputation its
 // forward again; it sends the tensor at its cut (p2p), reduces its parameters' gradients over
 // dp as the analytic table does, keeps what its nodes keep for the backward (saved_bytes; the
 // cut's input alone when recomputed), and holds 16 bytes per parameter (costmodel/memory.h).

@@ -7,6 +7,14 @@
 #include "schedules/error.h"
 
 namespace stagecraft::graphs {
+
+costmodel::ParameterUse parameter_use(const Node& n) {
+  if (n.kind == "embedding") return costmodel::ParameterUse::Table;
+  if (n.kind == "linear" || (n.param_bytes > 0 && n.kind != "layernorm" && n.kind != "rmsnorm"))
+    return costmodel::ParameterUse::Product;
+  return costmodel::ParameterUse::NoParameters;  // attention cores, norms, activations, adds, the loss
+}
+
 namespace {
 
 bool graph_inputs_only(const Graph& g, const Node& n) {
@@ -59,13 +67,15 @@ NodeWork node_work(const Graph& g, int k, int t, double d, const std::function<d
   w.ctx.element_bytes = static_cast<int>(e);
   if (n.shape.size() >= 2) w.ctx.seq_length = static_cast<int>(n.shape[1]);
   const double out = elements(n) / share(k);
-  auto by_flops = [&] {
+  auto by_flops = [&] {  // its backward split by what it has parameters for (workload.h)
+    const double share = costmodel::weight_gradient_share(parameter_use(n));
     w.f.other_flops = n.fwd_flops / d;
-    w.i.other_flops = w.w.other_flops = n.backward_flops() / d / 2;
+    w.i.other_flops = (1 - share) * n.backward_flops() / d;
+    w.w.other_flops = share * n.backward_flops() / d;
   };
   auto memory = [&](double fwd_bytes) {
     w.f.memory_bytes = fwd_bytes;
-    w.i.memory_bytes = 2 * fwd_bytes;
+    w.i.memory_bytes = costmodel::backward_traffic_bytes(fwd_bytes);
   };
   const Node* in = data_input(g, n);
   if (n.kind == "linear") {
@@ -146,7 +156,10 @@ std::vector<TpSubgraph> tp_subgraphs(const Graph& g, const Sharding& sh, int t, 
         ts.work.push_back(std::move(w));
       }
       ts.end = ts.end || n.kind == "embedding" || n.kind == "loss";
-      if (n.bwd_s >= 0) ts.bwd_s += n.bwd_s / d;
+      if (n.bwd_s >= 0) {
+        ts.bwd_s += n.bwd_s / d;
+        ts.bwd_w_s += costmodel::weight_gradient_share(parameter_use(n)) * n.bwd_s / d;
+      }
       else ts.bwd_flops += n.backward_flops() / d;
       double params = n.param_bytes;
       if (!n.shares.empty()) {

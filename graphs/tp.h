@@ -31,6 +31,10 @@ namespace stagecraft::graphs {
 // rmsnorm, add with or without dropout, gelu, swiglu, the loss's cross-entropy over its logits);
 // a node known only by its FLOPs (no shapes, an attention node without heads, any other kind with
 // FLOPs) as other_flops; any other node reads its inputs and writes its output once.
+// How a node's backward splits between input and weight gradient (costmodel/workload.h): linear
+// (or any other node with parameters but a norm) a product, the embedding a table, the rest none.
+costmodel::ParameterUse parameter_use(const Node& n);
+
 struct NodeWork {
   costmodel::KernelContext ctx;
   costmodel::BlockWork f, i, w;  // forward, input gradient, weight gradient
@@ -41,6 +45,8 @@ struct TpSubgraph {
                                             // measured times
   double fwd_s = 0, bwd_s = 0;              // measured seconds of the nodes that carry them (a split
                                             // node's divided by t)
+  double bwd_w_s = 0;                       // of bwd_s, the weight gradients' share
+                                            // (costmodel::weight_gradient_share by node kind)
   double param_bytes = 0;                   // on one tp rank (a tied copy counts, as in Subgraph)
   double act_bytes = 0;                     // its nodes' outputs on one tp rank
   double boundary_bytes = 0;                // what it hands on (a split output: one rank's share)

@@ -68,6 +68,18 @@ const std::vector<Option>& options() {
          p.ep = 2;
          p.sequence_parallel = true;  // experts under tp need it (Megatron-Core)
        }, false},
+      {"context parallel 2 (ring)", [](costmodel::ModelSpec& m, ParallelPlan& p) {
+         m.attention_kernel = costmodel::AttentionKernel::Fused;  // cp runs a fused kernel per chunk
+         p.cp = 2;
+         p.dp = 1;  // the same 8 GPUs: tp 2, cp 2, pp 2
+       }, false},
+      {"context parallel 2 with sequence parallel and full recompute", [](costmodel::ModelSpec& m, ParallelPlan& p) {
+         m.attention_kernel = costmodel::AttentionKernel::Fused;
+         p.cp = 2;
+         p.dp = 1;
+         p.sequence_parallel = true;
+         p.recompute = costmodel::RecomputePolicy::Full;
+       }, false},
       {"tp overlap oases", [](costmodel::ModelSpec&, ParallelPlan& p) { p.tp_overlap = schedules::TpOverlap::Oases; }, false},
       {"tp overlap te", [](costmodel::ModelSpec&, ParallelPlan& p) {
          p.sequence_parallel = true;
@@ -124,6 +136,7 @@ TEST(Routes, EveryOptionAgreesInEveryEngine) {
     s.tp_degrees = {p.tp};
     s.pp_degrees = {p.pp};
     s.ep_degrees = {p.ep};
+    s.cp_degrees = {p.cp};
     s.overlap_grad_reduce = p.overlap_grad_reduce;
     s.overlap_param_gather = p.overlap_param_gather;
     s.stack = p.stack;
