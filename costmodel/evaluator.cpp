@@ -137,6 +137,19 @@ void Evaluator::compile() {
   for (int r = 0; r < R; ++r) {
     const auto& list = s.actions[static_cast<size_t>(r)];
     const std::vector<bool> deferred = schedules::deferred_reductions(list);
+    // schedules::backward_before of every bucket, in one pass (a stage's buckets stand in a
+    // row, and a call for each walked back over the ones before it): the last action before it
+    // other than a send or a reduction, when that is a backward of the bucket's stage.
+    std::vector<int> bwd_before(list.size(), -1);
+    for (int i = 0, other = -1; i < static_cast<int>(list.size()); ++i) {
+      const Action& a = list[static_cast<size_t>(i)];
+      if (a.op == Op::REDUCE_GRAD && other >= 0) {
+        const Action& o = list[static_cast<size_t>(other)];
+        const bool bwd = ((o.op == Op::B || o.op == Op::W) && o.stage == a.stage) || (o.op == Op::OVERLAP_F_B && o.b_stage == a.stage);
+        bwd_before[static_cast<size_t>(i)] = bwd ? other : -1;
+      }
+      if (a.op != Op::SEND_F && a.op != Op::SEND_B && a.op != Op::REDUCE_GRAD) other = i;
+    }
     std::uint32_t prev_compute = kNone, prev_coll = kNone, prev_copy = kNone, pending_gather = kNone;
     for (int k = 0; k < K; ++k) {
       std::vector<std::vector<std::uint32_t>> pending(2 * keys);
@@ -160,7 +173,7 @@ void Evaluator::compile() {
         if (a.op == Op::REDUCE_GRAD && a.early > 0) {
           // A bucket ready inside the backward: issued from it (its only predecessor, so that
           // evaluate() can start it early); the compute stream does not wait for it.
-          edge(mk[static_cast<size_t>(schedules::backward_before(list, static_cast<int>(i)))].main, me);
+          edge(mk[static_cast<size_t>(bwd_before[i])].main, me);
           tmp[me].early = a.early;
         } else {
           edge(prev_compute, me);

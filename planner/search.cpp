@@ -20,10 +20,11 @@ using costmodel::ParallelPlan;
 namespace {
 
 // Points a unit of work holds at most (a run of one schedule shape is cut into units of this
-// many), and points evaluated per round of branch and bound. Fixed, not from the thread count:
+// many), and points evaluated by branch and bound's pilot and in each of its waves. Fixed, not from the thread count:
 // what a search compiles and cuts is the same on any number of threads.
 constexpr size_t kUnitPoints = 32;
-constexpr size_t kRoundPoints = 64;
+constexpr size_t kPilotPoints = 128;
+constexpr size_t kWavePoints = 512;
 
 // The key of one value of a choice: "zero 3", "shard group 8", "cp 2", "fp8".
 std::string zero_key(int z) { return "zero " + std::to_string(z); }
@@ -115,6 +116,7 @@ class Search {
   void run_units(const std::vector<std::vector<size_t>>& units, bool bound_only);
   std::vector<std::vector<size_t>> shape_units(const std::vector<size_t>& tasks) const;
   void branch_and_bound();
+  void evaluate_wave(const std::vector<size_t>& wave);
   bool cut(size_t t, double overall_s, const std::vector<double>& choice_s) const;
   void thresholds(double& overall_s, std::vector<double>& choice_s) const;
   bool apply(const Trial& trial, const std::vector<int>& choices);
@@ -204,47 +206,53 @@ void Search::thresholds(double& overall_s, std::vector<double>& choice_s) const 
 
 bool Search::cut(size_t t, double overall_s, const std::vector<double>& choice_s) const {
   const double b = outcomes_[t].bound_s;
+  if (b == std::numeric_limits<double>::infinity()) return true;  // cannot fit: never kept
   if (!(b > overall_s)) return false;
   for (int c : choices_[t])
     if (!(b > choice_s[static_cast<size_t>(c)])) return false;
   return true;
 }
 
-// Branch and bound: every open task's time bound first; then, fastest bound first, rounds of
-// kRoundPoints tasks evaluated, each round's thresholds from the rounds before it. A task whose
-// bound exceeds them is cut; the thresholds only fall, so it stays cut. The rounds depend on
-// the bounds and the times alone, not on the threads.
+// Branch and bound: every open task's time bound first; then a pilot round of the kPilotPoints
+// tasks with the lowest bounds, evaluated to set the thresholds; then the rest in the space's
+// order (shape by shape, so that evaluators are reused) in waves of kWavePoints, each wave's
+// thresholds from the waves before it. A task whose bound exceeds them is cut; the thresholds
+// only fall, so it stays cut. The waves depend on the bounds and the times alone, not on the
+// threads.
 void Search::branch_and_bound() {
   std::vector<size_t> all(tasks());
   std::iota(all.begin(), all.end(), size_t{0});
   run_units(shape_units(all), true);
-  std::vector<size_t> order;
+  std::vector<size_t> pilot;
   for (size_t t : all)
-    if (outcomes_[t].kind == Outcome::Kind::Open) order.push_back(t);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return outcomes_[a].bound_s < outcomes_[b].bound_s; });
+    if (outcomes_[t].kind == Outcome::Kind::Open) pilot.push_back(t);
+  std::stable_sort(pilot.begin(), pilot.end(), [&](size_t a, size_t b) { return outcomes_[a].bound_s < outcomes_[b].bound_s; });
+  pilot.resize(std::min(pilot.size(), kPilotPoints));
+  std::sort(pilot.begin(), pilot.end());  // the space's order: units of one shape
+  evaluate_wave(pilot);
+  for (size_t first = 0; first < all.size(); first += kWavePoints)
+    evaluate_wave(std::vector<size_t>(all.begin() + static_cast<long>(first),
+                                      all.begin() + static_cast<long>(std::min(all.size(), first + kWavePoints))));
+}
+
+// The open tasks among `wave` that the thresholds so far do not cut, evaluated; the others cut.
+void Search::evaluate_wave(const std::vector<size_t>& wave) {
   double overall_s = 0;
   std::vector<double> choice_s;
-  size_t next = 0;
-  while (next < order.size()) {
-    thresholds(overall_s, choice_s);
-    std::vector<size_t> round;
-    long cut_now = 0;
-    for (; next < order.size() && round.size() < kRoundPoints; ++next) {
-      const size_t t = order[next];
-      if (!cut(t, overall_s, choice_s)) {
-        round.push_back(t);
-        continue;
-      }
-      outcomes_[t].kind = Outcome::Kind::Bounded;
-      ++cut_now;
+  thresholds(overall_s, choice_s);
+  std::vector<size_t> open;
+  long cut_now = 0;
+  for (size_t t : wave) {
+    if (outcomes_[t].kind != Outcome::Kind::Open) continue;
+    if (!cut(t, overall_s, choice_s)) {
+      open.push_back(t);
+      continue;
     }
-    report(cut_now);
-    std::sort(round.begin(), round.end());  // by precision, shape and point: the units share evaluators
-    std::stable_sort(round.begin(), round.end(), [&](size_t a, size_t b) {
-      return std::make_pair(a / points_.size(), outcomes_[a].shape) < std::make_pair(b / points_.size(), outcomes_[b].shape);
-    });
-    run_units(shape_units(round), false);
+    outcomes_[t].kind = Outcome::Kind::Bounded;
+    ++cut_now;
   }
+  report(cut_now);
+  run_units(shape_units(open), false);
 }
 
 // One trial into the statistics, its choices and the best plans, as the search meets it; false

@@ -37,6 +37,14 @@ Candidate candidate_of(const costmodel::Estimate& e, const costmodel::ClusterSpe
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// The time bound of one priced plan; infinity when its static memory alone (the cost table's,
+// per rank: the evaluator's peaks add activations to it) exceeds the GPU's: it cannot fit.
+double bound_of(const schedules::Schedule& lowered, const costmodel::CostTable& costs, const costmodel::ClusterSpec& c) {
+  for (double b : costs.static_bytes)
+    if (b > c.gpu_memory_bytes) return std::numeric_limits<double>::infinity();
+  return iteration_time_lower_bound_s(lowered, costs);
+}
+
 }  // namespace
 
 std::string shape_key(const ParallelPlan& p) {
@@ -83,7 +91,7 @@ PointWorker::Priced PointWorker::price_only(const ModelSpec& model, const Parall
 double PointWorker::bound_s(const ModelSpec& model, const ParallelPlan& p) {
   try {
     const Priced a = price_only(model, p);
-    double bound = iteration_time_lower_bound_s(*a.lowered, a.costs);
+    double bound = bound_of(*a.lowered, a.costs, ctx_.cluster);
     const int stages = a.lowered->stages_per_chain();
     if (!ctx_.opt->balance || stages < 2 || !p.stage_layers.empty()) return bound;
     ParallelPlan q = p;  // the balanced variant search() also tries (run below)
@@ -91,7 +99,7 @@ double PointWorker::bound_s(const ModelSpec& model, const ParallelPlan& p) {
                                     stage_time_model(a.costs, p.recompute == costmodel::RecomputePolicy::Full));
     if (q.stage_layers == costmodel::partition_layers(*ctx_.base, p, stages)) return bound;
     const Priced b = price_only(model, q);
-    return std::min(bound, iteration_time_lower_bound_s(*b.lowered, b.costs));
+    return std::min(bound, bound_of(*b.lowered, b.costs, ctx_.cluster));
   } catch (const InputError&) {
     return -std::numeric_limits<double>::infinity();  // refused: run() counts the refusal
   }

@@ -57,7 +57,8 @@ class PointWorker {
   // Whether the memory bound (planner/bounds.h) drops p at `model`'s precision.
   bool pruned(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& p) const;
   // A lower bound on the iteration time of p and of its balanced variant, from their cost tables
-  // (no evaluator compiled); -infinity when a check refuses either (try() then says why).
+  // (no evaluator compiled); -infinity when a check refuses either (run() then says why);
+  // infinity when the static memory of both exceeds the GPU's (neither can fit).
   double bound_s(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& p);
   // Evaluates p and, where it applies, its balanced variant, into out (kind Tried).
   void run(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& p, Outcome& out);
