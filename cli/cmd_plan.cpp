@@ -57,6 +57,7 @@ struct PlanCmdFlags {
   std::string precisions = "bf16";    // precisions tried: bf16, fp8
   std::string rank_orders = "tp-dp-pp";  // rank orders tried
   int top = 10;                       // plans printed
+  int threads = 0;                    // threads the search runs on; 0: every core
   bool json = false;                  // JSON instead of the table
   bool wide = false;                  // the table with every column, however wide
   std::string out;                    // write the best plan here (a plan file estimate --plan reads)
@@ -311,6 +312,7 @@ nlohmann::json result_json(const planner::SearchResult& r, const std::vector<dou
   for (const planner::ChoiceBest& c : r.choices)
     choices.push_back({{"choice", c.choice},
                        {"pruned", c.pruned},
+                       {"bounded", c.bounded},
                        {"evaluated", c.evaluated},
                        {"fitting", c.fitting},
                        {"best_iteration_time_s", c.best ? nlohmann::json(c.best->iteration_time_s) : nlohmann::json(nullptr)},
@@ -323,6 +325,7 @@ nlohmann::json result_json(const planner::SearchResult& r, const std::vector<dou
           {"stats",
            {{"considered", s.considered},
             {"pruned", s.pruned},
+            {"bounded", s.bounded},
             {"rejected", s.rejected},
             {"evaluated", s.evaluated},
             {"balanced", s.balanced},
@@ -441,7 +444,7 @@ const planner::Candidate* fastest_fitting(const std::vector<planner::Candidate>&
 // balanced variants on top (planner::SearchStats).
 std::string search_summary(const planner::SearchStats& s) {
   return "searched " + std::to_string(s.considered) + " points: " + std::to_string(s.pruned) + " pruned by the memory bound + " +
-         std::to_string(s.rejected) + " refused by a check + " + std::to_string(s.evaluated - s.balanced) + " evaluated; " +
+         std::to_string(s.bounded) + " cut by the time bound + " + std::to_string(s.rejected) + " refused by a check + " + std::to_string(s.evaluated - s.balanced) + " evaluated; " +
          std::to_string(s.balanced) + " more evaluated with balanced stage layers; of the " + std::to_string(s.evaluated) +
          " evaluated, " + std::to_string(s.evaluated - s.infeasible - s.tight) + " fit, " + std::to_string(s.tight) + " tight, " +
          std::to_string(s.infeasible) + " over the GPU's memory; " + std::to_string(s.schedules_compiled) +
@@ -501,6 +504,7 @@ void run_sweep(const PlanCmdFlags& f, const costmodel::ModelSpec& m, const costm
   nlohmann::json out = nlohmann::json::array();
   planner::SearchOptions opt;
   opt.top_k = 1;
+  opt.threads = f.threads;
   for (int n : counts) {
     Progress progress(f.quiet);  // one per search: its rate and time left are that search's
     progress.slow_hint = "fewer values of --tp, --pp, --schedules, --microbatch-sizes, --recompute or --zero make it faster";
@@ -612,6 +616,7 @@ void run(const PlanCmdFlags& flags) {
   }
   planner::SearchOptions opt;
   opt.top_k = f.top;
+  opt.threads = f.threads;
   Progress progress(f.quiet);
   progress.slow_hint = "fewer values of --tp, --pp, --schedules, --microbatch-sizes, --recompute or --zero make it faster";
   opt.progress = [&](long done, long total) { progress.report("plan: points", done, total); };
@@ -721,6 +726,7 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--stack", f->stack, stack_flag_help("kernel set every plan runs on"));
   add_model_flags(c, f->model_flags);
   c->add_option("--top", f->top, "plans printed, fastest first")->capture_default_str();
+  c->add_option("--threads", f->threads, "threads the search runs on (default: every core); the plans and counts do not depend on it");
   c->add_flag("--json", f->json, "print JSON instead of the table");
   c->add_flag("--wide", f->wide, "the table with every column (stage layers), however wide");
   c->add_option("--out", f->out,

@@ -50,6 +50,7 @@ constexpr FlagBound kBounds[] = {
     {"plan", "--global-batch", 1, 1 << 24, true},
     {"plan", "--tokens", 1, 1e16, false},
     {"plan", "--top", 1, 1000, true},
+    {"plan", "--threads", 1, 1024, true},
     {"plan", "--max-tp", 1, 1024, true},
     {"plan", "--microbatch-sizes", 1, 1 << 16, true},
     // import, check-run

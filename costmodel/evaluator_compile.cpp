@@ -33,6 +33,7 @@ struct Evaluator::Build {
     std::vector<std::vector<std::uint32_t>> pending;  // [2 * key + Wait]: transfers the next consumer waits for
     std::map<int, std::uint32_t> deferred_wait;       // stage -> its deferred share's collective node
     std::vector<bool> deferred;                        // per position: a deferred reduction (buckets.h)
+    std::vector<int> backward_before;                  // per position: a bucket's backward (buckets.h)
   };
 
   const Schedule& s;
@@ -156,6 +157,7 @@ void Evaluator::Build::add_edges() {
     const auto& list = s.actions[static_cast<size_t>(r)];
     Walk w;
     w.deferred = schedules::deferred_reductions(list);
+    w.backward_before = schedules::backwards_before(list);
     for (int k = 0; k < K; ++k) {
       w.pending.assign(2 * keys, {});
       w.deferred_wait.clear();
@@ -172,7 +174,7 @@ void Evaluator::Build::walk_action(Walk& w, int r, int k, size_t i) {
   if (a.op == Op::REDUCE_GRAD && a.early > 0) {
     // A bucket ready inside the backward: issued from it (its only predecessor, so that
     // evaluate() can start it early); the compute stream does not wait for it.
-    edge(mk[static_cast<size_t>(schedules::backward_before(s.actions[static_cast<size_t>(r)], static_cast<int>(i)))].main, me);
+    edge(mk[static_cast<size_t>(w.backward_before[i])].main, me);
     tmp[me].early = a.early;
   } else {
     edge(w.prev_compute, me);

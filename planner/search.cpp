@@ -4,12 +4,11 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <numeric>
 
-#include "costmodel/flops.h"
-#include "costmodel/runtime_support.h"
-#include "planner/balance.h"
-#include "planner/bounds.h"
-#include "schedules/buckets.h"
+#include "planner/parallel.h"
+#include "planner/search_point.h"
 #include "schedules/error.h"
 
 namespace stagecraft::planner {
@@ -20,76 +19,18 @@ using costmodel::ParallelPlan;
 
 namespace {
 
-// Compiled evaluators by schedule shape: the schedule, its parameters, pp, microbatches,
-// recomputation inserted or not, and the gradient buckets per stage. Points enumerated one
-// after the other share shapes, so a small cache keeps the reuse.
-class EvaluatorCache {
- public:
-  const costmodel::Evaluator& get(const std::string& key, const schedules::Schedule& s, SearchStats& stats) {
-    if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
-    if (cache_.size() >= kMax) cache_.clear();
-    ++stats.schedules_compiled;
-    return *cache_.emplace(key, std::make_unique<costmodel::Evaluator>(s)).first->second;
-  }
-
- private:
-  static constexpr size_t kMax = 16;
-  std::map<std::string, std::unique_ptr<costmodel::Evaluator>> cache_;
-};
-
-std::string shape_key(const ParallelPlan& p) {
-  return p.schedule + "|" + p.schedule_params.dump() + "|" + std::to_string(p.pp) + "|" + std::to_string(p.num_microbatches) +
-         "|" + (p.recompute == costmodel::RecomputePolicy::Full ? "R" : "-");
-}
-
-// The search's summary of an estimate; fits when its largest peak is within the GPU's memory
-// (tight when only within it, not within the usable memory: costmodel::fit_verdict).
-Candidate candidate_of(const costmodel::Estimate& e, const ClusterSpec& c, bool& fits) {
-  Candidate out;
-  out.plan = e.plan;
-  out.iteration_time_s = e.eval.iteration_time_s;
-  out.tokens_per_s = e.tokens_per_s;
-  out.mfu = e.mfu;
-  out.hfu = e.hfu;
-  out.max_memory_bytes = *std::max_element(e.eval.peak_memory_bytes.begin(), e.eval.peak_memory_bytes.end());
-  out.bubble_fraction = e.eval.bubble_fraction;
-  out.headroom_bytes = c.usable_memory_bytes() - out.max_memory_bytes;
-  out.fit = costmodel::fit_verdict(out.max_memory_bytes, c);
-  fits = out.fit != costmodel::Fit::DoesNotFit;  // tight plans are kept, and marked
-  return out;
-}
-
-// One point as costmodel::estimate evaluates it, with the compiled evaluator from the cache.
-// Sets *costs to the point's cost table and *stages to its stages per pipeline.
-Candidate evaluate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const costmodel::Profile* profile,
-                   EvaluatorCache& cache, std::map<std::string, schedules::Schedule>& lowered, SearchStats& stats, bool& fits,
-                   costmodel::CostTable* table, int* stages) {
-  const std::string key = shape_key(p);
-  auto it = lowered.find(key);
-  if (it == lowered.end()) {
-    if (lowered.size() >= 16) lowered.clear();
-    it = lowered.emplace(key, costmodel::plan_schedule(p)).first;
-  }
-  *stages = it->second.stages_per_chain();
-  costmodel::Estimate e = costmodel::assemble_estimate(
-      m, c, p, it->second, profile, [&](const schedules::Schedule& s, const std::string& buckets) -> const costmodel::Evaluator& {
-        return cache.get(key + buckets, s, stats);
-      });
-  Candidate out = candidate_of(e, c, fits);
-  *table = std::move(e.costs);
-  return out;
-}
+// Points a unit of work holds at most (a run of one schedule shape is cut into units of this
+// many), and points evaluated by branch and bound's pilot and in each of its waves. Fixed, not from the thread count:
+// what a search compiles and cuts is the same on any number of threads.
+constexpr size_t kUnitPoints = 32;
+constexpr size_t kPilotPoints = 128;
+constexpr size_t kWavePoints = 512;
 
 // The key of one value of a choice: "zero 3", "shard group 8", "cp 2", "fp8".
 std::string zero_key(int z) { return "zero " + std::to_string(z); }
 std::string shard_key(int g) { return "shard group " + std::to_string(g); }
 std::string cp_key(int x) { return "cp " + std::to_string(x); }
 std::string ep_key(int x) { return "ep " + std::to_string(x); }
-// One precision searched: 16 bits, or FP8 with a recipe.
-struct Precision {
-  bool fp8 = false;
-  costmodel::Fp8Recipe recipe = costmodel::Fp8Recipe::Delayed;
-};
 std::string precision_key(Precision p) {
   if (!p.fp8) return "bf16";
   return p.recipe == costmodel::Fp8Recipe::Delayed ? "fp8" : "fp8-" + std::string(costmodel::fp8_recipe_name(p.recipe));
@@ -139,6 +80,271 @@ std::vector<ParallelPlan> by_shape(std::vector<ParallelPlan> points) {
   return sorted;
 }
 
+// The precisions searched: each of the space's over every point (a model already in FP8, or
+// one priced by a custom estimate: its own only).
+std::vector<Precision> precisions_of(const ModelSpec& m, const PlanSpace& space, bool custom) {
+  std::vector<Precision> out;
+  if (m.fp8 || custom) {
+    out.push_back({m.fp8, m.fp8_recipe});
+    return out;
+  }
+  for (bool f : space.fp8) {
+    if (!f) out.push_back({false, costmodel::Fp8Recipe::Delayed});
+    if (f)
+      for (costmodel::Fp8Recipe r : space.fp8_recipes) out.push_back({true, r});
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// One search under way: its points at each precision (a task: precision-major, then the points
+// in shape order), what became of each, and the merge of those outcomes into the result.
+class Search {
+ public:
+  Search(const ModelSpec& m, const PlanSpace& space, const SearchOptions& opt, SearchResult& res)
+      : m_(m), space_(space), opt_(opt), res_(res) {}
+  void run(const ClusterSpec& c);
+
+ private:
+  size_t tasks() const { return points_.size() * precisions_.size(); }
+  const ParallelPlan& point(size_t t) const { return points_[t % points_.size()]; }
+  const ModelSpec& model(size_t t) const { return models_[t / points_.size()]; }
+  void report(long n);
+  void run_units(const std::vector<std::vector<size_t>>& units, bool bound_only);
+  std::vector<std::vector<size_t>> shape_units(const std::vector<size_t>& tasks) const;
+  void branch_and_bound();
+  void evaluate_wave(const std::vector<size_t>& wave);
+  bool cut(size_t t, double overall_s, const std::vector<double>& choice_s) const;
+  void thresholds(double& overall_s, std::vector<double>& choice_s) const;
+  bool apply(const Trial& trial, const std::vector<int>& choices);
+  void merge();
+
+  const ModelSpec& m_;
+  const PlanSpace& space_;
+  const SearchOptions& opt_;
+  SearchResult& res_;
+  SearchContext ctx_;
+  std::vector<ParallelPlan> points_;
+  std::vector<Precision> precisions_;
+  std::vector<ModelSpec> models_;              // the model at each precision
+  std::vector<std::vector<int>> choices_;      // per task: its choices' indices in res_.choices
+  std::vector<Outcome> outcomes_;              // per task
+  int threads_ = 1;
+  std::mutex mu_;                              // guards what follows
+  long done_ = 0;                              // tasks decided, for the progress callback
+  long compiled_ = 0;                          // evaluators compiled, over every worker
+};
+
+void Search::report(long n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ += n;
+  if (opt_.progress) opt_.progress(done_, static_cast<long>(tasks()));
+}
+
+// Units of work: runs of tasks of one precision and one schedule shape, at most kUnitPoints each.
+std::vector<std::vector<size_t>> Search::shape_units(const std::vector<size_t>& tasks) const {
+  std::vector<std::vector<size_t>> units;
+  for (size_t t : tasks) {
+    const bool joins = !units.empty() && units.back().size() < kUnitPoints && units.back().back() / points_.size() == t / points_.size() &&
+                       outcomes_[units.back().back()].shape == outcomes_[t].shape;
+    if (!joins) units.emplace_back();
+    units.back().push_back(t);
+  }
+  return units;
+}
+
+// Runs each unit on one worker: the memory bound, then the time bound only (bound_only) or the
+// evaluation of the tasks still open.
+void Search::run_units(const std::vector<std::vector<size_t>>& units, bool bound_only) {
+  planner::run_units(units.size(), threads_, [&](size_t u) {
+    PointWorker worker(ctx_);
+    for (size_t t : units[u]) {
+      Outcome& o = outcomes_[t];
+      if (o.kind == Outcome::Kind::Open && worker.pruned(model(t), point(t))) {
+        o.kind = Outcome::Kind::Pruned;
+        report(1);
+      }
+      if (o.kind != Outcome::Kind::Open) continue;
+      if (bound_only) {
+        o.bound_s = worker.bound_s(model(t), point(t));
+        continue;
+      }
+      worker.run(model(t), point(t), o);
+      report(1);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    compiled_ += worker.compiled();
+  });
+}
+
+// The times a plan must beat to matter: the k-th fastest plan that fits among those evaluated
+// (infinity until k fit), and each choice's fastest that fits (infinity until one does). A plan
+// slower than both cannot enter the top k nor become a choice's best: a tight or larger plan
+// ranks after every plan that fits, and ties keep the plan met first.
+void Search::thresholds(double& overall_s, std::vector<double>& choice_s) const {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> fitting;
+  choice_s.assign(res_.choices.size(), inf);
+  for (size_t t = 0; t < outcomes_.size(); ++t) {
+    const Outcome& o = outcomes_[t];
+    if (o.kind != Outcome::Kind::Tried) continue;
+    for (const Trial* trial : {&o.point, o.balanced ? &o.variant : nullptr}) {
+      if (!trial || trial->rejected || trial->cand.fit != costmodel::Fit::Fits) continue;
+      fitting.push_back(trial->cand.iteration_time_s);
+      for (int c : choices_[t]) choice_s[static_cast<size_t>(c)] = std::min(choice_s[static_cast<size_t>(c)], trial->cand.iteration_time_s);
+    }
+  }
+  const size_t k = static_cast<size_t>(opt_.top_k);
+  overall_s = inf;
+  if (fitting.size() < k) return;
+  std::nth_element(fitting.begin(), fitting.begin() + static_cast<long>(k - 1), fitting.end());
+  overall_s = fitting[k - 1];
+}
+
+bool Search::cut(size_t t, double overall_s, const std::vector<double>& choice_s) const {
+  const double b = outcomes_[t].bound_s;
+  if (b == std::numeric_limits<double>::infinity()) return true;  // cannot fit: never kept
+  if (!(b > overall_s)) return false;
+  for (int c : choices_[t])
+    if (!(b > choice_s[static_cast<size_t>(c)])) return false;
+  return true;
+}
+
+// Branch and bound: every open task's time bound first; then a pilot round of the kPilotPoints
+// tasks with the lowest bounds, evaluated to set the thresholds; then the rest in the space's
+// order (shape by shape, so that evaluators are reused) in waves of kWavePoints, each wave's
+// thresholds from the waves before it. A task whose bound exceeds them is cut; the thresholds
+// only fall, so it stays cut. The waves depend on the bounds and the times alone, not on the
+// threads.
+void Search::branch_and_bound() {
+  std::vector<size_t> all(tasks());
+  std::iota(all.begin(), all.end(), size_t{0});
+  run_units(shape_units(all), true);
+  std::vector<size_t> pilot;
+  for (size_t t : all)
+    if (outcomes_[t].kind == Outcome::Kind::Open) pilot.push_back(t);
+  std::stable_sort(pilot.begin(), pilot.end(), [&](size_t a, size_t b) { return outcomes_[a].bound_s < outcomes_[b].bound_s; });
+  pilot.resize(std::min(pilot.size(), kPilotPoints));
+  std::sort(pilot.begin(), pilot.end());  // the space's order: units of one shape
+  evaluate_wave(pilot);
+  for (size_t first = 0; first < all.size(); first += kWavePoints)
+    evaluate_wave(std::vector<size_t>(all.begin() + static_cast<long>(first),
+                                      all.begin() + static_cast<long>(std::min(all.size(), first + kWavePoints))));
+}
+
+// The open tasks among `wave` that the thresholds so far do not cut, evaluated; the others cut.
+void Search::evaluate_wave(const std::vector<size_t>& wave) {
+  double overall_s = 0;
+  std::vector<double> choice_s;
+  thresholds(overall_s, choice_s);
+  std::vector<size_t> open;
+  long cut_now = 0;
+  for (size_t t : wave) {
+    if (outcomes_[t].kind != Outcome::Kind::Open) continue;
+    if (!cut(t, overall_s, choice_s)) {
+      open.push_back(t);
+      continue;
+    }
+    outcomes_[t].kind = Outcome::Kind::Bounded;
+    ++cut_now;
+  }
+  report(cut_now);
+  run_units(shape_units(open), false);
+}
+
+// One trial into the statistics, its choices and the best plans, as the search meets it; false
+// when a check refused it.
+bool Search::apply(const Trial& trial, const std::vector<int>& choices) {
+  if (trial.rejected) {
+    ++res_.stats.rejections[trial.why];
+    for (int i : choices) {
+      ChoiceBest& c = res_.choices[static_cast<size_t>(i)];
+      ++c.rejected;
+      if (c.rejection.empty()) c.rejection = trial.why;
+    }
+    return false;
+  }
+  const Candidate& cand = trial.cand;
+  ++res_.stats.evaluated;
+  for (int i : choices) {
+    ChoiceBest& c = res_.choices[static_cast<size_t>(i)];
+    ++c.evaluated;
+    if (!trial.fits) continue;
+    ++(cand.fit == costmodel::Fit::Fits ? c.fitting : c.tight);
+    if (!c.best || ranks_before(cand, *c.best)) c.best = cand;
+  }
+  if (!trial.fits) {
+    ++res_.stats.infeasible;
+    return true;
+  }
+  if (cand.fit == costmodel::Fit::Tight) ++res_.stats.tight;
+  res_.best.push_back(cand);
+  std::stable_sort(res_.best.begin(), res_.best.end(), ranks_before);
+  if (static_cast<int>(res_.best.size()) > opt_.top_k) res_.best.pop_back();
+  return true;
+}
+
+// The outcomes in the space's order (precision, then point), as one thread would meet them.
+void Search::merge() {
+  SearchStats& s = res_.stats;
+  for (size_t t = 0; t < tasks(); ++t) {
+    const Outcome& o = outcomes_[t];
+    ++s.considered;
+    if (o.kind == Outcome::Kind::Pruned || o.kind == Outcome::Kind::Bounded) {
+      ++(o.kind == Outcome::Kind::Pruned ? s.pruned : s.bounded);
+      for (int i : choices_[t]) ++(o.kind == Outcome::Kind::Pruned ? res_.choices[static_cast<size_t>(i)].pruned
+                                                                 : res_.choices[static_cast<size_t>(i)].bounded);
+      continue;
+    }
+    if (!apply(o.point, choices_[t])) {
+      ++s.rejected;
+      continue;
+    }
+    if (o.balanced && apply(o.variant, choices_[t])) ++s.balanced;  // considered = pruned + bounded + rejected + evaluated - balanced
+  }
+  s.schedules_compiled = compiled_;
+}
+
+void Search::run(const ClusterSpec& c) {
+  ctx_.custom = static_cast<bool>(opt_.estimate);
+  ctx_.base = &m_;
+  ctx_.cluster = res_.cluster;
+  ctx_.space = &space_;
+  ctx_.opt = &opt_;
+  threads_ = search_threads(opt_.threads);
+  PlanSpace offered = space_;
+  offered.for_runtime = false;  // the runtime's refusals are counted point by point (issue 52)
+  points_ = by_shape(enumerate(offered, m_, c));
+  precisions_ = precisions_of(m_, space_, ctx_.custom);
+  const std::vector<int> eps = expert_degrees(space_, m_);
+  for (const std::string& k : choice_keys(space_, eps, precisions_)) res_.choices.push_back({k});
+  for (Precision f : precisions_) {
+    models_.push_back(m_);
+    models_.back().fp8 = f.fp8;
+    models_.back().fp8_recipe = f.recipe;
+  }
+  outcomes_.resize(tasks());
+  choices_.resize(tasks());
+  for (size_t t = 0; t < tasks(); ++t) {
+    outcomes_[t].shape = shape_key(point(t));
+    for (const std::string& k : keys_of(point(t), precisions_[t / points_.size()], space_, eps, precisions_))
+      for (size_t i = 0; i < res_.choices.size(); ++i)
+        if (res_.choices[i].choice == k) choices_[t].push_back(static_cast<int>(i));
+  }
+  if (opt_.progress) opt_.progress(0, static_cast<long>(tasks()));
+  if (opt_.bound && !ctx_.custom && tasks() > 0) {
+    branch_and_bound();
+  } else {
+    std::vector<size_t> all(tasks());
+    std::iota(all.begin(), all.end(), size_t{0});
+    run_units(shape_units(all), false);
+  }
+  merge();
+}
+
 }  // namespace
 
 std::pair<std::string, long> main_rejection(const SearchStats& s) {
@@ -157,120 +363,15 @@ bool ranks_before(const Candidate& a, const Candidate& b) {
 SearchResult search(const ModelSpec& m, const ClusterSpec& c, const PlanSpace& space, const SearchOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   if (opt.top_k < 1) throw InputError("plan search: top_k = " + std::to_string(opt.top_k) + " is invalid (must be at least 1)");
-  const bool custom = static_cast<bool>(opt.estimate);
-  if (!custom) costmodel::check(m);
+  if (opt.threads < 0) throw InputError("plan search: threads = " + std::to_string(opt.threads) + " is invalid (0: every core, or at least 1)");
+  if (!opt.estimate) costmodel::check(m);
   costmodel::check(c);
   SearchResult res;
   res.cluster = plan_cluster(c, space);
-  // The runtime's refusals (--for-runtime) are made point by point below, each counted with its
-  // reason (issue 52: a choice the runtime cannot run showed "no plan fits, 0 of 0").
   check(space, m, c);
-  PlanSpace offered = space;
-  offered.for_runtime = false;
-  std::vector<ParallelPlan> points = enumerate(offered, m, c);
-  points = by_shape(std::move(points));
-  EvaluatorCache cache;
-  std::map<std::string, schedules::Schedule> lowered;
-  // Evaluates q and keeps it among the best when it fits; false when a check refuses it.
-  costmodel::CostTable costs;
-  int stages = 0;
-  ModelSpec model = m;  // the model at the precision being searched
-  // Each precision of the space over every point (a model already in FP8: FP8 only).
-  std::vector<Precision> precisions;
-  if (m.fp8 || custom) {
-    precisions.push_back({m.fp8, m.fp8_recipe});
-  } else {
-    for (bool f : space.fp8) {
-      if (!f) precisions.push_back({false, costmodel::Fp8Recipe::Delayed});
-      if (f)
-        for (costmodel::Fp8Recipe r : space.fp8_recipes) precisions.push_back({true, r});
-    }
-  }
-  const std::vector<int> eps = expert_degrees(space, m);
-  for (const std::string& k : choice_keys(space, eps, precisions)) res.choices.push_back({k});
-  auto choice = [&](const std::string& key) -> ChoiceBest* {
-    for (ChoiceBest& c : res.choices)
-      if (c.choice == key) return &c;
-    return nullptr;
-  };
-  auto price = [&](const ParallelPlan& q, bool& fits) {
-    costmodel::check_fit(model, res.cluster, q);
-    // Parameters the cost model chooses (merak alpha1 auto, FOLD3D segments auto and its
-    // forward/backward ratio) are settled as `estimate` settles them.
-    costmodel::EstimateOptions eo;
-    eo.profile = opt.profile;
-    const ParallelPlan r = costmodel::resolve_schedule_params(model, res.cluster, q, eo);
-    return evaluate(model, res.cluster, r, opt.profile, cache, lowered, res.stats, fits, &costs, &stages);
-  };
-  auto consider = [&](const ParallelPlan& q) {
-    Candidate cand;
-    bool fits = false;
-    try {
-      costmodel::check(q);
-      if (space.for_runtime)
-        if (const std::string why = costmodel::runtime_refusal(model, q, costmodel::plan_schedule(q)); !why.empty())
-          throw InputError(why);
-      cand = custom ? candidate_of(opt.estimate(res.cluster, q), res.cluster, fits) : price(q, fits);
-      cand.fp8 = model.fp8;
-      cand.fp8_recipe = model.fp8_recipe;
-    } catch (const InputError& e) {
-      const std::string why = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
-      ++res.stats.rejections[why];
-      for (const std::string& k : keys_of(q, {model.fp8, model.fp8_recipe}, space, eps, precisions))
-        if (ChoiceBest* c = choice(k)) {
-          ++c->rejected;
-          if (c->rejection.empty()) c->rejection = why;
-        }
-      return false;
-    }
-    ++res.stats.evaluated;
-    for (const std::string& k : keys_of(q, {model.fp8, model.fp8_recipe}, space, eps, precisions))
-      if (ChoiceBest* c = choice(k)) {
-        ++c->evaluated;
-        if (!fits) continue;
-        ++(cand.fit == costmodel::Fit::Fits ? c->fitting : c->tight);
-        if (!c->best || ranks_before(cand, *c->best)) c->best = cand;
-      }
-    if (!fits) {
-      ++res.stats.infeasible;
-      return true;
-    }
-    if (cand.fit == costmodel::Fit::Tight) ++res.stats.tight;
-    res.best.push_back(cand);
-    std::stable_sort(res.best.begin(), res.best.end(), ranks_before);
-    if (static_cast<int>(res.best.size()) > opt.top_k) res.best.pop_back();
-    return true;
-  };
-  const long total = static_cast<long>(points.size() * precisions.size());
-  for (Precision fp8 : precisions) {
-    model.fp8 = fp8.fp8;
-    model.fp8_recipe = fp8.recipe;
-    for (const ParallelPlan& p : points) {
-      // Every point: 64 of the expensive ones took 40-50 s with nothing printed (issue 36); the
-      // Progress the CLI passes prints at most once every 2 s.
-      if (opt.progress) opt.progress(res.stats.considered, total);
-      ++res.stats.considered;
-      if (opt.prune && !custom && memory_lower_bound_bytes(model, p) > res.cluster.gpu_memory_bytes) {  // tight plans are kept
-        ++res.stats.pruned;
-        for (const std::string& k : keys_of(p, fp8, space, eps, precisions))
-          if (ChoiceBest* c = choice(k)) ++c->pruned;
-        continue;
-      }
-      if (!consider(p)) {
-        ++res.stats.rejected;
-        continue;
-      }
-      if (!opt.balance || custom || stages < 2 || !p.stage_layers.empty()) continue;
-      // Merak's stage balancing: the same plan with the layers moved away from the embedding
-      // and the head, when that changes the partition.
-      ParallelPlan q = p;
-      q.stage_layers = balance_stages(m.num_layers, stages, stage_time_model(costs, p.recompute == costmodel::RecomputePolicy::Full));
-      if (q.stage_layers == costmodel::partition_layers(m, p, stages)) continue;
-      if (consider(q)) ++res.stats.balanced;  // counted when evaluated: considered = pruned + rejected + evaluated - balanced
-    }
-  }
+  Search(m, space, opt, res).run(c);
   res.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (opt.progress) opt.progress(res.stats.considered, total);
+  if (opt.progress) opt.progress(res.stats.considered, res.stats.considered);
   return res;
 }
 

@@ -37,6 +37,8 @@ bool ranks_before(const Candidate& a, const Candidate& b);
 struct SearchStats {
   long considered = 0;          // points of the space
   long pruned = 0;              // dropped by the memory bound before any evaluation
+  long bounded = 0;             // cut by the time bound (branch and bound): they and their balanced
+                                // variants cannot enter the top k nor be a choice's best
   long rejected = 0;            // refused by a plan check or a schedule generator
   long evaluated = 0;           // run through the evaluator (balanced variants included)
   long balanced = 0;            // variants with balanced stage layers (planner/balance.h) evaluated
@@ -49,11 +51,19 @@ struct SearchStats {
 
 struct SearchOptions {
   int top_k = 10;      // candidates kept, fastest first
-  std::function<void(long done, long total)> progress;  // points done of the space, before each point
-                                                         // and at the end (the caller throttles what it
-                                                         // prints: cli/progress.h); empty: not called
+  std::function<void(long done, long total)> progress;  // points decided of the space, at the start,
+                                                         // as they are decided and at the end, from any
+                                                         // of the search's threads one call at a time,
+                                                         // done never falling (the caller throttles what
+                                                         // it prints: cli/progress.h); empty: not called
   bool prune = true;   // apply the memory bound (off: evaluate every point, for tests)
   bool balance = true; // also evaluate each multi-stage plan with balanced stage layers
+  bool bound = true;   // branch and bound: cut the points whose iteration-time lower bound
+                       // (planner/bounds.h) exceeds the k-th best plan that fits and the best of
+                       // each of their choices (off: evaluate every point, for tests); the plans
+                       // kept, their order and the choices' bests are the same either way
+  int threads = 0;     // threads the points are priced and evaluated on; 0: every core. The
+                       // result does not depend on it (outcomes merged in the space's order)
   const costmodel::Profile* profile = nullptr;  // measured costs (`stagecraft profile`) instead of the
                                                 // analytic ones, as `estimate --profile` prices
   // Prices a point instead of the analytic cost table (a model given as a graph: graphs/plan.h).
@@ -68,6 +78,7 @@ struct SearchOptions {
 struct ChoiceBest {
   std::string choice;             // "zero 3", "shard group 8", "cp 2", "fp8", ...
   long pruned = 0;                // its points dropped by the memory bound
+  long bounded = 0;               // its points cut by the time bound (SearchStats::bounded)
   long rejected = 0;              // its points refused by a plan check or a schedule generator
   std::string rejection{};        // the first refusal's reason (first line), empty when none
   long evaluated = 0;             // evaluated (balanced variants included)

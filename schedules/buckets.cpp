@@ -7,15 +7,32 @@
 
 namespace stagecraft::schedules {
 
+namespace {
+bool passes_over(const Action& a) { return a.op == Op::SEND_F || a.op == Op::SEND_B || a.op == Op::REDUCE_GRAD; }
+bool backward_of(const Action& a, int stage) {
+  return ((a.op == Op::B || a.op == Op::W) && a.stage == stage) || (a.op == Op::OVERLAP_F_B && a.b_stage == stage);
+}
+}  // namespace
+
 int backward_before(const std::vector<Action>& list, int pos) {
   const int stage = list[static_cast<size_t>(pos)].stage;
   for (int i = pos - 1; i >= 0; --i) {
     const Action& a = list[static_cast<size_t>(i)];
-    if (a.op == Op::SEND_F || a.op == Op::SEND_B || a.op == Op::REDUCE_GRAD) continue;
-    const bool bwd = ((a.op == Op::B || a.op == Op::W) && a.stage == stage) || (a.op == Op::OVERLAP_F_B && a.b_stage == stage);
-    return bwd ? i : -1;
+    if (passes_over(a)) continue;
+    return backward_of(a, stage) ? i : -1;
   }
   return -1;
+}
+
+std::vector<int> backwards_before(const std::vector<Action>& list) {
+  std::vector<int> out(list.size(), -1);
+  int other = -1;  // the last action so far that is not a send or a reduction
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Action& a = list[i];
+    if (a.op == Op::REDUCE_GRAD && other >= 0 && backward_of(list[static_cast<size_t>(other)], a.stage)) out[i] = other;
+    if (!passes_over(a)) other = static_cast<int>(i);
+  }
+  return out;
 }
 
 bool reduces_after_backward(const std::vector<Action>& list, int pos) { return backward_before(list, pos) >= 0; }

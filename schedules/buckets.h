@@ -13,6 +13,9 @@ namespace stagecraft::schedules {
 // before it when that is a backward of the reduction's stage (B, W, or OVERLAP_F_B with it as
 // the backward half) and only sends and reductions lie between; -1 otherwise.
 int backward_before(const std::vector<Action>& list, int pos);
+// backward_before of every REDUCE_GRAD of the list in one pass (-1 elsewhere): a stage's buckets
+// stand in a row, and a call for each would walk back over the ones before it.
+std::vector<int> backwards_before(const std::vector<Action>& list);
 bool reduces_after_backward(const std::vector<Action>& list, int pos);
 
 // FOLD3D's deferred shares (Algorithm 2, line 13): a REDUCE_GRAD before its stage's first compute

@@ -93,7 +93,7 @@ TEST(Answers, TightPlansRankAfterPlansThatFitLlama70bOn512H100) {
   EXPECT_LT(fastest_tight, fastest_fit);
   EXPECT_GT(r.stats.tight, 0);
   // The counts add up: every point pruned, refused or evaluated, the balanced variants on top.
-  EXPECT_EQ(r.stats.considered + r.stats.balanced, r.stats.pruned + r.stats.rejected + r.stats.evaluated);
+  EXPECT_EQ(r.stats.considered + r.stats.balanced, r.stats.pruned + r.stats.bounded + r.stats.rejected + r.stats.evaluated);
 }
 
 TEST(Answers, PlanTableSaysWhichRowIsTheFastestThatFits) {
