@@ -330,6 +330,7 @@ nlohmann::json result_json(const planner::SearchResult& r, const std::vector<dou
             {"evaluated", s.evaluated},
             {"balanced", s.balanced},
             {"infeasible", s.infeasible},
+            {"untimed", s.untimed},
             {"schedules_compiled", s.schedules_compiled},
             {"seconds", s.seconds}}}};
 }
@@ -447,7 +448,8 @@ std::string search_summary(const planner::SearchStats& s) {
          std::to_string(s.bounded) + " cut by the time bound + " + std::to_string(s.rejected) + " refused by a check + " + std::to_string(s.evaluated - s.balanced) + " evaluated; " +
          std::to_string(s.balanced) + " more evaluated with balanced stage layers; of the " + std::to_string(s.evaluated) +
          " evaluated, " + std::to_string(s.evaluated - s.infeasible - s.tight) + " fit, " + std::to_string(s.tight) + " tight, " +
-         std::to_string(s.infeasible) + " over the GPU's memory; " + std::to_string(s.schedules_compiled) +
+         std::to_string(s.infeasible) + " over the GPU's memory (" + std::to_string(s.untimed) +
+         " of them by their memory alone, untimed); " + std::to_string(s.schedules_compiled) +
          " evaluators compiled, in " + fmt_seconds(s.seconds);
 }
 

@@ -157,6 +157,12 @@ void set_fit(Estimate& e) {
 
 Estimate assemble_estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, schedules::Schedule lowered,
                            const Profile* profile, const EvaluatorFor& evaluator_for) {
+  Estimate e = price_estimate(m, c, p, lowered, profile);
+  return evaluate_estimate(std::move(e), std::move(lowered), evaluator_for);
+}
+
+Estimate price_estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const schedules::Schedule& lowered,
+                        const Profile* profile) {
   Estimate e;
   e.model = m;
   e.cluster = c;
@@ -166,6 +172,12 @@ Estimate assemble_estimate(const ModelSpec& m, const ClusterSpec& c, const Paral
   if (p.preemptive_comm)  // a shared-link effect the evaluator cannot show: say so rather than ignore it silently
     e.costs.notes.push_back("plan.preemptive_comm: the evaluator gives every transfer its own link, so preemption (FOLD3D "
                             "Sec. V-A) changes nothing here; `simulate` models it where links are shared (docs/sim.md)");
+  return e;
+}
+
+Estimate evaluate_estimate(Estimate e, schedules::Schedule lowered, const EvaluatorFor& evaluator_for) {
+  const ModelSpec& m = e.model;
+  const ParallelPlan& p = e.plan;
   std::string buckets;
   if (p.overlap_grad_reduce) {
     const std::vector<int> n = grad_buckets(e.costs, p);

@@ -107,6 +107,11 @@ void set_fit(Estimate& e);
 using EvaluatorFor = std::function<const Evaluator&(const schedules::Schedule& s, const std::string& buckets)>;
 Estimate assemble_estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, schedules::Schedule lowered,
                            const Profile* profile, const EvaluatorFor& evaluator_for);
+// Its two halves, for a caller that looks at the cost table before evaluating (the planner:
+// untimed_peak_memory_bytes): the workload and its cost table; then the rest, from them.
+Estimate price_estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const schedules::Schedule& lowered,
+                        const Profile* profile);
+Estimate evaluate_estimate(Estimate priced, schedules::Schedule lowered, const EvaluatorFor& evaluator_for);
 
 // The segment numbers fold3d-aiao's search tries: 1 to num_layers / pp, at most 16.
 int fold3d_max_segments(const ModelSpec& m, const ParallelPlan& p);

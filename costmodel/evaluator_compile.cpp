@@ -2,7 +2,6 @@
 // topological order (evaluator.h states the waits). Pass 1 makes the nodes, pass 2 the edges,
 // then the nodes are ordered (what cannot be ordered is a deadlock) and the last iteration's
 // compute, collective and memory bookkeeping recorded.
-#include <deque>
 #include <limits>
 #include <map>
 
@@ -41,7 +40,7 @@ struct Evaluator::Build {
   const size_t keys;
   const std::int32_t opt_slot_base;
   std::vector<Node> tmp;                               // nodes in creation order
-  std::vector<std::vector<std::uint32_t>> in;          // their predecessors
+  std::vector<std::uint32_t> edge_from, edge_to;       // the edges, in the order they were made
   std::vector<std::vector<std::vector<Made>>> made;    // [k][rank][pos]
   PerKey xfer_f, xfer_b, post_f, post_b;               // SEND transfer nodes and RECV posts
   std::vector<std::vector<std::vector<std::uint32_t>>> reduce_issue, reduce_node;  // [k][stage], in order
@@ -54,11 +53,12 @@ struct Evaluator::Build {
   size_t key(int st, int mb) const { return static_cast<size_t>(st) * m + mb; }
   static std::int32_t slot(int st, Slot sl) { return st * kSlotsPerStage + sl; }
   void edge(std::uint32_t from, std::uint32_t to) {
-    if (from != kNone) in[to].push_back(from);
+    if (from == kNone) return;
+    edge_from.push_back(from);
+    edge_to.push_back(to);
   }
   std::uint32_t add_node(const Node& n) {
     tmp.push_back(n);
-    in.emplace_back();
     return static_cast<std::uint32_t>(tmp.size() - 1);
   }
 
@@ -73,8 +73,11 @@ struct Evaluator::Build {
   void stream_edges(Walk& w, const Action& a, int k, size_t i, std::uint32_t me, std::uint32_t ex);
   void optimizer_edges(Walk& w, int r, std::uint32_t me, std::uint32_t ex);
   void join_chain_reductions();
-  // Ordering.
-  std::vector<std::uint32_t> topological_order() const;
+  // Ordering. Adjacency as one flat array per direction (CSR): node v's entries are
+  // items[begin[v], begin[v + 1]).
+  struct Adjacency { std::vector<std::uint32_t> begin, items; };
+  Adjacency predecessors() const;  // each node's, in the order the edges were made
+  std::vector<std::uint32_t> topological_order(const Adjacency& in) const;
   [[noreturn]] void throw_deadlock(const std::vector<std::uint32_t>& order) const;
 };
 
@@ -124,6 +127,7 @@ void Evaluator::Build::create_nodes() {
   made.assign(static_cast<size_t>(K), std::vector<std::vector<Made>>(static_cast<size_t>(R)));
   xfer_f.assign(static_cast<size_t>(K), std::vector<std::uint32_t>(keys, kNone));
   xfer_b = post_f = post_b = xfer_f;
+  tmp.reserve(static_cast<size_t>(2 * K) * s.total_actions());
   for (int k = 0; k < K; ++k)
     for (int r = 0; r < R; ++r) {
       const auto& list = s.actions[static_cast<size_t>(r)];
@@ -146,7 +150,8 @@ void Evaluator::Build::create_nodes() {
         if (a.op == Op::RECV_B) post_b[kk][key(a.stage, a.microbatch)] = mk[i].main;
       }
     }
-  in.assign(tmp.size(), {});
+  edge_from.reserve(2 * tmp.size());
+  edge_to.reserve(2 * tmp.size());
 }
 
 // Pass 2: edges, rank by rank.
@@ -289,28 +294,41 @@ void Evaluator::Build::join_chain_reductions() {
       }
 }
 
-// Kahn's order; throws on what cannot be ordered.
-std::vector<std::uint32_t> Evaluator::Build::topological_order() const {
-  std::vector<std::uint32_t> indeg(tmp.size(), 0);
-  std::vector<std::vector<std::uint32_t>> out(tmp.size());
-  for (std::uint32_t v = 0; v < tmp.size(); ++v)
-    for (std::uint32_t u : in[v]) {
-      out[u].push_back(v);
-      ++indeg[v];
-    }
-  std::deque<std::uint32_t> ready;
-  for (std::uint32_t v = 0; v < tmp.size(); ++v)
-    if (indeg[v] == 0) ready.push_back(v);
-  std::vector<std::uint32_t> order;
-  order.reserve(tmp.size());
-  while (!ready.empty()) {
-    std::uint32_t u = ready.front();
-    ready.pop_front();
-    order.push_back(u);
-    for (std::uint32_t v : out[u])
-      if (--indeg[v] == 0) ready.push_back(v);
+Evaluator::Build::Adjacency Evaluator::Build::predecessors() const {
+  Adjacency in;
+  in.begin.assign(tmp.size() + 1, 0);
+  for (std::uint32_t to : edge_to) ++in.begin[to + 1];
+  for (size_t v = 0; v < tmp.size(); ++v) in.begin[v + 1] += in.begin[v];
+  in.items.resize(edge_to.size());
+  std::vector<std::uint32_t> fill(in.begin.begin(), in.begin.end() - 1);
+  for (size_t e = 0; e < edge_to.size(); ++e) in.items[fill[edge_to[e]]++] = edge_from[e];
+  return in;
+}
+
+// Kahn's order, first-in first-out, each node's successors in increasing order; throws on what
+// cannot be ordered.
+std::vector<std::uint32_t> Evaluator::Build::topological_order(const Adjacency& in) const {
+  const size_t n = tmp.size();
+  Adjacency out;
+  out.begin.assign(n + 1, 0);
+  for (std::uint32_t u : in.items) ++out.begin[u + 1];
+  for (size_t v = 0; v < n; ++v) out.begin[v + 1] += out.begin[v];
+  out.items.resize(in.items.size());
+  std::vector<std::uint32_t> fill(out.begin.begin(), out.begin.end() - 1), indeg(n);
+  for (std::uint32_t v = 0; v < n; ++v) {
+    indeg[v] = in.begin[v + 1] - in.begin[v];
+    for (std::uint32_t j = in.begin[v]; j < in.begin[v + 1]; ++j) out.items[fill[in.items[j]]++] = v;
   }
-  if (order.size() != tmp.size()) throw_deadlock(order);
+  std::vector<std::uint32_t> order;  // doubles as the queue: order[head..] are ready
+  order.reserve(n);
+  for (std::uint32_t v = 0; v < n; ++v)
+    if (indeg[v] == 0) order.push_back(v);
+  for (size_t head = 0; head < order.size(); ++head) {
+    const std::uint32_t u = order[head];
+    for (std::uint32_t j = out.begin[u]; j < out.begin[u + 1]; ++j)
+      if (--indeg[out.items[j]] == 0) order.push_back(out.items[j]);
+  }
+  if (order.size() != n) throw_deadlock(order);
   return order;
 }
 
@@ -344,15 +362,17 @@ void Evaluator::compile() {
   Build b(schedule_, opt_.iterations);
   b.create_nodes();
   b.add_edges();
-  const std::vector<std::uint32_t> order = b.topological_order();
+  const Build::Adjacency in = b.predecessors();
+  const std::vector<std::uint32_t> order = b.topological_order(in);
   b.new_id.resize(b.tmp.size());
   for (std::uint32_t i = 0; i < order.size(); ++i) b.new_id[order[i]] = i;
   nodes_.resize(b.tmp.size());
   preds_.clear();
+  preds_.reserve(in.items.size());
   for (std::uint32_t i = 0; i < order.size(); ++i) {
     Node n = b.tmp[order[i]];
     n.pred_begin = static_cast<std::uint32_t>(preds_.size());
-    for (std::uint32_t u : b.in[order[i]]) preds_.push_back(b.new_id[u]);
+    for (std::uint32_t j = in.begin[order[i]]; j < in.begin[order[i] + 1]; ++j) preds_.push_back(b.new_id[in.items[j]]);
     n.pred_end = static_cast<std::uint32_t>(preds_.size());
     nodes_[i] = n;
   }

@@ -23,6 +23,19 @@ MemoryDelta memory_delta(const StageCost& sc, const schedules::MemoryEvent& e) {
   return {};
 }
 
+std::vector<double> untimed_peak_memory_bytes(const schedules::Schedule& s, const CostTable& c) {
+  const std::vector<std::vector<schedules::MemoryEvent>> events = schedules::memory_events(s);
+  std::vector<double> out;
+  for (size_t r = 0; r < events.size(); ++r) {
+    for (const schedules::MemoryEvent& e : events[r])
+      if (e.copy) return {};
+    const MemoryPeak p = walk_memory(c.stages, events[r], [](size_t i) { return static_cast<double>(i); }, {},
+                                     [](size_t) { return 0.0; }, [](double, double) {});
+    out.push_back(c.static_bytes[r] + p.gpu_bytes);
+  }
+  return out;
+}
+
 double peak_microbatches_held(const std::vector<StageCost>& stages, const std::vector<schedules::MemoryEvent>& events) {
   double cur = 0, peak = 0;
   for (const schedules::MemoryEvent& e : events) {

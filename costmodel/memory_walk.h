@@ -55,6 +55,13 @@ MemoryPeak walk_memory(const std::vector<StageCost>& stages, const std::vector<s
   return peak;
 }
 
+// Per rank, its peak memory (static bytes included) known without a timeline, where no rank has
+// a copy-stream event: each rank's events then run in list order on its one compute stream, so
+// the walk in list order is exactly what the evaluator and the simulator report (the planner
+// drops what cannot fit before compiling an evaluator). Empty where a rank offloads or reloads
+// (the copy stream's times decide).
+std::vector<double> untimed_peak_memory_bytes(const schedules::Schedule& s, const CostTable& c);
+
 // The most microbatches a rank holds (weighted by StageCost::weight), its events in list order.
 double peak_microbatches_held(const std::vector<StageCost>& stages, const std::vector<schedules::MemoryEvent>& events);
 

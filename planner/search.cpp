@@ -278,6 +278,7 @@ bool Search::apply(const Trial& trial, const std::vector<int>& choices) {
   }
   if (!trial.fits) {
     ++res_.stats.infeasible;
+    if (cand.untimed) ++res_.stats.untimed;
     return true;
   }
   if (cand.fit == costmodel::Fit::Tight) ++res_.stats.tight;

@@ -28,6 +28,8 @@ struct Candidate {
   double headroom_bytes = 0;     // the cluster's usable memory (memory_margin off) less max_memory_bytes
   double bubble_fraction = 0;    // idle share of the pipeline (EvalResult::bubble_fraction)
   costmodel::Fit fit = costmodel::Fit::Fits;  // fits, or tight (over the usable memory, within the GPU's)
+  bool untimed = false;          // over the GPU's memory by its untimed peak (memory_walk.h): not
+                                 // evaluated in time, iteration_time_s and the rates unknown (0)
 };
 
 // The planner's ranking: a plan that fits in the usable memory before any tight one, then by
@@ -43,6 +45,8 @@ struct SearchStats {
   long evaluated = 0;           // run through the evaluator (balanced variants included)
   long balanced = 0;            // variants with balanced stage layers (planner/balance.h) evaluated
   long infeasible = 0;          // evaluated, and their peak memory exceeds the GPU's memory
+  long untimed = 0;             // of them, known over it from the cost table alone (no timeline needed
+                                // where no rank offloads: costmodel::untimed_peak_memory_bytes)
   long tight = 0;               // evaluated, over the usable memory but within the GPU's
   long schedules_compiled = 0;  // evaluators compiled (the rest reused one)
   std::map<std::string, long> rejections;  // the refusals' reasons (first line) and their counts

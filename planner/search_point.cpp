@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "costmodel/memory_walk.h"
 #include "costmodel/plan_workload.h"
 #include "costmodel/runtime_support.h"
 #include "planner/balance.h"
@@ -33,6 +34,22 @@ Candidate candidate_of(const costmodel::Estimate& e, const costmodel::ClusterSpe
   out.fit = costmodel::fit_verdict(out.max_memory_bytes, c);
   fits = out.fit != costmodel::Fit::DoesNotFit;  // tight plans are kept, and marked
   return out;
+}
+
+// A plan whose peak memory, known exactly without a timeline where no rank offloads
+// (costmodel::untimed_peak_memory_bytes), exceeds the GPU's: its candidate (memory and verdict
+// only; it is counted, never ranked).
+bool over_memory(const costmodel::Estimate& priced, const schedules::Schedule& s, Candidate& out) {
+  const std::vector<double> peaks = costmodel::untimed_peak_memory_bytes(s, priced.costs);
+  if (peaks.empty()) return false;
+  const double peak = *std::max_element(peaks.begin(), peaks.end());
+  if (peak <= priced.cluster.gpu_memory_bytes) return false;
+  out.plan = priced.plan;
+  out.max_memory_bytes = peak;
+  out.headroom_bytes = priced.cluster.usable_memory_bytes() - peak;
+  out.fit = costmodel::Fit::DoesNotFit;
+  out.untimed = true;
+  return true;
 }
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
@@ -117,9 +134,14 @@ Candidate PointWorker::evaluate(const ModelSpec& model, const ParallelPlan& q, b
   const std::string key = shape_key(p);
   const schedules::Schedule& s = lowered(key, p);
   stages_ = s.stages_per_chain();
-  costmodel::Estimate e = costmodel::assemble_estimate(
-      model, ctx_.cluster, p, s, ctx_.opt->profile,
-      [&](const schedules::Schedule& b, const std::string& buckets) -> const costmodel::Evaluator& {
+  costmodel::Estimate priced = costmodel::price_estimate(model, ctx_.cluster, p, s, ctx_.opt->profile);
+  if (Candidate over; over_memory(priced, s, over)) {  // exact without a timeline: no evaluator compiled
+    costs_ = std::move(priced.costs);
+    fits = false;
+    return over;
+  }
+  costmodel::Estimate e = costmodel::evaluate_estimate(
+      std::move(priced), s, [&](const schedules::Schedule& b, const std::string& buckets) -> const costmodel::Evaluator& {
         if (auto it = evaluators_.find(key + buckets); it != evaluators_.end()) return *it->second;
         if (evaluators_.size() >= kCacheShapes) evaluators_.clear();
         ++compiled_;

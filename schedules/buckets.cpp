@@ -76,10 +76,11 @@ Schedule bucket_reductions(const Schedule& s, const std::vector<int>& buckets) {
     const auto& list = s.actions[static_cast<size_t>(r)];
     std::vector<Action> next;
     next.reserve(list.size());
+    const std::vector<int> bwd = backwards_before(list);
     for (int i = 0; i < static_cast<int>(list.size()); ++i) {
       const Action& a = list[static_cast<size_t>(i)];
       const int n = a.op == Op::REDUCE_GRAD ? buckets[static_cast<size_t>(a.stage)] : 1;
-      if (n == 1 || a.early > 0 || backward_before(list, i) < 0) {
+      if (n == 1 || a.early > 0 || bwd[static_cast<size_t>(i)] < 0) {
         next.push_back(a);
         continue;
       }

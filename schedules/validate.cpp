@@ -106,6 +106,7 @@ class Checker {
     for (int r = 0; r < s_.num_ranks; ++r) {
       const auto& list = s_.actions[static_cast<size_t>(r)];
       int optimizer_at = -1;
+      const std::vector<int> bwd = backwards_before(list);
       for (int p = 0; p < static_cast<int>(list.size()); ++p) {
         const Action& a = list[static_cast<size_t>(p)];
         if (a.op == Op::OPTIMIZER) {
@@ -122,7 +123,7 @@ class Checker {
         if (!(a.early >= 0 && a.early < 1) || (a.early > 0 && a.op != Op::REDUCE_GRAD))
           return fail(f, r, p, "early " + std::to_string(a.early) + " is invalid (REDUCE_GRAD only, in [0, 1))");
         if (a.op == Op::REDUCE_GRAD) {
-          if (a.early > 0 && !reduces_after_backward(list, p))
+          if (a.early > 0 && bwd[static_cast<size_t>(p)] < 0)  // reduces_after_backward, for the whole list
             return fail(f, r, p, "an early REDUCE_GRAD must follow a backward of its stage (B, W or OVERLAP_F_B), "
                                  "with only sends and reductions between");
           reduce_sum_[static_cast<size_t>(a.stage)] += a.fraction;
