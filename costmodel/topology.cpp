@@ -1,7 +1,9 @@
 #include "costmodel/topology.h"
 
 #include <algorithm>
+#include <mutex>
 #include <set>
+#include <sstream>
 
 namespace stagecraft::costmodel {
 
@@ -15,10 +17,52 @@ std::array<Axis, kAxes> rank_axes(const std::string& rank_order) {
   return {axes[0], axes[1], axes[2], axes[3]};
 }
 
+struct Topology::Caches {
+  using GroupKey = std::array<int, 3>;  // axis, size, stride
+  std::mutex mutex;
+  std::map<std::pair<int, int>, Link> p2p;
+  std::map<GroupKey, Link> group;
+  std::map<GroupKey, AllReducePath> path;
+
+  template <class Map, class Key, class Make>
+  typename Map::mapped_type find_or_make(Map& m, const Key& k, Make make) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (auto it = m.find(k); it != m.end()) return it->second;
+    }
+    auto v = make();  // outside the lock: another thread may compute the same value, equal
+    std::lock_guard<std::mutex> lock(mutex);
+    return m.emplace(k, std::move(v)).first->second;
+  }
+};
+
+namespace {
+
+// Everything a Topology's answers depend on: the links' figures, the node shape, the degrees
+// and the rank order.
+std::string layout_key(const ClusterSpec& c, const std::array<int, kAxes>& size, const std::array<Axis, kAxes>& order) {
+  std::ostringstream k;
+  k.precision(17);
+  k << c.gpus_per_node << ' ' << c.nics_per_node << ' ' << c.fast_group_size << ' ' << c.inter_node_achieved_Bps() << ' '
+    << c.inter_node_latency_s << ' ' << c.intra_node_achieved_Bps() << ' ' << c.intra_node_latency_s << ' '
+    << c.fast_group_achieved_Bps() << ' ' << c.fast_group_latency_s;
+  for (int i = 0; i < kAxes; ++i) k << ' ' << size[static_cast<size_t>(i)] << ':' << order[static_cast<size_t>(i)];
+  return k.str();
+}
+
+}  // namespace
+
 Topology::Topology(const ClusterSpec& cluster, const ParallelPlan& plan) : cluster_(cluster) {
   size_ = {plan.tp, plan.dp, plan.pp, plan.cp};
   gpus_per_node_ = cluster.gpus_per_node;
   order_ = rank_axes(plan.rank_order);
+  static std::mutex registry_mutex;
+  static std::map<std::string, std::shared_ptr<Caches>> registry;
+  const std::string key = layout_key(cluster, size_, order_);
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  std::shared_ptr<Caches>& c = registry[key];
+  if (!c) c = std::make_shared<Caches>();
+  caches_ = c;
 }
 
 int Topology::global_rank(const Coords& c) const {
@@ -55,8 +99,10 @@ Link Topology::inter_node_shared(int flows) const {
 }
 
 Link Topology::p2p_link(int pp_a, int pp_b) const {
-  auto key = std::make_pair(pp_a, pp_b);
-  if (auto it = p2p_cache_.find(key); it != p2p_cache_.end()) return it->second;
+  return caches_->find_or_make(caches_->p2p, std::make_pair(pp_a, pp_b), [&] { return find_p2p_link(pp_a, pp_b); });
+}
+
+Link Topology::find_p2p_link(int pp_a, int pp_b) const {
   Link worst{0, 0, "self"};
   for (int t = 0; t < size_[kTp]; ++t)
     for (int d = 0; d < size_[kDp]; ++d)
@@ -75,7 +121,6 @@ Link Topology::p2p_link(int pp_a, int pp_b) const {
         }
         if (worst.kind == "self" || l.bandwidth_Bps < worst.bandwidth_Bps) worst = l;
       }
-  p2p_cache_[key] = worst;
   return worst;
 }
 
@@ -122,8 +167,11 @@ std::vector<std::vector<int>> Topology::groups(Axis axis, int size, int stride) 
 AllReducePath Topology::allreduce_path(Axis axis) const { return allreduce_path(axis, group_size(axis), 1); }
 
 AllReducePath Topology::allreduce_path(Axis axis, int size, int stride) const {
-  const GroupKey key{axis, size, stride};
-  if (auto it = path_cache_.find(key); it != path_cache_.end()) return it->second;
+  return caches_->find_or_make(caches_->path, Caches::GroupKey{axis, size, stride},
+                               [&] { return find_allreduce_path(axis, size, stride); });
+}
+
+AllReducePath Topology::find_allreduce_path(Axis axis, int size, int stride) const {
   AllReducePath path;
   path.ranks = size;
   path.flat = group_link(axis, size, stride);
@@ -155,15 +203,17 @@ AllReducePath Topology::allreduce_path(Axis axis, int size, int stride) const {
     path.intra = intra;
     path.inter = {cluster_.inter_node_achieved_Bps() / worst, cluster_.inter_node_latency_s, "inter-node"};
   }
-  path_cache_[key] = path;
   return path;
 }
 
 Link Topology::group_link(Axis axis) const { return group_link(axis, group_size(axis), 1); }
 
 Link Topology::group_link(Axis axis, int size, int stride) const {
-  const GroupKey key{axis, size, stride};
-  if (auto it = group_cache_.find(key); it != group_cache_.end()) return it->second;
+  return caches_->find_or_make(caches_->group, Caches::GroupKey{axis, size, stride},
+                               [&] { return find_group_link(axis, size, stride); });
+}
+
+Link Topology::find_group_link(Axis axis, int size, int stride) const {
   Link worst{0, 0, "self"};
   if (size > 1) {
     int total = size_[0] * size_[1] * size_[2] * size_[3];
@@ -203,7 +253,6 @@ Link Topology::group_link(Axis axis, int size, int stride) const {
       }
     }
   }
-  group_cache_[key] = worst;
   return worst;
 }
 

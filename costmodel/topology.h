@@ -6,6 +6,7 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,11 +75,15 @@ class Topology {
   std::array<int, kAxes> size_{};    // degree of each axis
   std::array<Axis, kAxes> order_{};  // fastest first
   int gpus_per_node_ = 1;
-  mutable std::map<std::pair<int, int>, Link> p2p_cache_;
-  using GroupKey = std::array<int, 3>;  // axis, size, stride
-  mutable std::map<GroupKey, Link> group_cache_;
-  mutable std::map<GroupKey, AllReducePath> path_cache_;
+  // What the queries found, shared by every Topology of the same cluster links and layout (a
+  // planner prices thousands of plans on a few layouts; the queries walk every GPU): one set of
+  // caches per layout for the process, guarded for the planner's threads.
+  struct Caches;
+  std::shared_ptr<Caches> caches_;
   Link inter_node_shared(int flows) const;
+  Link find_p2p_link(int pp_a, int pp_b) const;  // the queries' work, before the caches
+  Link find_group_link(Axis axis, int size, int stride) const;
+  AllReducePath find_allreduce_path(Axis axis, int size, int stride) const;
   // The groups along an axis: ranks sharing the two other coordinates, in axis order; with
   // `size` and `stride`, the sub-groups described at group_link.
   std::vector<std::vector<int>> groups(Axis axis, int size, int stride) const;
