@@ -379,7 +379,30 @@ Act Runner::split_backward(int u, int k, int pos, double seconds, Act prev, cons
   return end;
 }
 
+double Runner::perturbed(int u, int k, int pos, double seconds, RecKind kind) {
+  if (seconds <= 0 || (kind != RecKind::Compute && kind != RecKind::Piece && kind != RecKind::Inner)) return seconds;
+  const size_t i = static_cast<size_t>(u);
+  if (!fx_.rate.empty()) seconds /= fx_.rate[i];
+  if (draws_.empty()) return seconds;
+  if (drawn_at_[i] != std::pair{k, pos}) {  // one draw per compute action, for all its pieces
+    drawn_at_[i] = {k, pos};
+    drawn_[i] = draws_[i].next();
+  }
+  return seconds * drawn_[i];
+}
+
+// A what-if's late start: a wait of the unit's delay (a pad, taking nothing from its GPU) that
+// its first action follows. Returns it, or kNone.
+Act Runner::late_start(int u) {
+  if (fx_.delay_s.empty() || fx_.delay_s[static_cast<size_t>(u)] <= 0) return kNone;
+  return exec(u, 0, 0, fx_.delay_s[static_cast<size_t>(u)], RecKind::TpPad);
+}
+
 void Runner::build_chains() {
+  if (fx_.jitter.dist != JitterDist::None && fx_.jitter.cv > 0)
+    for (int u = 0; u < U_; ++u) draws_.emplace_back(fx_.jitter, fx_.stream.at(static_cast<size_t>(u)));
+  drawn_at_.assign(draws_.size(), {-1, -1});
+  drawn_.assign(draws_.size(), 1.0);
   for (const auto& list : s_.actions)
     for (const Action& a : list)
       if (a.op == Op::R) r_fraction_[{a.stage, a.microbatch}] = a.fraction;
@@ -404,6 +427,7 @@ void Runner::build_chains() {
   gather_end_.assign(static_cast<size_t>(K_), std::vector<Act>(static_cast<size_t>(U_), kNone));
   gather_tail_ = gather_end_;
   std::vector<Act> last(static_cast<size_t>(U_), kNone);
+  for (int u = 0; u < U_; ++u) last[static_cast<size_t>(u)] = late_start(u);
   // Per unit, the iteration whose overlapped gather awaits its join (-1: none) and its optimizer's
   // position, where the join is recorded: a zero-length record at the optimizer's position holds
   // no memory event and no compute time (metrics.cpp), as one at the forward's would.
