@@ -631,7 +631,12 @@ void Runner::preempt_on_end(Act id) {
 }
 
 void Runner::on_done(const sg::Activity& a) {
+  // Finished activities are released one completion later (not inside their own callback), so
+  // that memory holds the activities in flight, not every one the run made.
+  for (Act x : finished_) live_[static_cast<size_t>(x)] = nullptr;
+  finished_.clear();
   const auto id = reinterpret_cast<std::uintptr_t>(a.get_data<void>());
+  finished_.push_back(static_cast<Act>(id));
   Record& r = ex_.records[id];
   r.start_s = a.get_start_time();
   r.end_s = a.get_finish_time();

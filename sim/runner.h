@@ -84,7 +84,8 @@ class Runner {
   std::vector<std::pair<Act, Act>> edges_;               // (predecessor, successor)
   std::vector<std::int32_t> succ_begin_, succ_;          // successors, CSR over edges_
   std::vector<std::int32_t> waiting_;                    // per node: predecessors not finished
-  std::vector<sg::ActivityPtr> live_;                    // SimGrid activity once started
+  std::vector<sg::ActivityPtr> live_;                    // SimGrid activity once started, until finished
+  std::vector<Act> finished_;                            // finished, to release at the next completion
   std::vector<std::vector<std::vector<Act>>> post_;      // [k][unit][pos] last compute-stream activity before pos
   std::vector<std::vector<std::vector<Act>>> compute_;   // [k][unit][pos] the (first) exec of a compute action
   std::vector<std::unordered_map<std::int64_t, int>> pos_of_;  // (ranks) (op, stage, mb) -> position
