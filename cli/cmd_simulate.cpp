@@ -129,11 +129,13 @@ double max_of(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_e
 void print_simulation(const costmodel::Estimate& ev, const costmodel::Estimate& e, const sim::SimResult& r,
                       const sim::SimOptions& so, const std::string& refusal) {
   const auto& p = e.plan;
-  const std::string which = r.dp_copies > 1 ? std::to_string(r.simulated_gpus) + " simulated: " + std::to_string(r.dp_simulated) + " of " +
-                                                  std::to_string(r.dp_simulated * r.dp_copies) + " data-parallel replicas" +
-                                                  (p.cp > 1 ? " (dp x cp)" : "") + " by symmetry"
-                            : r.symmetry_off_because.empty() ? "all simulated"
-                                                             : "all simulated: " + r.symmetry_off_because;
+  const std::string which =
+      r.dp_simulated < r.dp_replicas
+          ? std::to_string(r.simulated_gpus) + " simulated: " + std::to_string(r.dp_simulated) + " of " +
+                std::to_string(r.dp_replicas) + " data-parallel replicas" + (p.cp > 1 ? " (dp x cp)" : "") +
+                (r.dp_copies > 1 ? " by symmetry" : ", the differing blocks and one for the rest")
+      : r.symmetry_off_because.empty() ? "all simulated"
+                                       : "all simulated: " + r.symmetry_off_because;
   std::ostringstream head;
   head << "model " << e.model.name << " on cluster " << e.cluster.name << " (" << p.num_gpus() << " GPUs, " << which
             << (so.platform_file.empty() ? "" : ", platform " + so.platform_file) << ")";

@@ -290,6 +290,54 @@ void Runner::expand_blocks() {
   }
 }
 
+// Seconds of lane flows of `count` aggregated ring all-reduces of the stage alone on their links
+// (an isolated group: inner_isolated): the route's latency plus the bytes over its narrowest link.
+double Runner::ring_alone_s(int u, int stage, double count) const {
+  double out = 0;
+  for (int j = 0; j < flows_per_group(); ++j) {
+    const Record f = tp_flow(u, 0, 0, stage, j, count);
+    std::vector<sg::Link*> links;
+    double lat = 0, bw = std::numeric_limits<double>::infinity();
+    f.from->route_to(f.to, links, &lat);
+    for (sg::Link* l : links) bw = std::min(bw, l->get_bandwidth());
+    out = std::max(out, lat + (links.empty() ? 0 : f.bytes / bw));
+  }
+  return out;
+}
+
+// A blocking action of an isolated group (inner_isolated) as one exec: its compute, then its
+// aggregated ring (tp_collectives) alone on the group's links, then the ring's pad; the three
+// records are made at their times after the run (expand_rings), as the full graph runs them.
+Act Runner::ring_block(int u, int k, int pos, int stage, double compute_s, double count, Act prev, Act* first) {
+  const double c = perturbed(u, k, pos, compute_s, RecKind::Compute);
+  const double f = ring_alone_s(u, stage, count);
+  Act e = add(exec_record(u, k, pos, c + f + tp_pad_s(count), RecKind::Inner));
+  add_edge(prev, e);
+  *first = e;
+  ring_blocks_.push_back({e, stage, c, f, count});
+  return e;
+}
+
+void Runner::expand_rings() {
+  for (const RingBlock& b : ring_blocks_) {
+    const Record x = ex_.records[static_cast<size_t>(b.id)];
+    Record c = exec_record(x.unit, x.iteration, x.position, b.compute_s, RecKind::Compute);
+    c.start_s = x.start_s;
+    c.end_s = x.start_s + b.compute_s;
+    add(c);
+    for (int j = 0; j < flows_per_group(); ++j) {
+      Record f = tp_flow(x.unit, x.iteration, x.position, b.stage, j, b.count);
+      f.start_s = c.end_s;
+      f.end_s = c.end_s + b.flow_s;
+      add(f);
+    }
+    Record pad = exec_record(x.unit, x.iteration, x.position, tp_pad_s(b.count), RecKind::TpPad);
+    pad.start_s = c.end_s + b.flow_s;
+    pad.end_s = x.end_s;
+    add(pad);
+  }
+}
+
 // One compute action after `prev` (the unit's compute stream so far); sets *first to the
 // activity its inputs must precede and returns the one that ends it.
 Act Runner::compute_action(int u, int k, int pos, Act prev, Act* first) {
@@ -331,6 +379,8 @@ Act Runner::compute_action(int u, int k, int pos, Act prev, Act* first) {
     add_edge(prev, pair_start);
     prev = pair_start;
   }
+  if (ring && collapse_rings_ && !pair && a2a <= 0 && cut == bucket_cuts_.end() && cpb <= 0)
+    return ring_block(u, k, pos, a.stage, compute_s, count, prev, first);
   Act e = kNone;
   if (cut != bucket_cuts_.end()) {  // a backward whose gradient buckets are ready inside it
     e = split_backward(u, k, pos, compute_s, prev, cut->second);

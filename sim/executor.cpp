@@ -661,6 +661,7 @@ Execution Runner::run() {
   // A what-if that changes compute times runs inner schedules piece by piece (their collapsed
   // times are priced once per stage, for nominal compute).
   collapse_inner_ = opt_.symmetry && inner_isolated() && !fx_.perturbs_compute();
+  collapse_rings_ = opt_.symmetry && inner_isolated();
   build_chains();
   build_edges();
   transfers_.clear();
@@ -683,6 +684,7 @@ Execution Runner::run() {
   live_.clear();
   ex_.engine_activities = static_cast<long>(ex_.records.size());
   expand_blocks();
+  expand_rings();
   ex_.engine_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   return std::move(ex_);
 }

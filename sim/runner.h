@@ -222,6 +222,17 @@ class Runner {
     int unit, iteration, position;
     std::vector<InnerPart> parts;
   };
+  // Blocking actions of isolated groups as one exec each (ring_block), expanded after the run.
+  struct RingBlock {
+    Act id;                          // the Inner exec
+    int stage;
+    double compute_s, flow_s, count; // its compute (what-if applied), ring flow alone, all-reduces
+  };
+  bool collapse_rings_ = false;
+  std::vector<RingBlock> ring_blocks_;
+  double ring_alone_s(int u, int stage, double count) const;
+  Act ring_block(int u, int k, int pos, int stage, double compute_s, double count, Act prev, Act* first);
+  void expand_rings();
   bool collapse_inner_ = false;
   std::vector<Block> blocks_;
   std::map<std::tuple<int, int, int, int>, InnerTimes> inner_memo_;  // (stage, op, layers, recompute layers)

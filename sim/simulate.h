@@ -45,7 +45,8 @@ struct SimOptions {
   bool symmetry = true;            // simulate one block of data-parallel replicas for all where the
                                    // placement repeats (sim/symmetry.h); false: every replica
   WhatIf whatif;                   // slow GPUs, degraded NICs, late ranks, jitter (sim/whatif.h);
-                                   // empty = nominal. Its iterations are not read here: set iterations
+                                   // empty = nominal. whatif.iterations is not read here (iterations
+                                   // above is; simulate_whatif sets it)
 };
 
 struct LinkUse {

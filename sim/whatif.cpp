@@ -44,6 +44,11 @@ double number(const nlohmann::json& j, const std::string& where, const std::stri
   return v;
 }
 
+std::uint64_t seed_of(const nlohmann::json& j, const std::string& where, const std::string& field) {
+  if (!j.is_number_unsigned()) bad(where, field, j.dump(), "must be an integer >= 0");
+  return j.get<std::uint64_t>();
+}
+
 int integer(const nlohmann::json& j, const std::string& where, const std::string& field) {
   if (!j.is_number_integer() || j.get<long long>() < 0 || j.get<long long>() > 1LL << 30)
     bad(where, field, j.dump(), "must be an integer >= 0");
@@ -59,7 +64,7 @@ SlowGpus slow_from_json(const nlohmann::json& j, const std::string& where, const
   if (j.contains("rank")) s.index = integer(j["rank"], where, field + ".rank");
   if (j.contains("node")) s.scope = "node", s.index = integer(j["node"], where, field + ".node");
   if (j.contains("fraction")) s.scope = "fraction", s.fraction = number(j["fraction"], where, field + ".fraction", 0, 1, true);
-  if (j.contains("seed")) s.seed = static_cast<std::uint64_t>(integer(j["seed"], where, field + ".seed"));
+  if (j.contains("seed")) s.seed = seed_of(j["seed"], where, field + ".seed");
   if (!j.contains("factor")) bad(where, field + ".factor", "missing", "the compute rate factor, (0, 1]");
   s.factor = number(j["factor"], where, field + ".factor", 0, 1, true);
   return s;
@@ -147,7 +152,7 @@ WhatIf whatif_from_json(const nlohmann::json& j, const std::string& where) {
       throw InputError(where + ": " + e.what());
     }
     if (x.contains("cv")) w.jitter.cv = number(x["cv"], where, "jitter.cv", 0, 1, false);
-    if (x.contains("seed")) w.jitter.seed = static_cast<std::uint64_t>(integer(x["seed"], where, "jitter.seed"));
+    if (x.contains("seed")) w.jitter.seed = seed_of(x["seed"], where, "jitter.seed");
   }
   if (j.contains("iterations")) {
     w.iterations = integer(j["iterations"], where, "iterations");

@@ -89,9 +89,9 @@ Resolved resolve(const WhatIf& w, const costmodel::ClusterSpec& c, int num_gpus)
 
 // Multipliers of kernel durations for run-to-run variability: one std::mt19937_64 per stream,
 // seeded from (seed, stream) by splitmix64; normal by Box-Muller (redrawn until positive),
-// lognormal exp(mu + sigma z) with mean 1. Written out so draws repeat bit for bit on every
-// platform with IEEE doubles and a correctly rounded libm (std::*_distribution is
-// implementation-defined).
+// lognormal exp(mu + sigma z) with mean 1. Written out (std::*_distribution's algorithms are
+// implementation-defined) so draws repeat bit for bit wherever log, sqrt, sin, cos and exp round
+// alike (docs/whatif.md).
 class JitterDraws {
  public:
   JitterDraws(const Jitter& j, std::uint64_t stream);
