@@ -1,6 +1,6 @@
 // The simulator's what-ifs (sim/whatif.h, docs/whatif.md): a slow node, a degraded or failed
 // NIC and a late rank simulated as the differing blocks of replicas plus one block standing for
-// the identical ones agree with the full simulation within 0.5% at 512 GPUs; zero jitter gives
+// the identical ones agree with the full simulation within 0.5% at 512 and 4,096 GPUs; zero jitter gives
 // the nominal times exactly; a seeded run repeats bit for bit; bad what-ifs are refused with
 // the field, the value and what is allowed.
 #include <gtest/gtest.h>
@@ -104,6 +104,20 @@ TEST(SimWhatIf, LateRankDelaysTheFirstIterationOnly) {
   expect_agree(b, "late rank");
   EXPECT_GT(b.reduced.first_iteration_s, b.reduced.nominal_s + 1.9);
   EXPECT_NEAR(b.reduced.p50_s, b.reduced.nominal_s, 0.005 * b.reduced.nominal_s);
+}
+
+// dp 256 reduces in NCCL's tree (a block of 8 replicas, sim/symmetry.h): the slow node's and the
+// degraded NIC's blocks beside one clean block, 16 of 256 replicas, at 4,096 GPUs.
+TEST(SimWhatIf, TreeReductionsAgreeAt4096Gpus) {
+  const costmodel::Estimate e =
+      costmodel::estimate(costmodel::load_model("gpt3-7.5b"), cluster(8, 8, 4096), test::plan_of(256, 8, 2, 4));
+  const Both slow = run_both(e, slow_node(300, 0.7));  // pipeline rank 1 of replica 44
+  expect_agree(slow, "slow node, 4,096 GPUs");
+  EXPECT_EQ(slow.reduced.dp_simulated, 16);
+  EXPECT_GT(slow.reduced.p50_s, 1.05 * slow.reduced.nominal_s);
+  const Both deg = run_both(e, nic(300, -1, 0.25));
+  expect_agree(deg, "degraded NICs, 4,096 GPUs");
+  EXPECT_GT(deg.reduced.p50_s, deg.reduced.nominal_s);
 }
 
 // Two slow nodes in different blocks: both blocks and one clean block simulated.
