@@ -51,7 +51,8 @@ std::vector<double> fields(const std::string& flag, const std::string& v, size_t
       throw InputError(flag + " " + v + ": '" + part + "' is not a number (allowed: " + shape + ")");
     }
   }
-  if (out.size() < lo || out.size() > hi) throw InputError(flag + " " + v + ": (allowed: " + shape + ")");
+  if (out.size() < lo || out.size() > hi)
+    throw InputError(flag + " " + v + ": " + std::to_string(out.size()) + " field(s) (allowed: " + shape + ")");
   return out;
 }
 

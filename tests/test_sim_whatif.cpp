@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "costmodel/estimate.h"
@@ -53,17 +55,6 @@ void expect_agree(const Both& b, const std::string& what) {
   ASSERT_EQ(b.reduced.iteration_s.size(), b.full.iteration_s.size()) << what;
   for (size_t i = 0; i < b.full.iteration_s.size(); ++i)
     EXPECT_NEAR(b.reduced.iteration_s[i], b.full.iteration_s[i], 0.005 * b.full.iteration_s[i]) << what << " iteration " << i;
-}
-
-// Runs f and expects an InputError whose message contains `needle`.
-template <class F>
-void expect_input_error(F f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected InputError containing '" << needle << "'";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 sim::WhatIf slow_node(int node, double factor) {
@@ -203,12 +194,15 @@ TEST(SimWhatIf, SlowFractionPicksTheStatedShareBySeed) {
 
 TEST(SimWhatIf, RefusesWhatItCannotPlace) {
   const costmodel::ClusterSpec c = cluster(8, 1, 64);
-  expect_input_error([&] { sim::resolve(nic(3, 0, 0), c, 64); }, "no other route");
-  expect_input_error([&] { sim::resolve(slow_node(8, 0.5), c, 64); }, "allowed: [0, 7]");
-  expect_input_error([&] { sim::resolve(slow_node(1, 1.5), c, 64); }, "(0, 1]");
-  expect_input_error([] { sim::whatif_from_json(nlohmann::json::parse(R"({"slow": [{"rank": 1}]})"), "w.json"); },
-                     "w.json: slow[0].factor");
-  expect_input_error([] { sim::whatif_from_json(nlohmann::json::parse(R"({"slwo": []})"), "w.json"); }, "unknown field");
+  auto has = [](const std::string& message, const std::string& needle) {
+    EXPECT_NE(message.find(needle), std::string::npos) << message;
+  };
+  has(test::error_of([&] { sim::resolve(nic(3, 0, 0), c, 64); }), "no other route");
+  has(test::error_of([&] { sim::resolve(slow_node(8, 0.5), c, 64); }), "allowed: [0, 7]");
+  has(test::error_of([&] { sim::resolve(slow_node(1, 1.5), c, 64); }), "(0, 1]");
+  has(test::error_of([] { sim::whatif_from_json(nlohmann::json::parse(R"({"slow": [{"rank": 1}]})"), "w.json"); }),
+      "w.json: slow[0].factor");
+  has(test::error_of([] { sim::whatif_from_json(nlohmann::json::parse(R"({"slwo": []})"), "w.json"); }), "unknown field");
   const sim::WhatIf w = sim::whatif_from_json(
       nlohmann::json::parse(R"({"slow": [{"node": 2, "factor": 0.5}], "nics": [{"node": 1, "nic": 0, "factor": 0.5}],
                                "late": [{"rank": 3, "delay_s": 0.1}],
@@ -216,6 +210,31 @@ TEST(SimWhatIf, RefusesWhatItCannotPlace) {
       "w.json");
   EXPECT_EQ(sim::whatif_from_json(sim::to_json(w), "again").samples(), 10);
   EXPECT_EQ(sim::to_json(sim::whatif_from_json(sim::to_json(w), "again")), sim::to_json(w));
+}
+
+// `simulate` with what-if flags and a file: the JSON's what-if result, and bad input exits 2
+// naming the flag, the value and what is allowed.
+TEST(SimWhatIf, CommandLine) {
+  const std::string cfg = "simulate --model gpt3-7.5b --cluster h100-ib-1024 --nodes 64 --tp 8 --pp 2 --dp 32 --microbatches 4 ";
+  const std::string file = test::scratch_path("whatif.json");
+  std::ofstream(file) << R"({"late": [{"rank": 100, "delay_s": 1.0}]})";
+  auto r = test::run_cli(cfg + "--whatif " + file + " --slow-node 37:0.7 --iterations 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& w = j.at("whatif");
+  EXPECT_EQ(w.at("spec").at("slow").size(), 1u);
+  EXPECT_EQ(w.at("spec").at("late").size(), 1u);
+  const auto& res = w.at("result");
+  EXPECT_EQ(res.at("iteration_s").size(), 2u);
+  EXPECT_GT(res.at("p50_s").get<double>(), res.at("nominal_s").get<double>());
+  EXPECT_GT(res.at("first_iteration_s").get<double>(), res.at("p50_s").get<double>());
+  EXPECT_LT(res.at("dp_simulated").get<int>(), 32);
+  r = test::run_cli(cfg + "--slow-node 64:0.5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--slow-node 64:0.5: slow node = 64 (allowed: [0, 63]"), std::string::npos) << r.err;
+  r = test::run_cli(cfg + "--jitter gauss:0.1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--jitter gauss:0.1: unknown distribution"), std::string::npos) << r.err;
 }
 
 }  // namespace
