@@ -45,6 +45,7 @@ constexpr FlagBound kBounds[] = {
     {"", "--gpus-used-per-node", 0, 4096, true},  // 0: all of a node's GPUs
     // simulate
     {"simulate", "--iterations", 1, 100, true},
+    {"simulate", "--seed", 0, 1e18, true},
     // plan
     {"plan", "--gpus", 1, 1 << 20, true},
     {"plan", "--global-batch", 1, 1 << 24, true},

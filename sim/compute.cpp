@@ -291,6 +291,54 @@ void Runner::expand_blocks() {
   }
 }
 
+// Seconds of lane flows of `count` aggregated ring all-reduces of the stage alone on their links
+// (an isolated group: inner_isolated): the route's latency plus the bytes over its narrowest link.
+double Runner::ring_alone_s(int u, int stage, double count) const {
+  double out = 0;
+  for (int j = 0; j < flows_per_group(); ++j) {
+    const Record f = tp_flow(u, 0, 0, stage, j, count);
+    std::vector<sg::Link*> links;
+    double lat = 0, bw = std::numeric_limits<double>::infinity();
+    f.from->route_to(f.to, links, &lat);
+    for (sg::Link* l : links) bw = std::min(bw, l->get_bandwidth());
+    out = std::max(out, lat + (links.empty() ? 0 : f.bytes / bw));
+  }
+  return out;
+}
+
+// A blocking action of an isolated group (inner_isolated) as one exec: its compute, then its
+// aggregated ring (tp_collectives) alone on the group's links, then the ring's pad; the three
+// records are made at their times after the run (expand_rings), as the full graph runs them.
+Act Runner::ring_block(int u, int k, int pos, int stage, double compute_s, double count, Act prev, Act* first) {
+  const double c = perturbed(u, k, pos, compute_s, RecKind::Compute);
+  const double f = ring_alone_s(u, stage, count);
+  Act e = add(exec_record(u, k, pos, c + f + tp_pad_s(count), RecKind::Inner));
+  add_edge(prev, e);
+  *first = e;
+  ring_blocks_.push_back({e, stage, c, f, count});
+  return e;
+}
+
+void Runner::expand_rings() {
+  for (const RingBlock& b : ring_blocks_) {
+    const Record x = ex_.records[static_cast<size_t>(b.id)];
+    Record c = exec_record(x.unit, x.iteration, x.position, b.compute_s, RecKind::Compute);
+    c.start_s = x.start_s;
+    c.end_s = x.start_s + b.compute_s;
+    add(c);
+    for (int j = 0; j < flows_per_group(); ++j) {
+      Record f = tp_flow(x.unit, x.iteration, x.position, b.stage, j, b.count);
+      f.start_s = c.end_s;
+      f.end_s = c.end_s + b.flow_s;
+      add(f);
+    }
+    Record pad = exec_record(x.unit, x.iteration, x.position, tp_pad_s(b.count), RecKind::TpPad);
+    pad.start_s = c.end_s + b.flow_s;
+    pad.end_s = x.end_s;
+    add(pad);
+  }
+}
+
 // One compute action after `prev` (the unit's compute stream so far); sets *first to the
 // activity its inputs must precede and returns the one that ends it.
 Act Runner::compute_action(int u, int k, int pos, Act prev, Act* first) {
@@ -332,6 +380,8 @@ Act Runner::compute_action(int u, int k, int pos, Act prev, Act* first) {
     add_edge(prev, pair_start);
     prev = pair_start;
   }
+  if (ring && collapse_rings_ && !pair && a2a <= 0 && cut == bucket_cuts_.end() && cpb <= 0)
+    return ring_block(u, k, pos, a.stage, compute_s, count, prev, first);
   Act e = kNone;
   if (cut != bucket_cuts_.end()) {  // a backward whose gradient buckets are ready inside it
     e = split_backward(u, k, pos, compute_s, prev, cut->second);
@@ -380,7 +430,30 @@ Act Runner::split_backward(int u, int k, int pos, double seconds, Act prev, cons
   return end;
 }
 
+double Runner::perturbed(int u, int k, int pos, double seconds, RecKind kind) {
+  if (seconds <= 0 || (kind != RecKind::Compute && kind != RecKind::Piece && kind != RecKind::Inner)) return seconds;
+  const size_t i = static_cast<size_t>(u);
+  if (!fx_.rate.empty()) seconds /= fx_.rate[i];
+  if (draws_.empty()) return seconds;
+  if (drawn_at_[i] != std::pair{k, pos}) {  // one draw per compute action, for all its pieces
+    drawn_at_[i] = {k, pos};
+    drawn_[i] = draws_[i].next();
+  }
+  return seconds * drawn_[i];
+}
+
+// A what-if's late start: a wait of the unit's delay (a pad, taking nothing from its GPU) that
+// its first action follows. Returns it, or kNone.
+Act Runner::late_start(int u) {
+  if (fx_.delay_s.empty() || fx_.delay_s[static_cast<size_t>(u)] <= 0) return kNone;
+  return exec(u, 0, 0, fx_.delay_s[static_cast<size_t>(u)], RecKind::TpPad);
+}
+
 void Runner::build_chains() {
+  if (fx_.jitter.dist != JitterDist::None && fx_.jitter.cv > 0)
+    for (int u = 0; u < U_; ++u) draws_.emplace_back(fx_.jitter, fx_.stream.at(static_cast<size_t>(u)));
+  drawn_at_.assign(draws_.size(), {-1, -1});
+  drawn_.assign(draws_.size(), 1.0);
   for (const auto& list : s_.actions)
     for (const Action& a : list)
       if (a.op == Op::R) r_fraction_[{a.stage, a.microbatch}] = a.fraction;
@@ -405,6 +478,7 @@ void Runner::build_chains() {
   gather_end_.assign(static_cast<size_t>(K_), std::vector<Act>(static_cast<size_t>(U_), kNone));
   gather_tail_ = gather_end_;
   std::vector<Act> last(static_cast<size_t>(U_), kNone);
+  for (int u = 0; u < U_; ++u) last[static_cast<size_t>(u)] = late_start(u);
   // Per unit, the iteration whose overlapped gather awaits its join (-1: none) and its optimizer's
   // position, where the join is recorded: a zero-length record at the optimizer's position holds
   // no memory event and no compute time (metrics.cpp), as one at the forward's would.

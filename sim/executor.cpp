@@ -153,7 +153,7 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
   const double bytes = w_.reduce_bytes[st] * a.fraction, replica = w_.replica_reduce_bytes[st] * a.fraction;
   std::vector<Done> issue, done;
   for (const Member& m : mem) issue.push_back(member_issue(k, m));
-  if (n * copies_ <= 1 || (bytes <= 0 && replica <= 0)) {
+  if (whole(n) <= 1 || (bytes <= 0 && replica <= 0)) {
     done = issue;
   } else {
     done.resize(static_cast<size_t>(n));
@@ -197,7 +197,7 @@ std::vector<Done>& Runner::ring(int k, int r, int pos) {
 
 void Runner::strided_reductions(int k, const std::vector<Member>& mem, int t, double bytes, int stride, Half half,
                                 std::vector<Done>& done) {
-  const int m = static_cast<int>(mem.size()), n = m * copies_;  // simulated, whole group's members
+  const int m = static_cast<int>(mem.size()), n = whole(m);  // simulated, whole group's members
   if (bytes <= 0 || stride < 1 || n / stride < 2) return;
   const costmodel::AllReducePath path = topo_.allreduce_path(costmodel::kDpCp, n / stride, stride);
   for (int j = 0; j < stride; ++j) {  // the group of dp indices j, j + stride, ...
@@ -258,10 +258,10 @@ void Runner::ring_phase(int k, const std::vector<Member>& mem, const std::vector
 }
 
 // Flat ring over all members: 2(n-1) steps of bytes/n for an all-reduce, n-1 for either half,
-// n the whole group's members (the simulated ones x copies_: their ring stands for it).
+// n the whole group's members (whole(): the simulated ones' ring stands for it).
 std::vector<Done> Runner::flat_ring(int k, const std::vector<Member>& mem, int t, double bytes, const std::vector<Done>& issue,
                                     Half half) {
-  const int m = static_cast<int>(mem.size()), n = m * copies_;
+  const int m = static_cast<int>(mem.size()), n = whole(m);
   std::vector<int> all(static_cast<size_t>(m));
   for (int j = 0; j < m; ++j) all[static_cast<size_t>(j)] = j;
   std::vector<Done> out(static_cast<size_t>(m));
@@ -283,9 +283,9 @@ std::vector<Done> Runner::dp_allreduce(int k, const std::vector<Member>& mem, in
   const AllReduceAlgo algo = groups.empty() ? AllReduceAlgo::Flat
                                             : costmodel::allreduce_algorithm(bytes, path ? *path : topo_.allreduce_path(costmodel::kDp), half == Half::Both);
   if (algo == AllReduceAlgo::Flat) return flat_ring(k, mem, t, bytes, issue, half);
-  // N nodes simulated of the whole group's N x copies_ (symmetry.h): steps and bytes are the
+  // N nodes simulated of the whole group's whole(N) (symmetry.h): steps and bytes are the
   // whole group's, flows run between the simulated members (the last node's to the first).
-  const int N = static_cast<int>(groups.size()), L = static_cast<int>(groups.front().size()), Nw = N * copies_;
+  const int N = static_cast<int>(groups.size()), L = static_cast<int>(groups.front().size()), Nw = whole(N);
   std::vector<std::pair<int, int>> fill;
   std::vector<LinkShare> streams;
   if (algo == AllReduceAlgo::Channels) {
@@ -631,7 +631,12 @@ void Runner::preempt_on_end(Act id) {
 }
 
 void Runner::on_done(const sg::Activity& a) {
+  // Finished activities are released one completion later (not inside their own callback), so
+  // that memory holds the activities in flight, not every one the run made.
+  for (Act x : finished_) live_[static_cast<size_t>(x)] = nullptr;
+  finished_.clear();
   const auto id = reinterpret_cast<std::uintptr_t>(a.get_data<void>());
+  finished_.push_back(static_cast<Act>(id));
   Record& r = ex_.records[id];
   r.start_s = a.get_start_time();
   r.end_s = a.get_finish_time();
@@ -653,7 +658,10 @@ Execution Runner::run() {
         pos_of_[static_cast<size_t>(r)][pos_key(list[i].op, list[i].stage, list[i].microbatch)] = static_cast<int>(i);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  collapse_inner_ = opt_.symmetry && inner_isolated();
+  // A what-if that changes compute times runs inner schedules piece by piece (their collapsed
+  // times are priced once per stage, for nominal compute).
+  collapse_inner_ = opt_.symmetry && inner_isolated() && !fx_.perturbs_compute();
+  collapse_rings_ = opt_.symmetry && inner_isolated();
   build_chains();
   build_edges();
   transfers_.clear();
@@ -676,6 +684,7 @@ Execution Runner::run() {
   live_.clear();
   ex_.engine_activities = static_cast<long>(ex_.records.size());
   expand_blocks();
+  expand_rings();
   ex_.engine_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   return std::move(ex_);
 }
@@ -776,10 +785,15 @@ std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, cons
   return {out.begin(), out.end()};
 }
 
+bool UnitEffects::perturbs_compute() const {
+  return std::any_of(rate.begin(), rate.end(), [](double x) { return x != 1; }) ||
+         (jitter.dist != JitterDist::None && jitter.cv > 0);
+}
+
 Execution execute(const schedules::Schedule& s, const costmodel::CostTable& c, const Workload& w,
-                  const costmodel::ParallelPlan& p, int dp_copies, const costmodel::Topology& topo, const Platform& pf,
-                  const SimOptions& opt) {
-  return detail::Runner(s, c, w, p, dp_copies, topo, pf, opt).run();
+                  const costmodel::ParallelPlan& p, int dp_whole, const costmodel::Topology& topo, const Platform& pf,
+                  const SimOptions& opt, const UnitEffects& fx) {
+  return detail::Runner(s, c, w, p, dp_whole, topo, pf, opt, fx).run();
 }
 
 }  // namespace stagecraft::sim

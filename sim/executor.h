@@ -69,12 +69,23 @@ std::vector<std::pair<int, int>> needed_pairs(const schedules::Schedule& s, cons
 // several nodes with the same number L >= 1 of members on each; else empty (flat ring).
 std::vector<std::vector<int>> node_groups(const std::vector<int>& gpus, const costmodel::Topology& topo);
 
+// A what-if on the simulated units (sim/whatif.h): a unit is a tensor-parallel group, whose
+// kernels end together at its collectives, so it computes at its slowest GPU's rate and starts
+// when its latest GPU does.
+struct UnitEffects {
+  std::vector<double> rate;         // (units) compute rate factor; empty = 1 everywhere
+  std::vector<double> delay_s;      // (units) wait before the unit's first action; empty = none
+  std::vector<std::uint64_t> stream;  // (units) jitter stream: the plan's first GPU of the unit
+  Jitter jitter;                    // per-kernel draws: one multiplier per compute action
+  bool perturbs_compute() const;    // some rate differs from 1, or jitter with cv > 0
+};
+
 // Builds the graph, runs the engine, and returns the records. `p` holds the replicas simulated
-// (p.dp of them), each standing for `dp_copies` of the whole plan's (sim/symmetry.h): every
-// data-parallel collective is priced for p.dp x dp_copies members. Throws InputError when the
-// schedule deadlocks (which ranks wait on what) or a receive has no matching send.
+// (p.dp of them) of the whole plan's `dp_whole` (sim/symmetry.h): every data-parallel collective
+// is priced for its whole group. Throws InputError when the schedule deadlocks (which ranks wait
+// on what) or a receive has no matching send.
 Execution execute(const schedules::Schedule& s, const costmodel::CostTable& c, const Workload& w,
-                  const costmodel::ParallelPlan& p, int dp_copies, const costmodel::Topology& topo, const Platform& pf,
-                  const SimOptions& opt);
+                  const costmodel::ParallelPlan& p, int dp_whole, const costmodel::Topology& topo, const Platform& pf,
+                  const SimOptions& opt, const UnitEffects& fx = {});
 
 }  // namespace stagecraft::sim

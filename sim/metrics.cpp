@@ -126,6 +126,8 @@ SimResult summarise(const schedules::Schedule& s, const costmodel::CostTable& c,
   for (const Record& r : ex.records) iter_end[static_cast<size_t>(r.iteration)] = std::max(iter_end[static_cast<size_t>(r.iteration)], r.end_s);
   ev.iteration_time_s = K >= 2 ? iter_end[static_cast<size_t>(last)] - iter_end[static_cast<size_t>(last - 1)] : iter_end[0];
   const double T = ev.iteration_time_s;
+  for (int k = 0; k < K; ++k)
+    res.iteration_times_s.push_back(iter_end[static_cast<size_t>(k)] - (k > 0 ? iter_end[static_cast<size_t>(k - 1)] : 0.0));
 
   // Per unit, last iteration: compute busy intervals and the communication of each kind.
   std::vector<std::vector<Interval>> busy(static_cast<size_t>(U)), pp(busy), tp(busy), ep(busy);

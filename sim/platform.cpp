@@ -21,7 +21,25 @@ void configure_network() {
   sg::Engine::set_config("network/crosstraffic:0");
 }
 
+int routed_nic(const costmodel::ClusterSpec& c, const NicFactors& f, int g) {
+  const int nics = std::max(1, c.nics_per_node), node = g / c.gpus_per_node, own = (g % c.gpus_per_node) % nics;
+  auto it = f.find(node);
+  if (it == f.end()) return own;
+  for (int i = 0; i < nics; ++i)
+    if (it->second[static_cast<size_t>((own + i) % nics)] > 0) return (own + i) % nics;
+  throw InputError("simulator platform: every NIC of node " + std::to_string(node) + " failed (no route off the node)");
+}
+
 namespace {
+
+// Bandwidth factor of NIC i of node n; a failed NIC keeps its nominal bandwidth (nothing is routed
+// over it).
+double nic_bandwidth_factor(const NicFactors& f, int n, int i) {
+  auto it = f.find(n);
+  if (it == f.end()) return 1;
+  const double x = it->second[static_cast<size_t>(i)];
+  return x > 0 ? x : 1;
+}
 
 void require_positive(const std::string& field, double v) {
   if (!(v > 0))
@@ -57,13 +75,13 @@ struct Builder {
     if (same_fast_group(a, b)) return {{bridge[a], Dir::UP}, {bridge[b], Dir::DOWN}};
     if (node(a) == node(b)) return {{port[a], Dir::UP}, {port[b], Dir::DOWN}};
     const int nics = c.nics_per_node;
-    std::vector<sg::LinkInRoute> r = {{nic[node(a) * nics + local(a) % nics], Dir::UP}};
+    std::vector<sg::LinkInRoute> r = {{nic[node(a) * nics + routed_nic(c, opt.nic_factor, a)], Dir::UP}};
     int la = node(a) / opt.fat_tree_leaf_nodes, lb = node(b) / opt.fat_tree_leaf_nodes;
     if (!leaf.empty() && la != lb) {
       r.push_back({leaf[la], Dir::UP});
       r.push_back({leaf[lb], Dir::DOWN});
     }
-    r.push_back({nic[node(b) * nics + local(b) % nics], Dir::DOWN});
+    r.push_back({nic[node(b) * nics + routed_nic(c, opt.nic_factor, b)], Dir::DOWN});
     return r;
   }
 };
@@ -101,7 +119,8 @@ Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std
       b.cpu[static_cast<size_t>(n)] = b.zone->create_host("node-" + std::to_string(n) + "-cpu", 1e9);
       for (int i = 0; i < c.nics_per_node; ++i)
         b.nic[static_cast<size_t>(n * c.nics_per_node + i)] =
-            duplex(b.zone, "node-" + std::to_string(n) + "-nic-" + std::to_string(i), c.inter_node_achieved_Bps(), c.inter_node_latency_s);
+            duplex(b.zone, "node-" + std::to_string(n) + "-nic-" + std::to_string(i),
+                   c.inter_node_achieved_Bps() * nic_bandwidth_factor(opt.nic_factor, n, i), c.inter_node_latency_s);
       const size_t l = static_cast<size_t>(n / opt.fat_tree_leaf_nodes);
       if (!b.leaf.empty() && !b.leaf[l]) b.leaf[l] = duplex(b.zone, "leaf-" + std::to_string(l), up, 0);
     }
@@ -145,12 +164,12 @@ std::vector<int> group_gpus(const costmodel::Topology& topo, int tp, int d, int 
 
 // NICs (node-local indices) a group's GPUs use, each once; empty when the GPUs do not share
 // their NICs evenly or span nodes.
-std::vector<int> group_nics(const costmodel::ClusterSpec& c, const std::vector<int>& gpus) {
+std::vector<int> group_nics(const costmodel::ClusterSpec& c, const std::vector<int>& gpus, const NicFactors& f) {
   const int node = gpus.front() / c.gpus_per_node;
   std::map<int, int> uses;
   for (int g : gpus) {
     if (g / c.gpus_per_node != node) return {};
-    ++uses[(g % c.gpus_per_node) % c.nics_per_node];
+    ++uses[routed_nic(c, f, g)];
   }
   std::vector<int> out;
   for (auto [nic, n] : uses) {
@@ -162,14 +181,15 @@ std::vector<int> group_nics(const costmodel::ClusterSpec& c, const std::vector<i
 
 }  // namespace
 
-bool can_aggregate_tp(const costmodel::ClusterSpec& c, const costmodel::Topology& topo, const costmodel::ParallelPlan& p) {
+bool can_aggregate_tp(const costmodel::ClusterSpec& c, const costmodel::Topology& topo, const costmodel::ParallelPlan& p,
+                      const NicFactors& f) {
   if (p.tp <= 1 || c.fast_group_size > 1 || c.gpus_per_node < 1 || c.nics_per_node < 1) return false;
   std::map<std::pair<int, int>, bool> nic_taken;  // (node, nic) -> used by some group
   std::map<std::pair<int, std::vector<int>>, bool> sets;  // (node, nic set) seen
   for (int r = 0; r < p.pp; ++r)
     for (int d = 0; d < p.dp; ++d) {
       std::vector<int> g = group_gpus(topo, p.tp, d, r);
-      std::vector<int> nics = group_nics(c, g);
+      std::vector<int> nics = group_nics(c, g, f);
       if (nics.empty()) return false;
       const int node = g.front() / c.gpus_per_node;
       if (sets.count({node, nics})) continue;  // identical to a set seen on this node
@@ -209,8 +229,10 @@ Platform build_unit_platform(const costmodel::ClusterSpec& c, const costmodel::T
     for (int d = 0; d < p.dp; ++d) {
       const int u = r * p.dp + d;
       const std::vector<int> g = group_gpus(topo, p.tp, d, r);
-      const std::vector<int> nics = group_nics(c, g);
+      const std::vector<int> nics = group_nics(c, g, opt.nic_factor);
       const int node = g.front() / c.gpus_per_node;
+      double slowest = 1;  // the group's lanes move in step: its slowest NIC sets their pace
+      for (int n : nics) slowest = std::min(slowest, nic_bandwidth_factor(opt.nic_factor, node, n));
       const std::string name = "group-" + std::to_string(u);
       node_of[static_cast<size_t>(u)] = node;
       host[static_cast<size_t>(u)] = zone->create_host(name, speed);
@@ -219,7 +241,7 @@ Platform build_unit_platform(const costmodel::ClusterSpec& c, const costmodel::T
       auto& nl = nic_links[{node, nics}];
       if (!nl)
         nl = duplex(zone, "node-" + std::to_string(node) + "-nic-" + std::to_string(nics.front()) + "-" + std::to_string(nics.back()),
-                    static_cast<double>(nics.size()) * c.inter_node_achieved_Bps(), c.inter_node_latency_s);
+                    static_cast<double>(nics.size()) * c.inter_node_achieved_Bps() * slowest, c.inter_node_latency_s);
       nic[static_cast<size_t>(u)] = nl;
       auto& cp = cpu_of_node[node];
       if (!cp) cp = zone->create_host("node-" + std::to_string(node) + "-cpu", 1e9);

@@ -6,6 +6,7 @@
 
 #include <simgrid/s4u.hpp>
 #include <string>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -28,9 +29,19 @@ struct Platform {
 // CM02 (no LV08 factors), latency and bandwidth factors 1, no TCP-gamma cap, no cross-traffic.
 void configure_network();
 
+// A what-if's NICs: node -> bandwidth factor of each of its NICs (sim/whatif.h); nodes absent
+// run at nominal bandwidth. A factor 0 is a failed NIC: the GPUs using it use the node's next
+// working NIC (in index order, wrapping around).
+using NicFactors = std::map<int, std::vector<double>>;
+
 struct BuildOptions {
   int fat_tree_leaf_nodes = 8;  // fat-tree: nodes under one leaf switch (full bisection uplinks)
+  NicFactors nic_factor;        // degraded or failed NICs (what-ifs); empty = nominal
 };
+
+// The node-local NIC GPU g's inter-node traffic leaves by: local % nics_per_node, or the next
+// working one where that NIC failed.
+int routed_nic(const costmodel::ClusterSpec& c, const NicFactors& f, int g);
 
 // Builds the platform for the GPUs `gpus` among the first num_gpus of the cluster (the plan's;
 // the others get no host: Platform::gpus holds null for them). `pairs` lists every
@@ -44,11 +55,16 @@ Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std
 // each tensor-parallel group inside one node, its GPUs spread evenly over its NICs, and the
 // NIC sets of the groups on a node identical or disjoint (so every physical link carries the
 // same share of each group's flows, and max-min sharing of the aggregated links is the same).
-bool can_aggregate_tp(const costmodel::ClusterSpec& c, const costmodel::Topology& topo, const costmodel::ParallelPlan& p);
+// NICs are those the GPUs use after a what-if's reroutes (`f`): a failed NIC whose GPUs move
+// onto a NIC of their group makes the NIC use uneven, hence one host per GPU.
+bool can_aggregate_tp(const costmodel::ClusterSpec& c, const costmodel::Topology& topo, const costmodel::ParallelPlan& p,
+                      const NicFactors& f = {});
 
 // The aggregated platform: one host per tensor-parallel group of p (the replicas simulated, on
 // a topology of num_gpus GPUs: sim/symmetry.h) at the speed of one GPU, its port, host link
-// and NIC group with tp, tp and (NICs used) times the bandwidth of one, same latencies. `pairs`
+// and NIC group with tp, tp and (NICs used) times the bandwidth of one, same latencies; where a
+// what-if degrades one of a group's NICs, the group's lanes move in step, so its NIC group runs
+// at (NICs used) times the bandwidth of its slowest NIC. `pairs`
 // are GPU pairs as for build_platform. Requires can_aggregate_tp.
 Platform build_unit_platform(const costmodel::ClusterSpec& c, const costmodel::Topology& topo,
                              const costmodel::ParallelPlan& p, int num_gpus, const std::vector<std::pair<int, int>>& pairs,

@@ -40,6 +40,7 @@ json to_json(const SimResult& r) {
     net.push_back({n.src_gpu, n.dst_gpu, static_cast<int>(n.kind), n.iteration, n.bytes, n.start_s, n.end_s});
   for (const auto& l : r.top_links) top.push_back(link_json(l));
   return {{"iteration_time_s", e.iteration_time_s},
+          {"iteration_times_s", r.iteration_times_s},
           {"compute_s", e.compute_s},
           {"idle_s", e.idle_s},
           {"bubble_over_compute", e.bubble_over_compute},
@@ -56,7 +57,7 @@ json to_json(const SimResult& r) {
           {"top_links", top},
           {"num_gpus", r.num_gpus},
           {"symmetry", {{"simulated_gpus", r.simulated_gpus}, {"dp_simulated", r.dp_simulated}, {"dp_copies", r.dp_copies},
-                        {"full_because", r.symmetry_off_because}}},
+                        {"dp_replicas", r.dp_replicas}, {"full_because", r.symmetry_off_because}}},
           {"activities", r.activities},
           {"sim_wall_s", r.sim_wall_s},
           {"events_per_s", r.events_per_s},
@@ -92,6 +93,8 @@ SimResult sim_result_from_json(const json& j) {
   r.simulated_gpus = sy.at("simulated_gpus");
   r.dp_simulated = sy.at("dp_simulated");
   r.dp_copies = sy.at("dp_copies");
+  r.dp_replicas = sy.at("dp_replicas");
+  r.iteration_times_s = j.at("iteration_times_s").get<std::vector<double>>();
   r.symmetry_off_because = sy.at("full_because");
   r.activities = j.at("activities");
   r.sim_wall_s = j.at("sim_wall_s");

@@ -51,9 +51,9 @@ struct InnerPart {
 class Runner {
  public:
   Runner(const schedules::Schedule& s, const costmodel::CostTable& c, const Workload& w, const costmodel::ParallelPlan& p,
-         int dp_copies, const costmodel::Topology& topo, const Platform& pf, const SimOptions& opt)
-      : s_(s), c_(c), w_(w), topo_(topo), pf_(pf), opt_(opt), K_(opt.iterations), dp_(p.dp), tp_(p.tp),
-        U_(s.num_ranks * p.dp), copies_(dp_copies), preempt_(p.preemptive_comm) {}
+         int dp_whole, const costmodel::Topology& topo, const Platform& pf, const SimOptions& opt, const UnitEffects& fx)
+      : s_(s), c_(c), w_(w), topo_(topo), pf_(pf), opt_(opt), fx_(fx), K_(opt.iterations), dp_(p.dp), tp_(p.tp),
+        U_(s.num_ranks * p.dp), dp_whole_(dp_whole), preempt_(p.preemptive_comm) {}
 
   Execution run();
 
@@ -64,9 +64,16 @@ class Runner {
   const costmodel::Topology& topo_;
   const Platform& pf_;
   SimOptions opt_;
+  const UnitEffects& fx_;                                // the what-if on the units (executor.h)
   int K_, dp_, tp_, U_;
-  int copies_ = 1;                                       // replicas each simulated one stands for (symmetry.h):
-                                                         // a collective over n simulated members is priced for n x copies_
+  int dp_whole_ = 1;                                     // the plan's replicas, of which dp_ are simulated (symmetry.h)
+  // Members (or nodes) of a whole group whose simulated part has m: m x dp_whole_ / dp_ (exact:
+  // the simulated replicas are whole blocks, and every block spans its groups alike).
+  int whole(int m) const { return static_cast<int>(static_cast<long long>(m) * dp_whole_ / dp_); }
+  // What-if: per unit its jitter draws, the compute action (iteration, position) drawn last and its multiplier.
+  std::vector<JitterDraws> draws_;
+  std::vector<std::pair<int, int>> drawn_at_;
+  std::vector<double> drawn_;
   bool preempt_ = false;                                 // plan.preemptive_comm
   Execution ex_;
   // Preemptive communication (FOLD3D Sec. V-A): inter-node pipeline flows in flight per node,
@@ -77,7 +84,8 @@ class Runner {
   std::vector<std::pair<Act, Act>> edges_;               // (predecessor, successor)
   std::vector<std::int32_t> succ_begin_, succ_;          // successors, CSR over edges_
   std::vector<std::int32_t> waiting_;                    // per node: predecessors not finished
-  std::vector<sg::ActivityPtr> live_;                    // SimGrid activity once started
+  std::vector<sg::ActivityPtr> live_;                    // SimGrid activity once started, until finished
+  std::vector<Act> finished_;                            // finished, to release at the next completion
   std::vector<std::vector<std::vector<Act>>> post_;      // [k][unit][pos] last compute-stream activity before pos
   std::vector<std::vector<std::vector<Act>>> compute_;   // [k][unit][pos] the (first) exec of a compute action
   std::vector<std::unordered_map<std::int64_t, int>> pos_of_;  // (ranks) (op, stage, mb) -> position
@@ -114,7 +122,10 @@ class Runner {
     return static_cast<Act>(ex_.records.size() - 1);
   }
   // An exec of `seconds` on the unit's host; a TpPad runs bounded at kPadShare of the host.
-  Act exec(int u, int k, int pos, double seconds, RecKind kind) { return add(exec_record(u, k, pos, seconds, kind)); }
+  Act exec(int u, int k, int pos, double seconds, RecKind kind) { return add(exec_record(u, k, pos, perturbed(u, k, pos, seconds, kind), kind)); }
+  // A compute exec's seconds under the what-if: over the unit's rate, times its action's draw.
+  double perturbed(int u, int k, int pos, double seconds, RecKind kind);
+  Act late_start(int u);
   Record exec_record(int u, int k, int pos, double seconds, RecKind kind) const {
     sg::Host* h = pf_.gpus[static_cast<size_t>(gpu(u, 0))];
     Record r;
@@ -211,6 +222,17 @@ class Runner {
     int unit, iteration, position;
     std::vector<InnerPart> parts;
   };
+  // Blocking actions of isolated groups as one exec each (ring_block), expanded after the run.
+  struct RingBlock {
+    Act id;                          // the Inner exec
+    int stage;
+    double compute_s, flow_s, count; // its compute (what-if applied), ring flow alone, all-reduces
+  };
+  bool collapse_rings_ = false;
+  std::vector<RingBlock> ring_blocks_;
+  double ring_alone_s(int u, int stage, double count) const;
+  Act ring_block(int u, int k, int pos, int stage, double compute_s, double count, Act prev, Act* first);
+  void expand_rings();
   bool collapse_inner_ = false;
   std::vector<Block> blocks_;
   std::map<std::tuple<int, int, int, int>, InnerTimes> inner_memo_;  // (stage, op, layers, recompute layers)

@@ -40,6 +40,9 @@ void check_inputs(const schedules::Schedule& s, const costmodel::CostTable& c, c
                      std::to_string(c.optimizer_s.size()) + " ranks; schedule '" + s.name + "' has " +
                      std::to_string(s.num_stages) + " and " + std::to_string(s.num_ranks));
   check_shape(s);
+  if (!opt.platform_file.empty() && !opt.whatif.nics.empty())
+    throw InputError("simulator: a what-if with NICs and --platform " + opt.platform_file +
+                     " (allowed: NIC what-ifs on a platform built from the cluster; a platform file's links are its own)");
 }
 
 // Bytes each link carried in the last iteration, from the flows' routes.
@@ -92,17 +95,54 @@ costmodel::ParallelPlan flatten_cp(const costmodel::ParallelPlan& p) {
 // from the file, else aggregated over tensor-parallel groups where that is exact
 // (can_aggregate_tp), else one host per GPU.
 Platform make_platform(const schedules::Schedule& s, const costmodel::ClusterSpec& cl, const costmodel::ParallelPlan& sim,
-                       int num_gpus, const costmodel::Topology& topo, const Workload& w, const SimOptions& opt) {
+                       int num_gpus, const costmodel::Topology& topo, const Workload& w, const SimOptions& opt,
+                       const NicFactors& nics) {
   if (!opt.platform_file.empty()) return load_platform_file(opt.platform_file, sim.num_gpus());
   BuildOptions bo;
   bo.fat_tree_leaf_nodes = opt.fat_tree_leaf_nodes;
+  bo.nic_factor = nics;
   const auto pairs = needed_pairs(s, sim, topo, w, opt);
-  if (opt.aggregate_tp && can_aggregate_tp(cl, topo, sim)) return build_unit_platform(cl, topo, sim, num_gpus, pairs, bo);
+  if (opt.aggregate_tp && can_aggregate_tp(cl, topo, sim, nics)) return build_unit_platform(cl, topo, sim, num_gpus, pairs, bo);
   std::vector<int> gpus;
   for (int r = 0; r < sim.pp; ++r)
     for (int d = 0; d < sim.dp; ++d)
       for (int t = 0; t < sim.tp; ++t) gpus.push_back(topo.global_rank({t, d, r}));
   return build_platform(cl, num_gpus, gpus, pairs, bo);
+}
+
+// The what-if on the simulated replicas (wb maps them to the plan's): each unit's rate (its
+// slowest GPU's), delay (its latest GPU's) and jitter stream (its first GPU in the plan), and
+// the NIC factors of the nodes standing for the plan's.
+UnitEffects unit_effects(const Resolved& rv, const WhatIfBlocks& wb, const costmodel::Topology& topo,
+                         const costmodel::ParallelPlan& sim) {
+  UnitEffects fx;
+  fx.jitter = rv.jitter;
+  for (int r = 0; r < sim.pp; ++r)
+    for (int d = 0; d < sim.dp; ++d) {
+      double rate = 1, delay = 0;
+      const int orig = wb.replica_of[static_cast<size_t>(d)];
+      for (int t = 0; t < sim.tp; ++t) {
+        const size_t g = static_cast<size_t>(topo.global_rank({t, orig, r}));
+        rate = std::min(rate, rv.rate[g]);
+        delay = std::max(delay, rv.delay_s[g]);
+      }
+      fx.rate.push_back(rate);
+      fx.delay_s.push_back(delay);
+      fx.stream.push_back(static_cast<std::uint64_t>(topo.global_rank({0, orig, r})));
+    }
+  return fx;
+}
+
+NicFactors image_nics(const Resolved& rv, const WhatIfBlocks& wb, const costmodel::ClusterSpec& cl,
+                      const costmodel::Topology& topo, int num_gpus) {
+  NicFactors out;
+  for (const auto& [node, f] : rv.nic_factor)
+    for (int g = node * cl.gpus_per_node; g < std::min(num_gpus, (node + 1) * cl.gpus_per_node); ++g)
+      if (const int im = wb.image_gpu[static_cast<size_t>(g)]; im >= 0) {
+        out[topo.node_of(im)] = f;
+        break;
+      }
+  return out;
 }
 
 SimResult run_here(const schedules::Schedule& s, const costmodel::CostTable& c, const costmodel::ClusterSpec& cl,
@@ -117,12 +157,15 @@ SimResult run_here(const schedules::Schedule& s, const costmodel::CostTable& c, 
   costmodel::Topology topo(cl, p);
   Workload w = derive_workload(s, c, cl, p);
   set_context_parallel(w, c, plan);
-  const Symmetry sym = find_symmetry(s, cl, topo, p, w, opt);
+  const Resolved rv = resolve(opt.whatif, cl, p.num_gpus());
+  const WhatIfBlocks wb = whatif_blocks(find_symmetry(s, cl, topo, p, w, opt), rv, cl, topo, p);
+  const Symmetry& sym = wb.sym;
   costmodel::ParallelPlan sim = p;  // the replicas simulated, on the whole plan's topology
   sim.dp = sym.dp_simulated;
-  Platform pf = make_platform(s, cl, sim, p.num_gpus(), topo, w, opt);
+  const UnitEffects fx = unit_effects(rv, wb, topo, sim);
+  Platform pf = make_platform(s, cl, sim, p.num_gpus(), topo, w, opt, image_nics(rv, wb, cl, topo, p.num_gpus()));
   const auto t1 = std::chrono::steady_clock::now();
-  Execution ex = execute(s, c, w, sim, sym.copies, topo, pf, opt);
+  Execution ex = execute(s, c, w, sim, p.dp, topo, pf, opt, fx);
   const auto t2 = std::chrono::steady_clock::now();
   SimResult r = summarise(s, c, ex, link_loads(ex, opt.iterations - 1), opt);
   r.setup_s = std::chrono::duration<double>(t1 - t0).count();
@@ -133,6 +176,7 @@ SimResult run_here(const schedules::Schedule& s, const costmodel::CostTable& c, 
   r.simulated_gpus = sim.num_gpus();
   r.dp_simulated = sym.dp_simulated;
   r.dp_copies = sym.copies;
+  r.dp_replicas = p.dp;
   r.symmetry_off_because = sym.full_because;
   r.activities = ex.engine_activities;
   r.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

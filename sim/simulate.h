@@ -17,6 +17,7 @@
 #include "costmodel/evaluator.h"
 #include "costmodel/specs.h"
 #include "schedules/schedule.h"
+#include "sim/whatif.h"
 
 namespace stagecraft::sim {
 
@@ -43,6 +44,9 @@ struct SimOptions {
                                    // the same times, about 10x the activities (docs/sim.md)
   bool symmetry = true;            // simulate one block of data-parallel replicas for all where the
                                    // placement repeats (sim/symmetry.h); false: every replica
+  WhatIf whatif;                   // slow GPUs, degraded NICs, late ranks, jitter (sim/whatif.h);
+                                   // empty = nominal. whatif.iterations is not read here (iterations
+                                   // above is; simulate_whatif sets it)
 };
 
 struct LinkUse {
@@ -76,7 +80,10 @@ struct SimResult {
   int num_gpus = 0;                       // GPUs of the plan
   int simulated_gpus = 0;                 // GPUs whose work was simulated (num_gpus / dp_copies)
   int dp_simulated = 1;                   // data-parallel replicas simulated (sim/symmetry.h)
-  int dp_copies = 1;                      // replicas each simulated one stands for
+  int dp_copies = 1;                      // replicas each simulated one stands for (1 where a what-if
+                                          // makes some blocks differ: then dp_replicas / dp_simulated on average)
+  int dp_replicas = 1;                    // the plan's data-parallel replicas (dp x cp)
+  std::vector<double> iteration_times_s;  // each iteration's time: the first from 0, then end to end
   std::string symmetry_off_because;       // why every replica was simulated (empty otherwise)
   long activities = 0;                    // executions and flows the engine ran (events)
   double sim_wall_s = 0;                  // wall time of platform building and simulation
@@ -100,6 +107,8 @@ SimResult simulate(const schedules::Schedule& lowered, const costmodel::CostTabl
 // returns e with eval and the figures derived from it (throughput, TFLOP/s, MFU, memory, fits)
 // replaced by the simulated ones; the full result goes to *out when given.
 costmodel::Estimate simulated_estimate(const costmodel::Estimate& e, const SimOptions& opt = {}, SimResult* out = nullptr);
+// e with eval and the figures derived from it replaced by r's (as simulated_estimate).
+costmodel::Estimate with_simulation(const costmodel::Estimate& e, const SimResult& r);
 
 nlohmann::json to_json(const SimResult& r);
 SimResult sim_result_from_json(const nlohmann::json& j);

@@ -131,4 +131,38 @@ Symmetry find_symmetry(const schedules::Schedule& s, const costmodel::ClusterSpe
   return out;
 }
 
+WhatIfBlocks whatif_blocks(const Symmetry& base, const Resolved& r, const costmodel::ClusterSpec& cl,
+                           const costmodel::Topology& topo, const costmodel::ParallelPlan& p) {
+  const int size = base.dp_simulated, blocks = p.dp / size;
+  const bool jitter = r.jitter.dist != JitterDist::None && r.jitter.cv > 0;
+  std::vector<char> touched(static_cast<size_t>(blocks), jitter ? 1 : 0);
+  for (int g = 0; g < p.num_gpus() && !jitter; ++g)
+    if (r.touches_gpu(g, cl.gpus_per_node)) touched[static_cast<size_t>(topo.coords(g).dp / size)] = 1;
+  std::vector<int> kept;  // the plan's blocks simulated, in order
+  bool clean = false;
+  for (int b = 0; b < blocks; ++b)
+    if (touched[static_cast<size_t>(b)] || (!clean && (clean = true))) kept.push_back(b);
+  WhatIfBlocks out;
+  out.sym = base;
+  if (static_cast<int>(kept.size()) == blocks) {
+    if (blocks > 1) out.sym.full_because = jitter ? "a what-if with jitter (every replica differs)"
+                                                  : "the what-if touches every block of replicas";
+    kept.resize(0);
+    for (int b = 0; b < blocks; ++b) kept.push_back(b);
+    out.sym.dp_simulated = p.dp;
+  } else {
+    out.sym.dp_simulated = static_cast<int>(kept.size()) * size;
+  }
+  if (static_cast<int>(kept.size()) > 1) out.sym.copies = 1;
+  out.image_gpu.assign(static_cast<size_t>(p.num_gpus()), -1);
+  for (size_t i = 0; i < kept.size(); ++i)
+    for (int j = 0; j < size; ++j) {
+      const int d = kept[i] * size + j, di = static_cast<int>(i) * size + j;
+      out.replica_of.push_back(d);
+      for (int rr = 0; rr < p.pp; ++rr)
+        for (int t = 0; t < p.tp; ++t) out.image_gpu[static_cast<size_t>(topo.global_rank({t, d, rr}))] = topo.global_rank({t, di, rr});
+    }
+  return out;
+}
+
 }  // namespace stagecraft::sim

@@ -17,6 +17,7 @@
 #include "costmodel/topology.h"
 #include "schedules/schedule.h"
 #include "sim/simulate.h"
+#include "sim/whatif.h"
 #include "sim/workload.h"
 
 namespace stagecraft::sim {
@@ -39,5 +40,19 @@ struct Symmetry {
 // placement without such a block; SimOptions::symmetry false asks for the full simulation.
 Symmetry find_symmetry(const schedules::Schedule& s, const costmodel::ClusterSpec& cl, const costmodel::Topology& topo,
                        const costmodel::ParallelPlan& p, const Workload& w, const SimOptions& opt);
+
+// The replicas a what-if simulates: the blocks of `base` (blocks of base.dp_simulated replicas)
+// holding a GPU or NIC that differs, in the plan's order, plus the first block holding none,
+// which stands for every identical block; every replica where no block is left identical. The
+// simulated replicas are the first dp_simulated of the topology (the platform is built for
+// them): simulated replica i runs what the plan's replica `replica_of[i]` runs, on copies of its
+// links (blocks_repeat). A data-parallel collective is priced for the plan's whole group.
+struct WhatIfBlocks {
+  Symmetry sym;                 // dp_simulated: blocks x block size; copies 1 where blocks differ
+  std::vector<int> replica_of;  // (dp_simulated) the plan's dp index of each simulated replica
+  std::vector<int> image_gpu;   // (the plan's GPUs) the simulated GPU standing for each; -1 none
+};
+WhatIfBlocks whatif_blocks(const Symmetry& base, const Resolved& r, const costmodel::ClusterSpec& cl,
+                           const costmodel::Topology& topo, const costmodel::ParallelPlan& p);
 
 }  // namespace stagecraft::sim
