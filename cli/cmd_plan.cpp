@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/plan_whatif.h"
 #include "cli/progress.h"
 #include "configs/emit.h"
 #include "costmodel/presets.h"
@@ -62,6 +63,7 @@ struct PlanCmdFlags {
   bool wide = false;                  // the table with every column, however wide
   std::string out;                    // write the best plan here (a plan file estimate --plan reads)
   std::string verify;                 // "sim": re-run the top plans on the simulator
+  std::string whatif;                 // what-if file: the top plans ranked again under it (docs/whatif.md)
   bool layer_tp = false;              // Oases' per-layer tp degrees (ILP) for the top plans with pp = 1
   bool quiet = false;                 // no progress lines on standard error
   bool for_runtime = false;           // only plans `stagecraft train` runs
@@ -588,6 +590,8 @@ void run(const PlanCmdFlags& flags) {
   const std::optional<costmodel::ModelSpec> from_model = plan_from(f, c);
   const std::optional<graphs::Graph> graph = graph_arg(f.model);
   if (graph && !f.verify.empty()) throw InputError("--verify with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
+  if (graph && !f.whatif.empty()) throw InputError("--whatif with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
+  PlanWhatIf whatif = load_plan_whatif(f.whatif);  // a bad file refused before the search
   if (graph && f.layer_tp) throw InputError("--layer-tp with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
   if (graph) refuse_model_flags_for_graph(f.model, f.model_flags);
   if (f.model.empty() && !from_model) throw InputError("--model is required (a preset, a model JSON file, or give --from FILE)");
@@ -600,6 +604,8 @@ void run(const PlanCmdFlags& flags) {
     throw InputError("--profile with a graph model (--model " + f.model + ") is not supported (a graph prices its own subgraphs; allowed: absent)");
   if (!f.profile.empty() && !f.verify.empty())
     throw InputError("--verify with --profile is not supported (the simulator's check runs the analytic costs; allowed: one of them)");
+  if (!f.profile.empty() && !f.whatif.empty())
+    throw InputError("--whatif with --profile is not supported (the simulator runs the analytic costs; allowed: one of them)");
   const std::optional<costmodel::Profile> profile =
       f.profile.empty() ? std::nullopt : std::optional<costmodel::Profile>(costmodel::load_profile(f.profile));
   const SearchFn search = [&](const planner::PlanSpace& space, const planner::SearchOptions& o) {
@@ -613,6 +619,7 @@ void run(const PlanCmdFlags& flags) {
   if (counts.size() > 1) {
     if (!f.out.empty()) throw InputError("--out with several --gpus is invalid (one plan file per search: give one count)");
     if (f.layer_tp) throw InputError("--layer-tp with several --gpus is invalid (it reports on one search's top plans: give one count)");
+    if (!f.whatif.empty()) throw InputError("--whatif with several --gpus is invalid (it ranks one search's top plans: give one count)");
     run_sweep(f, m, c, counts, search);
     return;
   }
@@ -629,6 +636,7 @@ void run(const PlanCmdFlags& flags) {
                      "): dp must divide the global batch and the microbatch sizes, and each schedule fit a pp degree");
   if (r.best.empty()) refuse_empty(r);
   const std::vector<double> simulated = verify_on_sim(f, m, r);
+  rank_plan_whatif(whatif, m, r);
   const std::vector<LayerTpRow> layer_tp = plan_layer_tp(f, m, r, profile ? &*profile : nullptr);
   const planner::Candidate* fitting = fastest_fitting(r.best);
   if (!f.out.empty() && fitting) write_file_atomic(f.out, plan_file_json(*fitting, m, r.cluster, graph ? f.model : "").dump(2) + "\n");
@@ -640,6 +648,7 @@ void run(const PlanCmdFlags& flags) {
   if (f.json) {
     nlohmann::json j = result_json(r, simulated);
     for (const LayerTpRow& x : layer_tp) j["best"][x.rank]["layer_tp"] = layer_tp_json(x);
+    if (!whatif.file.empty()) j["whatif"] = plan_whatif_json(whatif);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -666,6 +675,7 @@ void run(const PlanCmdFlags& flags) {
               << fmt_num(100 * max_relative_difference(evaluated, simulated), 2) << "%\n";
   }
   if (f.layer_tp) print_layer_tp(layer_tp, r);
+  print_plan_whatif(whatif, r, [](const planner::Candidate& c) { return dims_label(c.plan) + " " + schedule_label(c.plan); });
   if (!f.out.empty() && fitting)
     std::cout << wrap_text("the fastest plan that fits written to " + f.out + ", with its model and cluster (estimate --plan " +
                                f.out + " and train --plan " + f.out + " need nothing else)",
@@ -735,6 +745,8 @@ void add_plan_command(CLI::App& app) {
                 "write the fastest plan that fits to this JSON file, with its model and cluster (estimate --plan FILE and "
                 "train --plan FILE need nothing else)");
   c->add_option("--verify", f->verify, "sim: re-run the top plans on the SimGrid simulator and print both times");
+  c->add_option("--whatif", f->whatif, "what-if JSON file (docs/whatif.md): the top plans simulated under it and ranked again "
+                                       "(a slow node, a degraded NIC, jitter: the most robust plan)");
   c->add_option("--grad-bucket-mb", f->grad_bucket_mb, "every plan's gradient bucket size in MiB (default 25; as estimate)");
   c->add_option("--grad-reduce-at", f->grad_reduce_at,
                 "every plan's reduction start without overlap: rank-end, stage-end or auto (default; as estimate)");
