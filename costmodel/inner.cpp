@@ -1,5 +1,10 @@
 #include "costmodel/inner.h"
 
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+
 #include <algorithm>
 
 #include "schedules/error.h"
@@ -82,7 +87,7 @@ InnerResult evaluate_inner(const InnerSchedule& s, const InnerCosts& c) {
   return evaluate_inner(s, d);
 }
 
-InnerSchedule inner_schedule_for(const InnerCosts& c, Op op, int recompute_layers) {
+const InnerSchedule& inner_schedule_for(const InnerCosts& c, Op op, int recompute_layers) {
   InnerSpec spec;
   spec.mode = c.mode;
   spec.op = op;
@@ -92,7 +97,18 @@ InnerSchedule inner_schedule_for(const InnerCosts& c, Op op, int recompute_layer
   spec.comm = c.comm_s > 0 || c.comm_bytes > 0;
   spec.recompute_layers = recompute_layers;
   spec.comm_chunks = c.comm_chunks;
-  return schedules::inner_schedule(spec);
+  using Key = std::array<int, 8>;
+  const Key key = {static_cast<int>(spec.mode), static_cast<int>(op), spec.layers, spec.embedding, spec.head, spec.comm,
+                   recompute_layers, spec.comm_chunks};
+  static std::mutex mutex;
+  static std::map<Key, std::unique_ptr<const InnerSchedule>> built;  // never erased: references stay valid
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = built.find(key); it != built.end()) return *it->second;
+  }
+  auto s = std::make_unique<const InnerSchedule>(schedules::inner_schedule(spec));
+  std::lock_guard<std::mutex> lock(mutex);
+  return *built.emplace(key, std::move(s)).first->second;  // a racing thread's equal copy is dropped
 }
 
 InnerDurations inner_durations(const InnerCosts& c) {

@@ -55,7 +55,10 @@ InnerResult evaluate_inner(const schedules::InnerSchedule& s, const InnerCosts& 
 InnerResult evaluate_inner(const schedules::InnerSchedule& s, const std::vector<double>& durations);
 
 // The stage action's inner schedule for these costs (`recompute_layers` for a joint R + B).
-schedules::InnerSchedule inner_schedule_for(const InnerCosts& c, schedules::Op op, int recompute_layers = 0);
+// The inner schedule of one action of a stage with these costs' shape (mode, layers, ends,
+// collectives, chunks). Built once per shape for the process (a planner prices thousands of
+// stages of a few shapes) and shared read-only, so the reference stays valid.
+const schedules::InnerSchedule& inner_schedule_for(const InnerCosts& c, schedules::Op op, int recompute_layers = 0);
 
 // Durations for the cost table: f, b, i, w, r of one microbatch (all sub-batches). r is the
 // full recomputation of the stage; in the modes that join it to the backward (every mode that

@@ -1,5 +1,8 @@
 #include "costmodel/memory_walk.h"
 
+#include <map>
+#include <tuple>
+
 namespace stagecraft::costmodel {
 
 using schedules::MemoryEffect;
@@ -32,6 +35,33 @@ std::vector<double> untimed_peak_memory_bytes(const schedules::Schedule& s, cons
     const MemoryPeak p = walk_memory(c.stages, events[r], [](size_t i) { return static_cast<double>(i); }, {},
                                      [](size_t) { return 0.0; }, [](double, double) {});
     out.push_back(c.static_bytes[r] + p.gpu_bytes);
+  }
+  return out;
+}
+
+UntimedMemory::UntimedMemory(const schedules::Schedule& s) {
+  std::map<std::tuple<int, int, double>, std::uint32_t> index;  // (stage, effect, fraction) -> term
+  for (const auto& list : schedules::memory_events(s)) {
+    ranks_.emplace_back();
+    for (const schedules::MemoryEvent& e : list) {
+      copies_ = copies_ || e.copy;
+      auto [it, fresh] = index.try_emplace({e.stage, static_cast<int>(e.effect), e.fraction}, static_cast<std::uint32_t>(terms_.size()));
+      if (fresh) terms_.push_back(e);
+      ranks_.back().push_back(it->second);
+    }
+  }
+}
+
+// The list-order walk of untimed_peak_memory_bytes, each event's delta priced once per term.
+std::vector<double> UntimedMemory::peaks(const CostTable& c) const {
+  if (copies_) return {};
+  std::vector<double> delta(terms_.size());
+  for (size_t i = 0; i < terms_.size(); ++i) delta[i] = memory_delta(c.stages[static_cast<size_t>(terms_[i].stage)], terms_[i]).gpu_bytes;
+  std::vector<double> out;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    double gpu = 0, peak = 0;
+    for (std::uint32_t t : ranks_[r]) peak = std::max(peak, gpu += delta[t]);
+    out.push_back(c.static_bytes[r] + peak);
   }
   return out;
 }

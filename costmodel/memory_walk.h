@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "costmodel/costs.h"
@@ -61,6 +62,20 @@ MemoryPeak walk_memory(const std::vector<StageCost>& stages, const std::vector<s
 // drops what cannot fit before compiling an evaluator). Empty where a rank offloads or reloads
 // (the copy stream's times decide).
 std::vector<double> untimed_peak_memory_bytes(const schedules::Schedule& s, const CostTable& c);
+
+// untimed_peak_memory_bytes for many cost tables of one schedule (a planner's points of one
+// shape): the events reduced once to their distinct (stage, effect, fraction) terms, so that each
+// table prices a few terms and walks an index list.
+class UntimedMemory {
+ public:
+  explicit UntimedMemory(const schedules::Schedule& s);
+  std::vector<double> peaks(const CostTable& c) const;  // as untimed_peak_memory_bytes
+
+ private:
+  bool copies_ = false;                              // a rank offloads: no untimed peak
+  std::vector<schedules::MemoryEvent> terms_;        // the distinct terms
+  std::vector<std::vector<std::uint32_t>> ranks_;    // (ranks) each event's term, list order
+};
 
 // The most microbatches a rank holds (weighted by StageCost::weight), its events in list order.
 double peak_microbatches_held(const std::vector<StageCost>& stages, const std::vector<schedules::MemoryEvent>& events);

@@ -127,6 +127,7 @@ class Search {
   const SearchOptions& opt_;
   SearchResult& res_;
   SearchContext ctx_;
+  ShapeCache shapes_;                          // lowered schedules by shape, for every thread
   std::vector<ParallelPlan> points_;
   std::vector<Precision> precisions_;
   std::vector<ModelSpec> models_;              // the model at each precision
@@ -169,7 +170,8 @@ void Search::run_units(const std::vector<std::vector<size_t>>& units, bool bound
       }
       if (o.kind != Outcome::Kind::Open) continue;
       if (bound_only) {
-        o.bound_s = worker.bound_s(model(t), point(t));
+        worker.bound(model(t), point(t), o);
+        if (o.kind == Outcome::Kind::Tried) report(1);
         continue;
       }
       worker.run(model(t), point(t), o);
@@ -311,6 +313,7 @@ void Search::merge() {
 
 void Search::run(const ClusterSpec& c) {
   ctx_.custom = static_cast<bool>(opt_.estimate);
+  ctx_.shapes = &shapes_;
   ctx_.base = &m_;
   ctx_.cluster = res_.cluster;
   ctx_.space = &space_;

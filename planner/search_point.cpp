@@ -36,11 +36,10 @@ Candidate candidate_of(const costmodel::Estimate& e, const costmodel::ClusterSpe
   return out;
 }
 
-// A plan whose peak memory, known exactly without a timeline where no rank offloads
-// (costmodel::untimed_peak_memory_bytes), exceeds the GPU's: its candidate (memory and verdict
-// only; it is counted, never ranked).
-bool over_memory(const costmodel::Estimate& priced, const schedules::Schedule& s, Candidate& out) {
-  const std::vector<double> peaks = costmodel::untimed_peak_memory_bytes(s, priced.costs);
+}  // namespace
+
+bool over_memory(const costmodel::Estimate& priced, const costmodel::UntimedMemory& memory, Candidate& out) {
+  const std::vector<double> peaks = memory.peaks(priced.costs);
   if (peaks.empty()) return false;
   const double peak = *std::max_element(peaks.begin(), peaks.end());
   if (peak <= priced.cluster.gpu_memory_bytes) return false;
@@ -51,6 +50,8 @@ bool over_memory(const costmodel::Estimate& priced, const schedules::Schedule& s
   out.untimed = true;
   return true;
 }
+
+namespace {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -73,13 +74,16 @@ bool PointWorker::pruned(const ModelSpec& model, const ParallelPlan& p) const {
   return ctx_.opt->prune && !ctx_.custom && memory_lower_bound_bytes(model, p) > ctx_.cluster.gpu_memory_bytes;
 }
 
-const schedules::Schedule& PointWorker::lowered(const std::string& key, const ParallelPlan& p) {
-  auto it = lowered_.find(key);
-  if (it == lowered_.end()) {
-    if (lowered_.size() >= kCacheShapes) lowered_.clear();
-    it = lowered_.emplace(key, costmodel::plan_schedule(p)).first;
+const ShapeCache::Entry& ShapeCache::get(const std::string& key, const ParallelPlan& p) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = entries_.find(key); it != entries_.end()) return *it->second;
   }
-  return it->second;
+  schedules::Schedule s = costmodel::plan_schedule(p);  // outside the lock; a racing equal copy is dropped
+  costmodel::UntimedMemory memory(s);
+  auto e = std::unique_ptr<const Entry>(new Entry{std::move(s), std::move(memory)});
+  std::lock_guard<std::mutex> lock(mutex_);
+  return *entries_.emplace(key, std::move(e)).first->second;
 }
 
 // The checks a point passes before it is priced (as search() made them), and its settled plan.
@@ -99,26 +103,48 @@ PointWorker::Priced PointWorker::price_only(const ModelSpec& model, const Parall
   eo.profile = ctx_.opt->profile;
   Priced out;
   out.plan = costmodel::resolve_schedule_params(model, ctx_.cluster, q, eo);
-  out.lowered = &lowered(shape_key(out.plan), out.plan);
+  out.lowered = &shape(shape_key(out.plan), out.plan).lowered;
   const costmodel::PlanWorkload w = costmodel::build_plan_workload(model, ctx_.cluster, out.plan, *out.lowered);
   out.costs = costmodel::price(w, ctx_.cluster, *out.lowered, ctx_.opt->profile);
   return out;
 }
 
-double PointWorker::bound_s(const ModelSpec& model, const ParallelPlan& p) {
+// A priced plan whose untimed peak exceeds the GPU's memory, as a trial (what run() would find).
+bool PointWorker::known_over_memory(const ModelSpec& model, const Priced& a, Trial& t) {
+  costmodel::Estimate e;  // what over_memory reads of an estimate
+  e.plan = a.plan;
+  e.cluster = ctx_.cluster;
+  e.costs = a.costs;
+  if (!over_memory(e, shape(shape_key(a.plan), a.plan).memory, t.cand)) return false;
+  t.cand.fp8 = model.fp8;
+  t.cand.fp8_recipe = model.fp8_recipe;
+  t.fits = false;
+  return true;
+}
+
+void PointWorker::bound(const ModelSpec& model, const ParallelPlan& p, Outcome& o) {
   try {
     const Priced a = price_only(model, p);
-    double bound = bound_of(*a.lowered, a.costs, ctx_.cluster);
+    o.bound_s = bound_of(*a.lowered, a.costs, ctx_.cluster);
+    Trial point;
+    const bool over = !ctx_.custom && known_over_memory(model, a, point);
     const int stages = a.lowered->stages_per_chain();
-    if (!ctx_.opt->balance || stages < 2 || !p.stage_layers.empty()) return bound;
-    ParallelPlan q = p;  // the balanced variant search() also tries (run below)
-    q.stage_layers = balance_stages(ctx_.base->num_layers, stages,
-                                    stage_time_model(a.costs, p.recompute == costmodel::RecomputePolicy::Full));
-    if (q.stage_layers == costmodel::partition_layers(*ctx_.base, p, stages)) return bound;
+    ParallelPlan q = p;  // the balanced variant run() also tries
+    const bool variant = ctx_.opt->balance && !ctx_.custom && stages >= 2 && p.stage_layers.empty();
+    if (variant)
+      q.stage_layers = balance_stages(ctx_.base->num_layers, stages,
+                                      stage_time_model(a.costs, p.recompute == costmodel::RecomputePolicy::Full));
+    if (!variant || q.stage_layers == costmodel::partition_layers(*ctx_.base, p, stages)) {
+      if (over) o.kind = Outcome::Kind::Tried, o.point = point;  // decided: no evaluation needed
+      return;
+    }
     const Priced b = price_only(model, q);
-    return std::min(bound, bound_of(*b.lowered, b.costs, ctx_.cluster));
+    o.bound_s = std::min(o.bound_s, bound_of(*b.lowered, b.costs, ctx_.cluster));
+    Trial balanced;
+    if (over && known_over_memory(model, b, balanced))
+      o.kind = Outcome::Kind::Tried, o.point = point, o.balanced = true, o.variant = balanced;
   } catch (const InputError&) {
-    return -std::numeric_limits<double>::infinity();  // refused: run() counts the refusal
+    o.bound_s = -std::numeric_limits<double>::infinity();  // refused: run() counts the refusal
   }
 }
 
@@ -132,10 +158,11 @@ Candidate PointWorker::evaluate(const ModelSpec& model, const ParallelPlan& q, b
   eo.profile = ctx_.opt->profile;
   const ParallelPlan p = costmodel::resolve_schedule_params(model, ctx_.cluster, q, eo);
   const std::string key = shape_key(p);
-  const schedules::Schedule& s = lowered(key, p);
+  const ShapeCache::Entry& shaped = shape(key, p);
+  const schedules::Schedule& s = shaped.lowered;
   stages_ = s.stages_per_chain();
   costmodel::Estimate priced = costmodel::price_estimate(model, ctx_.cluster, p, s, ctx_.opt->profile);
-  if (Candidate over; over_memory(priced, s, over)) {  // exact without a timeline: no evaluator compiled
+  if (Candidate over; over_memory(priced, shaped.memory, over)) {  // exact without a timeline: no evaluator compiled
     costs_ = std::move(priced.costs);
     fits = false;
     return over;

@@ -6,8 +6,10 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "costmodel/memory_walk.h"
 #include "planner/search.h"
 
 namespace stagecraft::planner {
@@ -18,13 +20,29 @@ struct Precision {
   costmodel::Fp8Recipe recipe = costmodel::Fp8Recipe::Delayed;
 };
 
-// What every point of one search shares, read-only while threads run.
+// Lowered schedules and their untimed memory (costmodel::UntimedMemory) by schedule shape,
+// shared by the search's threads: each built once, kept for the search (references stay valid).
+class ShapeCache {
+ public:
+  struct Entry {
+    schedules::Schedule lowered;     // costmodel::plan_schedule of the shape
+    costmodel::UntimedMemory memory;  // its memory events, reduced
+  };
+  const Entry& get(const std::string& key, const costmodel::ParallelPlan& p);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::unique_ptr<const Entry>> entries_;
+};
+
+// What every point of one search shares, read-only while threads run (the shape cache aside).
 struct SearchContext {
   const costmodel::ModelSpec* base = nullptr;  // the model as given (its layers, for balancing)
   costmodel::ClusterSpec cluster;              // the cluster the plans run on (plan_cluster)
   const PlanSpace* space = nullptr;            // the space searched
   const SearchOptions* opt = nullptr;          // the search's options
   bool custom = false;                         // points priced by opt->estimate
+  ShapeCache* shapes = nullptr;                // lowered schedules by shape, thread-safe
 };
 
 // One plan tried: the point itself or its variant with balanced stage layers.
@@ -47,6 +65,11 @@ struct Outcome {
   std::string shape;       // its schedule shape (the caches' key)
 };
 
+// A priced plan (its cost table) whose peak memory, known exactly without a timeline where no rank
+// offloads (costmodel::untimed_peak_memory_bytes of `events`), exceeds the GPU's: its candidate
+// in `out` (memory and verdict only, untimed; counted, never ranked).
+bool over_memory(const costmodel::Estimate& priced, const costmodel::UntimedMemory& memory, Candidate& out);
+
 // The schedule shape of a plan: schedule, parameters, pp, microbatches, recomputation.
 std::string shape_key(const costmodel::ParallelPlan& p);
 
@@ -56,10 +79,12 @@ class PointWorker {
   explicit PointWorker(const SearchContext& ctx) : ctx_(ctx) {}
   // Whether the memory bound (planner/bounds.h) drops p at `model`'s precision.
   bool pruned(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& p) const;
-  // A lower bound on the iteration time of p and of its balanced variant, from their cost tables
-  // (no evaluator compiled); -infinity when a check refuses either (run() then says why);
-  // infinity when the static memory of both exceeds the GPU's (neither can fit).
-  double bound_s(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& p);
+  // Sets out.bound_s, a lower bound on the iteration time of p and of its balanced variant, from
+  // their cost tables (no evaluator compiled): -infinity when a check refuses either (run() then
+  // says why), infinity when the static memory of both exceeds the GPU's (neither can fit). Where
+  // the untimed peaks (costmodel::untimed_peak_memory_bytes) show both over the GPU's memory, the
+  // point is decided there (kind Tried, as run() would find it): nothing to evaluate.
+  void bound(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& p, Outcome& out);
   // Evaluates p and, where it applies, its balanced variant, into out (kind Tried).
   void run(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& p, Outcome& out);
   long compiled() const { return compiled_; }  // evaluators this worker compiled
@@ -67,12 +92,13 @@ class PointWorker {
  private:
   struct Priced;
   Priced price_only(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& q);
-  const schedules::Schedule& lowered(const std::string& key, const costmodel::ParallelPlan& p);
+  const ShapeCache::Entry& shape(const std::string& key, const costmodel::ParallelPlan& p) { return ctx_.shapes->get(key, p); }
   Trial try_plan(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& q);
+  bool known_over_memory(const costmodel::ModelSpec& model, const Priced& a, Trial& t);
   Candidate evaluate(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& p, bool& fits);
   const SearchContext& ctx_;
   std::map<std::string, std::unique_ptr<costmodel::Evaluator>> evaluators_;
-  std::map<std::string, schedules::Schedule> lowered_;
+
   costmodel::CostTable costs_;  // the last plan evaluated: its cost table
   int stages_ = 0;              // and its stages per pipeline
   long compiled_ = 0;
