@@ -1,5 +1,7 @@
 #include "planner/layer_tp.h"
 
+#include <functional>
+
 #include <algorithm>
 #include <chrono>
 #include <sstream>
@@ -238,13 +240,44 @@ Milp::Terms minus(Milp::Terms t) {
 
 }  // namespace
 
-LayerTpSolution solve_layer_tp(const LayerTpProblem& pr) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const double ms = 1e3, gib = 1.0 / (1024.0 * 1024 * 1024);  // solver units: milliseconds, GiB
-  const int p = static_cast<int>(pr.options.size()), blocks = 2 * pr.layers;
-  const double mb = pr.microbatches;
+namespace {
+
+// Oases' ILP (Sec. 4.2) for one problem, row group by row group; solver units: ms and GiB.
+struct LayerTpIlp {
+  const LayerTpProblem& pr;
+  const double ms = 1e3, gib = 1.0 / (1024.0 * 1024 * 1024);
+  const int p, blocks;
+  const double mb;
   Milp lp;
-  std::vector<std::vector<int>> x(static_cast<size_t>(pr.layers));  // (layers, p) one-hot choices
+  std::vector<std::vector<int>> x;  // (layers, p) one-hot choices
+
+  explicit LayerTpIlp(const LayerTpProblem& problem)
+      : pr(problem), p(static_cast<int>(problem.options.size())), blocks(2 * problem.layers), mb(problem.microbatches),
+        x(static_cast<size_t>(problem.layers)) {}
+
+  static void add_terms(Milp::Terms& into, const Milp::Terms& t) { into.insert(into.end(), t.begin(), t.end()); }
+  // A block's four costs (d0, d1, c0, c1) are linear in its layer's choice.
+  std::function<double(int)> cost(int b, bool fwd, int which) const {
+    return [this, b, fwd, which](int j) {
+      const Block k = block(pr, j, b % 2, fwd);
+      return which == 0 ? k.d0 : which == 1 ? k.d1 : which == 2 ? k.c0 : k.c1;
+    };
+  }
+  void add_linear_objective(const Milp::Terms& t) {
+    for (const auto& [v, a] : t) lp.add_objective(v, a);
+  }
+
+  void choices();
+  void pass(bool fwd);
+  void overlapped_pass(bool fwd);
+  void edges();
+  void hidden_reduction();
+  void memory();
+  LayerTpSolution decode(const Milp::Result& res);
+};
+
+// One degree per layer, with its optimizer step and (without overlap) its gradient reduction.
+void LayerTpIlp::choices() {
   for (int l = 0; l < pr.layers; ++l) {
     Milp::Terms one;
     for (int j = 0; j < p; ++j) {
@@ -255,58 +288,46 @@ LayerTpSolution solve_layer_tp(const LayerTpProblem& pr) {
     }
     lp.add_eq(one, 1);
   }
-  // Eq. (3) for each pass; a block's four costs are linear in its layer's choice.
-  auto cost = [&](int b, bool fwd, int which) {
-    return [&pr, b, fwd, which](int j) {
-      const Block k = block(pr, j, b % 2, fwd);
-      return which == 0 ? k.d0 : which == 1 ? k.d1 : which == 2 ? k.c0 : k.c1;
-    };
-  };
-  auto add_terms = [](Milp::Terms& into, const Milp::Terms& t) { into.insert(into.end(), t.begin(), t.end()); };
-  Milp::Terms backward_compute;  // d(B) of one microbatch, what a gradient reduction can hide behind
-  for (int b = 0; b < blocks; ++b) {
-    add_terms(backward_compute, expr(x, b / 2, ms, cost(b, false, 0)));
-    add_terms(backward_compute, expr(x, b / 2, ms, cost(b, false, 1)));
+}
+
+// Eq. (3) for one pass: without overlap every block's four costs in sequence.
+void LayerTpIlp::pass(bool fwd) {
+  if (pr.overlapped) return overlapped_pass(fwd);
+  Milp::Terms all;
+  for (int n = 0; n < blocks; ++n) {
+    const int b = block_of(n, blocks, fwd);
+    for (int w = 0; w < 4; ++w) add_terms(all, expr(x, b / 2, ms * mb, cost(b, fwd, w)));
   }
-  auto add_linear_objective = [&](const Milp::Terms& t) {
-    for (const auto& [v, a] : t) lp.add_objective(v, a);
+  add_linear_objective(all);
+}
+
+// With overlap: the ends, then per block z >= d0 and the previous c1, y >= d1 and c0.
+void LayerTpIlp::overlapped_pass(bool fwd) {
+  const int first = block_of(0, blocks, fwd), last = block_of(blocks - 1, blocks, fwd);
+  Milp::Terms ends = expr(x, first / 2, ms * mb, cost(first, fwd, 0));
+  add_terms(ends, expr(x, last / 2, ms * mb, cost(last, fwd, 3)));
+  add_linear_objective(ends);
+  auto at_least = [&](int var, const Milp::Terms& t) {
+    Milp::Terms r = minus(t);
+    r.emplace_back(var, 1.0);
+    lp.add_ge(r, 0);
   };
-  for (bool fwd : {true, false}) {
-    if (!pr.overlapped) {
-      Milp::Terms all;
-      for (int n = 0; n < blocks; ++n) {
-        const int b = block_of(n, blocks, fwd);
-        for (int w = 0; w < 4; ++w) add_terms(all, expr(x, b / 2, ms * mb, cost(b, fwd, w)));
-      }
-      add_linear_objective(all);
-      continue;
+  for (int n = 0; n < blocks; ++n) {
+    const int b = block_of(n, blocks, fwd), l = b / 2;
+    if (n > 0) {
+      const int pb = block_of(n - 1, blocks, fwd);
+      const int z = lp.add_continuous(mb);  // in ms already
+      at_least(z, expr(x, l, ms, cost(b, fwd, 0)));
+      at_least(z, expr(x, pb / 2, ms, cost(pb, fwd, 3)));
     }
-    const int first = block_of(0, blocks, fwd), last = block_of(blocks - 1, blocks, fwd);
-    Milp::Terms ends = expr(x, first / 2, ms * mb, cost(first, fwd, 0));
-    add_terms(ends, expr(x, last / 2, ms * mb, cost(last, fwd, 3)));
-    add_linear_objective(ends);
-    for (int n = 0; n < blocks; ++n) {
-      const int b = block_of(n, blocks, fwd), l = b / 2;
-      if (n > 0) {  // z >= d0 of this block, z >= c1 of the previous one
-        const int pb = block_of(n - 1, blocks, fwd);
-        const int z = lp.add_continuous(mb);  // in ms already
-        Milp::Terms r1 = minus(expr(x, l, ms, cost(b, fwd, 0)));
-        r1.emplace_back(z, 1.0);
-        lp.add_ge(r1, 0);
-        Milp::Terms r2 = minus(expr(x, pb / 2, ms, cost(pb, fwd, 3)));
-        r2.emplace_back(z, 1.0);
-        lp.add_ge(r2, 0);
-      }
-      const int y = lp.add_continuous(mb);  // in ms already  // y >= d1, y >= c0 of this block
-      Milp::Terms r1 = minus(expr(x, l, ms, cost(b, fwd, 1)));
-      r1.emplace_back(y, 1.0);
-      lp.add_ge(r1, 0);
-      Milp::Terms r2 = minus(expr(x, l, ms, cost(b, fwd, 2)));
-      r2.emplace_back(y, 1.0);
-      lp.add_ge(r2, 0);
-    }
+    const int y = lp.add_continuous(mb);  // in ms already
+    at_least(y, expr(x, l, ms, cost(b, fwd, 1)));
+    at_least(y, expr(x, l, ms, cost(b, fwd, 2)));
   }
-  // Edges (4): e >= x[l][a] + x[l+1][b] - 1 carries the constant cost of that pair.
+}
+
+// Edges (4): e >= x[l][a] + x[l+1][b] - 1 carries the constant cost of that pair.
+void LayerTpIlp::edges() {
   for (int l = 0; l + 1 < pr.layers; ++l)
     for (int a = 0; a < p; ++a)
       for (int b = 0; b < p; ++b) {
@@ -317,15 +338,24 @@ LayerTpSolution solve_layer_tp(const LayerTpProblem& pr) {
                    {x[static_cast<size_t>(l + 1)][static_cast<size_t>(b)], -1.0}},
                   -1);
       }
-  // Gradient reduction hidden behind one backward where it overlaps: w >= sum g - sum d(B).
-  if (pr.overlap_grad_reduce) {
-    const int w = lp.add_continuous(1.0);
-    Milp::Terms row = backward_compute;
-    for (int l = 0; l < pr.layers; ++l) add_terms(row, minus(expr(x, l, ms, [&](int j) { return pr.options[static_cast<size_t>(j)].grad_reduce_s; })));
-    row.emplace_back(w, 1.0);
-    lp.add_ge(row, 0);
+}
+
+// Gradient reduction hidden behind one backward where it overlaps: w >= sum g - sum d(B).
+void LayerTpIlp::hidden_reduction() {
+  if (!pr.overlap_grad_reduce) return;
+  Milp::Terms row;  // d(B) of one microbatch, what a gradient reduction can hide behind
+  for (int b = 0; b < blocks; ++b) {
+    add_terms(row, expr(x, b / 2, ms, cost(b, false, 0)));
+    add_terms(row, expr(x, b / 2, ms, cost(b, false, 1)));
   }
-  // Memory (6): fixed + sum (m_s + m_t) + r <= m, r >= m_r of every layer.
+  const int w = lp.add_continuous(1.0);
+  for (int l = 0; l < pr.layers; ++l) add_terms(row, minus(expr(x, l, ms, [&](int j) { return pr.options[static_cast<size_t>(j)].grad_reduce_s; })));
+  row.emplace_back(w, 1.0);
+  lp.add_ge(row, 0);
+}
+
+// Memory (6): fixed + sum (m_s + m_t) + r <= m, r >= m_r of every layer.
+void LayerTpIlp::memory() {
   const int r = lp.add_continuous(0.0);
   Milp::Terms mem;
   for (int l = 0; l < pr.layers; ++l) {
@@ -338,19 +368,19 @@ LayerTpSolution solve_layer_tp(const LayerTpProblem& pr) {
   }
   mem.emplace_back(r, 1.0);
   lp.add_le(mem, gib * (pr.memory_bytes - pr.fixed_bytes));
+}
 
-  const Milp::Result res = lp.solve();
+LayerTpSolution LayerTpIlp::decode(const Milp::Result& res) {
   LayerTpSolution out;
   out.variables = lp.num_variables();
   out.rows = lp.num_rows();
   if (res.optimal) {
     std::vector<int> choice;
     for (int l = 0; l < pr.layers; ++l) {
+      const auto& xl = x[static_cast<size_t>(l)];
       int best = 0;
       for (int j = 1; j < p; ++j)
-        if (res.x[static_cast<size_t>(x[static_cast<size_t>(l)][static_cast<size_t>(j)])] >
-            res.x[static_cast<size_t>(x[static_cast<size_t>(l)][static_cast<size_t>(best)])])
-          best = j;
+        if (res.x[static_cast<size_t>(xl[static_cast<size_t>(j)])] > res.x[static_cast<size_t>(xl[static_cast<size_t>(best)])]) best = j;
       choice.push_back(best);
     }
     out.value = evaluate_layer_tp(pr, choice);
@@ -359,6 +389,20 @@ LayerTpSolution solve_layer_tp(const LayerTpProblem& pr) {
     throw Error("CBC found no proven optimum for the per-layer tp ILP (" + std::to_string(lp.num_variables()) +
                 " variables) within its time limit");
   }
+  return out;
+}
+
+}  // namespace
+
+LayerTpSolution solve_layer_tp(const LayerTpProblem& pr) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LayerTpIlp ilp(pr);
+  ilp.choices();
+  for (bool fwd : {true, false}) ilp.pass(fwd);
+  ilp.edges();
+  ilp.hidden_reduction();
+  ilp.memory();
+  LayerTpSolution out = ilp.decode(ilp.lp.solve());
   out.solve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
