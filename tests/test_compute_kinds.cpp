@@ -11,6 +11,7 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/presets.h"
+#include "costmodel/shape.h"
 #include "helpers.h"
 
 namespace stagecraft::costmodel {
@@ -82,6 +83,32 @@ TEST(ComputeKinds, BlockingTpCollectivesAreCommunication) {
   ASSERT_GT(sc.tp_exposed_f_s, 0);
   EXPECT_NEAR(compute_by_kind(e).front().passes.comm_s, 8 * (sc.tp_exposed_f_s + sc.tp_exposed_b_s),
               1e-9 * sc.tp_exposed_f_s);
+}
+
+// The products' kind against an independent total: on one GPU, GPT 1.4B's forward is, per layer,
+// QKV (T x h) x (h x 3h), the projection (T x h) x (h x h), the MLP (T x h) x (h x 4h) and
+// (T x 4h) x (4h x h), and the head (T x h) x (h x V), T = b s tokens; the backward repeats each
+// product for the input gradient ((T x n) x (n x k)) and the weight gradient ((k x T) x (T x n)).
+// Priced here product by product with shape::gemm_s at the training clock; the fused core is a
+// flash kernel, not a product, so it stays out of this kind.
+TEST(ComputeKinds, ProductsAreTheModelsShapesPricedOneByOne) {
+  ModelSpec m = load_model("gpt-1.4b");
+  m.attention_kernel = AttentionKernel::Fused;
+  const Estimate e = predict(m, plan(1, 1));
+  const ClusterSpec& c = e.cluster;
+  const double T = 4.0 * m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, V = m.vocab_size, clock = c.sustained_clock_share();
+  const double shapes[][3] = {{T, 3 * h, h}, {T, h, h}, {T, f, h}, {T, h, f}};  // (m, n, k)
+  auto g = [&](double a, double b, double k) { return shape::gemm_s(c, a, b, k, 1, 2, clock); };
+  double fwd = 0, bwd = 0;
+  for (const auto& s : shapes) {
+    fwd += m.num_layers * g(s[0], s[1], s[2]);
+    bwd += m.num_layers * (g(s[0], s[2], s[1]) + g(s[2], s[1], s[0]));
+  }
+  fwd += g(T, V, h);
+  bwd += g(T, h, V) + g(h, V, T);
+  const StageCost& sc = e.costs.stages.front();
+  EXPECT_NEAR(sc.kinds_f.products_s, fwd, 1e-9 * fwd);
+  EXPECT_NEAR(sc.kinds_b.products_s, bwd, 1e-9 * bwd);
 }
 
 }  // namespace
