@@ -4,10 +4,14 @@
 // walk gives on its own times.
 #include <gtest/gtest.h>
 
+#include "costmodel/estimate.h"
 #include "costmodel/evaluator.h"
 #include "costmodel/memory_walk.h"
+#include "costmodel/presets.h"
+#include "schedules/error.h"
 #include "schedules/lower.h"
 #include "schedules/memory_events.h"
+#include "schedules/registry.h"
 
 namespace stagecraft {
 namespace {
@@ -126,6 +130,43 @@ TEST(MemorySemantics, EvaluatorReportsTheWalkOnItsTimes) {
   EXPECT_DOUBLE_EQ(r.peak_activation_bytes[0], 23);
   EXPECT_DOUBLE_EQ(r.peak_memory_bytes[0], 123);
   EXPECT_DOUBLE_EQ(r.peak_activations[0], 2);
+}
+
+// Without copies a rank's events run in list order on its compute stream, so the untimed walk
+// (what the planner uses to drop plans before compiling an evaluator) is the evaluator's peak
+// exactly, on every registered schedule; with offloading there is none.
+TEST(MemorySemantics, UntimedPeakIsTheEvaluatorsWithoutCopies) {
+  const costmodel::ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const costmodel::ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  int checked = 0;
+  for (const auto& g : schedules::generators())
+    for (auto recompute : {costmodel::RecomputePolicy::None, costmodel::RecomputePolicy::Full}) {
+      costmodel::ParallelPlan p;
+      p.tp = 2;
+      p.pp = 4;
+      p.dp = 1;
+      p.num_microbatches = 8;
+      p.schedule = g.name;
+      p.recompute = recompute;
+      costmodel::Estimate e;
+      try {
+        e = costmodel::estimate(m, c, p);
+      } catch (const InputError&) {
+        continue;  // the generator refuses this configuration
+      }
+      const std::vector<double> untimed = costmodel::untimed_peak_memory_bytes(e.schedule, e.costs);
+      bool copies = false;
+      for (const auto& list : e.schedule.actions)
+        for (const Action& a : list) copies = copies || a.op == Op::OFFLOAD;
+      if (copies) {
+        EXPECT_TRUE(untimed.empty()) << g.name;
+        continue;
+      }
+      EXPECT_EQ(untimed, e.eval.peak_memory_bytes) << g.name;
+      EXPECT_EQ(costmodel::UntimedMemory(e.schedule).peaks(e.costs), e.eval.peak_memory_bytes) << g.name;
+      ++checked;
+    }
+  EXPECT_GE(checked, 20);
 }
 
 }  // namespace
