@@ -5,9 +5,9 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "experiment/paper.h"
-#include "experiment/report.h"
-#include "experiment/run.h"
+#include "reproduce/paper.h"
+#include "reproduce/report.h"
+#include "reproduce/run.h"
 #include "schedules/error.h"
 #ifdef STAGECRAFT_HAVE_SIM
 #include "sim/simulate.h"
@@ -33,7 +33,7 @@ std::vector<std::string> experiment_dirs(const std::vector<std::string>& paths) 
       dirs.push_back(p);
       continue;
     }
-    const auto found = experiment::find_experiments(p);
+    const auto found = reproduce::find_experiments(p);
     if (found.empty()) throw InputError("'" + p + "' holds no experiment (no spec.json in it or below it)");
     dirs.insert(dirs.end(), found.begin(), found.end());
   }
@@ -41,28 +41,28 @@ std::vector<std::string> experiment_dirs(const std::vector<std::string>& paths) 
 }
 
 void run_experiments(const ExperimentOpts& o) {
-  experiment::RunOptions ro;
+  reproduce::RunOptions ro;
 #ifdef STAGECRAFT_HAVE_SIM
   ro.simulate = [](const costmodel::Estimate& e) { return sim::simulated_estimate(e); };
 #endif
-  std::vector<experiment::Outcome> all;
+  std::vector<reproduce::Outcome> all;
   for (const std::string& dir : experiment_dirs(o.paths)) {
-    experiment::Outcome x{experiment::load_spec(dir), {}, {}};
-    const auto paper = experiment::load_paper(x.spec);
-    x.results = experiment::run(x.spec, ro);
-    x.comparisons = experiment::compare(x.spec, x.results, paper);
-    const auto m = experiment::summarize(x.comparisons);
+    reproduce::Outcome x{reproduce::load_spec(dir), {}, {}};
+    const auto paper = reproduce::load_paper(x.spec);
+    x.results = reproduce::run(x.spec, ro);
+    x.comparisons = reproduce::compare(x.spec, x.results, paper);
+    const auto m = reproduce::summarize(x.comparisons);
     std::cout << dir << ": " << x.results.points.size() << " points, " << m.values + m.ratios << " published values";
     if (m.ratios) std::cout << ", " << m.same_order << "/" << m.ratios << " ratios in the paper's order";
     std::cout << "\n";
     all.push_back(std::move(x));
   }
-  for (const experiment::Outcome& x : all) {
+  for (const reproduce::Outcome& x : all) {
     const fs::path out = o.out_dir.empty() ? fs::path(x.spec.dir) : fs::path(o.out_dir) / x.spec.id();
-    write_file_atomic((out / "results.csv").string(), experiment::results_csv(x.spec, x.results));
-    write_file_atomic((out / "compare.csv").string(), experiment::compare_csv(x.comparisons));
+    write_file_atomic((out / "results.csv").string(), reproduce::results_csv(x.spec, x.results));
+    write_file_atomic((out / "compare.csv").string(), reproduce::compare_csv(x.comparisons));
   }
-  if (!o.report.empty()) write_file_atomic(o.report, experiment::report_markdown(all, o.figures_dir));
+  if (!o.report.empty()) write_file_atomic(o.report, reproduce::report_markdown(all, o.figures_dir));
 }
 
 }  // namespace

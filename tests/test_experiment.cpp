@@ -9,11 +9,11 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/presets.h"
-#include "experiment/csv.h"
-#include "experiment/paper.h"
-#include "experiment/report.h"
-#include "experiment/run.h"
-#include "experiment/spec.h"
+#include "reproduce/csv.h"
+#include "reproduce/paper.h"
+#include "reproduce/report.h"
+#include "reproduce/run.h"
+#include "reproduce/spec.h"
 #include "helpers.h"
 #ifdef STAGECRAFT_HAVE_SIM
 #include "sim/simulate.h"
@@ -22,7 +22,7 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace stagecraft;
-using namespace stagecraft::experiment;
+using namespace stagecraft::reproduce;
 using stagecraft::test::read_text;
 using stagecraft::test::run_cli;
 

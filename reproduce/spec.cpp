@@ -1,4 +1,4 @@
-#include "experiment/spec.h"
+#include "reproduce/spec.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,7 +9,7 @@
 
 #include "schedules/error.h"
 
-namespace stagecraft::experiment {
+namespace stagecraft::reproduce {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -207,4 +207,4 @@ std::vector<std::string> find_experiments(const std::string& root) {
   return dirs;
 }
 
-}  // namespace stagecraft::experiment
+}  // namespace stagecraft::reproduce

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace stagecraft::experiment {
+namespace stagecraft::reproduce {
 
 using CsvRow = std::vector<std::string>;
 
@@ -21,4 +21,4 @@ std::vector<CsvRow> parse_csv(const std::string& text, const std::string& name);
 // A number as a published value is written: ten significant digits, no trailing zeros ("1.5", "90").
 std::string fmt_double(double v);
 
-}  // namespace stagecraft::experiment
+}  // namespace stagecraft::reproduce

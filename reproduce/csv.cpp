@@ -1,10 +1,10 @@
-#include "experiment/csv.h"
+#include "reproduce/csv.h"
 
 #include <cstdio>
 
 #include "schedules/error.h"
 
-namespace stagecraft::experiment {
+namespace stagecraft::reproduce {
 
 namespace {
 bool needs_quotes(const std::string& f) { return f.find_first_of(",\"\n\r") != std::string::npos; }
@@ -84,4 +84,4 @@ std::string fmt_double(double v) {
   return buf;
 }
 
-}  // namespace stagecraft::experiment
+}  // namespace stagecraft::reproduce

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace stagecraft::experiment {
+namespace stagecraft::reproduce {
 
 struct XPoint {
   std::string label;            // as the paper labels it, e.g. "PC (8,1)" or "32"
@@ -57,4 +57,4 @@ nlohmann::json point_config(const Spec& s, const XPoint& x, const Series& series
 // compared as numbers (fig2 before fig10).
 std::vector<std::string> find_experiments(const std::string& root);
 
-}  // namespace stagecraft::experiment
+}  // namespace stagecraft::reproduce

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "experiment/run.h"
-#include "experiment/spec.h"
+#include "reproduce/run.h"
+#include "reproduce/spec.h"
 
-namespace stagecraft::experiment {
+namespace stagecraft::reproduce {
 
 struct PaperRow {
   std::string figure;    // as the paper numbers it
@@ -43,4 +43,4 @@ std::vector<Comparison> compare(const Spec& s, const Results& r, const std::vect
 // compare.csv: figure,series,x,quantity,paper,predicted,error,same_order,source,note.
 std::string compare_csv(const std::vector<Comparison>& c);
 
-}  // namespace stagecraft::experiment
+}  // namespace stagecraft::reproduce

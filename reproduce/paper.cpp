@@ -1,4 +1,4 @@
-#include "experiment/paper.h"
+#include "reproduce/paper.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,10 +8,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "experiment/csv.h"
+#include "reproduce/csv.h"
 #include "schedules/error.h"
 
-namespace stagecraft::experiment {
+namespace stagecraft::reproduce {
 
 namespace fs = std::filesystem;
 
@@ -117,4 +117,4 @@ std::string compare_csv(const std::vector<Comparison>& cs) {
   return csv_table({"figure", "series", "x", "quantity", "paper", "predicted", "error", "same_order", "source", "note"}, rows);
 }
 
-}  // namespace stagecraft::experiment
+}  // namespace stagecraft::reproduce

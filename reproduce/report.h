@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "experiment/paper.h"
-#include "experiment/run.h"
-#include "experiment/spec.h"
+#include "reproduce/paper.h"
+#include "reproduce/run.h"
+#include "reproduce/spec.h"
 
-namespace stagecraft::experiment {
+namespace stagecraft::reproduce {
 
 struct Outcome {
   Spec spec;
@@ -30,4 +30,4 @@ Summary summarize(const std::vector<Comparison>& c);
 // The whole Markdown page; `figures_dir` is where the PNGs are, relative to the page.
 std::string report_markdown(const std::vector<Outcome>& all, const std::string& figures_dir = "figures");
 
-}  // namespace stagecraft::experiment
+}  // namespace stagecraft::reproduce

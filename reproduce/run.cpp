@@ -1,4 +1,4 @@
-#include "experiment/run.h"
+#include "reproduce/run.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,10 +7,10 @@
 
 #include "costmodel/presets.h"
 #include "costmodel/profile.h"
-#include "experiment/csv.h"
+#include "reproduce/csv.h"
 #include "schedules/error.h"
 
-namespace stagecraft::experiment {
+namespace stagecraft::reproduce {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -167,4 +167,4 @@ std::string results_csv(const Spec& s, const Results& r) {
   return csv_table({"series", "x", "metric", "predicted", "unit", "fits", "choice"}, rows);
 }
 
-}  // namespace stagecraft::experiment
+}  // namespace stagecraft::reproduce

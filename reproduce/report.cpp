@@ -1,4 +1,4 @@
-#include "experiment/report.h"
+#include "reproduce/report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-namespace stagecraft::experiment {
+namespace stagecraft::reproduce {
 
 namespace {
 
@@ -112,4 +112,4 @@ std::string report_markdown(const std::vector<Outcome>& all, const std::string& 
   return o.str();
 }
 
-}  // namespace stagecraft::experiment
+}  // namespace stagecraft::reproduce

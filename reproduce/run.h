@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "costmodel/estimate.h"
-#include "experiment/spec.h"
+#include "reproduce/spec.h"
 
-namespace stagecraft::experiment {
+namespace stagecraft::reproduce {
 
 // The simulator as an engine: an estimate in, the same estimate with the simulated iteration
 // out (sim::simulated_estimate). The experiment library does not depend on sim; the caller
@@ -46,4 +46,4 @@ Results run(const Spec& s, const RunOptions& opt = {});
 // results.csv: series,x,metric,predicted,unit,fits,choice.
 std::string results_csv(const Spec& s, const Results& r);
 
-}  // namespace stagecraft::experiment
+}  // namespace stagecraft::reproduce
