@@ -14,8 +14,8 @@
 #include "costmodel/fold3d_model.h"
 #include "costmodel/gpus.h"
 #include "costmodel/runtime_support.h"
-#include "costmodel/svg.h"
-#include "costmodel/trace.h"
+#include "drawing/svg.h"
+#include "drawing/trace.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
 #include "schedules/tp_overlap.h"
@@ -222,9 +222,9 @@ void run_estimate(const EstimateOpts& o) {
   eo.profile = in.profile_ptr();
   costmodel::Estimate e = estimate_inputs(in, in.plan, eo);
   if (!o.trace.empty()) {
-    costmodel::TraceOptions to;
+    drawing::TraceOptions to;
     to.title = e.model.name + " on " + e.cluster.name + ", " + e.schedule.name;
-    write_file_atomic(o.trace, costmodel::chrome_trace(e.schedule, e.eval, to).dump() + "\n");
+    write_file_atomic(o.trace, drawing::chrome_trace(e.schedule, e.eval, to).dump() + "\n");
   }
   // What `train` says of this plan (costmodel/runtime_support.h); a graph model is not the runtime's.
   const std::string runtime_note = in.graph ? "" : costmodel::runtime_refusal(e.model, e.plan, e.schedule);
@@ -349,9 +349,9 @@ void run_compare(const CompareOpts& o) {
       costmodel::Estimate e = with_engine(estimate_inputs(in, p, eo), o.engine);
       ++ok;
       if (!o.trace_dir.empty()) {
-        costmodel::TraceOptions to;
+        drawing::TraceOptions to;
         to.title = e.model.name + " on " + e.cluster.name + ", " + name;
-        write_file_atomic(o.trace_dir + "/" + name + ".trace.json", costmodel::chrome_trace(e.schedule, e.eval, to).dump() + "\n");
+        write_file_atomic(o.trace_dir + "/" + name + ".trace.json", drawing::chrome_trace(e.schedule, e.eval, to).dump() + "\n");
       }
       all.push_back(costmodel::to_json(e));
       all.back()["engine"] = o.engine;
@@ -406,12 +406,12 @@ void run_compare(const CompareOpts& o) {
                 << ".trace.json\n";
   }
   if (!o.svg.empty() && !kept.empty()) {
-    std::vector<costmodel::SvgPanel> panels;
+    std::vector<drawing::SvgPanel> panels;
     for (const auto& e : kept)
       panels.push_back({e.schedule.name + ": " + fmt_seconds(e.eval.iteration_time_s) + ", bubble fraction " +
                             fmt_num(e.eval.bubble_fraction, 3),
                         &e.schedule, &e.eval});
-    write_file_atomic(o.svg, costmodel::schedule_svg(panels));
+    write_file_atomic(o.svg, drawing::schedule_svg(panels));
     if (!o.json) std::cout << "timelines drawn in " << o.svg << "\n";
   }
   if (ok == 0) throw InputError("no schedule accepts this configuration (see the reasons above)");

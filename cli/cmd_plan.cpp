@@ -15,7 +15,7 @@
 #include "configs/emit.h"
 #include "costmodel/presets.h"
 #include "costmodel/profile.h"
-#include "costmodel/stats.h"
+#include "stats/stats.h"
 #include "graphs/plan.h"
 #include "planner/layer_tp.h"
 #include "planner/search.h"
@@ -671,7 +671,7 @@ void run(const PlanCmdFlags& flags) {
     std::vector<double> evaluated;
     for (const planner::Candidate& c : r.best) evaluated.push_back(c.iteration_time_s);
     std::cout << "simulator against evaluator over the top " << evaluated.size() << ": Spearman "
-              << fmt_num(costmodel::stats::spearman(evaluated, simulated), 3) << ", largest difference "
+              << fmt_num(stats::spearman(evaluated, simulated), 3) << ", largest difference "
               << fmt_num(100 * max_relative_difference(evaluated, simulated), 2) << "%\n";
   }
   if (f.layer_tp) print_layer_tp(layer_tp, r);

@@ -10,8 +10,8 @@
 #include "cli/common.h"
 #include "costmodel/costs.h"
 #include "costmodel/evaluator.h"
-#include "costmodel/svg.h"
-#include "costmodel/trace.h"
+#include "drawing/svg.h"
+#include "drawing/trace.h"
 #include "schedules/error.h"
 #include "schedules/grid.h"
 #include "schedules/io.h"
@@ -171,20 +171,20 @@ void run(const ScheduleOpts& o) {
     costmodel::Evaluator ev(shown, eo);
     costmodel::EvalResult r = ev.evaluate(costmodel::unit_cost_table(shown, u));
     if (!o.svg.empty()) {
-      costmodel::SvgOptions so;
+      drawing::SvgOptions so;
       so.time_unit = "units";
       std::string title = s.name + ", " + std::to_string(s.num_ranks) + " ranks, " + std::to_string(s.num_microbatches) +
                           " microbatches, unit costs " + (o.unit_costs.empty() ? "F=1,B=2,I=1,W=1,R=1" : o.unit_costs);
-      write_file_atomic(o.svg, costmodel::schedule_svg({{title, &shown, &r}}, so));
+      write_file_atomic(o.svg, drawing::schedule_svg({{title, &shown, &r}}, so));
       if (o.unit_costs.empty() && o.format != "trace") {
         std::cout << "schedule " << s.name << " drawn in " << o.svg << "\n";
         return;
       }
     }
     if (o.format == "trace") {
-      costmodel::TraceOptions to;
+      drawing::TraceOptions to;
       to.title = s.name + " with unit costs " + (o.unit_costs.empty() ? "F=1,B=2,I=1,W=1,R=1" : o.unit_costs);
-      emit(o, costmodel::chrome_trace(shown, r, to).dump() + "\n");
+      emit(o, drawing::chrome_trace(shown, r, to).dump() + "\n");
     } else {
       emit(o, unit_metrics(s, r).dump(2) + "\n");
     }

@@ -206,7 +206,7 @@ void run_simulate(const SimulateOpts& o) {
     e = sim::with_simulation(ev, r);
   }
   if (!o.trace.empty()) {
-    costmodel::TraceOptions to;
+    drawing::TraceOptions to;
     to.title = e.model.name + " on " + e.cluster.name + ", " + e.schedule.name + " (simulated)";
     write_file_atomic(o.trace, sim::sim_trace(e.schedule, r, to).dump() + "\n");
   }

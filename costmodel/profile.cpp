@@ -7,7 +7,7 @@
 
 #include "costmodel/flops.h"
 #include "costmodel/memory.h"
-#include "costmodel/stats.h"
+#include "stats/stats.h"
 #include "schedules/error.h"
 
 namespace stagecraft::costmodel {

@@ -15,7 +15,7 @@
 
 #include "costmodel/profile.h"
 #include "costmodel/presets.h"
-#include "costmodel/stats.h"
+#include "stats/stats.h"
 #include "schedules/error.h"
 #include "schedules/json_read.h"
 
@@ -265,7 +265,7 @@ std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions&
           steps[i].insert(steps[i].end(), got.steps_s.begin(), got.steps_s.end());
           rows[i].measured_memory_bytes = got.peak_memory_bytes;  // deterministic: the same every round
           log << "  round " << (round + 1) << "/" << s.rounds << " [" << (i + 1) << "/" << n << "] " << c.name << ": median "
-              << costmodel::stats::median(got.steps_s) << " s";
+              << stats::median(got.steps_s) << " s";
         } catch (const Error& e) {
           if (g_interrupted) throw;
           rows[i].failed = e.what();
@@ -273,7 +273,7 @@ std::vector<ValidationRow> run_validation(const Sweep& s, const ValidateOptions&
           log << "  " << c.name << ": " << e.what();
         }
         if (last && !steps[i].empty()) {
-          rows[i].measured_s = costmodel::stats::median(steps[i]);
+          rows[i].measured_s = stats::median(steps[i]);
           const double mib = 1024.0 * 1024.0;
           log << ";\n    over " << steps[i].size() << " steps " << rows[i].measured_s << " s, evaluator " << rows[i].evaluator_s
               << " s" << (o.simulate ? ", simulator " + std::to_string(rows[i].simulator_s) + " s" : "") << "; peak memory "
@@ -345,16 +345,16 @@ nlohmann::json validation_summary(const std::vector<ValidationRow>& rows, bool s
   auto engine = [&](const std::vector<double>& pred, const std::vector<double>& meas) {
     if (pred.empty()) throw Error("validate: no configuration of the sweep was both predicted and measured");
     nlohmann::json e = {{"spearman", nullptr}, {"kendall_tau_b", nullptr}, {"mape", nullptr}, {"rows", pred.size()}};
-    if (pred.size() >= 2) {  // the statistics need two rows (costmodel/stats.h); null otherwise
-      e["spearman"] = costmodel::stats::spearman(pred, meas);
-      e["kendall_tau_b"] = costmodel::stats::kendall_tau_b(pred, meas);
-      e["mape"] = costmodel::stats::mape(pred, meas);
+    if (pred.size() >= 2) {  // the statistics need two rows (stats/stats.h); null otherwise
+      e["spearman"] = stats::spearman(pred, meas);
+      e["kendall_tau_b"] = stats::kendall_tau_b(pred, meas);
+      e["mape"] = stats::mape(pred, meas);
     }
     return e;
   };
   nlohmann::json j = {{"configurations", rows.size()}, {"evaluator", engine(ev, measured)}};
   if (mem_measured.size() >= 2)
-    j["memory"] = {{"mape", costmodel::stats::mape(mem_ev, mem_measured)}, {"largest_error", worst_mem}};
+    j["memory"] = {{"mape", stats::mape(mem_ev, mem_measured)}, {"largest_error", worst_mem}};
   if (simulated && !sim.empty()) j["simulator"] = engine(sim, sim_measured);
   return j;
 }

@@ -1,7 +1,7 @@
 // Validation (`stagecraft validate`): for each configuration of a sweep file, the evaluator's
 // and the simulator's predicted iteration time and the runtime's measured one (median of the
 // steps after warm-up, pooled over the sweep's rounds), then rank correlation and error of
-// each engine against the measurements (costmodel/stats.h). Measurements and simulations run as child processes of
+// each engine against the measurements (stats/stats.h). Measurements and simulations run as child processes of
 // the same program (`stagecraft train`, `stagecraft simulate`), so this file needs neither
 // torch nor SimGrid. Torch-free.
 #pragma once

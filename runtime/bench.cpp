@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "costmodel/estimate.h"
-#include "costmodel/stats.h"
+#include "stats/stats.h"
 #include "runtime/executor.h"
 #include "runtime/rank.h"
 
@@ -65,7 +65,7 @@ nlohmann::json measure_overhead(const OverheadOptions& o) {
       exec_s.push_back(seconds_since(a));
     }
   }
-  double p = costmodel::stats::median(plain_s), e = costmodel::stats::median(exec_s);
+  double p = stats::median(plain_s), e = stats::median(exec_s);
   return {{"model", m.name}, {"microbatches", o.microbatches}, {"microbatch_size", o.microbatch_size},
           {"threads", o.threads}, {"plain_iteration_s", p}, {"executor_iteration_s", e}, {"overhead", e / p - 1}};
 }

@@ -5,8 +5,8 @@
 
 namespace stagecraft::sim {
 
-nlohmann::json sim_trace(const schedules::Schedule& s, const SimResult& r, const costmodel::TraceOptions& opt) {
-  nlohmann::json t = costmodel::chrome_trace(s, r.eval, opt);
+nlohmann::json sim_trace(const schedules::Schedule& s, const SimResult& r, const drawing::TraceOptions& opt) {
+  nlohmann::json t = drawing::chrome_trace(s, r.eval, opt);
   auto& events = t["traceEvents"];
   const int pid = s.num_ranks;
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},

@@ -6,11 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "costmodel/trace.h"
+#include "drawing/trace.h"
 #include "sim/simulate.h"
 
 namespace stagecraft::sim {
 
-nlohmann::json sim_trace(const schedules::Schedule& s, const SimResult& r, const costmodel::TraceOptions& opt = {});
+nlohmann::json sim_trace(const schedules::Schedule& s, const SimResult& r, const drawing::TraceOptions& opt = {});
 
 }  // namespace stagecraft::sim

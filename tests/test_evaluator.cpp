@@ -7,7 +7,7 @@
 #include "costmodel/estimate.h"
 #include "costmodel/evaluator.h"
 #include "costmodel/presets.h"
-#include "costmodel/trace.h"
+#include "drawing/trace.h"
 #include "schedules/error.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
@@ -16,6 +16,7 @@
 using namespace stagecraft;
 using namespace stagecraft::schedules;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::drawing;
 
 namespace {
 Schedule gen(const char* name, int p, int m, int v = 0) { return test::compute_only(name, p, m, v); }

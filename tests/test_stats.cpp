@@ -3,11 +3,11 @@
 
 #include <cmath>
 
-#include "costmodel/stats.h"
+#include "stats/stats.h"
 #include "schedules/error.h"
 
 using namespace stagecraft;
-using namespace stagecraft::costmodel::stats;
+using namespace stagecraft::stats;
 
 TEST(Stats, AverageRanksShareTies) {
   EXPECT_EQ(average_ranks({10, 20, 20, 5}), (std::vector<double>{2, 3.5, 3.5, 1}));

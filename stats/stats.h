@@ -6,7 +6,7 @@
 
 #include <vector>
 
-namespace stagecraft::costmodel::stats {
+namespace stagecraft::stats {
 
 // Median (mean of the two middle values for an even count). Throws InputError when empty.
 double median(std::vector<double> x);
@@ -22,4 +22,4 @@ double kendall_tau_b(const std::vector<double>& x, const std::vector<double>& y)
 // mean over i of |predicted_i - measured_i| / measured_i (a fraction: 0.1 = 10%).
 double mape(const std::vector<double>& predicted, const std::vector<double>& measured);
 
-}  // namespace stagecraft::costmodel::stats
+}  // namespace stagecraft::stats

@@ -8,7 +8,11 @@
 
 #include "costmodel/evaluator.h"
 
-namespace stagecraft::costmodel {
+namespace stagecraft::drawing {
+
+using costmodel::EvalResult;
+using costmodel::Span;
+using costmodel::Stream;
 
 struct SvgOptions {
   double width_px = 1100;    // width of the time axis
@@ -26,4 +30,4 @@ struct SvgPanel {
 // first action). Throws InputError if a result has no recorded spans.
 std::string schedule_svg(const std::vector<SvgPanel>& panels, const SvgOptions& opt = {});
 
-}  // namespace stagecraft::costmodel
+}  // namespace stagecraft::drawing

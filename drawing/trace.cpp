@@ -1,6 +1,6 @@
-#include "costmodel/trace.h"
+#include "drawing/trace.h"
 
-namespace stagecraft::costmodel {
+namespace stagecraft::drawing {
 
 using schedules::Action;
 using schedules::Op;
@@ -60,4 +60,4 @@ nlohmann::json chrome_trace(const schedules::Schedule& s, const EvalResult& r, c
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"metadata", meta}};
 }
 
-}  // namespace stagecraft::costmodel
+}  // namespace stagecraft::drawing

@@ -1,4 +1,4 @@
-#include "costmodel/svg.h"
+#include "drawing/svg.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "schedules/error.h"
 
-namespace stagecraft::costmodel {
+namespace stagecraft::drawing {
 
 using schedules::Action;
 using schedules::Op;
@@ -188,4 +188,4 @@ std::string schedule_svg(const std::vector<SvgPanel>& panels, const SvgOptions& 
   return o.str();
 }
 
-}  // namespace stagecraft::costmodel
+}  // namespace stagecraft::drawing

@@ -8,7 +8,11 @@
 
 #include "costmodel/evaluator.h"
 
-namespace stagecraft::costmodel {
+namespace stagecraft::drawing {
+
+using costmodel::EvalResult;
+using costmodel::Span;
+using costmodel::Stream;
 
 struct TraceOptions {
   std::string title;          // written into the trace's metadata
@@ -18,4 +22,4 @@ struct TraceOptions {
 nlohmann::json chrome_trace(const schedules::Schedule& s, const EvalResult& r, const TraceOptions& opt = {});
 std::string_view stream_name(Stream s);
 
-}  // namespace stagecraft::costmodel
+}  // namespace stagecraft::drawing

@@ -1,4 +1,4 @@
-#include "costmodel/stats.h"
+#include "stats/stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "schedules/error.h"
 
-namespace stagecraft::costmodel::stats {
+namespace stagecraft::stats {
 namespace {
 
 void same_size(const std::vector<double>& x, const std::vector<double>& y, const char* what) {
@@ -89,4 +89,4 @@ double mape(const std::vector<double>& predicted, const std::vector<double>& mea
   return sum / static_cast<double>(predicted.size());
 }
 
-}  // namespace stagecraft::costmodel::stats
+}  // namespace stagecraft::stats
