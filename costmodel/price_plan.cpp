@@ -1,6 +1,7 @@
 // price(PlanWorkload): the one pricer of a plan's workload into the engines' cost table.
 #include <algorithm>
 #include <array>
+#include <tuple>
 #include <initializer_list>
 #include <map>
 
@@ -161,17 +162,10 @@ std::array<PassKinds, 2> price_analytic_compute(Pricing& pr, StageCost& sc, cons
     sc.moe.exposed_f_s = w.sub_batches * nm * sc.moe.layer.exposed_f_s;
     sc.moe.exposed_b_s = w.sub_batches * nm * sc.moe.layer.exposed_b_s;
   }
-  ic.attn_f_s = lt.attn_f_s;
-  ic.mlp_f_s = lt.mlp_f_s;
-  ic.attn_i_s = lt.attn_i_s;
-  ic.mlp_i_s = lt.mlp_i_s;
-  ic.attn_w_s = lt.attn_w_s;
-  ic.mlp_w_s = lt.mlp_w_s;
-  ic.attn_r_s = ic.attn_f_s;
-  ic.mlp_r_s = ic.mlp_f_s;
-  ic.head_f_s = heads * lt.head_f_s;
-  ic.head_i_s = heads * lt.head_i_s;
-  ic.head_w_s = heads * lt.head_w_s;
+  // The blocks' passes (a recomputation is its forward again), the head's for each head pass.
+  std::tie(ic.attn_f_s, ic.attn_i_s, ic.attn_w_s, ic.attn_r_s) = std::tie(lt.attn_f_s, lt.attn_i_s, lt.attn_w_s, lt.attn_f_s);
+  std::tie(ic.mlp_f_s, ic.mlp_i_s, ic.mlp_w_s, ic.mlp_r_s) = std::tie(lt.mlp_f_s, lt.mlp_i_s, lt.mlp_w_s, lt.mlp_f_s);
+  std::tie(ic.head_f_s, ic.head_i_s, ic.head_w_s) = std::make_tuple(heads * lt.head_f_s, heads * lt.head_i_s, heads * lt.head_w_s);
   if (p.cp > 1) {
     sc.cp = cp_layer(pr.w.model, w.sub_batch_samples, p.tp, p.cp, block_s(lw.core.f, lw, pr.c, pr.stack, &pr.notes),
                      block_s(lw.core.i, lw, pr.c, pr.stack, &pr.notes), pr.topo.group_link(kCp));
@@ -242,13 +236,8 @@ void set_tp_pieces(Pricing& pr, StageCost& sc, const StageWorkload& w) {
 void set_durations(StageCost& sc, const StageWorkload& w, const std::array<PassKinds, 2>& shapes) {
   if (sc.layers <= 0) return;
   const InnerDurations d = inner_durations(sc.inner);
-  sc.f_s = d.f_s;
-  sc.b_s = d.b_s;
-  sc.i_s = d.i_s;
-  sc.w_s = d.w_s;
-  sc.r_s = d.r_s;
-  sc.tp_exposed_f_s = d.exposed_comm_f_s;
-  sc.tp_exposed_b_s = d.exposed_comm_b_s;
+  std::tie(sc.f_s, sc.b_s, sc.i_s, sc.w_s, sc.r_s) = std::tie(d.f_s, d.b_s, d.i_s, d.w_s, d.r_s);
+  std::tie(sc.tp_exposed_f_s, sc.tp_exposed_b_s) = std::tie(d.exposed_comm_f_s, d.exposed_comm_b_s);
   const double ring = static_cast<double>(w.layers) * w.sub_batches;
   sc.kinds_f = scaled_kinds(shapes[0], sc.f_s, sc.tp_exposed_f_s + ring * sc.cp.exposed_f_s + sc.moe.exposed_f_s);
   sc.kinds_b = scaled_kinds(shapes[1], sc.b_s, sc.tp_exposed_b_s + ring * sc.cp.exposed_b_s + sc.moe.exposed_b_s);
