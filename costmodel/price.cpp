@@ -1,5 +1,7 @@
 #include "costmodel/price.h"
 
+#include <utility>
+
 #include "costmodel/shape.h"
 
 namespace stagecraft::costmodel {
@@ -41,21 +43,18 @@ double block_s(const BlockWork& b, const KernelContext& w, const ClusterSpec& c,
 }
 
 LayerTimes price_layer(const LayerWork& w, const ClusterSpec& c, const KernelStack& k, std::vector<std::string>* notes) {
+  using Pass = std::pair<const BlockWork LayerWork::*, double LayerTimes::*>;  // a block's pass and its time
+  static const Pass dense[] = {{&LayerWork::attn_f, &LayerTimes::attn_f_s}, {&LayerWork::attn_i, &LayerTimes::attn_i_s},
+                               {&LayerWork::attn_w, &LayerTimes::attn_w_s}, {&LayerWork::mlp_f, &LayerTimes::mlp_f_s},
+                               {&LayerWork::mlp_i, &LayerTimes::mlp_i_s},   {&LayerWork::mlp_w, &LayerTimes::mlp_w_s},
+                               {&LayerWork::head_f, &LayerTimes::head_f_s}, {&LayerWork::head_i, &LayerTimes::head_i_s},
+                               {&LayerWork::head_w, &LayerTimes::head_w_s}};
+  static const Pass experts[] = {{&LayerWork::moe_f, &LayerTimes::moe_f_s}, {&LayerWork::moe_i, &LayerTimes::moe_i_s},
+                                 {&LayerWork::moe_w, &LayerTimes::moe_w_s}};
   LayerTimes out;
-  out.attn_f_s = block_s(w.attn_f, w, c, k, notes);
-  out.attn_i_s = block_s(w.attn_i, w, c, k, notes);
-  out.attn_w_s = block_s(w.attn_w, w, c, k, notes);
-  out.mlp_f_s = block_s(w.mlp_f, w, c, k, notes);
-  out.mlp_i_s = block_s(w.mlp_i, w, c, k, notes);
-  out.mlp_w_s = block_s(w.mlp_w, w, c, k, notes);
-  if (!w.moe_f.gemms.empty()) {
-    out.moe_f_s = block_s(w.moe_f, w, c, k, notes);
-    out.moe_i_s = block_s(w.moe_i, w, c, k, notes);
-    out.moe_w_s = block_s(w.moe_w, w, c, k, notes);
-  }
-  out.head_f_s = block_s(w.head_f, w, c, k, notes);
-  out.head_i_s = block_s(w.head_i, w, c, k, notes);
-  out.head_w_s = block_s(w.head_w, w, c, k, notes);
+  for (const auto& [work, time] : dense) out.*time = block_s(w.*work, w, c, k, notes);
+  if (!w.moe_f.gemms.empty())  // an MoE layer's MLP block (0 without experts)
+    for (const auto& [work, time] : experts) out.*time = block_s(w.*work, w, c, k, notes);
   return out;
 }
 
