@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "costmodel/estimate.h"
 #include "costmodel/topology.h"
+#include "schedules/buckets.h"
 #include "schedules/error.h"
 #include "schedules/tp_overlap.h"
 
@@ -105,25 +105,15 @@ void check_experts(const ModelSpec& m, const ParallelPlan& p) {
     throw InputError("runtime: plan.etp = " + std::to_string(p.etp) + " with tp = " + std::to_string(p.tp) +
                      ": the runtime slices every expert over the attention's tp ranks (allowed: etp 0 or " +
                      std::to_string(p.tp) + ")");
-  if (p.ep > 1 && p.zero != 0)
-    throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " with plan.ep = " + std::to_string(p.ep) +
-                     " is not implemented by the runtime (the distributed optimizer does not shard the routed experts "
-                     "over the expert-data-parallel group); allowed: zero = 0 with ep > 1, or ep = 1");
-  if (p.ep > 1 && p.preemptive_comm)
-    throw InputError("runtime: plan.preemptive_comm = true with plan.ep = " + std::to_string(p.ep) +
-                     " is not implemented by the runtime (the experts' reductions run on their own group); allowed: ep = 1");
+  check_expert_reductions(reduction_plan(p));
 }
 
 // Whether some rank reduces a stage's gradients before the stage's first compute action: a
-// share deferred to the next iteration (FOLD3D).
+// share deferred to the next iteration (FOLD3D; the rule is schedules::deferred_reductions).
 bool defers_reductions(const Schedule& s) {
   for (const auto& list : s.actions) {
-    std::set<int> computed;
-    for (const Action& a : list) {
-      if (a.op == Op::REDUCE_GRAD && !computed.count(a.stage)) return true;
-      if (schedules::is_compute(a.op)) computed.insert(a.stage);
-      if (a.op == Op::OVERLAP_F_B) computed.insert(a.b_stage);
-    }
+    const std::vector<bool> deferred = schedules::deferred_reductions(list);
+    if (std::find(deferred.begin(), deferred.end(), true) != deferred.end()) return true;
   }
   return false;
 }
@@ -155,7 +145,21 @@ void check_runtime_plan(const ModelSpec& m, const ParallelPlan& p, bool builtin_
                      "; the runtime builds decoders only (kinds gpt and llama)");
 }
 
-void check_runtime_schedule(const ParallelPlan& p, const Schedule& s) {
+ReductionPlan reduction_plan(const ParallelPlan& p) { return ReductionPlan{p.ep, p.zero, p.preemptive_comm}; }
+
+void check_expert_reductions(const ReductionPlan& p) {
+  if (p.ep > 1 && p.zero != 0)
+    throw InputError("runtime: plan.zero = " + std::to_string(p.zero) + " with plan.ep = " + std::to_string(p.ep) +
+                     " is not implemented by the runtime (the distributed optimizer does not shard the routed experts "
+                     "over the expert-data-parallel group); allowed: zero = 0 with ep > 1, or ep = 1");
+  if (p.ep > 1 && p.preemptive_comm)
+    throw InputError("runtime: plan.preemptive_comm = true with plan.ep = " + std::to_string(p.ep) +
+                     " is not implemented by the runtime (the experts' reductions run on their own group); allowed: ep = 1");
+}
+
+void check_runtime_schedule(const ParallelPlan& p, const Schedule& s) { check_reduction_schedule(reduction_plan(p), s); }
+
+void check_reduction_schedule(const ReductionPlan& p, const Schedule& s) {
   const bool chains = s.num_chains > 1;
   if (p.ep > 1 && chains)
     throw InputError("runtime: plan.ep = " + std::to_string(p.ep) + " is not supported with schedule '" + s.name +

@@ -17,8 +17,26 @@ namespace stagecraft::costmodel {
 // model), its kind (decoders only) and its experts.
 void check_runtime_plan(const ModelSpec& m, const ParallelPlan& p, bool builtin_decoder = true);
 // The plan against its generated schedule: expert parallelism, ZeRO and preemptive
-// communication need one pipeline chain and reductions within the iteration.
+// communication need one pipeline chain and reductions within the iteration
+// (check_reduction_schedule on the plan's ReductionPlan).
 void check_runtime_schedule(const ParallelPlan& p, const schedules::Schedule& s);
+
+// The plan's fields that decide how the runtime reduces gradients: what the runtime's executor
+// (runtime/executor.h) knows of the plan, so that it asserts the rules below with them.
+struct ReductionPlan {
+  int ep = 1;                    // plan.ep: expert-parallel degree
+  int zero = 0;                  // plan.zero: 0 none, 1-2 the distributed optimizer, 3 fully sharded
+  bool preemptive_comm = false;  // plan.preemptive_comm: chunked all-reduces behind the sends
+};
+ReductionPlan reduction_plan(const ParallelPlan& p);
+// Expert parallelism against the optimizer's reductions: neither the distributed optimizer nor
+// preemptive communication runs over the experts' own group (check_runtime_plan applies it to
+// an MoE model).
+void check_expert_reductions(const ReductionPlan& r);
+// The reductions against the (lowered) schedule: expert parallelism, ZeRO and preemptive
+// communication need one pipeline chain and reductions within the iteration; preemptive
+// communication does not chunk ZeRO's reduce-scatters; zero 3 does not run a split backward.
+void check_reduction_schedule(const ReductionPlan& r, const schedules::Schedule& s);
 // The vocabulary split over tp (the runtime's embedding and LM head, as Megatron-LM's); the
 // runtime checks it after the model's own fit (tp dividing the heads).
 void check_vocab_parallel(const ModelSpec& m, int tp);

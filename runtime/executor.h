@@ -83,6 +83,7 @@ struct ExecConfig {
   // two kinds.
   compat::Group* expert_dp = nullptr;
   std::set<const void*> expert_params;
+  int ep = 1;                             // plan.ep (the support rules name it; expert_dp is its group)
   std::chrono::milliseconds timeout{60000};  // limit of every wait
   std::int64_t microbatch_size = 1;       // b
   double bucket_bytes = 4e6;              // gradient bucket size for REDUCE_GRAD

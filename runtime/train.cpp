@@ -234,6 +234,7 @@ void build_model(Run& r) {
   c.dp = &r.dp;
   c.grad_groups = grad_groups;
   if (r.opt.plan.ep > 1) c.expert_dp = &r.expert_dp, c.expert_params = expert_params;
+  c.ep = r.opt.plan.ep;
   c.tp_overlap = tp_overlap;
   c.timeout = r.timeout();
   c.microbatch_size = r.opt.plan.microbatch_size;

@@ -6,6 +6,9 @@
 
 #include <chrono>
 
+#include "costmodel/estimate.h"
+#include "costmodel/runtime_support.h"
+#include "runtime/executor.h"
 #include "runtime/preempt.h"
 #include "schedules/error.h"
 #include "tests/runtime_helpers.h"
@@ -96,6 +99,35 @@ TEST(RuntimePreempt, RefusedWithTheDistributedOptimizer) {
   TrainRun r = train("--model tiny --nproc 2 --dp 2 --microbatches 2 --steps 1 --zero 1 --preemptive-comm");
   EXPECT_EQ(r.cli.exit_code, 2);
   EXPECT_NE(r.cli.err.find("preemptive_comm"), std::string::npos) << r.cli.err;
+}
+
+// The executor asserts what the runtime supports with costmodel/runtime_support.h's rules, in
+// their words: a caller that builds its ExecConfig itself (no `train` preflight) gets the refusal
+// `train` and estimate's note give. The checks run before the executor touches a part or a group.
+TEST(RuntimePreempt, TheExecutorRefusesWithTheSupportRules) {
+  costmodel::ParallelPlan p;
+  p.num_microbatches = 2;
+  p.schedule = "gpipe";
+  p.zero = 1;
+  p.preemptive_comm = true;
+  const schedules::Schedule s = costmodel::plan_schedule(p);
+  auto g = alone();
+  runtime::ExecConfig c;
+  c.schedule = &s;
+  c.global_of = [](int) { return 0; };
+  c.world = &g;
+  c.dp = &g;
+  c.zero = p.zero;
+  c.preemptive_comm = p.preemptive_comm;
+  const std::string want = error_of([&] { costmodel::check_runtime_schedule(p, s); });
+  EXPECT_EQ(want.rfind("runtime: plan.preemptive_comm = true with plan.zero = 1 is not supported", 0), 0u) << want;
+  EXPECT_EQ(error_of([&] { runtime::Executor e(c, {}, nullptr); }), want);
+  // Expert parallelism with the distributed optimizer: the rule check_runtime_plan applies to an MoE model.
+  c.preemptive_comm = false;
+  c.ep = 2;
+  const std::string experts = error_of([&] { costmodel::check_expert_reductions({2, 1, false}); });
+  EXPECT_EQ(experts.rfind("runtime: plan.zero = 1 with plan.ep = 2 is not implemented by the runtime", 0), 0u) << experts;
+  EXPECT_EQ(error_of([&] { runtime::Executor e(c, {}, nullptr); }), experts);
 }
 
 }  // namespace
