@@ -32,11 +32,11 @@ ReductionPlan reduction_plan(const ParallelPlan& p);
 // Expert parallelism against the optimizer's reductions: neither the distributed optimizer nor
 // preemptive communication runs over the experts' own group (check_runtime_plan applies it to
 // an MoE model).
-void check_expert_reductions(const ReductionPlan& r);
+void check_expert_reductions(const ReductionPlan& p);
 // The reductions against the (lowered) schedule: expert parallelism, ZeRO and preemptive
 // communication need one pipeline chain and reductions within the iteration; preemptive
 // communication does not chunk ZeRO's reduce-scatters; zero 3 does not run a split backward.
-void check_reduction_schedule(const ReductionPlan& r, const schedules::Schedule& s);
+void check_reduction_schedule(const ReductionPlan& p, const schedules::Schedule& s);
 // The vocabulary split over tp (the runtime's embedding and LM head, as Megatron-LM's); the
 // runtime checks it after the model's own fit (tp dividing the heads).
 void check_vocab_parallel(const ModelSpec& m, int tp);
