@@ -160,7 +160,13 @@ std::vector<std::vector<size_t>> Search::shape_units(const std::vector<size_t>& 
 // Runs each unit on one worker: the memory bound, then the time bound only (bound_only) or the
 // evaluation of the tasks still open.
 void Search::run_units(const std::vector<std::vector<size_t>>& units, bool bound_only) {
-  planner::run_units(units.size(), threads_, [&](size_t u) {
+  // The largest units first, so that the threads finish together (each unit's outcomes are its
+  // own whatever the order; the merge keeps the space's order).
+  std::vector<size_t> order(units.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].size() > units[b].size(); });
+  planner::run_units(units.size(), threads_, [&](size_t i) {
+    const size_t u = order[i];
     PointWorker worker(ctx_);
     for (size_t t : units[u]) {
       Outcome& o = outcomes_[t];
