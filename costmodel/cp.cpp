@@ -10,7 +10,7 @@ CpLayer cp_layer(const ModelSpec& m, int bb, int t, int cp, double core_f_s, dou
   const double steps = cp - 1;
   c.exchanges_f = 2 * (cp - 1);
   c.exchanges_b = 4 * (cp - 1);
-  c.chunk_bytes = static_cast<double>(bb) * m.seq_length / cp * kv_hidden_size(m) / t * m.bytes_per_activation;
+  c.chunk_bytes = bb * cp_rank_tokens(m, cp) * kv_hidden_size(m) / t * m.bytes_per_activation;
   c.step_f_s = p2p_s(2 * c.chunk_bytes, ring);
   c.step_b_s = p2p_s(4 * c.chunk_bytes, ring);
   c.exposed_f_s = steps * std::max(0.0, c.step_f_s - core_f_s / cp);
@@ -25,9 +25,11 @@ nlohmann::json to_json(const CpLayer& c) {
           {"exposed_backward_s", c.exposed_b_s}};
 }
 
+double cp_rank_tokens(const ModelSpec& m, int cp) { return static_cast<double>(m.seq_length) / cp; }
+
 ModelSpec cp_rank_model(const ModelSpec& m, int cp) {
   ModelSpec r = m;
-  r.seq_length = m.seq_length / cp;
+  r.seq_length = static_cast<int>(cp_rank_tokens(m, cp));
   return r;
 }
 

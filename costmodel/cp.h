@@ -31,7 +31,12 @@ CpLayer cp_layer(const ModelSpec& m, int bb, int t, int cp, double core_f_s, dou
 
 nlohmann::json to_json(const CpLayer& c);
 
-// The model as one cp rank sees it for memory and messages: seq_length / cp tokens per sample.
+// The tokens of a sample one context-parallel rank holds: s / cp (Megatron-Core cuts each
+// sequence into 2 cp chunks and gives a rank two, one from each end; check() requires 2 cp to
+// divide s). The one statement of the split: the workload's token-wise products, the ring's
+// chunks and the rank's model below all take it.
+double cp_rank_tokens(const ModelSpec& m, int cp);
+// The model as one cp rank sees it for memory and messages: cp_rank_tokens per sample.
 ModelSpec cp_rank_model(const ModelSpec& m, int cp);
 
 }  // namespace stagecraft::costmodel

@@ -8,6 +8,10 @@ namespace stagecraft::costmodel {
 
 bool priced_by_shape(const ClusterSpec& c) { return c.gpu_sms > 0; }
 
+double flat_rate_flops_per_s(const ClusterSpec& c) {
+  return c.gpu_peak_flops_per_s * (c.achieved_efficiency > 0 ? c.achieved_efficiency : c.gemm_max_efficiency);
+}
+
 BlockKinds block_kinds(const BlockWork& b, const KernelContext& w, const ClusterSpec& cluster, const KernelStack& k,
                        std::vector<std::string>* notes) {
   if (w.mxfp8 && cluster.gpu_fp8_peak_flops_per_s != cluster.gpu_mxfp8_peak_flops_per_s) {
@@ -20,7 +24,7 @@ BlockKinds block_kinds(const BlockWork& b, const KernelContext& w, const Cluster
   const ClusterSpec& c = cluster;
   BlockKinds out;
   if (!priced_by_shape(c)) {
-    const double rate = c.gpu_peak_flops_per_s * c.achieved_efficiency;
+    const double rate = flat_rate_flops_per_s(c);
     out.products_s = (b.flops() - b.model_flops) / rate;
     out.flash_s = b.model_flops / rate;
     return out;

@@ -40,6 +40,11 @@ struct BlockKinds {
 
 // Whether the cluster is priced by shape (gpu_sms > 0) or at the flat rate.
 bool priced_by_shape(const ClusterSpec& c);
+// The flat rate, the one rule for every FLOP priced without a shape: the peak times
+// achieved_efficiency (measured end to end, clocks included); a cluster priced by shape gives
+// no achieved efficiency, and then its best GEMM efficiency stands for it (a graph's FLOPs
+// without shapes, stage balancing by FLOPs).
+double flat_rate_flops_per_s(const ClusterSpec& c);
 // Seconds of one block's pass. `notes` (may be null) collects what the pricer had to assume.
 double block_s(const BlockWork& b, const KernelContext& w, const ClusterSpec& c, const KernelStack& k,
                std::vector<std::string>* notes = nullptr);

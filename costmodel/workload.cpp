@@ -1,5 +1,7 @@
 #include "costmodel/workload.h"
 
+#include "costmodel/cp.h"
+
 #include <functional>
 
 namespace stagecraft::costmodel {
@@ -188,7 +190,7 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   const MemoryTraffic& tr = k.traffic;
   // With context parallelism every token-wise product and operation sees the rank's s / cp
   // tokens; the core attends them to all s keys (cp_core_work).
-  const double s = static_cast<double>(m.seq_length) / cp, h = m.hidden_size, f = m.ffn_hidden_size, V = m.vocab_size,
+  const double s = cp_rank_tokens(m, cp), h = m.hidden_size, f = m.ffn_hidden_size, V = m.vocab_size,
                e = m.bytes_per_activation;
   const double T = static_cast<double>(bb) * s, heads = static_cast<double>(m.num_heads) / t, d = qk_head_dim(m),
                dv = v_head_dim(m);

@@ -133,7 +133,7 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   const Sharding sh = shard(g, so);
   e.model.num_layers = static_cast<int>(sh.subgraphs.size());
   const int per_chain = s.stages_per_chain();
-  const double rate = flops_rate(c);
+  const double rate = costmodel::flat_rate_flops_per_s(c);
   const Partition parts = stage_partition(sh, c, p, per_chain);
   const costmodel::KernelStack& stack = costmodel::load_stack(p.stack);
   const std::vector<TpSubgraph> ts = tp_subgraphs(g, sh, p.tp, &stack);

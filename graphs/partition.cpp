@@ -1,21 +1,19 @@
 #include "graphs/partition.h"
 
+#include "costmodel/price.h"
+
 #include "planner/balance.h"
 #include "schedules/error.h"
 
 namespace stagecraft::graphs {
 
-double flops_rate(const costmodel::ClusterSpec& c) {
-  const double eff = c.achieved_efficiency > 0 ? c.achieved_efficiency : c.gemm_max_efficiency;
-  return c.gpu_peak_flops_per_s * eff;
-}
 
 Partition partition(const Sharding& sh, const PartitionOptions& opt, const std::vector<int>& given) {
   const size_t n = sh.subgraphs.size();
   if (opt.stages < 1 || static_cast<int>(n) < opt.stages)
     throw InputError("partition: --pp " + std::to_string(opt.stages) + " is invalid for " + std::to_string(n) +
                      " subgraphs (allowed: 1 to the number of subgraphs)");
-  const double rate = opt.cluster ? flops_rate(*opt.cluster) : 1.0;
+  const double rate = opt.cluster ? costmodel::flat_rate_flops_per_s(*opt.cluster) : 1.0;
   if (!(rate > 0)) throw InputError("partition: cluster '" + opt.cluster->name + "' computes at no rate (peak or efficiency 0)");
   const double rc = opt.full_recompute ? 2 : 1;  // the forward runs twice under full recomputation
   bool all_measured = true;

@@ -37,10 +37,6 @@ struct Partition {
                                 // operator carries measured times; else by FLOPs
 };
 
-// The rate a cluster computes a subgraph's FLOPs at: its peak times achieved_efficiency, the
-// flat rate of the analytic cost table (costs.cpp), else gemm_max_efficiency.
-double flops_rate(const costmodel::ClusterSpec& c);
-
 // Balances the sharding into opt.stages stages, or cuts it into `counts` subgraphs per stage
 // when given (plan.stage_layers, counted in subgraphs). Throws InputError when there are fewer
 // subgraphs than stages or the counts do not add up.
