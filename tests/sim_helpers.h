@@ -2,11 +2,22 @@
 // tensor-parallel all-reduces into compute as the evaluator counts them.
 #pragma once
 
+#include "costmodel/presets.h"
 #include "costmodel/specs.h"
 #include "helpers.h"  // plan_of
 #include "sim/simulate.h"
 
 namespace stagecraft::test {
+
+// An H100 cluster (h100-ib-1024's links) of gpus_per_node GPUs and nics_per_node NICs per
+// node, as many nodes as `gpus` needs.
+inline costmodel::ClusterSpec h100_shaped(int gpus_per_node, int nics_per_node, int gpus) {
+  costmodel::ClusterSpec c = costmodel::load_cluster("h100-ib-1024");
+  c.gpus_per_node = gpus_per_node;
+  c.nics_per_node = nics_per_node;
+  c.nodes = (gpus + gpus_per_node - 1) / gpus_per_node;
+  return c;
+}
 
 inline sim::SimOptions folded_tp() {
   sim::SimOptions o;

@@ -5,6 +5,7 @@
 
 #include "costmodel/presets.h"
 #include "planner/search.h"
+#include "tests/helpers.h"
 
 namespace stagecraft {
 namespace {
@@ -13,11 +14,7 @@ using costmodel::ClusterSpec;
 using costmodel::ModelSpec;
 using planner::PlanSpace;
 
-ClusterSpec h100_nodes(int nodes) {
-  ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = nodes;
-  return c;
-}
+ClusterSpec h100_nodes(int nodes) { return test::cluster_of("h100-nvl-ib-64", nodes); }
 
 // Three zero stages and two precisions: choices the bound must keep exact.
 PlanSpace small_space() {

@@ -15,20 +15,14 @@
 #include "schedules/registry.h"
 #include "sim/simulate.h"
 #include "tests/helpers.h"
+#include "tests/sim_helpers.h"
 
 namespace stagecraft {
 namespace {
 
 using costmodel::ParallelPlan;
 
-// gpus_per_node GPUs per node, as many nodes as the plan needs.
-costmodel::ClusterSpec cluster(int gpus_per_node, int nics_per_node, int gpus) {
-  costmodel::ClusterSpec c = costmodel::load_cluster("h100-ib-1024");
-  c.gpus_per_node = gpus_per_node;
-  c.nics_per_node = nics_per_node;
-  c.nodes = (gpus + gpus_per_node - 1) / gpus_per_node;
-  return c;
-}
+costmodel::ClusterSpec cluster(int gpus_per_node, int nics_per_node, int gpus) { return test::h100_shaped(gpus_per_node, nics_per_node, gpus); }
 
 struct Both {
   sim::SimResult reduced, full;

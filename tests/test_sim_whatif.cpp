@@ -17,17 +17,12 @@
 #include "sim/simulate.h"
 #include "sim/whatif.h"
 #include "tests/helpers.h"
+#include "tests/sim_helpers.h"
 
 namespace stagecraft {
 namespace {
 
-costmodel::ClusterSpec cluster(int gpus_per_node, int nics_per_node, int gpus) {
-  costmodel::ClusterSpec c = costmodel::load_cluster("h100-ib-1024");
-  c.gpus_per_node = gpus_per_node;
-  c.nics_per_node = nics_per_node;
-  c.nodes = (gpus + gpus_per_node - 1) / gpus_per_node;
-  return c;
-}
+costmodel::ClusterSpec cluster(int gpus_per_node, int nics_per_node, int gpus) { return test::h100_shaped(gpus_per_node, nics_per_node, gpus); }
 
 // GPT-3 7.5B at tp 8 (a node), pp 2, dp 32: 512 GPUs, 64 nodes; node n holds pipeline rank
 // n / 32 of replica n % 32.
