@@ -344,12 +344,8 @@ std::vector<double> verify_on_sim(const PlanCmdFlags& f, const costmodel::ModelS
   if (f.verify != "sim") throw InputError("--verify = '" + f.verify + "' is invalid (allowed: sim)");
 #ifdef STAGECRAFT_HAVE_SIM
   std::vector<double> out;
-  for (const planner::Candidate& c : r.best) {
-    costmodel::ModelSpec mc = m;
-    mc.fp8 = c.fp8;
-    mc.fp8_recipe = c.fp8_recipe;
-    out.push_back(sim::simulated_estimate(costmodel::estimate(mc, r.cluster, c.plan)).eval.iteration_time_s);
-  }
+  for (const planner::Candidate& c : r.best)
+    out.push_back(sim::simulated_estimate(planner::estimate_candidate(m, r.cluster, c)).eval.iteration_time_s);
   return out;
 #else
   (void)m;

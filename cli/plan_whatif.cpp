@@ -31,12 +31,7 @@ void rank_plan_whatif(PlanWhatIf& out, const costmodel::ModelSpec& m, const plan
 #ifdef STAGECRAFT_HAVE_SIM
   const sim::WhatIf w = sim::whatif_from_json(out.spec, "--whatif " + out.file);
   std::vector<costmodel::Estimate> plans;
-  for (const planner::Candidate& c : r.best) {
-    costmodel::ModelSpec mc = m;
-    mc.fp8 = c.fp8;
-    mc.fp8_recipe = c.fp8_recipe;
-    plans.push_back(costmodel::estimate(mc, r.cluster, c.plan));
-  }
+  for (const planner::Candidate& c : r.best) plans.push_back(planner::estimate_candidate(m, r.cluster, c));
   for (const sim::RobustRow& x : sim::rank_under_whatif(plans, w, sim::SimOptions{}))
     out.rows.push_back({x.index, x.applies, x.why, x.nominal_s, x.whatif_s});
 #else

@@ -1,12 +1,10 @@
 #include "costmodel/inner.h"
 
 #include <array>
-#include <map>
-#include <memory>
-#include <mutex>
 
 #include <algorithm>
 
+#include "costmodel/memo.h"
 #include "schedules/error.h"
 
 namespace stagecraft::costmodel {
@@ -100,15 +98,8 @@ const InnerSchedule& inner_schedule_for(const InnerCosts& c, Op op, int recomput
   using Key = std::array<int, 8>;
   const Key key = {static_cast<int>(spec.mode), static_cast<int>(op), spec.layers, spec.embedding, spec.head, spec.comm,
                    recompute_layers, spec.comm_chunks};
-  static std::mutex mutex;
-  static std::map<Key, std::unique_ptr<const InnerSchedule>> built;  // never erased: references stay valid
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = built.find(key); it != built.end()) return *it->second;
-  }
-  auto s = std::make_unique<const InnerSchedule>(schedules::inner_schedule(spec));
-  std::lock_guard<std::mutex> lock(mutex);
-  return *built.emplace(key, std::move(s)).first->second;  // a racing thread's equal copy is dropped
+  static SharedMemo<Key, InnerSchedule> built;  // for the process
+  return built.get(key, [&] { return schedules::inner_schedule(spec); });
 }
 
 InnerDurations inner_durations(const InnerCosts& c) {

@@ -27,16 +27,7 @@ MemoryDelta memory_delta(const StageCost& sc, const schedules::MemoryEvent& e) {
 }
 
 std::vector<double> untimed_peak_memory_bytes(const schedules::Schedule& s, const CostTable& c) {
-  const std::vector<std::vector<schedules::MemoryEvent>> events = schedules::memory_events(s);
-  std::vector<double> out;
-  for (size_t r = 0; r < events.size(); ++r) {
-    for (const schedules::MemoryEvent& e : events[r])
-      if (e.copy) return {};
-    const MemoryPeak p = walk_memory(c.stages, events[r], [](size_t i) { return static_cast<double>(i); }, {},
-                                     [](size_t) { return 0.0; }, [](double, double) {});
-    out.push_back(c.static_bytes[r] + p.gpu_bytes);
-  }
-  return out;
+  return UntimedMemory(s).peaks(c);
 }
 
 UntimedMemory::UntimedMemory(const schedules::Schedule& s) {
@@ -52,7 +43,8 @@ UntimedMemory::UntimedMemory(const schedules::Schedule& s) {
   }
 }
 
-// The list-order walk of untimed_peak_memory_bytes, each event's delta priced once per term.
+// The list-order walk (walk_memory with no copy stream, each event at its index), each event's
+// delta priced once per term.
 std::vector<double> UntimedMemory::peaks(const CostTable& c) const {
   if (copies_) return {};
   std::vector<double> delta(terms_.size());

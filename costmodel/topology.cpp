@@ -1,7 +1,8 @@
 #include "costmodel/topology.h"
 
+#include "costmodel/memo.h"
+
 #include <algorithm>
-#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -19,21 +20,9 @@ std::array<Axis, kAxes> rank_axes(const std::string& rank_order) {
 
 struct Topology::Caches {
   using GroupKey = std::array<int, 3>;  // axis, size, stride
-  std::mutex mutex;
-  std::map<std::pair<int, int>, Link> p2p;
-  std::map<GroupKey, Link> group;
-  std::map<GroupKey, AllReducePath> path;
-
-  template <class Map, class Key, class Make>
-  typename Map::mapped_type find_or_make(Map& m, const Key& k, Make make) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (auto it = m.find(k); it != m.end()) return it->second;
-    }
-    auto v = make();  // outside the lock: another thread may compute the same value, equal
-    std::lock_guard<std::mutex> lock(mutex);
-    return m.emplace(k, std::move(v)).first->second;
-  }
+  SharedMemo<std::pair<int, int>, Link> p2p;
+  SharedMemo<GroupKey, Link> group;
+  SharedMemo<GroupKey, AllReducePath> path;
 };
 
 namespace {
@@ -56,13 +45,8 @@ Topology::Topology(const ClusterSpec& cluster, const ParallelPlan& plan) : clust
   size_ = {plan.tp, plan.dp, plan.pp, plan.cp};
   gpus_per_node_ = cluster.gpus_per_node;
   order_ = rank_axes(plan.rank_order);
-  static std::mutex registry_mutex;
-  static std::map<std::string, std::shared_ptr<Caches>> registry;
-  const std::string key = layout_key(cluster, size_, order_);
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  std::shared_ptr<Caches>& c = registry[key];
-  if (!c) c = std::make_shared<Caches>();
-  caches_ = c;
+  static SharedMemo<std::string, std::shared_ptr<Caches>> registry;  // one set of caches per layout
+  caches_ = registry.get(layout_key(cluster, size_, order_), [] { return std::make_shared<Caches>(); });
 }
 
 int Topology::global_rank(const Coords& c) const {
@@ -99,7 +83,7 @@ Link Topology::inter_node_shared(int flows) const {
 }
 
 Link Topology::p2p_link(int pp_a, int pp_b) const {
-  return caches_->find_or_make(caches_->p2p, std::make_pair(pp_a, pp_b), [&] { return find_p2p_link(pp_a, pp_b); });
+  return caches_->p2p.get(std::make_pair(pp_a, pp_b), [&] { return find_p2p_link(pp_a, pp_b); });
 }
 
 Link Topology::find_p2p_link(int pp_a, int pp_b) const {
@@ -167,7 +151,7 @@ std::vector<std::vector<int>> Topology::groups(Axis axis, int size, int stride) 
 AllReducePath Topology::allreduce_path(Axis axis) const { return allreduce_path(axis, group_size(axis), 1); }
 
 AllReducePath Topology::allreduce_path(Axis axis, int size, int stride) const {
-  return caches_->find_or_make(caches_->path, Caches::GroupKey{axis, size, stride},
+  return caches_->path.get(Caches::GroupKey{axis, size, stride},
                                [&] { return find_allreduce_path(axis, size, stride); });
 }
 
@@ -209,7 +193,7 @@ AllReducePath Topology::find_allreduce_path(Axis axis, int size, int stride) con
 Link Topology::group_link(Axis axis) const { return group_link(axis, group_size(axis), 1); }
 
 Link Topology::group_link(Axis axis, int size, int stride) const {
-  return caches_->find_or_make(caches_->group, Caches::GroupKey{axis, size, stride},
+  return caches_->group.get(Caches::GroupKey{axis, size, stride},
                                [&] { return find_group_link(axis, size, stride); });
 }
 

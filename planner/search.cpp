@@ -364,6 +364,13 @@ std::pair<std::string, long> main_rejection(const SearchStats& s) {
   return out;
 }
 
+costmodel::Estimate estimate_candidate(const ModelSpec& m, const ClusterSpec& c, const Candidate& cand) {
+  ModelSpec at = m;
+  at.fp8 = cand.fp8;
+  at.fp8_recipe = cand.fp8_recipe;
+  return costmodel::estimate(at, c, cand.plan);
+}
+
 bool ranks_before(const Candidate& a, const Candidate& b) {
   const bool a_fits = a.fit == costmodel::Fit::Fits, b_fits = b.fit == costmodel::Fit::Fits;
   if (a_fits != b_fits) return a_fits;

@@ -36,6 +36,10 @@ struct Candidate {
 // iteration time. Every list of plans the planner returns is in this order.
 bool ranks_before(const Candidate& a, const Candidate& b);
 
+// A candidate as `estimate` prices it: the model at the candidate's precision, its plan, on the
+// cluster the search ran on (what --verify sim and --whatif take to the simulator).
+costmodel::Estimate estimate_candidate(const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c, const Candidate& cand);
+
 struct SearchStats {
   long considered = 0;          // points of the space
   long pruned = 0;              // dropped by the memory bound before any evaluation

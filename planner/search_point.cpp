@@ -36,22 +36,22 @@ Candidate candidate_of(const costmodel::Estimate& e, const costmodel::ClusterSpe
   return out;
 }
 
-}  // namespace
-
-bool over_memory(const costmodel::Estimate& priced, const costmodel::UntimedMemory& memory, Candidate& out) {
-  const std::vector<double> peaks = memory.peaks(priced.costs);
+// A priced plan whose peak memory, known exactly without a timeline where no rank offloads
+// (costmodel::UntimedMemory), exceeds the GPU's: its candidate in `out` (memory and verdict only,
+// untimed; counted, never ranked).
+bool over_memory(const ParallelPlan& p, const costmodel::ClusterSpec& c, const costmodel::CostTable& costs,
+                 const costmodel::UntimedMemory& memory, Candidate& out) {
+  const std::vector<double> peaks = memory.peaks(costs);
   if (peaks.empty()) return false;
   const double peak = *std::max_element(peaks.begin(), peaks.end());
-  if (peak <= priced.cluster.gpu_memory_bytes) return false;
-  out.plan = priced.plan;
+  if (peak <= c.gpu_memory_bytes) return false;
+  out.plan = p;
   out.max_memory_bytes = peak;
-  out.headroom_bytes = priced.cluster.usable_memory_bytes() - peak;
+  out.headroom_bytes = c.usable_memory_bytes() - peak;
   out.fit = costmodel::Fit::DoesNotFit;
   out.untimed = true;
   return true;
 }
-
-namespace {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -75,15 +75,11 @@ bool PointWorker::pruned(const ModelSpec& model, const ParallelPlan& p) const {
 }
 
 const ShapeCache::Entry& ShapeCache::get(const std::string& key, const ParallelPlan& p) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = entries_.find(key); it != entries_.end()) return *it->second;
-  }
-  schedules::Schedule s = costmodel::plan_schedule(p);  // outside the lock; a racing equal copy is dropped
-  costmodel::UntimedMemory memory(s);
-  auto e = std::unique_ptr<const Entry>(new Entry{std::move(s), std::move(memory)});
-  std::lock_guard<std::mutex> lock(mutex_);
-  return *entries_.emplace(key, std::move(e)).first->second;
+  return entries_.get(key, [&] {
+    schedules::Schedule s = costmodel::plan_schedule(p);
+    costmodel::UntimedMemory memory(s);
+    return Entry{std::move(s), std::move(memory)};
+  });
 }
 
 // The checks a point passes before it is priced (as search() made them), and its settled plan.
@@ -111,11 +107,7 @@ PointWorker::Priced PointWorker::price_only(const ModelSpec& model, const Parall
 
 // A priced plan whose untimed peak exceeds the GPU's memory, as a trial (what run() would find).
 bool PointWorker::known_over_memory(const ModelSpec& model, const Priced& a, Trial& t) {
-  costmodel::Estimate e;  // what over_memory reads of an estimate
-  e.plan = a.plan;
-  e.cluster = ctx_.cluster;
-  e.costs = a.costs;
-  if (!over_memory(e, shape(shape_key(a.plan), a.plan).memory, t.cand)) return false;
+  if (!over_memory(a.plan, ctx_.cluster, a.costs, shape(shape_key(a.plan), a.plan).memory, t.cand)) return false;
   t.cand.fp8 = model.fp8;
   t.cand.fp8_recipe = model.fp8_recipe;
   t.fits = false;
@@ -162,7 +154,7 @@ Candidate PointWorker::evaluate(const ModelSpec& model, const ParallelPlan& q, b
   const schedules::Schedule& s = shaped.lowered;
   stages_ = s.stages_per_chain();
   costmodel::Estimate priced = costmodel::price_estimate(model, ctx_.cluster, p, s, ctx_.opt->profile);
-  if (Candidate over; over_memory(priced, shaped.memory, over)) {  // exact without a timeline: no evaluator compiled
+  if (Candidate over; over_memory(priced.plan, priced.cluster, priced.costs, shaped.memory, over)) {  // exact without a timeline: no evaluator compiled
     costs_ = std::move(priced.costs);
     fits = false;
     return over;

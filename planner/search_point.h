@@ -6,9 +6,9 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "costmodel/memo.h"
 #include "costmodel/memory_walk.h"
 #include "planner/search.h"
 
@@ -31,8 +31,7 @@ class ShapeCache {
   const Entry& get(const std::string& key, const costmodel::ParallelPlan& p);
 
  private:
-  std::mutex mutex_;
-  std::map<std::string, std::unique_ptr<const Entry>> entries_;
+  costmodel::SharedMemo<std::string, Entry> entries_;
 };
 
 // What every point of one search shares, read-only while threads run (the shape cache aside).
@@ -64,11 +63,6 @@ struct Outcome {
                            // of the point and its variant; -infinity: none known
   std::string shape;       // its schedule shape (the caches' key)
 };
-
-// A priced plan (its cost table) whose peak memory, known exactly without a timeline where no rank
-// offloads (costmodel::untimed_peak_memory_bytes of `events`), exceeds the GPU's: its candidate
-// in `out` (memory and verdict only, untimed; counted, never ranked).
-bool over_memory(const costmodel::Estimate& priced, const costmodel::UntimedMemory& memory, Candidate& out);
 
 // The schedule shape of a plan: schedule, parameters, pp, microbatches, recomputation.
 std::string shape_key(const costmodel::ParallelPlan& p);
