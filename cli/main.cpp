@@ -2,13 +2,35 @@
 // 2 bad input (the message names the field, the value and what is allowed).
 #include <CLI/CLI.hpp>
 #include <iostream>
+#ifdef __GLIBC__  // defined by the headers above
+#include <malloc.h>
+#endif
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/flag_bounds.h"
 #include "schedules/error.h"
 
+namespace {
+
+// glibc's allocator returns freed memory to the system as soon as the top of a heap is free, and
+// its threads' arenas (the planner's --threads, the simulator's) shrink and grow again for each
+// evaluator compiled: every regrowth page-faults. Kept instead (mallopt(3): a fixed mmap
+// threshold of 32 MiB, the largest glibc allows for thread arenas, trimming only past 1 GiB,
+// 256 MiB asked of the system at a time), the DeepSeek-V3 search's page faults fall by 40% and
+// two threads stop costing more CPU time than one (docs/benchmarks.md, issue 53).
+void keep_freed_memory() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_TOP_PAD, 256 << 20);
+#endif
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  keep_freed_memory();
   CLI::App app{"stagecraft: simulate, run and compare pipeline and 3D-parallel training schedules"};
   app.formatter(std::make_shared<stagecraft::cli::WrappingFormatter>());  // before the subcommands: they inherit it
   app.require_subcommand(1);

@@ -22,7 +22,7 @@ namespace {
 // Points a unit of work holds at most (a run of one schedule shape is cut into units of this
 // many), and points evaluated by branch and bound's pilot and in each of its waves. Fixed, not from the thread count:
 // what a search compiles and cuts is the same on any number of threads.
-constexpr size_t kUnitPoints = 32;
+constexpr size_t kUnitPoints = 8;
 constexpr size_t kPilotPoints = 128;
 constexpr size_t kWavePoints = 512;
 
@@ -136,7 +136,7 @@ class Search {
   int threads_ = 1;
   std::mutex mu_;                              // guards what follows
   long done_ = 0;                              // tasks decided, for the progress callback
-  long compiled_ = 0;                          // evaluators compiled, over every worker
+  long compiled_ = 0;                          // evaluators compiled, over every wave
 };
 
 void Search::report(long n) {
@@ -160,14 +160,23 @@ std::vector<std::vector<size_t>> Search::shape_units(const std::vector<size_t>& 
 // Runs each unit on one worker: the memory bound, then the time bound only (bound_only) or the
 // evaluation of the tasks still open.
 void Search::run_units(const std::vector<std::vector<size_t>>& units, bool bound_only) {
-  // The largest units first, so that the threads finish together (each unit's outcomes are its
-  // own whatever the order; the merge keeps the space's order).
+  // The largest units first, so that the threads finish together, and among equals each shape's
+  // first unit before any shape's second, so that threads side by side seldom wait on one shape's
+  // lowering or evaluator (each unit's outcomes are its own whatever the order; the merge keeps
+  // the space's order).
+  std::vector<size_t> nth(units.size(), 0);  // the unit's place among its shape's units
+  for (size_t u = 1; u < units.size(); ++u)
+    if (outcomes_[units[u].front()].shape == outcomes_[units[u - 1].front()].shape) nth[u] = nth[u - 1] + 1;
   std::vector<size_t> order(units.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].size() > units[b].size(); });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (units[a].size() != units[b].size()) return units[a].size() > units[b].size();
+    return nth[a] < nth[b];
+  });
+  EvaluatorMemo evaluators;  // this wave's, shared by its units
   planner::run_units(units.size(), threads_, [&](size_t i) {
     const size_t u = order[i];
-    PointWorker worker(ctx_);
+    PointWorker worker(ctx_, evaluators);
     for (size_t t : units[u]) {
       Outcome& o = outcomes_[t];
       if (o.kind == Outcome::Kind::Open && worker.pruned(model(t), point(t))) {
@@ -183,9 +192,8 @@ void Search::run_units(const std::vector<std::vector<size_t>>& units, bool bound
       worker.run(model(t), point(t), o);
       report(1);
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    compiled_ += worker.compiled();
   });
+  compiled_ += static_cast<long>(evaluators.size());
 }
 
 // The times a plan must beat to matter: the k-th fastest plan that fits among those evaluated

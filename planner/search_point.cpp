@@ -16,9 +16,6 @@ using costmodel::ParallelPlan;
 
 namespace {
 
-// Caches hold this many shapes (or bucketed variants); a unit's points share one or a few.
-constexpr size_t kCacheShapes = 16;
-
 // The search's summary of an estimate; fits when its largest peak is within the GPU's memory
 // (tight when only within it, not within the usable memory: costmodel::fit_verdict).
 Candidate candidate_of(const costmodel::Estimate& e, const costmodel::ClusterSpec& c, bool& fits) {
@@ -161,10 +158,7 @@ Candidate PointWorker::evaluate(const ModelSpec& model, const ParallelPlan& q, b
   }
   costmodel::Estimate e = costmodel::evaluate_estimate(
       std::move(priced), s, [&](const schedules::Schedule& b, const std::string& buckets) -> const costmodel::Evaluator& {
-        if (auto it = evaluators_.find(key + buckets); it != evaluators_.end()) return *it->second;
-        if (evaluators_.size() >= kCacheShapes) evaluators_.clear();
-        ++compiled_;
-        return *evaluators_.emplace(key + buckets, std::make_unique<costmodel::Evaluator>(b)).first->second;
+        return evaluators_.get(key + buckets, [&] { return costmodel::Evaluator(b); });
       });
   Candidate out = candidate_of(e, ctx_.cluster, fits);
   costs_ = std::move(e.costs);

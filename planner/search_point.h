@@ -1,6 +1,6 @@
 // One point of the planner's search (planner/search.h), priced and evaluated on one thread:
-// what search() does for each point, with the caches of one unit of work (compiled evaluators
-// and lowered schedules, by schedule shape), so that units run side by side share nothing.
+// what search() does for each point, with the caches the search's threads share (lowered
+// schedules by shape for the search, compiled evaluators by shape for one wave of units).
 #pragma once
 
 #include <limits>
@@ -67,10 +67,14 @@ struct Outcome {
 // The schedule shape of a plan: schedule, parameters, pp, microbatches, recomputation.
 std::string shape_key(const costmodel::ParallelPlan& p);
 
-// The caches of one unit of work; not shared between threads.
+// Compiled evaluators by schedule shape and buckets, shared by the units of one wave: each
+// compiled once in the wave, whichever thread asks first, so the count is the threads' own.
+using EvaluatorMemo = costmodel::SharedMemo<std::string, costmodel::Evaluator>;
+
+// One unit of work's pricing, on one thread; its caches are the search's, thread-safe.
 class PointWorker {
  public:
-  explicit PointWorker(const SearchContext& ctx) : ctx_(ctx) {}
+  PointWorker(const SearchContext& ctx, EvaluatorMemo& evaluators) : ctx_(ctx), evaluators_(evaluators) {}
   // Whether the memory bound (planner/bounds.h) drops p at `model`'s precision.
   bool pruned(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& p) const;
   // Sets out.bound_s, a lower bound on the iteration time of p and of its balanced variant, from
@@ -81,7 +85,6 @@ class PointWorker {
   void bound(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& p, Outcome& out);
   // Evaluates p and, where it applies, its balanced variant, into out (kind Tried).
   void run(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& p, Outcome& out);
-  long compiled() const { return compiled_; }  // evaluators this worker compiled
 
  private:
   struct Priced;
@@ -91,11 +94,10 @@ class PointWorker {
   bool known_over_memory(const costmodel::ModelSpec& model, const Priced& a, Trial& t);
   Candidate evaluate(const costmodel::ModelSpec& model, const costmodel::ParallelPlan& p, bool& fits);
   const SearchContext& ctx_;
-  std::map<std::string, std::unique_ptr<costmodel::Evaluator>> evaluators_;
+  EvaluatorMemo& evaluators_;
 
   costmodel::CostTable costs_;  // the last plan evaluated: its cost table
   int stages_ = 0;              // and its stages per pipeline
-  long compiled_ = 0;
 };
 
 }  // namespace stagecraft::planner

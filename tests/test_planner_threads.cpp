@@ -3,6 +3,11 @@
 // bound on or off and with the memory bound on or off; and the counts do not depend on threads.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "costmodel/memo.h"
 #include "costmodel/presets.h"
 #include "planner/search.h"
 #include "tests/helpers.h"
@@ -82,6 +87,34 @@ TEST(PlannerThreads, MemoryBoundChangesNoPlan) {
   expect_same_plans(with, without);
   EXPECT_EQ(without.stats.pruned, 0);
   EXPECT_GT(with.stats.pruned, 0);  // it pruned something
+}
+
+// The threads' shared caches build each value once: a second thread asking for a key being built
+// waits for it instead of building its own (the evaluators a wave compiles are counted by keys).
+TEST(PlannerThreads, SharedMemoBuildsEachKeyOnce) {
+  costmodel::SharedMemo<int, int> memo;
+  std::atomic<int> builds{0};
+  auto slow_square = [&](int k) {
+    return [&builds, k] {
+      ++builds;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // both threads arrive meanwhile
+      return k * k;
+    };
+  };
+  int a = 0, b = 0;
+  std::thread t1([&] { a = memo.get(7, slow_square(7)); });
+  std::thread t2([&] { b = memo.get(7, slow_square(7)); });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(a, 49);
+  EXPECT_EQ(b, 49);
+  EXPECT_EQ(builds.load(), 1);
+  EXPECT_EQ(memo.get(3, slow_square(3)), 9);
+  EXPECT_EQ(builds.load(), 2);
+  EXPECT_EQ(memo.size(), 2u);
+  // A build that throws reaches its caller; the next request builds again.
+  EXPECT_THROW(memo.get(5, []() -> int { throw InputError("no"); }), InputError);
+  EXPECT_EQ(memo.get(5, slow_square(5)), 25);
 }
 
 TEST(PlannerThreads, RefusesNegativeThreads) {
