@@ -259,8 +259,8 @@ void set_grad_reduction(StageCost& sc, const Schedule& s, int stage, const Topol
   add_expert_grad_reduction(sc, topo, p, prof, notes);
 }
 
-void set_fsdp(StageCost& sc, const ModelSpec& m, const ParallelPlan& p, const Topology& topo, bool first, bool last,
-              const Profile* prof, std::vector<std::string>& notes) {
+void set_fsdp(StageCost& sc, const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Topology& topo, bool first,
+              bool last, const Profile* prof, std::vector<std::string>& notes) {
   if (sc.layers < 1)
     throw InputError("plan.zero = 3 shards by layers; a stage with " + std::to_string(sc.layers) +
                      " layers (unit costs) has none to gather");
@@ -286,7 +286,7 @@ void set_fsdp(StageCost& sc, const ModelSpec& m, const ParallelPlan& p, const To
   auto scatter = [&](double bytes) {
     return shard > 1 ? comm_s(prof, "reduce_scatter", shard, bytes, path.flat, reduce_scatter_s(bytes, path), notes) : 0.0;
   };
-  sc.fsdp = fsdp_stage(units, m, p.reshard_after_forward, gather, scatter);
+  sc.fsdp = fsdp_stage(units, m, p.reshard_after_forward, gather, scatter, m.fp8 ? fp8_weight_copy_bytes(m, c) : 2);
   sc.f_s += sc.fsdp.exposed_f_s;
   sc.b_s += sc.fsdp.exposed_b_s;
   sc.i_s += sc.fsdp.exposed_i_s;
@@ -319,8 +319,8 @@ void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, cons
       t.static_bytes[r] -= t.fp8_params[r] * (m.bytes_per_param - 1) / shard;  // the shards kept in FP8
       t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] / shard * memory::kFp8ShardCastTrafficBytes);
     } else if (m.fp8 && r < t.fp8_params.size()) {  // every replica casts its whole weights (not 1/dp)
-      t.static_bytes[r] += t.fp8_params[r] * fp8_weight_copy_bytes(m);  // the recipe's copies (specs.h)
-      t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] * fp8_weight_cast_bytes(m));
+      t.static_bytes[r] += t.fp8_params[r] * fp8_weight_copy_bytes(m, c);  // the recipe's copies (specs.h)
+      t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] * fp8_weight_cast_bytes(m, c));
     }
     if (gathers_after_step(p)) {
       const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights

@@ -180,8 +180,8 @@ void set_grad_reduction(StageCost& sc, const schedules::Schedule& s, int stage, 
 // reduce-scattered on the shard group, with the compute of each from the stage's durations and
 // `ic`'s end pieces; adds the exposed collectives to f_s, b_s, i_s, w_s and the gathered units
 // to work_bytes. InputError where a stage has no layers to shard by (unit costs).
-void set_fsdp(StageCost& sc, const ModelSpec& m, const ParallelPlan& p, const Topology& topo, bool first, bool last,
-              const Profile* prof, std::vector<std::string>& notes);
+void set_fsdp(StageCost& sc, const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Topology& topo, bool first,
+              bool last, const Profile* prof, std::vector<std::string>& notes);
 
 // DualPipe's overlapped forward-backward pair (DeepSeek-V3, arXiv 2412.19437, Sec. 3.2.1 and
 // Fig. 4): the forward of one microbatch and the backward of another run as one action, each

@@ -51,7 +51,7 @@ double pass_exposed_s(const std::vector<FsdpUnitWork>& work, double FsdpUnitWork
 }  // namespace
 
 FsdpStage fsdp_stage(const std::vector<FsdpUnitWork>& units, const ModelSpec& m, bool reshard_after_forward,
-                     const CollectiveSeconds& gather_s, const CollectiveSeconds& scatter_s) {
+                     const CollectiveSeconds& gather_s, const CollectiveSeconds& scatter_s, double fp8_copy_bytes) {
   FsdpStage f;
   const int n = static_cast<int>(units.size());
   f.units = n;
@@ -68,14 +68,14 @@ FsdpStage fsdp_stage(const std::vector<FsdpUnitWork>& units, const ModelSpec& m,
     ag[k] = gather_s(gb);
     rs[k] = scatter_s(sb);
     largest = std::max(largest, units[k].params);
-    largest_bytes = std::max(largest_bytes, gb + units[k].fp8_params);  // FP8 weights and their transpose
+    largest_bytes = std::max(largest_bytes, gb + units[k].fp8_params * (fp8_copy_bytes - 1));  // and its second FP8 copy
   }
   f.exposed_f_s = pass_exposed_s(units, &FsdpUnitWork::f_s, true, false, false, ag, rs);
   f.exposed_b_s = pass_exposed_s(units, &FsdpUnitWork::b_s, reshard_after_forward, true, true, ag, rs);
   f.exposed_i_s = pass_exposed_s(units, &FsdpUnitWork::i_s, reshard_after_forward, false, true, ag, rs);
   f.exposed_w_s = pass_exposed_s(units, &FsdpUnitWork::w_s, false, true, true, ag, rs);
   // Two units at once (the next one prefetched): the largest one's gathered weights (under FP8 its
-  // FP8 matrices and their FP8 transposes) and its gradients.
+  // FP8 copies) and its gradients.
   f.gathered_bytes = 2 * (largest_bytes + largest * grad_bytes_per_param(m));
   return f;
 }

@@ -73,8 +73,9 @@ using CollectiveSeconds = std::function<double(double bytes)>;
 // FSDP's param_dtype), reduce-scatters of params x grad_bytes_per_param (its reduce_dtype).
 // FP8 (FP8 parameter all-gather: Megatron-Core --fp8-param-gather, torchao's float8 all-gather
 // under FSDP2): the units' fp8_params gather 1 byte each, the rest 16 bits; a gathered unit holds
-// its FP8 weights and the FP8 transpose its backward reads, 2 bytes per FP8 parameter.
+// its FP8 copies, `fp8_copy_bytes` per FP8 parameter (specs.h fp8_weight_copy_bytes: the weight
+// and, on Hopper, the FP8 transpose its backward reads).
 FsdpStage fsdp_stage(const std::vector<FsdpUnitWork>& units, const ModelSpec& m, bool reshard_after_forward,
-                     const CollectiveSeconds& gather_s, const CollectiveSeconds& scatter_s);
+                     const CollectiveSeconds& gather_s, const CollectiveSeconds& scatter_s, double fp8_copy_bytes = 2);
 
 }  // namespace stagecraft::costmodel

@@ -16,7 +16,7 @@ const std::vector<std::string>& gpu_fields() {
       "gpu_name", "gpu_peak_flops_per_s", "gpu_fp8_peak_flops_per_s", "gpu_mxfp8_peak_flops_per_s", "gpu_fp4_peak_flops_per_s",
       "gpu_memory_bytes", "gpu_memory_bandwidth_Bps", "achieved_efficiency", "gpu_sms", "gemm_tile_m", "gemm_tile_n",
       "gemm_max_efficiency", "gemm_max_efficiency_fp8", "memory_efficiency", "gpu_boost_clock_mhz", "gpu_sustained_clock_mhz",
-      "clock_calibration", "compute_source"};
+      "clock_calibration", "compute_source", "gpu_compute_capability"};
   return f;
 }
 

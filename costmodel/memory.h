@@ -117,12 +117,10 @@ double head_params_per_rank(const ModelSpec& m, int t);
 // (ZeRO-3, Rajbhandari et al. Sec. 5.3, counts (2 + 2 + 12)/N_d, keeping a 16-bit shard as
 // well). `dp` is the shard group under hybrid sharding (fsdp.h shard_degree).
 double static_bytes_per_param(const ModelSpec& m, int zero = 0, int dp = 1);
-// FP8 (ModelSpec::fp8): each linear weight of the transformer layers also has an FP8 copy and
-// its FP8 transpose, made once per step and kept across the microbatches (Transformer Engine's
-// weight cache, `is_first_microbatch`): 2 bytes per such parameter, and 4 bytes of traffic per
-// step to make them (read 16 bits, write both copies).
-inline constexpr double kFp8WeightCopyBytes = 2;
-inline constexpr double kFp8WeightCastTrafficBytes = 4;
+// FP8 (ModelSpec::fp8): each linear weight of the transformer layers also has its FP8 copies,
+// made once per step and kept across the microbatches (Transformer Engine's weight cache,
+// `is_first_microbatch`): specs.h fp8_weight_copy_bytes and fp8_weight_cast_bytes, by recipe
+// and GPU.
 // FP8 with zero 3 (FP8 parameter all-gather, costmodel/fsdp.h): each rank keeps its shard of the
 // linear weights in FP8 (Megatron-Core --fp8-param-gather; torchao's float8 all-gather casts the
 // shard before gathering it) and, after the step, casts its updated shard from the fp32 master:

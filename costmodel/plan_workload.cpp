@@ -104,7 +104,7 @@ StageWorkload stage_workload(const PlanWorkload& pw, const Schedule& s, int st, 
   w.sub_batch_samples = p.microbatch_size / w.sub_batches;  // check_tp_overlap: b is even when split
   const int bb = w.sub_batch_samples;
   const RecomputeModules modules = recompute_modules_of(p);
-  w.layer = layer_work(m, stack, bb, t, p.sequence_parallel, modules.core_attn, p.cp, p.ep, et, modules);
+  w.layer = layer_work(m, stack, bb, t, p.sequence_parallel, modules.core_attn, p.cp, p.ep, et, modules, pw.fp8_any_layout);
   w.tp_collective_bytes = t > 1 ? memory::tp_allreduce_bytes(ms, 1) * bb : 0;
   w.tp_collectives_per_pass = t > 1 ? 2 * w.layers * w.sub_batches : 0;
   w.boundary_bytes = memory::boundary_message_bytes(ms, p.microbatch_size, t, p.sequence_parallel);
@@ -123,6 +123,7 @@ PlanWorkload build_plan_workload(const ModelSpec& m, const ClusterSpec& c, const
   pw.model = m;
   pw.rank_model = cp_rank_model(m, p.cp);
   pw.plan = p;
+  pw.fp8_any_layout = c.fp8_gemm_any_layout();
   const std::vector<int> layers = partition_layers(m, p, s.stages_per_chain());
   const Topology topo(c, p);
   const KernelStack& stack = load_stack(p.stack);

@@ -64,6 +64,7 @@ struct PlanWorkload {
   ModelSpec model;           // as given
   ModelSpec rank_model;      // the tokens one rank holds: s / cp per sample (cp.h)
   ParallelPlan plan;
+  bool fp8_any_layout = false;  // the GPU's FP8 products read any layout (ClusterSpec::fp8_gemm_any_layout)
   std::vector<StageWorkload> stages;  // (num_stages)
 };
 

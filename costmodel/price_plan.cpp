@@ -321,7 +321,7 @@ void price_stage(Pricing& pr, CostTable& table, const StageWorkload& w) {
   set_grad_reduction(sc, pr.s, w.stage, pr.topo, p, pr.prof, table.notes);
   set_memory(pr, sc, w);
   set_offload(sc, w, pr.c);
-  if (p.zero == 3) set_fsdp(sc, pr.w.model, p, pr.topo, w.first, w.last, pr.prof, table.notes);
+  if (p.zero == 3) set_fsdp(sc, pr.w.model, pr.c, p, pr.topo, w.first, w.last, pr.prof, table.notes);
   set_overlapped_pair(sc, pr.c.gpu_sms);
 }
 

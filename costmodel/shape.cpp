@@ -49,7 +49,7 @@ double gemm_efficiency(const ClusterSpec& c, double m, double n, double k, doubl
 
 LayerTimes layer_times(const ModelSpec& m, const ClusterSpec& c, int bb, int t, bool selective, bool sp, const std::string& stack) {
   const KernelStack& k = load_stack(stack);
-  return price_layer(layer_work(m, k, bb, t, sp, selective), c, k);
+  return price_layer(layer_work(m, k, bb, t, sp, selective, 1, 1, 0, {}, c.fp8_gemm_any_layout()), c, k);
 }
 
 }  // namespace stagecraft::costmodel::shape

@@ -81,33 +81,41 @@ Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& field) {
   bad("model", field, "\"" + s + "\"", "allowed: delayed, current, blockwise, mxfp8");
 }
 
-double fp8_cast_bytes(const ModelSpec& m, double cast_transpose) {
-  switch (m.fp8_recipe) {
-    case Fp8Recipe::Delayed: return cast_transpose;
-    case Fp8Recipe::Current: return cast_transpose + 2;         // the amax pass reads the 16-bit tensor
-    case Fp8Recipe::Blockwise: return cast_transpose + 2 * 4.0 / 128;  // an fp32 scale per 128, both copies
-    case Fp8Recipe::Mxfp8: return cast_transpose + 2 * 1.0 / 32;       // an E8M0 byte per 32, both copies
-  }
-  return cast_transpose;
+bool fp8_keeps_second_copy(const ModelSpec& m, bool gpu_any_layout) {
+  const bool per_tensor = m.fp8_recipe == Fp8Recipe::Delayed || m.fp8_recipe == Fp8Recipe::Current;
+  return !(per_tensor && gpu_any_layout);
 }
 
-// Delayed and current scaling keep an FP8 weight and its FP8 transpose (2 bytes), made by one
-// cast-transpose (read 2, write 2), current scaling after an amax pass (read 2 more). Blockwise:
-// 128x128 blocks serve the weight and its transpose alike, one fp32 scale per 16,384 weights per
-// copy. MXFP8: a row-wise and a column-wise copy, each with a scale byte per 32 weights.
-double fp8_weight_copy_bytes(const ModelSpec& m) {
+double fp8_cast_bytes(const ModelSpec& m, bool gpu_any_layout, double cast_transpose) {
+  const double cast = fp8_keeps_second_copy(m, gpu_any_layout) ? cast_transpose : cast_transpose - 1;  // no transpose written
+  switch (m.fp8_recipe) {
+    case Fp8Recipe::Delayed: return cast;
+    case Fp8Recipe::Current: return cast + 2;                 // the amax pass reads the 16-bit tensor
+    case Fp8Recipe::Blockwise: return cast + 2 * 4.0 / 128;   // an fp32 scale per 128, both copies
+    case Fp8Recipe::Mxfp8: return cast + 2 * 1.0 / 32;        // an E8M0 byte per 32, both copies
+  }
+  return cast;
+}
+
+// Delayed and current scaling keep an FP8 weight and, where the GPU needs it, its FP8 transpose
+// (1 or 2 bytes), made by one cast(-transpose) (read 2, write 1 or 2), current scaling after an
+// amax pass (read 2 more). Blockwise: 128x128 blocks serve the weight and its transpose alike,
+// one fp32 scale per 16,384 weights per copy. MXFP8: a row-wise and a column-wise copy, each with
+// a scale byte per 32 weights.
+double fp8_weight_copy_bytes(const ModelSpec& m, const ClusterSpec& c) {
   switch (m.fp8_recipe) {
     case Fp8Recipe::Blockwise: return 2 + 2 * 4.0 / 16384;
     case Fp8Recipe::Mxfp8: return 2 + 2 * 1.0 / 32;
-    default: return 2;
+    default: return fp8_keeps_second_copy(m, c.fp8_gemm_any_layout()) ? 2 : 1;
   }
 }
-double fp8_weight_cast_bytes(const ModelSpec& m) {
+double fp8_weight_cast_bytes(const ModelSpec& m, const ClusterSpec& c) {
+  const double written = fp8_keeps_second_copy(m, c.fp8_gemm_any_layout()) ? 2 : 1;
   switch (m.fp8_recipe) {
-    case Fp8Recipe::Current: return 6;
+    case Fp8Recipe::Current: return 4 + written;
     case Fp8Recipe::Blockwise: return 4 + 2 * 4.0 / 16384;
     case Fp8Recipe::Mxfp8: return 4 + 2 * 1.0 / 32;
-    default: return 4;
+    default: return 2 + written;
   }
 }
 
@@ -275,6 +283,7 @@ nlohmann::json to_json(const ClusterSpec& c) {
           {"memory_efficiency", c.memory_efficiency},
           {"gpu_fp8_peak_flops_per_s", c.gpu_fp8_peak_flops_per_s},
           {"gemm_max_efficiency_fp8", c.gemm_max_efficiency_fp8},
+          {"gpu_compute_capability", c.gpu_compute_capability},
           {"gpu_boost_clock_mhz", c.gpu_boost_clock_mhz},
           {"gpu_sustained_clock_mhz", c.gpu_sustained_clock_mhz},
           {"compute_source", c.compute_source},
@@ -446,6 +455,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& given) {
   c.memory_efficiency = r.opt<double>("memory_efficiency", 0.0);
   c.gpu_fp8_peak_flops_per_s = r.opt<double>("gpu_fp8_peak_flops_per_s", 0.0);
   c.gemm_max_efficiency_fp8 = r.opt<double>("gemm_max_efficiency_fp8", 0.0);
+  c.gpu_compute_capability = r.opt<double>("gpu_compute_capability", 0.0);
   c.gpu_boost_clock_mhz = r.opt<double>("gpu_boost_clock_mhz", 0.0);
   c.gpu_sustained_clock_mhz = r.opt<double>("gpu_sustained_clock_mhz", 0.0);
   c.gpu_mxfp8_peak_flops_per_s = r.opt<double>("gpu_mxfp8_peak_flops_per_s", 0.0);
@@ -657,6 +667,7 @@ void check(const ClusterSpec& c) {
   non_negative(w, "gpu_fp8_peak_flops_per_s", c.gpu_fp8_peak_flops_per_s);
   non_negative(w, "gpu_mxfp8_peak_flops_per_s", c.gpu_mxfp8_peak_flops_per_s);
   non_negative(w, "gpu_fp4_peak_flops_per_s", c.gpu_fp4_peak_flops_per_s);
+  non_negative(w, "gpu_compute_capability", c.gpu_compute_capability);
   if (c.gpu_fp8_peak_flops_per_s > 0 && c.gpu_sms > 0 && !(c.gemm_max_efficiency_fp8 > 0 && c.gemm_max_efficiency_fp8 <= 1))
     bad(w, "gemm_max_efficiency_fp8", num(c.gemm_max_efficiency_fp8), "must be in (0, 1] when gpu_fp8_peak_flops_per_s > 0");
   if (c.intra_node_link != "pcie" && c.intra_node_link != "nvlink" && c.intra_node_link != "nvswitch")

@@ -140,6 +140,8 @@ struct ClusterSpec {
   double gpu_mxfp8_peak_flops_per_s = 0; // dense peak of FP8 products scaled per 32-element block in
                                         // hardware (MXFP8, Blackwell); 0: the GPU has no MXFP8
   double gpu_fp4_peak_flops_per_s = 0;  // dense FP4 peak (listed, not priced)
+  double gpu_compute_capability = 0;    // CUDA compute capability (8.0 A100, 9.0 Hopper, 10.0 B200 and
+                                        // GB200, 10.3 GB300); 0: not a CUDA GPU, or not stated
   // The SM clocks behind the compute-bound figures (shape.h, "Clocks"); 0 for both: kernels run
   // at the clock they were measured at.
   double gpu_boost_clock_mhz = 0;       // clock of the short benchmarks behind gemm_max_efficiency and
@@ -186,6 +188,14 @@ struct ClusterSpec {
   double usable_memory_bytes() const { return (1 - memory_margin) * gpu_memory_bytes; }
 
   int num_gpus() const { return nodes * gpus_per_node; }
+  // Whether the GPU's FP8 products read their operands in any layout, so that per-tensor FP8
+  // (delayed or current scaling) keeps no transposed FP8 copy of a weight or an input: compute
+  // capability 10.x or 13 and later, as Transformer Engine decides it
+  // (transformer_engine/pytorch/utils.py is_non_tn_fp8_gemm_supported; Hopper's FP8 products
+  // take only the TN layout, so the weight gradient and the input gradient read transposes).
+  bool fp8_gemm_any_layout() const {
+    return (gpu_compute_capability >= 10 && gpu_compute_capability < 12) || gpu_compute_capability >= 13;
+  }
   // Share of the measured compute rate a training step gets: sustained over boost clock (1 when
   // the clocks are not given). Memory-bound kernels keep their rate (the power limit lowers the
   // SM clock, not the memory clock).
@@ -370,15 +380,21 @@ AttentionKernel parse_attention_kernel(const std::string& s, const std::string& 
 std::string_view fp8_recipe_name(Fp8Recipe r);  // "delayed", "current", "blockwise", "mxfp8"
 // `field` names where the value came from in the error (InputError).
 Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& field = "fp8_recipe");
+// Whether the model's FP8 recipe on a GPU (gpu_any_layout: ClusterSpec::fp8_gemm_any_layout) keeps a second FP8 copy of each quantised
+// tensor (a transpose, or a column-wise copy): per-tensor scaling only where the GPU's FP8 products
+// need the TN layout (ClusterSpec::fp8_gemm_any_layout); blockwise and MXFP8 always, since their
+// scales run along one direction (Transformer Engine keeps row-wise and column-wise data).
+bool fp8_keeps_second_copy(const ModelSpec& m, bool gpu_any_layout);
 // Bytes of traffic per element of one FP8 cast of an activation or gradient (with its transpose,
-// or its column-wise copy) under the model's recipe: the stack's fused cast-transpose
-// (`cast_transpose`, 4) plus an amax pass (current: read 2), or the scales of both copies
+// or its column-wise copy, where fp8_keeps_second_copy) under the model's recipe: the stack's
+// fused cast-transpose (`cast_transpose`, 4: read 2, write 1 and 1), less the transpose's byte
+// where there is none, plus an amax pass (current: read 2), or the scales of both copies
 // (blockwise: 2 x 4 / 128; MXFP8: 2 x 1 / 32).
-double fp8_cast_bytes(const ModelSpec& m, double cast_transpose);
-// Per linear weight and step under the model's recipe: the FP8 copies kept (static bytes) and
-// the traffic of making them from the 16-bit weight (memory.h kFp8WeightCopyBytes, ...Traffic).
-double fp8_weight_copy_bytes(const ModelSpec& m);
-double fp8_weight_cast_bytes(const ModelSpec& m);
+double fp8_cast_bytes(const ModelSpec& m, bool gpu_any_layout, double cast_transpose);
+// Per linear weight and step under the model's recipe on the cluster's GPU: the FP8 copies kept
+// (static bytes) and the traffic of making them from the 16-bit weight.
+double fp8_weight_copy_bytes(const ModelSpec& m, const ClusterSpec& c);
+double fp8_weight_cast_bytes(const ModelSpec& m, const ClusterSpec& c);
 std::string_view recompute_name(RecomputePolicy p);
 RecomputePolicy parse_recompute(const std::string& s);  // throws InputError
 

@@ -100,7 +100,7 @@ namespace {
 // shared x f_e. Memory-bound: the router's softmax and top-k over (T, E) and the permutation of
 // the copies before the experts and back after them (read and write, (T k, h)); backward twice.
 void moe_block_work(LayerWork& w, const ModelSpec& m, const KernelStack& k, double T, int t, bool sp, int ep, int et,
-                    const std::function<Gemm(Gemm)>& linear) {
+                    const std::function<Gemm(Gemm)>& linear, double cast) {
   const MemoryTraffic& tr = k.traffic;
   const double h = m.hidden_size, fe = m.expert_ffn_hidden_size, E = m.num_experts, e = m.bytes_per_activation;
   // (T k) rows the rank's experts take: every token's copies gathered over the tp ranks (et > 1),
@@ -145,8 +145,7 @@ void moe_block_work(LayerWork& w, const ModelSpec& m, const KernelStack& k, doub
   const double permute = moe_permute_bytes(copies, h, e, local, ep * et);
   f.memory_bytes = Th_outside * e * (tr.layer_norm + resid) + act + route + permute;
   i.memory_bytes = backward_traffic_bytes(f.memory_bytes);
-  if (m.fp8) {  // the experts' inputs and output gradients cast to FP8, as the dense MLP's
-    const double cast = fp8_cast_bytes(m, tr.fp8_cast_transpose);
+  if (m.fp8) {  // the experts' inputs and output gradients cast to FP8 (`cast` bytes each), as the dense MLP's
     f.memory_bytes += cast * (copies * h + copies * fe / et);
     i.memory_bytes += cast * (up * copies * fe / et + copies * h);
   }
@@ -186,7 +185,7 @@ void add_module_recompute(LayerWork& w, const ModelSpec& m, const KernelStack& k
 }  // namespace
 
 LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp, int ep, int et,
-                     const RecomputeModules& modules) {
+                     const RecomputeModules& modules, bool fp8_any_layout) {
   const MemoryTraffic& tr = k.traffic;
   // With context parallelism every token-wise product and operation sees the rank's s / cp
   // tokens; the core attends them to all s keys (cp_core_work).
@@ -229,7 +228,7 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   const double attn_mem_f = Th_outside * e * (tr.layer_norm + resid);
   // The projections (attention_projections: QKV and the output projection, or MLA's five), each
   // split by columns, by rows or whole on every tp rank.
-  const double cast = m.fp8 ? fp8_cast_bytes(m, tr.fp8_cast_transpose) : 0;  // per element cast to FP8 (stack.h, the recipe)
+  const double cast = m.fp8 ? fp8_cast_bytes(m, fp8_any_layout, tr.fp8_cast_transpose) : 0;  // per element cast to FP8 (stack.h, the recipe)
   w.attn_f.memory_bytes = attn_mem_f;
   w.attn_i.memory_bytes = backward_traffic_bytes(attn_mem_f);
   for (const Projection& pr : projections) {
@@ -267,7 +266,7 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   w.head_i.gemms = {in_grad(T, V / t, h)};
   w.head_i.memory_bytes = logits * e * tr.cross_entropy_backward + backward_traffic_bytes(Th_outside * e * tr.layer_norm);
   w.head_w.gemms = {w_grad(T, V / t, h)};
-  if (is_moe(m)) moe_block_work(w, m, k, T, t, sp, ep, et > 0 ? et : t, linear);
+  if (is_moe(m)) moe_block_work(w, m, k, T, t, sp, ep, et > 0 ? et : t, linear, cast);
   if (modules.any_beyond_core()) add_module_recompute(w, m, k, T, Th_outside, t, et > 0 ? et : t, modules);
   return w;
 }

@@ -125,7 +125,9 @@ struct LayerWork : KernelContext {
 // each module's forward again inside the input gradient: the norms' traffic (layernorm), MLA's
 // up projections (mla_up_proj), the dense MLP block (mlp), the experts' activation (moe_act), the
 // shared experts' products (shared_experts), the whole MoE block (moe).
+// `fp8_any_layout`: the GPU's FP8 products read any layout (ClusterSpec::fp8_gemm_any_layout), so
+// per-tensor FP8 casts write no transpose (specs.h fp8_cast_bytes); false prices Hopper's.
 LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bool sp, bool selective, int cp = 1,
-                     int ep = 1, int et = 0, const RecomputeModules& modules = {});
+                     int ep = 1, int et = 0, const RecomputeModules& modules = {}, bool fp8_any_layout = false);
 
 }  // namespace stagecraft::costmodel

@@ -50,26 +50,39 @@ TEST(Fp8Recipes, OneH100LayerByHand) {
   EXPECT_NE(msg.find("gpu_mxfp8_peak_flops_per_s = 0"), std::string::npos) << msg;
 }
 
+// On a B200 (compute capability 10.0) FP8 products read any layout, so delayed and current
+// scaling write no transpose: 3 and 5 bytes per element cast, where blockwise and MXFP8 still
+// write both copies (4.0625): blockwise and MXFP8 are 1.0625 bytes above delayed, current 2.
 TEST(Fp8Recipes, OneB200LayerByHand) {
   const ClusterSpec c = load_cluster("b200-ib-1024");
   const double Th = 2048.0 * 4096, bw = 7.7e12 * 0.9;
   const auto d = layer_fi(Fp8Recipe::Delayed, c), cur = layer_fi(Fp8Recipe::Current, c);
   const auto blk = layer_fi(Fp8Recipe::Blockwise, c), mx = layer_fi(Fp8Recipe::Mxfp8, c);
   EXPECT_NEAR(cur.first - d.first, 2 * 7 * Th / bw, 1e-12);
-  EXPECT_NEAR(blk.first - d.first, 0.0625 * 7 * Th / bw, 1e-12);
-  EXPECT_NEAR(mx.first - d.first, 0.0625 * 7 * Th / bw, 1e-12);  // B200's MXFP8 peak = its FP8 peak
-  EXPECT_NEAR(mx.second - d.second, 0.0625 * 9 * Th / bw, 1e-12);
+  EXPECT_NEAR(blk.first - d.first, 1.0625 * 7 * Th / bw, 1e-12);
+  EXPECT_NEAR(mx.first - d.first, 1.0625 * 7 * Th / bw, 1e-12);  // B200's MXFP8 peak = its FP8 peak
+  EXPECT_NEAR(mx.second - d.second, 1.0625 * 9 * Th / bw, 1e-12);
 }
 
-// The weights' FP8 copies per step: delayed 2 bytes kept and 4 of traffic, current 6 of traffic,
-// blockwise 2 + 8/16384 (one 128x128 fp32 scale per copy), MXFP8 2 + 2/32 (row- and column-wise).
-// On a whole iteration of a B200 the four recipes give four different times.
+// The weights' FP8 copies per step on an H100 (compute capability 9.0: FP8 products take the TN
+// layout only): delayed 2 bytes kept (the weight and its transpose) and 4 of traffic, current 6
+// of traffic, blockwise 2 + 8/16384 (one 128x128 fp32 scale per copy). On a B200 (10.0, any
+// layout, Transformer Engine's is_non_tn_fp8_gemm_supported) per-tensor scaling keeps one copy:
+// 1 byte, 3 and 5 of traffic; MXFP8 still 2 + 2/32 (row- and column-wise scales). On a whole
+// iteration of a B200 the four recipes give four different times.
 TEST(Fp8Recipes, WeightCopiesAndFourIterationTimes) {
-  EXPECT_EQ(fp8_weight_cast_bytes(gpt(Fp8Recipe::Delayed)), 4);
-  EXPECT_EQ(fp8_weight_cast_bytes(gpt(Fp8Recipe::Current)), 6);
-  EXPECT_EQ(fp8_weight_copy_bytes(gpt(Fp8Recipe::Blockwise)), 2 + 8.0 / 16384);
-  EXPECT_EQ(fp8_weight_copy_bytes(gpt(Fp8Recipe::Mxfp8)), 2.0625);
-  const ClusterSpec c = load_cluster("b200-ib-1024");
+  const ClusterSpec h100 = load_cluster("h100-ib-1024"), c = load_cluster("b200-ib-1024");
+  ASSERT_FALSE(h100.fp8_gemm_any_layout());
+  ASSERT_TRUE(c.fp8_gemm_any_layout());
+  EXPECT_EQ(fp8_weight_copy_bytes(gpt(Fp8Recipe::Delayed), h100), 2);
+  EXPECT_EQ(fp8_weight_cast_bytes(gpt(Fp8Recipe::Delayed), h100), 4);
+  EXPECT_EQ(fp8_weight_cast_bytes(gpt(Fp8Recipe::Current), h100), 6);
+  EXPECT_EQ(fp8_weight_copy_bytes(gpt(Fp8Recipe::Blockwise), h100), 2 + 8.0 / 16384);
+  EXPECT_EQ(fp8_weight_copy_bytes(gpt(Fp8Recipe::Delayed), c), 1);
+  EXPECT_EQ(fp8_weight_copy_bytes(gpt(Fp8Recipe::Current), c), 1);
+  EXPECT_EQ(fp8_weight_cast_bytes(gpt(Fp8Recipe::Delayed), c), 3);
+  EXPECT_EQ(fp8_weight_cast_bytes(gpt(Fp8Recipe::Current), c), 5);
+  EXPECT_EQ(fp8_weight_copy_bytes(gpt(Fp8Recipe::Mxfp8), c), 2.0625);
   std::vector<double> t;
   for (Fp8Recipe r : {Fp8Recipe::Delayed, Fp8Recipe::Current, Fp8Recipe::Blockwise, Fp8Recipe::Mxfp8})
     t.push_back(estimate(gpt(r), c, stagecraft::test::plan_of(1, 8, 1, 4)).eval.iteration_time_s);
@@ -91,7 +104,8 @@ TEST(Fp8Recipes, RecipeNeedsFp8AndAKnownName) {
 
 // FP8 with zero 3 is priced: each layer's linear weights gather 1 byte each (Megatron-Core
 // --fp8-param-gather, torchao's float8 all-gather), the rest 16-bit; a gathered unit holds its
-// FP8 weights and their FP8 transposes (2 bytes each).
+// FP8 copies: on Hopper the weights and their FP8 transposes (2 bytes each), on Blackwell the
+// weights alone (1).
 TEST(Fp8Recipes, Zero3GathersFp8Weights) {
   ModelSpec m = gpt(Fp8Recipe::Delayed);
   const std::vector<FsdpUnitWork> units = {{1000, 1, 2, 0, 0, 800}};
@@ -99,6 +113,7 @@ TEST(Fp8Recipes, Zero3GathersFp8Weights) {
   const FsdpStage f = fsdp_stage(units, m, true, none, none);
   EXPECT_EQ(f.gather_bytes, 200 * 2 + 800 * 1);                 // 1,200 of 2,000 bytes in 16 bits
   EXPECT_EQ(f.gathered_bytes, 2 * ((1200 + 800) + 1000 * 2.0));  // bf16 gradients (gpt3-7.5b: 2 bytes)
+  EXPECT_EQ(fsdp_stage(units, m, true, none, none, 1).gathered_bytes, 2 * (1200 + 1000 * 2.0));
   ParallelPlan p = stagecraft::test::plan_of(8, 1, 1, 4);
   p.zero = 3;
   const Estimate e = estimate(m, load_cluster("h100-ib-1024"), p);

@@ -100,7 +100,7 @@ TEST(GpuCatalog, PresetFiguresUnchanged) {
   EXPECT_EQ(v.achieved_efficiency, 0.55);
   EXPECT_EQ(load_cluster("merak-3090-64").achieved_efficiency, 0.5);
   EXPECT_EQ(load_cluster("local-cpu-2").achieved_efficiency, 0.025);
-  EXPECT_EQ(load_cluster("h200-ib-1024").gpu_memory_bytes, 141e9);
+  EXPECT_EQ(load_cluster("h200-ib-1024").gpu_memory_bytes, 143771 * 1048576.0);
 }
 
 // A cluster's own field overrides the catalog's; an assumed figure it overrides is its own.
@@ -246,7 +246,7 @@ TEST(GpuCatalog, Gb300Preset) {
   EXPECT_EQ(c.gpu_peak_flops_per_s, 360e15 / 72 / 2);
   EXPECT_EQ(c.gpu_fp8_peak_flops_per_s, 720e15 / 72 / 2);
   EXPECT_EQ(c.gpu_mxfp8_peak_flops_per_s, 5e15);
-  EXPECT_EQ(c.gpu_memory_bytes, 288e9);
+  EXPECT_EQ(c.gpu_memory_bytes, 284208 * 1048576.0);  // nvidia-smi's total of NVIDIA's 288 GB
   EXPECT_EQ(c.gpu_memory_bandwidth_Bps, 8e12);
   EXPECT_EQ(c.gpu_sms, 160);
   EXPECT_EQ(c.num_gpus(), 16 * 72);

@@ -43,7 +43,7 @@ TEST(Presets, PaperClustersArePresent) {
 // GPU with more and faster memory; a user's file can extend a preset the same way.
 TEST(Presets, ClusterExtendsAPreset) {
   const ClusterSpec h100 = load_cluster("h100-ib-1024"), h200 = load_cluster("h200-ib-1024");
-  EXPECT_EQ(h200.gpu_memory_bytes, 141e9);
+  EXPECT_EQ(h200.gpu_memory_bytes, 143771 * 1048576.0);  // as CUDA reports it (NVIDIA's 141 GB)
   EXPECT_EQ(h200.gpu_memory_bandwidth_Bps, 4.8e12);
   EXPECT_EQ(h200.gpu_peak_flops_per_s, h100.gpu_peak_flops_per_s);
   EXPECT_EQ(h200.gpu_fp8_peak_flops_per_s, h100.gpu_fp8_peak_flops_per_s);
@@ -53,19 +53,19 @@ TEST(Presets, ClusterExtendsAPreset) {
   std::ofstream(file) << R"({"extends": "h200-ib-1024", "name": "mine", "nodes": 2})";
   const ClusterSpec mine = load_cluster(file);
   EXPECT_EQ(mine.num_gpus(), 16);
-  EXPECT_EQ(mine.gpu_memory_bytes, 141e9);
+  EXPECT_EQ(mine.gpu_memory_bytes, h200.gpu_memory_bytes);
   std::ofstream(file) << R"({"extends": "h300", "name": "mine"})";
   EXPECT_NE(error_of([&] { load_cluster(file); }).find("extends = \"h300\" is not a cluster preset"), std::string::npos)
       << error_of([&] { load_cluster(file); });
 }
 
 // The Blackwell presets: NVIDIA's dense peaks (its tables give them with sparsity: halved), memory
-// and NVLink 5 per GPU; GB200 NVL72's node is the rack's 72-GPU NVLink domain, one NIC per GPU.
+// as nvidia-smi reports it and NVLink 5 per GPU; GB200 NVL72's node is the rack's 72-GPU NVLink domain, one NIC per GPU.
 TEST(Presets, BlackwellClusters) {
   const ClusterSpec b200 = load_cluster("b200-ib-1024"), gb200 = load_cluster("gb200-nvl72-1152");
   EXPECT_EQ(b200.gpu_peak_flops_per_s, 2.25e15);
   EXPECT_EQ(b200.gpu_fp8_peak_flops_per_s, 4.5e15);
-  EXPECT_EQ(b200.gpu_memory_bytes, 180e9);
+  EXPECT_EQ(b200.gpu_memory_bytes, 183359 * 1048576.0);  // nvidia-smi's total (NVIDIA's 180 GB)
   EXPECT_EQ(b200.intra_node_bandwidth_Bps, 900e9);
   EXPECT_EQ(b200.num_gpus(), 1024);
   EXPECT_EQ(b200.gpu_sms, 148);
@@ -74,7 +74,7 @@ TEST(Presets, BlackwellClusters) {
   EXPECT_EQ(gb200.num_gpus(), 16 * 72);
   EXPECT_EQ(gb200.gpu_peak_flops_per_s, 2.5e15);
   EXPECT_EQ(gb200.gpu_fp8_peak_flops_per_s, 5e15);
-  EXPECT_EQ(gb200.gpu_memory_bytes, 186e9);
+  EXPECT_EQ(gb200.gpu_memory_bytes, 189471 * 1048576.0);  // nvidia-smi's total (NVIDIA's 186 GB)
   EXPECT_EQ(gb200.gpu_memory_bandwidth_Bps, 8e12);
   for (const ClusterSpec* c : {&b200, &gb200}) EXPECT_NE(c->compute_source.find("ASSUMED"), std::string::npos) << c->name;
 }

@@ -64,6 +64,7 @@ MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num
               "moe_node_limit", "moe_capacity_factor", "moe_load_imbalance", "moe_layer_pattern", "sliding_window",
               "sliding_window_pattern")
 DEFAULTS = {}
+SHOW_COMMANDS = False  # --show-commands DIR: print each row's estimate command to stderr, its files in DIR
 STRICT = True  # the older sets: a refused row stops the run; the newer sets (with a split) list it
 SPLIT = None  # --split dev|holdout: only the rows of that split (published-moe.json, published-blackwell.json)
 SHAPE_FIELDS = ("head_dim", "v_head_dim", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim")
@@ -175,6 +176,8 @@ def estimate(binary, run, extra, tmp):
         # Megatron-Core's bucket: max(40M, 1M x dp) parameters of 16-bit gradients (distributed_data_parallel.py)
         mb = run.get("grad_bucket_mb") or max(40e6, 1e6 * run["dp"] * (run.get("cp") or 1)) * 2 / 2**20
         cmd += ["--grad-bucket-mb", f"{mb:.1f}"]
+    if SHOW_COMMANDS:  # each row's command, to reproduce or inspect it alone
+        print(f"{run['id']}: {' '.join(cmd + extra)}", file=sys.stderr)
     out = subprocess.run(cmd + extra, capture_output=True, text=True)
     if out.returncode != 0:
         if out.returncode == 2 and not STRICT:  # the program refuses the configuration: listed, not priced
@@ -308,7 +311,7 @@ def brackets(binary, runs_file, extra):
 
 
 def main():
-    global CONSTANT_EFFICIENCY, AS_2023, SPLIT, DEFAULTS, STRICT
+    global CONSTANT_EFFICIENCY, AS_2023, SPLIT, DEFAULTS, STRICT, SHOW_COMMANDS
     args = sys.argv[1:]
     binary = args.pop(0) if args and not args[0].startswith("--") else os.path.join(HERE, "..", "..", "build", "bin", "stagecraft")
     runs_file = os.path.join(HERE, "published.json")
@@ -328,6 +331,13 @@ def main():
     if "--as-2023" in extra:
         extra.remove("--as-2023")
         AS_2023 = True
+    keep = None
+    if "--show-commands" in extra:
+        i = extra.index("--show-commands")
+        keep = extra[i + 1]
+        del extra[i:i + 2]
+        os.makedirs(keep, exist_ok=True)
+        SHOW_COMMANDS = True
     with_brackets = "--brackets" in extra
     if with_brackets:
         extra.remove("--brackets")
@@ -338,7 +348,8 @@ def main():
     if AS_2023:  # what the A100-era model could not express at all
         runs = [r for r in runs if (r.get("cp") or 1) == 1 and r.get("precision", "bf16") != "fp8"]
     rows, errs, pub_tput, pred_tput, moe_rows, refused, row_runs = [], [], [], [], [], [], []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = keep or scratch
         for run in runs:
             e = estimate(binary, run, extra, tmp)
             if "refused" in e:
