@@ -135,6 +135,9 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   app->add_flag("--overlap-param-gather", f.overlap_param_gather,
                 "with --zero 1 or 2: all-gather the updated parameters bucket by bucket behind the next forward "
                 "(Megatron-Core --overlap-param-gather)");
+  app->add_flag("--fp8-param-gather", f.fp8_param_gather,
+                "with --fp8 and --zero 1 or 2: keep the compute weights in FP8 only and all-gather them in FP8 "
+                "(Megatron-Core --fp8-param-gather)");
   app->add_option("--grad-reduce-at", f.grad_reduce_at,
                   "without --overlap-grad-reduce, where each stage's gradient reduction starts: rank-end (after the "
                   "rank's whole backward, Megatron-LM), stage-end (after the stage's own, eager) or auto (the "
@@ -459,6 +462,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (f.no_reshard_after_forward) p.reshard_after_forward = false;
   if (f.overlap_grad_reduce) p.overlap_grad_reduce = true;
   if (f.overlap_param_gather) p.overlap_param_gather = true;
+  if (f.fp8_param_gather) p.fp8_param_gather = true;
   if (!f.stack.empty()) p.stack = f.stack;
   if (f.preemptive_comm) p.preemptive_comm = true;
   if (!f.grad_reduce_at.empty()) p.grad_reduce_at = schedules::parse_grad_reduce_at(f.grad_reduce_at, "--grad-reduce-at");

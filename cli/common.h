@@ -51,6 +51,7 @@ struct PlanFlags {
   ModelFlags model_flags;         // --attention-kernel, --no-dropout, --fp8, --seq-length
   std::string stack;              // kernel set (costmodel/presets/stacks; default: the plan's, else megatron-lm)
   bool overlap_param_gather = false;  // the distributed optimizer's gather behind the next forward
+  bool fp8_param_gather = false;      // FP8 compute weights only, gathered in FP8 (plan.fp8_param_gather)
   std::string cluster;            // preset name or JSON file
   std::string plan_file;          // optional JSON plan; flags given override its fields
   std::optional<int> dp, tp, pp;  // dp defaults to GPUs / (tp * pp * cp)

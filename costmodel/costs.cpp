@@ -318,13 +318,21 @@ void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, cons
     if (m.fp8 && r < t.fp8_params.size() && p.zero == 3) {  // FP8 parameter all-gather (fsdp.h)
       t.static_bytes[r] -= t.fp8_params[r] * (m.bytes_per_param - 1) / shard;  // the shards kept in FP8
       t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] / shard * memory::kFp8ShardCastTrafficBytes);
+    } else if (m.fp8 && r < t.fp8_params.size() && p.fp8_param_gather) {  // FP8 compute weights only (specs.h)
+      t.static_bytes[r] += t.fp8_params[r] * (fp8_weight_copy_bytes(m, c) - m.bytes_per_param);  // no 16-bit copy
+      // Each rank quantises its updated shard from the fp32 master: read 4, write the copies.
+      t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] / shard * (4 + fp8_weight_copy_bytes(m, c)));
     } else if (m.fp8 && r < t.fp8_params.size()) {  // every replica casts its whole weights (not 1/dp)
       t.static_bytes[r] += t.fp8_params[r] * fp8_weight_copy_bytes(m, c);  // the recipe's copies (specs.h)
       t.optimizer_s[r] += shape::memory_s(c, t.fp8_params[r] * fp8_weight_cast_bytes(m, c));
     }
     if (gathers_after_step(p)) {
-      const double bytes = params * m.bytes_per_param;  // (params) the rank's updated 16-bit weights
-      const double expert_bytes = experts * m.bytes_per_param;  // the routed experts', over their own groups
+      // (params) the rank's updated weights, 16-bit, or with fp8_param_gather its FP8 matrices' copies
+      // (the FP8 share taken alike in the dense and the expert parts)
+      const double fp8_share = p.fp8_param_gather && r < t.fp8_params.size() ? t.fp8_params[r] / t.params[r] : 0.0;
+      const double per_param = (1 - fp8_share) * m.bytes_per_param + fp8_share * (m.fp8 ? fp8_weight_gather_bytes(m, c) : 0.0);
+      const double bytes = params * per_param;
+      const double expert_bytes = experts * per_param;  // the routed experts', over their own groups
       const AllReducePath expert_path = topo.allreduce_path(expert_axis(p), expert_data_parallel(p), p.ep);
       t.param_gather_bytes[r] = bytes + expert_bytes;
       t.param_gather_s[r] = comm_s(prof, "all_gather", shard, bytes, topo.group_link(kDpCp), all_gather_s(bytes, topo.allreduce_path(kDpCp)), t.notes);

@@ -109,6 +109,10 @@ double fp8_weight_copy_bytes(const ModelSpec& m, const ClusterSpec& c) {
     default: return fp8_keeps_second_copy(m, c.fp8_gemm_any_layout()) ? 2 : 1;
   }
 }
+double fp8_weight_gather_bytes(const ModelSpec& m, const ClusterSpec& c) {
+  const bool per_tensor = m.fp8_recipe == Fp8Recipe::Delayed || m.fp8_recipe == Fp8Recipe::Current;
+  return per_tensor ? 1.0 : fp8_weight_copy_bytes(m, c);
+}
 double fp8_weight_cast_bytes(const ModelSpec& m, const ClusterSpec& c) {
   const double written = fp8_keeps_second_copy(m, c.fp8_gemm_any_layout()) ? 2 : 1;
   switch (m.fp8_recipe) {
@@ -353,6 +357,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.etp != 0) j["etp"] = p.etp;
   if (p.moe_dispatcher != "alltoall") j["moe_dispatcher"] = p.moe_dispatcher;
   if (p.offload_layers > 0) j["offload_layers"] = p.offload_layers;
+  if (p.fp8_param_gather) j["fp8_param_gather"] = true;
   if (!p.recompute_modules.empty()) j["recompute_modules"] = p.recompute_modules;
   if (p.zero == 3) {
     j["reshard_after_forward"] = p.reshard_after_forward;
@@ -517,6 +522,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.grad_bucket_bytes = r.opt<double>("grad_bucket_bytes", p.grad_bucket_bytes);
   p.preemptive_comm = r.opt<bool>("preemptive_comm", false);
   p.overlap_param_gather = r.opt<bool>("overlap_param_gather", false);
+  p.fp8_param_gather = r.opt<bool>("fp8_param_gather", false);
   p.stack = r.opt<std::string>("stack", p.stack);
   p.zero = r.opt<int>("zero", 0);
   p.cp = r.opt<int>("cp", 1);
@@ -753,6 +759,10 @@ void check(const ParallelPlan& p) {
         p.zero == 3 ? "zero 3 gathers each layer before its forward, behind the previous layer's compute; the "
                       "option is for zero 1 and 2, which gather all parameters after the step"
                     : "overlapping the parameter all-gather needs a distributed optimizer (zero 1 or 2), which gathers them");
+  if (p.fp8_param_gather && (p.zero < 1 || p.zero > 2))
+    bad(w, "fp8_param_gather", "true with zero = " + std::to_string(p.zero),
+        p.zero == 3 ? "zero 3 gathers FP8 weights whenever the model is FP8; the option is for zero 1 and 2"
+                    : "keeping only FP8 weights needs the distributed optimizer's fp32 master (zero 1 or 2)");
   if (p.shard_group != 0 && p.zero != 3)
     bad(w, "shard_group", std::to_string(p.shard_group) + " with zero = " + std::to_string(p.zero),
         "hybrid sharding shards parameters (zero 3); use 0 otherwise");
@@ -782,6 +792,8 @@ void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p) 
                      std::to_string(c.gpus_per_node) + "); a plan uses at most the cluster's GPUs");
   if (m.num_heads % p.tp != 0)
     bad("plan", "tp", std::to_string(p.tp), "must divide the model's num_heads = " + std::to_string(m.num_heads));
+  if (p.fp8_param_gather && !m.fp8)
+    bad("plan", "fp8_param_gather", "true", "needs an FP8 model (model.fp8 = true, --fp8 or --fp8-recipe)");
   if (kv_heads(m) % p.tp != 0)
     bad("plan", "tp", std::to_string(p.tp),
         "must divide the model's num_kv_heads = " + std::to_string(kv_heads(m)) + " (each rank holds whole key/value heads, as Megatron-LM's query groups)");

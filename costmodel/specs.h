@@ -289,6 +289,11 @@ struct ParallelPlan {
                                      // parameters bucket by bucket behind the next forward, which waits
                                      // for each bucket as it reaches its layers (Megatron-Core
                                      // --overlap-param-gather); false: the whole gather after the step
+  bool fp8_param_gather = false;     // FP8 with zero 1 or 2: the compute weights are kept in FP8 only
+                                     // (no 16-bit copy), each rank casts its updated shard from the fp32
+                                     // master and the all-gather moves FP8 (Megatron-Core
+                                     // --fp8-param-gather; Megatron-Bridge's current-scaling and MXFP8
+                                     // recipes set it). Zero 3 always gathers FP8 (costmodel/fsdp.h)
   std::string stack = "megatron-lm"; // the kernel set that runs the plan (stack.h, costmodel/presets/stacks)
   int zero = 0;                      // distributed optimizer over the dp group: 0 none, 1 optimizer
                                      // states sharded (ZeRO-1, Megatron's --use-distributed-optimizer),
@@ -395,6 +400,10 @@ double fp8_cast_bytes(const ModelSpec& m, bool gpu_any_layout, double cast_trans
 // (static bytes) and the traffic of making them from the 16-bit weight.
 double fp8_weight_copy_bytes(const ModelSpec& m, const ClusterSpec& c);
 double fp8_weight_cast_bytes(const ModelSpec& m, const ClusterSpec& c);
+// Per FP8 weight, bytes an all-gather of FP8 compute weights moves (plan.fp8_param_gather): the
+// FP8 data alone under per-tensor scaling (a transpose, where one is kept, is made after the
+// gather), both scaled copies under blockwise and MXFP8 scaling (fp8_weight_copy_bytes).
+double fp8_weight_gather_bytes(const ModelSpec& m, const ClusterSpec& c);
 std::string_view recompute_name(RecomputePolicy p);
 RecomputePolicy parse_recompute(const std::string& s);  // throws InputError
 

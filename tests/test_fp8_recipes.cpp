@@ -123,3 +123,39 @@ TEST(Fp8Recipes, Zero3GathersFp8Weights) {
   EXPECT_LT(e.costs.stages[0].fsdp.gather_bytes, 0.55 * b.costs.stages[0].fsdp.gather_bytes);  // about half
   EXPECT_GT(e.costs.stages[0].fsdp.gather_bytes, 0.5 * b.costs.stages[0].fsdp.gather_bytes);
 }
+
+// FP8 compute weights only (plan.fp8_param_gather; Megatron-Core --fp8-param-gather, which the
+// FP8 presets of Megatron-Bridge and NeMo 2.0 set): with zero 1, each rank keeps its FP8 copies
+// in place of the 16-bit weights, and the distributed optimizer's all-gather moves one byte per
+// FP8 weight (per-tensor scaling) instead of two. Static memory falls by exactly the 16-bit copy,
+// 2 bytes per FP8 weight, on a B200 (one FP8 copy kept) and an H100 (data and transpose) alike.
+TEST(Fp8Recipes, Fp8ParamGatherKeepsOnlyFp8Weights) {
+  for (const char* cluster : {"b200-ib-1024", "h100-ib-1024"}) {
+    const ClusterSpec c = load_cluster(cluster);
+    ParallelPlan p = stagecraft::test::plan_of(8, 1, 1, 4);
+    p.zero = 1;
+    const Estimate plain = estimate(gpt(Fp8Recipe::Current), c, p);
+    p.fp8_param_gather = true;
+    const Estimate kept = estimate(gpt(Fp8Recipe::Current), c, p);
+    const CostTable &a = plain.costs, &b = kept.costs;
+    const double fp8 = a.fp8_params[0], params = a.params[0];
+    ASSERT_GT(fp8, 0.9 * params) << cluster;  // the layers' matrices: nearly all of a 7.5B model's weights
+    EXPECT_NEAR(a.static_bytes[0] - b.static_bytes[0], 2 * fp8, 1e-6 * params) << cluster;
+    EXPECT_NEAR(a.param_gather_bytes[0], 2 * params, 1e-6 * params) << cluster;
+    EXPECT_NEAR(b.param_gather_bytes[0], 2 * (params - fp8) + fp8, 1e-6 * params) << cluster;
+  }
+}
+
+TEST(Fp8Recipes, Fp8ParamGatherNeedsFp8AndZero1Or2) {
+  ParallelPlan p = stagecraft::test::plan_of(8, 1, 1, 4);
+  p.fp8_param_gather = true;
+  EXPECT_NE(error_of([&] { check(p); }).find("fp8_param_gather"), std::string::npos);  // zero 0
+  p.zero = 3;
+  EXPECT_NE(error_of([&] { check(p); }).find("zero 3 gathers FP8 weights"), std::string::npos);
+  p.zero = 1;
+  ModelSpec bf16 = gpt(Fp8Recipe::Delayed);
+  bf16.fp8 = false;
+  const std::string msg = error_of([&] { estimate(bf16, load_cluster("h100-ib-1024"), p); });
+  EXPECT_NE(msg.find("fp8_param_gather = true"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("needs an FP8 model"), std::string::npos) << msg;
+}

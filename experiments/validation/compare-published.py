@@ -99,7 +99,7 @@ def load_cluster(path):
 
 def estimate(binary, run, extra, tmp):
     run = dict(run)
-    for k in ("attention", "dropout", "distributed_optimizer"):
+    for k in ("attention", "dropout", "distributed_optimizer", "fp8_param_gather"):
         if run.get(k) is None and k in DEFAULTS:
             run[k] = DEFAULTS[k]
     cluster = load_cluster(os.path.join(HERE, RUN_CLUSTERS.get(run["id"], CLUSTERS[run["gpu"]])))
@@ -171,6 +171,11 @@ def estimate(binary, run, extra, tmp):
         if run.get("expert_tensor_parallel") == 1 and run["tp"] > 1:  # whole experts (--etp 1)
             cmd += ["--etp", "1"]
     cmd += precision_flags(run)
+    # FP8 compute weights only, gathered in FP8 (Megatron-Core --fp8-param-gather), where the set says
+    # its recipes keep them so (its defaults' fp8_param_gather) and the optimizer is distributed.
+    if run.get("fp8_param_gather") and "--fp8-recipe" in cmd and run.get("zero") != 3 and run.get("distributed_optimizer"):
+        if cmd[cmd.index("--fp8-recipe") + 1] != "blockwise":  # the sub-channel presets leave it off
+            cmd.append("--fp8-param-gather")
     if run.get("overlap_grad_reduce"):
         cmd.append("--overlap-grad-reduce")
         # Megatron-Core's bucket: max(40M, 1M x dp) parameters of 16-bit gradients (distributed_data_parallel.py)
