@@ -55,6 +55,11 @@ void action_events(std::vector<MemoryEvent>& out, const RecomputeMarks& rm, cons
     case Op::B: case Op::I: backward_events(out, rm, pos, a.stage, a.microbatch, a.op); break;
     case Op::W: out.push_back({pos, a.stage, E::FreeWeight, true, false, 0}); break;
     case Op::OVERLAP_F_B:
+      if (a.stage == a.b_stage) {  // one stage's layers, the forward up while the backward comes down
+        backward_events(out, rm, pos, a.b_stage, a.b_microbatch, a.b_op);
+        out.push_back({pos, a.stage, E::StoreForward, true, false, fr(a.stage, a.microbatch)});
+        break;
+      }
       out.push_back({pos, a.stage, E::StoreForward, false, false, fr(a.stage, a.microbatch)});
       backward_events(out, rm, pos, a.b_stage, a.b_microbatch, a.b_op);
       break;

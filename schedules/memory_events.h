@@ -13,7 +13,12 @@
 //   B, I          hold the backward's working set from start to end; at the end B frees what
 //                 the pair held, I what only the input gradient read
 //   W             frees the rest at its end
-//   OVERLAP_F_B   its forward's store and its backward's working set and frees, as above
+//   OVERLAP_F_B   its forward's store and its backward's working set and frees, as above; on two
+//                 stages (DualPipe's chunks, interleaved 1F1B's) the store from the pair's start,
+//                 so both microbatches are held at once (DeepSeek-V3's Table 2 counts PP+1);
+//                 on one stage (Megatron-Core's combined 1F1B without a pipeline, a2a_overlap)
+//                 the forward keeps layer by layer what the backward frees, from the last layer
+//                 down as it goes up: counted at the pair's end, after the backward's frees
 //   OFFLOAD       moves the kept bytes to the host at the end of its copy
 //   RELOAD        brings them back: on the GPU from its start, off the host at its end
 #pragma once

@@ -76,6 +76,31 @@ Schedule generate(std::string_view name, const GeneratorOptions& opt) {
   return s;
 }
 
+bool a2a_overlap(const GeneratorOptions& o, const std::string& schedule) {
+  if (!o.extra.contains(kA2aOverlapKey)) return false;
+  const nlohmann::json& v = o.extra[kA2aOverlapKey];
+  if (!v.is_boolean())
+    throw InputError("schedule " + schedule + ": " + kA2aOverlapKey + " = " + v.dump() + " is invalid (expected true or false)");
+  return v.get<bool>();
+}
+
+void append_one_f_one_b(std::vector<Action>& list, int total, int warmup, bool paired,
+                        const std::function<Action(int)>& forward, const std::function<Action(int)>& backward) {
+  warmup = std::min(total, warmup + (paired ? 1 : 0));
+  int f = 0, b = 0;
+  while (f < warmup) list.push_back(forward(f++));
+  while (f < total) {
+    if (paired) {
+      const Action fa = forward(f++), ba = backward(b++);
+      list.push_back(Action::overlap(fa.stage, fa.microbatch, ba.stage, ba.microbatch));
+      continue;
+    }
+    list.push_back(forward(f++));
+    list.push_back(backward(b++));
+  }
+  while (b < total) list.push_back(backward(b++));
+}
+
 namespace constraint {
 
 void positive(const std::string& schedule, const char* field, int value) {

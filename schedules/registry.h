@@ -50,6 +50,20 @@ void check_size(const std::string& schedule, const GeneratorOptions& opt);  // I
 Schedule generate(std::string_view name, const GeneratorOptions& opt);
 
 // Shared checks for generators, each throwing InputError that names the schedule and field.
+// Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm; pipeline_parallel/schedules.py
+// combined_1f1b_schedule_for_no_pipelining, and one more warm-up forward in the interleaved
+// schedule "to ensure the forward and backward computations are independent in all 1f1b steps"):
+// the generator parameter `a2a_overlap` (true or false, default false) of 1f1b and interleaved-1f1b.
+inline constexpr const char* kA2aOverlapKey = "a2a_overlap";
+// The parameter's value; InputError naming it when it is not a boolean.
+bool a2a_overlap(const GeneratorOptions& o, const std::string& schedule);
+// One rank's 1F1B after `warmup` forwards: forward(k) and backward(k) give the k-th forward and
+// backward; each steady-state forward then the backward after it, or with `paired` the two as
+// one OVERLAP_F_B (its all-to-alls behind the other's compute) after one more warm-up forward;
+// then the remaining backwards.
+void append_one_f_one_b(std::vector<Action>& list, int total, int warmup, bool paired,
+                        const std::function<Action(int)>& forward, const std::function<Action(int)>& backward);
+
 namespace constraint {
 void positive(const std::string& schedule, const char* field, int value);
 void at_least(const std::string& schedule, const char* field, int value, int minimum, const std::string& why = "");

@@ -145,6 +145,10 @@ def estimate(binary, run, extra, tmp):
     if knobs.get("cpu_offloading_num_layers"):  # Megatron-Core --cpu-offloading-num-layers
         cmd += ["--offload-layers", str(knobs["cpu_offloading_num_layers"])]
     cmd += ["--schedule", "interleaved-1f1b", "--chunks", str(vs)] if vs > 1 else ["--schedule", "1f1b"]
+    if knobs.get("moe_a2a_overlap") or knobs.get("overlap_moe_expert_parallel_comm"):
+        # Megatron-Core's combined 1F1B: each steady-state forward paired with a backward, the
+        # expert all-to-alls of one behind the other's compute (schedules/registry.h a2a_overlap)
+        cmd += ["--param", "a2a_overlap=true"]
     if run.get("sequence_parallel"):
         cmd.append("--sequence-parallel")
     if run.get("zero") == 3:  # FSDP: parameters sharded too, gathered per unit

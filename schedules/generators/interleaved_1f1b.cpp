@@ -7,7 +7,9 @@
 // get_schedule_table; the last group takes the microbatches left); the backward visits the
 // same table with the chunks reversed; warm-up (p-r-1)*2 + (v-1)*N forwards, then 1F1B.
 // Megatron-LM requires p <= N <= m and m mod N either 0 or at least p (a shorter last group
-// leaves dependency bubbles); with N = p that is m a multiple of p.
+// leaves dependency bubbles); with N = p that is m a multiple of p. With a2a_overlap (registry.h,
+// Megatron-Core's combined 1F1B) one more warm-up forward, then each steady-state forward and
+// backward as one OVERLAP_F_B.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -51,7 +53,7 @@ GeneratorInfo interleaved_1f1b_generator() {
   g.aliases = {"interleaved", "megatron-interleaved", "scheduleinterleaved1f1b", "virtual-pipeline"};
   g.summary = "1F1B over v model chunks per rank (Megatron-LM virtual pipeline stages)";
   g.source = "Narayanan et al., Megatron-LM, SC 2021, Sec. 2.2";
-  g.params = {"ranks", "microbatches", "chunks", kGroupKey};
+  g.params = {"ranks", "microbatches", "chunks", kGroupKey, kA2aOverlapKey};
   g.constraints =
       "chunks >= 1 (default 2); microbatch_group_size_per_vp_stage N (default ranks) with ranks <= N <= microbatches, "
       "microbatches mod N 0 or at least ranks (Megatron-LM's requirements; with N = ranks, microbatches a multiple of ranks)";
@@ -59,6 +61,7 @@ GeneratorInfo interleaved_1f1b_generator() {
     constraint::positive("interleaved-1f1b", "ranks", o.ranks);
     constraint::positive("interleaved-1f1b", "microbatches", o.microbatches);
     constraint::at_least("interleaved-1f1b", "chunks", o.chunks == 0 ? 2 : o.chunks, 1);
+    a2a_overlap(o, "interleaved-1f1b");  // a boolean, or InputError
     const int group = group_size(o);
     if (!o.extra.contains(kGroupKey)) {
       constraint::multiple_of("interleaved-1f1b", "microbatches", o.microbatches, o.ranks,
@@ -82,21 +85,14 @@ GeneratorInfo interleaved_1f1b_generator() {
     s.params["chunks"] = v;
     const int group = group_size(o);
     if (o.extra.contains(kGroupKey)) s.params[kGroupKey] = group;
+    const bool paired = a2a_overlap(o, "interleaved-1f1b");
+    if (paired) s.params[kA2aOverlapKey] = true;
     const auto table = schedule_table(m, v, group);
     const int total = m * v;
-    for (int r = 0; r < p; ++r) {
-      auto& list = s.actions[static_cast<size_t>(r)];
-      int warmup = std::min((p - r - 1) * 2 + (v - 1) * group, total);
-      int f = 0, b = 0;
-      auto forward = [&] { list.push_back(virtual_action(table[static_cast<size_t>(f++)], r, p, v, true)); };
-      auto backward = [&] { list.push_back(virtual_action(table[static_cast<size_t>(b++)], r, p, v, false)); };
-      while (f < warmup) forward();
-      while (f < total) {
-        forward();
-        backward();
-      }
-      while (b < total) backward();
-    }
+    for (int r = 0; r < p; ++r)
+      append_one_f_one_b(s.actions[static_cast<size_t>(r)], total, (p - r - 1) * 2 + (v - 1) * group, paired,
+                         [&, r](int k) { return virtual_action(table[static_cast<size_t>(k)], r, p, v, true); },
+                         [&, r](int k) { return virtual_action(table[static_cast<size_t>(k)], r, p, v, false); });
     return s;
   };
   return g;
