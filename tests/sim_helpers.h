@@ -9,14 +9,20 @@
 
 namespace stagecraft::test {
 
+// A cluster with `preset`'s links and GPUs: `nodes` nodes of gpus_per_node GPUs and
+// nics_per_node NICs each.
+inline costmodel::ClusterSpec shaped(const std::string& preset, int nodes, int gpus_per_node, int nics_per_node) {
+  costmodel::ClusterSpec c = costmodel::load_cluster(preset);
+  c.nodes = nodes;
+  c.gpus_per_node = gpus_per_node;
+  c.nics_per_node = nics_per_node;
+  return c;
+}
+
 // An H100 cluster (h100-ib-1024's links) of gpus_per_node GPUs and nics_per_node NICs per
 // node, as many nodes as `gpus` needs.
 inline costmodel::ClusterSpec h100_shaped(int gpus_per_node, int nics_per_node, int gpus) {
-  costmodel::ClusterSpec c = costmodel::load_cluster("h100-ib-1024");
-  c.gpus_per_node = gpus_per_node;
-  c.nics_per_node = nics_per_node;
-  c.nodes = (gpus + gpus_per_node - 1) / gpus_per_node;
-  return c;
+  return shaped("h100-ib-1024", (gpus + gpus_per_node - 1) / gpus_per_node, gpus_per_node, nics_per_node);
 }
 
 inline sim::SimOptions folded_tp() {

@@ -31,30 +31,21 @@ void expect_agreement(const costmodel::ModelSpec& m, const costmodel::ClusterSpe
 
 // dp 4 over 2 nodes of 2 GPUs with a NIC each: both halves run as rings with a channel per NIC.
 TEST(SimZero, ChannelRingHalvesAgreeWithTheEvaluator) {
-  auto c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 2;
-  c.gpus_per_node = 2;
-  c.nics_per_node = 2;
+  auto c = test::shaped("h100-nvl-ib-64", 2, 2, 2);
   expect_agreement(costmodel::load_model("gpt3-7.5b"), c, plan(4, 1, 1, 1));
 }
 
 // One GPU per node: flat rings; with pp 2 the reduce-scatters overlap the other stage's backward.
 // (zero 1: with 4 microbatches accumulating, gradients cannot be sharded, PlanFieldAndErrors.)
 TEST(SimZero, FlatHalvesWithAPipelineAgree) {
-  auto c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 8;
-  c.gpus_per_node = 1;
-  c.nics_per_node = 1;
+  auto c = test::shaped("h100-nvl-ib-64", 8, 1, 1);
   expect_agreement(costmodel::load_model("gpt3-7.5b"), c, plan(4, 2, 4, 1));
 }
 
 // Without a distributed optimizer the simulator runs no gather, and the all-reduce takes the
 // same time as the two halves together.
 TEST(SimZero, HalvesTogetherTakeTheAllReducesTime) {
-  auto c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 2;
-  c.gpus_per_node = 2;
-  c.nics_per_node = 2;
+  auto c = test::shaped("h100-nvl-ib-64", 2, 2, 2);
   auto m = costmodel::load_model("gpt3-7.5b");
   auto e0 = costmodel::estimate(m, c, plan(4, 1, 1, 0)), e1 = costmodel::estimate(m, c, plan(4, 1, 1, 1));
   sim::SimResult r0 = sim::simulate(e0.schedule, e0.costs, e0.cluster, e0.plan, folded());
@@ -66,10 +57,7 @@ TEST(SimZero, HalvesTogetherTakeTheAllReducesTime) {
 // Megatron-Core's overlapped parameter gather: the first bucket before the next forward, the
 // rest beside it (the evaluator's head share and join), in both engines alike.
 TEST(SimZero, OverlappedParameterGatherAgrees) {
-  auto c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 2;
-  c.gpus_per_node = 2;
-  c.nics_per_node = 2;
+  auto c = test::shaped("h100-nvl-ib-64", 2, 2, 2);
   for (int pp : {1, 2}) {
     ParallelPlan p = plan(2, pp, 2 * pp, 1);
     p.overlap_param_gather = true;
