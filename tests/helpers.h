@@ -28,6 +28,13 @@ inline costmodel::ClusterSpec cluster_of(const std::string& preset, int nodes) {
   return c;
 }
 
+// The model preset `name` with FP8 linear products on or off (ModelSpec::fp8).
+inline costmodel::ModelSpec model_with_fp8(const std::string& name, bool fp8) {
+  costmodel::ModelSpec m = costmodel::load_model(name);
+  m.fp8 = fp8;
+  return m;
+}
+
 // A generator's compute-only schedule: p ranks, m microbatches, `chunks` stages per rank where it
 // takes them (0: its default) and `extra` its other parameters. The one spelling of the
 // schedule tests.

@@ -2,6 +2,7 @@
 // tensor-parallel all-reduces into compute as the evaluator counts them.
 #pragma once
 
+#include "costmodel/estimate.h"
 #include "costmodel/presets.h"
 #include "costmodel/specs.h"
 #include "helpers.h"  // plan_of
@@ -29,6 +30,15 @@ inline sim::SimOptions folded_tp() {
   sim::SimOptions o;
   o.tp_comm = sim::TpComm::Folded;
   return o;
+}
+
+// Simulates estimate `e` as planned (its schedule, cost table, cluster and plan) with
+// tensor-parallel collectives as `tp_comm` says; `record` keeps the flows (SimResult::net_spans).
+inline sim::SimResult simulate_estimate(const costmodel::Estimate& e, sim::TpComm tp_comm, bool record = false) {
+  sim::SimOptions o;
+  o.tp_comm = tp_comm;
+  o.record = record;
+  return sim::simulate(e.schedule, e.costs, e.cluster, e.plan, o);
 }
 
 }  // namespace stagecraft::test

@@ -7,25 +7,15 @@
 #include "costmodel/comm.h"
 #include "costmodel/presets.h"
 #include "costmodel/topology.h"
+#include "helpers.h"
 
 using namespace stagecraft::costmodel;
 
 namespace {
 
-ParallelPlan plan(int dp, int tp, int pp) {
-  ParallelPlan p;
-  p.dp = dp;
-  p.tp = tp;
-  p.pp = pp;
-  p.num_microbatches = 8;
-  return p;
-}
+ParallelPlan plan(int dp, int tp, int pp) { return stagecraft::test::plan_of(dp, tp, pp, 8); }
 
-ClusterSpec h100_nodes(int nodes) {
-  ClusterSpec c = load_cluster("h100-nvl-ib-64");
-  c.nodes = nodes;
-  return c;
-}
+ClusterSpec h100_nodes(int nodes) { return stagecraft::test::cluster_of("h100-nvl-ib-64", nodes); }
 
 }  // namespace
 
