@@ -177,8 +177,7 @@ TEST(SimAgreement, HierarchicalAllReduceWhenTheDpGroupSpansNodes) {
 // agree within 5%.
 TEST(SimAgreement, DataParallelReductionOverSixNodesOfEightGpus) {
   ParallelPlan p = plan_of(48, 1, 1, 1);
-  auto c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 6;
+  auto c = test::cluster_of("h100-nvl-ib-64", 6);
   auto m = costmodel::load_model("megatron-1.7b");
   auto e = costmodel::estimate(m, c, p);
   sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan);
@@ -195,8 +194,7 @@ TEST(SimAgreement, DataParallelReductionOverSixNodesOfEightGpus) {
 // twice the bytes, so neither gets past the NIC; both engines take the same form and agree.
 TEST(SimAgreement, OneNicCarryingEveryCrossingAgrees) {
   ParallelPlan p = plan_of(4, 2, 1, 1);
-  auto c = costmodel::load_cluster("merak-3090-64");
-  c.nodes = 2;
+  auto c = test::cluster_of("merak-3090-64", 2);
   auto m = costmodel::load_model("gpt-1.4b");
   auto e = costmodel::estimate(m, c, p);
   const auto path = costmodel::Topology(c, p).allreduce_path(costmodel::kDp);
