@@ -16,9 +16,7 @@ GeneratorInfo one_f_one_b_generator() {
   g.params = {"ranks", "microbatches"};
   g.constraints = "ranks >= 1, microbatches >= 1, no chunks";
   g.check = [](const GeneratorOptions& o) {
-    constraint::positive("1f1b", "ranks", o.ranks);
-    constraint::positive("1f1b", "microbatches", o.microbatches);
-    constraint::no_chunks("1f1b", o);
+    constraint::one_stage_per_rank("1f1b", o);
   };
   g.build = [](const GeneratorOptions& o) {
     const int p = o.ranks, m = o.microbatches;
