@@ -126,5 +126,17 @@ void no_chunks(const std::string& schedule, const GeneratorOptions& opt) {
                      " is invalid (this schedule holds one stage per rank; use interleaved-1f1b or looped-bfs for several)");
 }
 
+void one_stage_per_rank(const std::string& schedule, const GeneratorOptions& opt) {
+  positive(schedule, "ranks", opt.ranks);
+  positive(schedule, "microbatches", opt.microbatches);
+  no_chunks(schedule, opt);
+}
+
+void looped_stages(const std::string& schedule, const GeneratorOptions& opt) {
+  positive(schedule, "ranks", opt.ranks);
+  positive(schedule, "microbatches", opt.microbatches);
+  at_least(schedule, "chunks", opt.chunks == 0 ? 2 : opt.chunks, 1);
+}
+
 }  // namespace constraint
 }  // namespace stagecraft::schedules

@@ -69,6 +69,11 @@ void positive(const std::string& schedule, const char* field, int value);
 void at_least(const std::string& schedule, const char* field, int value, int minimum, const std::string& why = "");
 void multiple_of(const std::string& schedule, const char* field, int value, int divisor, const std::string& why);
 void no_chunks(const std::string& schedule, const GeneratorOptions& opt);
+// ranks and microbatches positive, one stage per rank (no_chunks): the checks every schedule
+// without chunks starts with.
+void one_stage_per_rank(const std::string& schedule, const GeneratorOptions& opt);
+// ranks and microbatches positive, chunks at least 1 (0: the looped schedules' default of 2).
+void looped_stages(const std::string& schedule, const GeneratorOptions& opt);
 }  // namespace constraint
 
 // The generators of this build, one file each under generators/.

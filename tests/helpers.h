@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "costmodel/comm.h"
 #include "costmodel/presets.h"
 #include "costmodel/specs.h"
 #include "schedules/error.h"
@@ -26,6 +27,27 @@ inline costmodel::ClusterSpec cluster_of(const std::string& preset, int nodes) {
   costmodel::ClusterSpec c = costmodel::load_cluster(preset);
   costmodel::set_nodes(c, nodes, "nodes");
   return c;
+}
+
+// The model preset `name` with FP8 linear products on or off (ModelSpec::fp8).
+inline costmodel::ModelSpec model_with_fp8(const std::string& name, bool fp8) {
+  costmodel::ModelSpec m = costmodel::load_model(name);
+  m.fp8 = fp8;
+  return m;
+}
+
+// The all-reduce path of a group of `local` members on each of `nodes` nodes, by hand: `intra`
+// and `inter` the channels' and tree's hops, `flat` the flat ring's slowest hop.
+inline costmodel::AllReducePath path_over_nodes(int local, int nodes, costmodel::Link intra, costmodel::Link inter,
+                                                costmodel::Link flat = {}) {
+  costmodel::AllReducePath p;
+  p.ranks = local * nodes;
+  p.local = local;
+  p.nodes = nodes;
+  p.intra = std::move(intra);
+  p.inter = std::move(inter);
+  p.flat = std::move(flat);
+  return p;
 }
 
 // A generator's compute-only schedule: p ranks, m microbatches, `chunks` stages per rank where it

@@ -75,12 +75,8 @@ TEST(AttentionKernel, ModelJsonCarriesItAndNamesABadValue) {
 TEST(AttentionKernel, EstimateAndGraphFollowTheKernel) {
   const ModelSpec m = load_model("gpt-1.4b");
   const ClusterSpec c = load_cluster("h100-ib-1024");
-  ParallelPlan p;
-  p.dp = 1;
-  p.tp = 1;
-  p.pp = 1;
+  ParallelPlan p = stagecraft::test::plan_of(1, 1, 1, 8);
   p.microbatch_size = 4;
-  p.num_microbatches = 8;
   const Estimate eager = estimate(m, c, p), flash = estimate(fused(m), c, p);
   const double cores = m.num_layers * (memory::attention_core_bytes(m, 4, 1) - memory::attention_core_bytes(fused(m), 4, 1));
   // One microbatch in flight at pp 1 (1F1B): its layers' cores, and nothing else, differ.

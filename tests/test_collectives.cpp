@@ -7,25 +7,16 @@
 #include "costmodel/comm.h"
 #include "costmodel/presets.h"
 #include "costmodel/topology.h"
+#include "helpers.h"
 
 using namespace stagecraft::costmodel;
+using stagecraft::test::path_over_nodes;
 
 namespace {
 
-ParallelPlan plan(int dp, int tp, int pp) {
-  ParallelPlan p;
-  p.dp = dp;
-  p.tp = tp;
-  p.pp = pp;
-  p.num_microbatches = 8;
-  return p;
-}
+ParallelPlan plan(int dp, int tp, int pp) { return stagecraft::test::plan_of(dp, tp, pp, 8); }
 
-ClusterSpec h100_nodes(int nodes) {
-  ClusterSpec c = load_cluster("h100-nvl-ib-64");
-  c.nodes = nodes;
-  return c;
-}
+ClusterSpec h100_nodes(int nodes) { return stagecraft::test::cluster_of("h100-nvl-ib-64", nodes); }
 
 }  // namespace
 
@@ -40,13 +31,8 @@ TEST(Collectives, FlatPathIsTheRingFormula) {
 }
 
 TEST(Collectives, ChannelRingIsPipelinedOverEveryNic) {
-  AllReducePath p;
-  p.ranks = 48;
-  p.local = 8;
-  p.nodes = 6;
-  p.intra = {4.5e11, 2e-6, "intra-node"};
-  p.inter = {5e10, 5e-6, "inter-node"};
-  p.flat = {5e10, 5e-6, "inter-node"};  // the flat ring through one NIC: slower at every size here
+  // The flat ring through one NIC: slower at every size here.
+  const AllReducePath p = path_over_nodes(8, 6, {4.5e11, 2e-6, "intra-node"}, {5e10, 5e-6, "inter-node"}, {5e10, 5e-6, "inter-node"});
   const double S = 3.4e9;
   ASSERT_EQ(allreduce_algorithm(S, p), AllReduceAlgo::Channels);
   // 94 steps, 10 of them across nodes; a NIC carries 2(n-1)/n S/8, a port 2(n-1)/n S 7/8.
@@ -62,12 +48,8 @@ TEST(Collectives, ChannelRingIsPipelinedOverEveryNic) {
 // NCCL's double binary tree: log-depth latency, so it wins for small buffers over many nodes;
 // reduce-scatter and all-gather stay rings.
 TEST(Collectives, TreeWinsSmallBuffersOverManyNodes) {
-  AllReducePath p;
-  p.ranks = 128;  // one member on each of 128 nodes (tp 8 fills a node)
-  p.local = 1;
-  p.nodes = 128;
-  p.inter = {4.7e10, 5e-6, "inter-node"};
-  p.flat = p.inter;
+  const Link inter{4.7e10, 5e-6, "inter-node"};
+  const AllReducePath p = path_over_nodes(1, 128, {}, inter, inter);  // one member on each of 128 nodes (tp 8 fills a node)
   EXPECT_EQ(tree_depth(128), 7);
   EXPECT_EQ(tree_depth(6), 2);
   EXPECT_EQ(tree_depth(2), 1);
@@ -168,13 +150,9 @@ TEST(Collectives, ChannelsGainNothingWhereOneNicCarriesEveryCrossing) {
 
 // The inverse of the chosen (lower) form: bytes -> time -> bytes on both sides of a crossover.
 TEST(Collectives, InverseFollowsTheChoiceAcrossSizes) {
-  AllReducePath p;
-  p.ranks = 16;
-  p.local = 2;
-  p.nodes = 8;
-  p.intra = {1e10, 1e-3, "intra-node"};  // channels: the most latency (17.4 ms; tree 2.6 ms) ...
-  p.inter = {1e10, 1e-4, "inter-node"};  // ... and the least time per byte (9.4e-11 s; tree 1e-10 s)
-  p.flat = {6e9, 1e-4, "inter-node"};
+  // Channels: the most latency (17.4 ms; tree 2.6 ms) and the least time per byte (9.4e-11 s;
+  // tree 1e-10 s).
+  const AllReducePath p = path_over_nodes(2, 8, {1e10, 1e-3, "intra-node"}, {1e10, 1e-4, "inter-node"}, {6e9, 1e-4, "inter-node"});
   const double small = 1e3, large = 1e10;
   EXPECT_EQ(allreduce_algorithm(small, p), AllReduceAlgo::Tree);
   EXPECT_EQ(allreduce_algorithm(large, p), AllReduceAlgo::Channels);

@@ -12,12 +12,7 @@ using namespace stagecraft::costmodel;
 
 namespace {
 ParallelPlan plan(int dp, int tp, int pp, int m, const char* schedule = "1f1b") {
-  ParallelPlan p;
-  p.dp = dp;
-  p.tp = tp;
-  p.pp = pp;
-  p.microbatch_size = 1;
-  p.num_microbatches = m;
+  ParallelPlan p = test::plan_of(dp, tp, pp, m);
   p.schedule = schedule;
   return p;
 }

@@ -124,12 +124,19 @@ TEST(Evaluator, PeakMemoryFromTimeline) {
   for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(q.peak_activation_bytes[static_cast<size_t>(i)], 2.0 * (4 - i) + 8);
 }
 
+namespace {
+// A lowered schedule `name` of one rank and one stage, 2 microbatches, running `ops` (op,
+// microbatch) in order.
+Schedule one_stage(const char* name, const std::vector<std::pair<Op, int>>& ops) {
+  Schedule s = make_schedule(name, 1, 1, 2, PlacementKind::Loop);
+  for (const auto& [op, mb] : ops) s.actions[0].push_back(Action::make(0, op, mb));
+  return lower(s);
+}
+}  // namespace
+
 // OFFLOAD frees GPU memory when its copy ends; RELOAD brings it back before the backward.
 TEST(Evaluator, OffloadMovesActivationsToHost) {
-  Schedule s = make_schedule("offload", 1, 1, 2, PlacementKind::Loop);
-  s.actions[0] = {Action::make(0, Op::F, 0), Action::make(0, Op::OFFLOAD, 0), Action::make(0, Op::F, 1),
-                  Action::make(0, Op::RELOAD, 0), Action::make(0, Op::B, 1), Action::make(0, Op::B, 0)};
-  s = lower(s);
+  const Schedule s = one_stage("offload", {{Op::F, 0}, {Op::OFFLOAD, 0}, {Op::F, 1}, {Op::RELOAD, 0}, {Op::B, 1}, {Op::B, 0}});
   CostTable t = table(s);
   t.stages[0].act_bytes = 10;
   t.stages[0].offload_s = 0.5;
@@ -145,10 +152,7 @@ TEST(Evaluator, OffloadMovesActivationsToHost) {
 // A split backward: I frees what only the input gradient read, W what the weight gradients
 // read (w_kept_bytes); not modelled (< 0), W frees everything. One stage: F0 I0 F1 I1 W0 W1.
 TEST(Evaluator, SplitBackwardFreesAtIWhatOnlyTheInputGradientRead) {
-  Schedule s = make_schedule("split", 1, 1, 2, PlacementKind::Loop);
-  s.actions[0] = {Action::make(0, Op::F, 0), Action::make(0, Op::I, 0), Action::make(0, Op::F, 1),
-                  Action::make(0, Op::I, 1), Action::make(0, Op::W, 0), Action::make(0, Op::W, 1)};
-  s = lower(s);
+  const Schedule s = one_stage("split", {{Op::F, 0}, {Op::I, 0}, {Op::F, 1}, {Op::I, 1}, {Op::W, 0}, {Op::W, 1}});
   CostTable t = table(s);
   t.stages[0].act_bytes = 10;
   EXPECT_DOUBLE_EQ(Evaluator(s, one_iteration()).evaluate(t).peak_activation_bytes[0], 20);  // both held to their W

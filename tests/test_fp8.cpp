@@ -18,11 +18,7 @@ using namespace stagecraft::costmodel;
 using stagecraft::test::error_of;
 
 namespace {
-ModelSpec gpt3(bool fp8) {
-  ModelSpec m = load_model("gpt3-175b");
-  m.fp8 = fp8;
-  return m;
-}
+ModelSpec gpt3(bool fp8) { return stagecraft::test::model_with_fp8("gpt3-175b", fp8); }
 }  // namespace
 
 // The four linear products of a layer (and their gradients) are FP8; the attention core's

@@ -14,8 +14,7 @@ using stagecraft::test::error_of;
 namespace {
 
 ModelSpec gpt(Fp8Recipe r) {
-  ModelSpec m = load_model("gpt3-7.5b");  // h 4096, a 32, f 16384, s 2048: GeLU MLP, multi-head
-  m.fp8 = true;
+  ModelSpec m = stagecraft::test::model_with_fp8("gpt3-7.5b", true);  // h 4096, a 32, f 16384, s 2048: GeLU MLP, multi-head
   m.fp8_recipe = r;
   m.attention_kernel = AttentionKernel::Fused;
   return m;

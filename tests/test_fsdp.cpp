@@ -152,8 +152,7 @@ TEST(Fsdp, RefusalsNameTheField) {
   p.overlap_param_gather = true;
   EXPECT_NE(error_of([&] { check(p); }).find("overlap_param_gather"), std::string::npos);
   // FP8 with zero 3 is priced (the FP8 parameter all-gather; tests/test_fp8_recipes.cpp), not refused.
-  ModelSpec m = load_model("llama3-8b");
-  m.fp8 = true;
+  const ModelSpec m = test::model_with_fp8("llama3-8b", true);
   EXPECT_EQ(error_of([&] { estimate(m, h100(1), dp8(3)); }), "no error");
   // The JSON keeps the fields only with zero 3, and reads them back.
   ParallelPlan h = test::plan_of(16, 1, 1, 2);

@@ -26,11 +26,7 @@ nlohmann::json flat(const std::string& preset) {
   return j;
 }
 
-ModelSpec model(bool fp8) {
-  ModelSpec m = load_model("gpt3-7.5b");
-  m.fp8 = fp8;
-  return m;
-}
+ModelSpec model(bool fp8) { return stagecraft::test::model_with_fp8("gpt3-7.5b", fp8); }
 
 }  // namespace
 

@@ -38,25 +38,50 @@ void expect_same_model(ModelSpec expected, const ModelSpec& actual) {
   EXPECT_EQ(costmodel::to_json(expected).dump(1), costmodel::to_json(actual).dump(1));
 }
 
-// Llama 3 8B as Megatron-LM runs it in the fixtures: the dims of Meta-Llama-3-8B's config.json
-// (32 layers, 4096, 32 heads, 8 key/value heads, FFN 14336, vocabulary 128256, a multiple of
-// 128 so not padded), sequence 8192, bf16 with fp32 gradients, fused attention, no dropout.
-ModelSpec llama3_8b_megatron() {
-  ModelSpec m;
-  m.kind = costmodel::ModelKind::Llama;
-  m.num_layers = 32;
-  m.hidden_size = 4096;
-  m.num_heads = 32;
-  m.num_kv_heads = 8;
-  m.head_dim = 128;  // --kv-channels 128, as the script gives it (= 4096 / 32)
-  m.ffn_hidden_size = 14336;
-  m.seq_length = 8192;
-  m.vocab_size = 128256;
-  m.bytes_per_param = m.bytes_per_activation = 2;
+// Every field of two plans, compared through their JSON.
+void expect_same_plan(const ParallelPlan& expected, const ParallelPlan& actual) {
+  EXPECT_EQ(costmodel::to_json(expected).dump(1), costmodel::to_json(actual).dump(1));
+}
+
+// `m` as the frameworks train it in the fixtures: fp32 gradients (mixed precision), fused
+// attention, no dropout.
+ModelSpec mixed_precision_fused(ModelSpec m) {
   m.bytes_per_grad = 4;
   m.attention_kernel = costmodel::AttentionKernel::Fused;
   m.dropout = false;
   return m;
+}
+
+// A Llama 3 model as Megatron-LM runs it in the fixtures: 8 key/value heads of 128, sequence
+// 8192, bf16 weights and activations, mixed_precision_fused.
+ModelSpec llama3_megatron(int layers, int hidden, int heads, int ffn, int vocab) {
+  ModelSpec m;
+  m.kind = costmodel::ModelKind::Llama;
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.num_heads = heads;
+  m.num_kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn_hidden_size = ffn;
+  m.seq_length = 8192;
+  m.vocab_size = vocab;
+  m.bytes_per_param = m.bytes_per_activation = 2;
+  return mixed_precision_fused(m);
+}
+
+// Llama 3 8B as Megatron-LM runs it in the fixtures: the dims of Meta-Llama-3-8B's config.json
+// (32 layers, 4096, 32 heads, FFN 14336, vocabulary 128256, a multiple of 128 so not padded);
+// --kv-channels 128, as the script gives it (= 4096 / 32).
+ModelSpec llama3_8b_megatron() { return llama3_megatron(32, 4096, 32, 14336, 128256); }
+
+// Megatron-Core's distributed optimizer with both overlaps, on Transformer Engine: what the
+// Megatron-LM and Megatron-Bridge fixtures set on `p`.
+ParallelPlan megatron_distributed_optimizer(ParallelPlan p) {
+  p.zero = 1;
+  p.overlap_grad_reduce = true;
+  p.overlap_param_gather = true;
+  p.stack = "megatron-core-te";
+  return p;
 }
 
 TEST(ImportMegatron, Llama3_8bScriptFieldByField) {
@@ -68,15 +93,9 @@ TEST(ImportMegatron, Llama3_8bScriptFieldByField) {
   // cp 2 leave dp = 8 / 2 = 4; global batch 128 / (micro 1 * dp 4) = 32 microbatches.
   EXPECT_EQ(in.world_size, 8);
   EXPECT_EQ(in.nodes, 1);
-  ParallelPlan p;
-  p.dp = 4;
+  ParallelPlan p = plan_of(4, 1, 1, 32);
   p.cp = 2;
-  p.num_microbatches = 32;
-  p.zero = 1;
-  p.overlap_grad_reduce = true;
-  p.overlap_param_gather = true;
-  p.stack = "megatron-core-te";
-  EXPECT_EQ(costmodel::to_json(p).dump(1), costmodel::to_json(in.plan).dump(1));
+  expect_same_plan(megatron_distributed_optimizer(p), in.plan);
   EXPECT_TRUE(listed(in.report.not_modelled, "--normalization"));
   EXPECT_TRUE(listed(in.report.ignored, "--lr"));
   EXPECT_TRUE(listed(in.report.assumed, "--attention-backend"));
@@ -249,18 +268,13 @@ TEST(ImportTorchtitan, Llama3_8bJob) {
   o.gpus = 64;  // the file's "preset for 64 A100 GPUs"
   const Imported in = import_of("torchtitan_llama3_8b.toml", o);
   EXPECT_EQ(in.format, configs::Format::Torchtitan);
-  ModelSpec m = costmodel::load_model("llama3-8b");  // model.name llama3, flavor 8B
-  m.bytes_per_grad = 4;
-  m.attention_kernel = costmodel::AttentionKernel::Fused;
-  m.dropout = false;
-  expect_same_model(m, *in.model);
+  expect_same_model(mixed_precision_fused(costmodel::load_model("llama3-8b")), *in.model);  // model.name llama3, flavor 8B
   // data_parallel_shard_degree -1: FSDP over all 64; local batch 1 = one microbatch of 1.
-  ParallelPlan p;
-  p.dp = 64;
+  ParallelPlan p = plan_of(64, 1, 1, 1);
   p.zero = 3;
   p.recompute = costmodel::RecomputePolicy::Selective;
   p.stack = "pytorch-eager";
-  EXPECT_EQ(costmodel::to_json(p).dump(1), costmodel::to_json(in.plan).dump(1));
+  expect_same_plan(p, in.plan);
   EXPECT_TRUE(listed(in.report.ignored, "optimizer.lr"));
   EXPECT_TRUE(in.report.unknown.empty());
 }
@@ -271,21 +285,15 @@ TEST(ImportDeepspeed, Zero3WithHfModel) {
   const Imported in = import_of("deepspeed_zero3.json", o);
   EXPECT_EQ(in.format, configs::Format::Deepspeed);
   // dp = train_batch_size 512 / (micro 4 * accumulation 4) = 32.
-  ParallelPlan p;
-  p.dp = 32;
+  ParallelPlan p = plan_of(32, 1, 1, 4);
   p.microbatch_size = 4;
-  p.num_microbatches = 4;
   p.zero = 3;
   p.overlap_grad_reduce = true;
   p.grad_bucket_bytes = 50000000.0 * 4;  // reduce_bucket_size in elements, fp32 gradients
   p.recompute = costmodel::RecomputePolicy::Full;
   p.stack = "pytorch-eager";
-  EXPECT_EQ(costmodel::to_json(p).dump(1), costmodel::to_json(in.plan).dump(1));
-  ModelSpec m = costmodel::load_model("llama3-8b");
-  m.bytes_per_grad = 4;
-  m.attention_kernel = costmodel::AttentionKernel::Fused;
-  m.dropout = false;
-  expect_same_model(m, *in.model);
+  expect_same_plan(p, in.plan);
+  expect_same_model(mixed_precision_fused(costmodel::load_model("llama3-8b")), *in.model);
   EXPECT_TRUE(in.report.unknown.empty());
 }
 
@@ -295,38 +303,17 @@ TEST(ImportBridge, Llama3_70bYamlPadsTheVocabulary) {
   const Imported in = import_of("bridge_llama3_70b.yaml", o);
   EXPECT_EQ(in.format, configs::Format::Bridge);
   // 64 / (tp 4 * pp 4 * cp 2) = dp 2; 256 / (1 * 2) = 128 microbatches; vp 5.
-  ParallelPlan p;
-  p.dp = 2;
-  p.tp = 4;
-  p.pp = 4;
+  ParallelPlan p = plan_of(2, 4, 4, 128);
   p.cp = 2;
-  p.num_microbatches = 128;
   p.schedule = "interleaved-1f1b";
   p.schedule_params = {{"chunks", 5}};
   p.sequence_parallel = true;
-  p.zero = 1;
-  p.overlap_grad_reduce = true;
-  p.overlap_param_gather = true;
   p.tp_overlap = schedules::TpOverlap::Te;
-  p.stack = "megatron-core-te";
-  EXPECT_EQ(costmodel::to_json(p).dump(1), costmodel::to_json(in.plan).dump(1));
+  expect_same_plan(megatron_distributed_optimizer(p), in.plan);
   // Meta-Llama-3-70B's dims; Megatron pads the vocabulary 128256 to a multiple of 128 * tp 4 =
-  // 512: ceil(128256 / 512) = 251, 251 * 512 = 128512.
-  ModelSpec m;
-  m.kind = costmodel::ModelKind::Llama;
-  m.num_layers = 80;
-  m.hidden_size = 8192;
-  m.num_heads = 64;
-  m.num_kv_heads = 8;
-  m.head_dim = 128;
-  m.ffn_hidden_size = 28672;
-  m.seq_length = 8192;
-  m.vocab_size = 128512;
-  m.bytes_per_param = m.bytes_per_activation = 2;
-  m.bytes_per_grad = 4;  // mixed_precision bf16_mixed: Megatron's fp32 gradients
-  m.attention_kernel = costmodel::AttentionKernel::Fused;
-  m.dropout = false;
-  expect_same_model(m, *in.model);
+  // 512: ceil(128256 / 512) = 251, 251 * 512 = 128512. mixed_precision bf16_mixed: Megatron's
+  // fp32 gradients.
+  expect_same_model(llama3_megatron(80, 8192, 64, 28672, 128512), *in.model);
   EXPECT_TRUE(in.report.unknown.empty());
 }
 
@@ -365,7 +352,7 @@ TEST(ImportRoundTrip, Megatron) {
   p.overlap_grad_reduce = p.overlap_param_gather = true;
   p.tp_overlap = schedules::TpOverlap::Te;
   p.stack = "megatron-core-te";
-  EXPECT_EQ(costmodel::to_json(p).dump(1), costmodel::to_json(round_trip("megatron", m, p)).dump(1));
+  expect_same_plan(p, round_trip("megatron", m, p));
   ParallelPlan q = plan_of(4, 2, 1, 4);  // an MoE plan: ep 4 of whole experts, FSDP, full recompute
   q.ep = 4;
   q.etp = 1;
@@ -373,7 +360,7 @@ TEST(ImportRoundTrip, Megatron) {
   q.zero = 3;
   q.recompute = costmodel::RecomputePolicy::Full;
   q.microbatch_size = 2;
-  EXPECT_EQ(costmodel::to_json(q).dump(1), costmodel::to_json(round_trip("megatron", costmodel::load_model("mixtral-8x7b"), q)).dump(1));
+  expect_same_plan(q, round_trip("megatron", costmodel::load_model("mixtral-8x7b"), q));
   // Llama 4 Maverick's alternating layers, the flex dispatcher and selective recomputation of the
   // MLP and the norms: plan and model both come back.
   ModelSpec maverick = costmodel::load_model("llama4-maverick");
@@ -385,7 +372,7 @@ TEST(ImportRoundTrip, Megatron) {
   r.recompute_modules = {"layernorm", "mlp"};
   const std::string text = configs::emit("megatron", maverick, r, 8, "--emit");
   const Imported in = configs::import_file(written("rt_maverick.sh", text), configs::Format::Megatron, {});
-  EXPECT_EQ(costmodel::to_json(r).dump(1), costmodel::to_json(in.plan).dump(1));
+  expect_same_plan(r, in.plan);
   expect_same_model(maverick, *in.model);
   // The presets' 2-byte gradients go out as --bf16 --grad-reduce-in-bf16 and come back as 2 bytes.
   const std::string t8 = configs::emit("megatron", costmodel::load_model("llama3-8b"), plan_of(8, 1, 1, 1), 8, "--emit");
@@ -404,13 +391,13 @@ TEST(ImportRoundTrip, Torchtitan) {
   p.reshard_after_forward = false;
   p.recompute = costmodel::RecomputePolicy::Full;
   p.stack = "pytorch-eager";
-  EXPECT_EQ(costmodel::to_json(p).dump(1), costmodel::to_json(round_trip("torchtitan", m, p)).dump(1));
+  expect_same_plan(p, round_trip("torchtitan", m, p));
   ParallelPlan q = plan_of(2, 1, 4, 8);  // a pipeline of 4 ranks, 2 chunks, FSDP over 2
   q.schedule = "interleaved-1f1b";
   q.schedule_params = {{"chunks", 2}};
   q.zero = 3;
   q.stack = "pytorch-eager";
-  EXPECT_EQ(costmodel::to_json(q).dump(1), costmodel::to_json(round_trip("torchtitan", m, q)).dump(1));
+  expect_same_plan(q, round_trip("torchtitan", m, q));
 }
 
 TEST(ImportRoundTrip, Deepspeed) {
@@ -423,7 +410,7 @@ TEST(ImportRoundTrip, Deepspeed) {
   p.stack = "pytorch-eager";
   configs::ImportOptions o;
   o.hf_config = fixture("hf_llama3_8b.json");
-  EXPECT_EQ(costmodel::to_json(p).dump(1), costmodel::to_json(round_trip("deepspeed", costmodel::load_model("llama3-8b"), p, o)).dump(1));
+  expect_same_plan(p, round_trip("deepspeed", costmodel::load_model("llama3-8b"), p, o));
 }
 
 TEST(ImportRoundTrip, NotExpressibleIsNamed) {
@@ -637,6 +624,11 @@ TEST(ImportCli, TrainFromAnArgumentList) {
   EXPECT_EQ(j["plan"]["num_microbatches"], 8) << j.dump().substr(0, 400);
 }
 
+// check-run of the fixture log `log` against the fixture config `from` on h100-nvl-ib-64, with `flags`.
+RunResult check_run(const std::string& log, const std::string& from, const std::string& flags = "") {
+  return run_cli("check-run " + fixture(log) + " --from " + fixture(from) + " --cluster h100-nvl-ib-64" + flags);
+}
+
 double predicted_iteration_s(const std::string& from) {
   const RunResult r = run_cli("estimate --from " + from + " --cluster h100-nvl-ib-64 --nodes 1 --json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -647,8 +639,7 @@ TEST(ImportCli, CheckRunMegatronLog) {
   // Iterations 2..6 after the first (warm-up): (14000 + 14350 + 13650 + 14000 + 14000) / 5 =
   // 14000 ms. TFLOP/s (543.6 + 530.3 + 557.5 + 543.6 + 543.6) / 5 = 2718.6 / 5 = 543.72; peak max
   // allocated 62464 MB = 61.00 GiB (rank 4).
-  const RunResult r = run_cli("check-run " + fixture("megatron_llama3_8b.log") + " --from " + fixture("megatron_llama3_8b.sh") +
-                              " --cluster h100-nvl-ib-64 --json");
+  const RunResult r = check_run("megatron_llama3_8b.log", "megatron_llama3_8b.sh", " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["samples_used"], 5);
@@ -656,27 +647,24 @@ TEST(ImportCli, CheckRunMegatronLog) {
   EXPECT_DOUBLE_EQ(j["metrics"][0]["predicted"].get<double>(), predicted_iteration_s(fixture("megatron_llama3_8b.sh")));
   EXPECT_NEAR(j["metrics"][3]["measured"].get<double>(), 543.72, 1e-9);
   EXPECT_DOUBLE_EQ(j["metrics"][4]["measured"].get<double>(), 62464.0 * 1024 * 1024);
-  const RunResult t = run_cli("check-run " + fixture("megatron_llama3_8b.log") + " --from " + fixture("megatron_llama3_8b.sh") +
-                              " --cluster h100-nvl-ib-64");
+  const RunResult t = check_run("megatron_llama3_8b.log", "megatron_llama3_8b.sh");
   EXPECT_NE(t.out.find("iteration time"), std::string::npos);
   EXPECT_NE(t.out.find("14.000 s"), std::string::npos) << t.out;
   EXPECT_TRUE(t.err.empty()) << t.err;  // the log's "using world size: 8" is the config's
-  const RunResult w = run_cli("check-run " + fixture("megatron_llama3_8b.log") + " --from " + fixture("megatron_llama3_8b.sh") +
-                              " --cluster h100-nvl-ib-64 --nodes 2");
+  const RunResult w = check_run("megatron_llama3_8b.log", "megatron_llama3_8b.sh", " --nodes 2");
   EXPECT_NE(w.err.find("the log's world size 8 is not the prediction's 16 GPUs"), std::string::npos) << w.err;
 }
 
 TEST(ImportCli, CheckRunNemoLog) {
   // NeMo's progress lines after the first: (14.2 + 13.9 + 14.1 + 14.0) / 4 = 56.2 / 4 = 14.05 s.
-  const RunResult r = run_cli("check-run " + fixture("nemo_llama3_8b.log") + " --from " + fixture("nemo1_llama3_8b.yaml") +
-                              " --cluster h100-nvl-ib-64 --json");
+  const RunResult r = check_run("nemo_llama3_8b.log", "nemo1_llama3_8b.yaml", " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["format"], "nemo");
   EXPECT_EQ(j["first_iteration"], 1);
   EXPECT_NEAR(j["metrics"][0]["measured"].get<double>(), 14.05, 1e-12);
   EXPECT_GT(j["metrics"][0]["predicted"].get<double>(), 0);
-  const RunResult bad = run_cli("check-run " + fixture("hf_gpt2.json") + " --from " + fixture("nemo1_llama3_8b.yaml") + " --cluster h100-nvl-ib-64");
+  const RunResult bad = check_run("hf_gpt2.json", "nemo1_llama3_8b.yaml");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("no iteration lines found"), std::string::npos) << bad.err;
 }
@@ -685,8 +673,7 @@ TEST(ImportCli, CheckRunTorchtitanLog) {
   // 8 GPUs, FSDP over 8, local batch 1 of 8192 tokens: 65536 tokens an iteration. After step 10:
   // 65536 / (6400 * 8) = 1.28 s, 65536 / (6600 * 8) = 1.2412121..., 65536 / (6500 * 8) =
   // 1.2603077...; mean 1.2605066 s. Peak memory 55.02 GiB (step 20).
-  const RunResult r = run_cli("check-run " + fixture("torchtitan_llama3_8b.log") + " --from " + fixture("torchtitan_llama3_8b.toml") +
-                              " --cluster h100-nvl-ib-64 --nodes 1 --json");
+  const RunResult r = check_run("torchtitan_llama3_8b.log", "torchtitan_llama3_8b.toml", " --nodes 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   const double mean = (65536.0 / 51200 + 65536.0 / 52800 + 65536.0 / 52000) / 3;

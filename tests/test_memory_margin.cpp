@@ -20,11 +20,7 @@ using costmodel::ModelSpec;
 using costmodel::ParallelPlan;
 
 ParallelPlan gpt_plan() {
-  ParallelPlan p;
-  p.dp = 4;
-  p.tp = 2;
-  p.pp = 2;
-  p.num_microbatches = 8;
+  ParallelPlan p = test::plan_of(4, 2, 2, 8);
   p.schedule = "1f1b";
   return p;
 }

@@ -91,12 +91,7 @@ TEST(MixtureOfExperts, AllToAllBytesByHand) {
   EXPECT_DOUBLE_EQ(limited.cross_node_bytes, tokens * tb * 4 * 7 / 8);
   EXPECT_DOUBLE_EQ(all_to_all_bytes(tokens, tb, 8, 8, 8, 0).cross_node_bytes, 8000 * tb * 56 / 64);
   // Time: the in-node and cross-node parts at once, the slower deciding.
-  AllReducePath path;
-  path.ranks = 16;
-  path.local = 8;
-  path.nodes = 2;
-  path.intra = {400e9, 2e-6, "intra-node"};
-  path.inter = {40e9, 5e-6, "inter-node"};
+  const AllReducePath path = test::path_over_nodes(8, 2, {400e9, 2e-6, "intra-node"}, {40e9, 5e-6, "inter-node"});
   EXPECT_DOUBLE_EQ(all_to_all_s(two, path), std::max(2e-6 + two.intra_node_bytes / 400e9, 5e-6 + two.cross_node_bytes / 40e9));
 }
 

@@ -52,31 +52,26 @@ void check_trace(const std::string& flags, const costmodel::ParallelPlan& plan, 
   }
 }
 
+// The plan of the runs below: data-parallel degree dp, pp 2, 4 microbatches, `schedule` with `params`.
+costmodel::ParallelPlan pp2_plan(int dp, const std::string& schedule, const nlohmann::json& params = nlohmann::json::object()) {
+  costmodel::ParallelPlan p = plan_of(dp, 1, 2, 4);
+  p.schedule = schedule;
+  p.schedule_params = params;
+  return p;
+}
+
 TEST(RuntimeTrace, OneEventPerActionInListOrder1F1B) {
-  costmodel::ParallelPlan p;
-  p.pp = 2;
-  p.dp = 2;
-  p.num_microbatches = 4;
-  p.schedule = "1f1b";
-  check_trace("--model tiny --nproc 4 --pp 2 --dp 2 --microbatches 4 --schedule 1f1b --steps 3", p, 4, 3);
+  check_trace("--model tiny --nproc 4 --pp 2 --dp 2 --microbatches 4 --schedule 1f1b --steps 3", pp2_plan(2, "1f1b"), 4, 3);
 }
 
 TEST(RuntimeTrace, OneEventPerActionInListOrderInterleaved) {
-  costmodel::ParallelPlan p;
-  p.pp = 2;
-  p.num_microbatches = 4;
-  p.schedule = "interleaved-1f1b";
-  p.schedule_params["chunks"] = 2;
-  check_trace("--model tiny --nproc 2 --pp 2 --microbatches 4 --schedule interleaved-1f1b --chunks 2 --steps 2", p, 2, 2);
+  check_trace("--model tiny --nproc 2 --pp 2 --microbatches 4 --schedule interleaved-1f1b --chunks 2 --steps 2",
+              pp2_plan(1, "interleaved-1f1b", {{"chunks", 2}}), 2, 2);
 }
 
 // Two chains: every rank holds a stage of each direction (Chimera).
 TEST(RuntimeTrace, OneEventPerActionInListOrderChimera) {
-  costmodel::ParallelPlan p;
-  p.pp = 2;
-  p.num_microbatches = 4;
-  p.schedule = "chimera";
-  check_trace("--model tiny --nproc 2 --pp 2 --microbatches 4 --schedule chimera --steps 2", p, 2, 2);
+  check_trace("--model tiny --nproc 2 --pp 2 --microbatches 4 --schedule chimera --steps 2", pp2_plan(1, "chimera"), 2, 2);
 }
 
 // FOLD3D: the deferred shares open each iteration (launched together) and the span of segment
@@ -84,12 +79,7 @@ TEST(RuntimeTrace, OneEventPerActionInListOrderChimera) {
 // it (schedules/buckets.h): on every rank, in every iteration after the first. The losses of this
 // schedule equal synchronous data parallelism's (test_runtime_parity.cpp, dp 2).
 TEST(RuntimeTrace, Fold3dDeferredReductionOverlapsForwards) {
-  costmodel::ParallelPlan p;
-  p.pp = 2;
-  p.dp = 2;
-  p.num_microbatches = 4;
-  p.schedule = "fold3d-aiao";
-  p.schedule_params["segments"] = 2;
+  const costmodel::ParallelPlan p = pp2_plan(2, "fold3d-aiao", {{"segments", 2}});
   const std::string flags = "--model tiny --nproc 4 --pp 2 --dp 2 --microbatches 4 --schedule fold3d-aiao --segments 2 --steps 3";
   nlohmann::json trace;
   check_trace(flags, p, 4, 3, &trace);

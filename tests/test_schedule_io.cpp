@@ -23,6 +23,23 @@ void expect_same_lists(const Schedule& a, const Schedule& b) {
   EXPECT_EQ(a.placement, b.placement);
   EXPECT_EQ(a.actions, b.actions);
 }
+
+// PyTorch's CSV `file` (tests/data/pytorch/), loaded and validated, with its shape checked.
+Schedule load_pytorch_csv(const std::string& file, int ranks, int stages, int microbatches, PlacementKind placement) {
+  Schedule s = load_schedule_file(test::data_path("pytorch/" + file));
+  EXPECT_EQ(s.num_ranks, ranks);
+  EXPECT_EQ(s.num_stages, stages);
+  EXPECT_EQ(s.num_microbatches, microbatches);
+  EXPECT_EQ(s.placement, placement);
+  validate(s);
+  return s;
+}
+
+// The evaluation of `s` lowered, at unit costs with a backward of 2 units (or I 1 and W 1).
+costmodel::EvalResult unit_evaluation(const Schedule& s) {
+  costmodel::Evaluator ev(lower(s));
+  return ev.evaluate(costmodel::unit_cost_table(ev.schedule(), {1, 2, 1, 1, 1}));
+}
 }  // namespace
 
 TEST(ScheduleIO, CsvRoundTripLowered) {
@@ -55,30 +72,17 @@ TEST(ScheduleIO, GoldenCsvAndJsonFormats) {
 }
 
 TEST(ScheduleIO, PyTorchZb1pImportsValidatesEvaluates) {
-  Schedule s = load_schedule_file(stagecraft::test::data_path("pytorch/zb1p_2rank_2stagep_compute.csv"));
-  EXPECT_EQ(s.num_ranks, 2);
-  EXPECT_EQ(s.num_stages, 4);
-  EXPECT_EQ(s.num_microbatches, 8);
-  EXPECT_EQ(s.placement, PlacementKind::Loop);
+  Schedule s = load_pytorch_csv("zb1p_2rank_2stagep_compute.csv", 2, 4, 8, PlacementKind::Loop);
   // Older notation: "2B0" followed by "2W0" is the input backward (idle cells are dropped).
   EXPECT_EQ(to_text(s.actions[0][4]), "2I0");
   EXPECT_EQ(to_text(s.actions[0][5]), "2W0");
-  validate(s);
-  costmodel::Evaluator ev(lower(s));
-  costmodel::EvalResult r = ev.evaluate(costmodel::unit_cost_table(ev.schedule(), {1, 2, 1, 1, 1}));
+  costmodel::EvalResult r = unit_evaluation(s);
   EXPECT_GT(r.iteration_time_s, 0);
   EXPECT_DOUBLE_EQ(r.compute_s[0], 8 * 2 * 3.0);  // 2 stages x 8 microbatches x (F + I + W)
 }
 
 TEST(ScheduleIO, PyTorchDualPipeVImportsValidatesEvaluates) {
-  Schedule s = load_schedule_file(stagecraft::test::data_path("pytorch/dualpipev_4rank_10mb.csv"));
-  EXPECT_EQ(s.num_ranks, 4);
-  EXPECT_EQ(s.num_stages, 8);
-  EXPECT_EQ(s.num_microbatches, 10);
-  EXPECT_EQ(s.placement, PlacementKind::V);
-  validate(s);
-  costmodel::Evaluator ev(lower(s));
-  costmodel::EvalResult r = ev.evaluate(costmodel::unit_cost_table(ev.schedule(), {1, 2, 1, 1, 1}));
+  costmodel::EvalResult r = unit_evaluation(load_pytorch_csv("dualpipev_4rank_10mb.csv", 4, 8, 10, PlacementKind::V));
   // Every rank computes 2 stages x 10 microbatches x (F + backward of 2 units).
   for (double c : r.compute_s) EXPECT_DOUBLE_EQ(c, 2 * 10 * 3.0);
 }

@@ -45,11 +45,7 @@ TEST(SimAgreement, EveryScheduleWithinOnePercentWhereNoLinkIsShared) {
   int simulated = 0;
   for (const auto& g : schedules::generators()) {
     for (const Config& cfg : kGrid) {
-      ParallelPlan p;
-      p.tp = cfg.tp;
-      p.pp = cfg.pp;
-      p.dp = 1;
-      p.num_microbatches = cfg.microbatches;
+      ParallelPlan p = plan_of(1, cfg.tp, cfg.pp, cfg.microbatches);
       p.schedule = g.name;
       p.recompute = cfg.recompute;
       costmodel::ClusterSpec cluster = base;  // exactly the plan's GPUs: full nodes of 8, or one smaller node
@@ -63,9 +59,7 @@ TEST(SimAgreement, EveryScheduleWithinOnePercentWhereNoLinkIsShared) {
       }
       // Folded tensor-parallel all-reduces, as the evaluator counts them, so that compute time
       // and therefore the bubble ratios are defined alike (explicit ones are idle time).
-      sim::SimOptions folded;
-      folded.tp_comm = sim::TpComm::Folded;
-      sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, folded);
+      sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, folded_tp());
       ++simulated;
       // DualPipe's and DualPipeV's overlapped pairs send the forward's activation and the
       // backward's gradient to the same neighbour at once: the simulator splits that link between
@@ -90,18 +84,21 @@ TEST(SimAgreement, EveryScheduleWithinOnePercentWhereNoLinkIsShared) {
   EXPECT_GE(simulated, static_cast<int>(schedules::generators().size()));
 }
 
-TEST(SimAgreement, ExplicitTensorParallelAgreesWhenItsLinksAreFree) {
-  ParallelPlan p;
-  p.tp = 8;
-  p.pp = 4;
-  p.dp = 1;
-  p.num_microbatches = 8;
-  auto cluster = costmodel::load_cluster("h100-nvl-ib-64");
-  cluster.nodes = 4;
-  auto e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), cluster, p);
+// GPT-3 7.5B at tp 8 (a node each), pp 4, 8 microbatches on 4 nodes of h100-nvl-ib-64.
+costmodel::Estimate tp8_pp4_estimate() {
+  return costmodel::estimate(costmodel::load_model("gpt3-7.5b"), test::cluster_of("h100-nvl-ib-64", 4), plan_of(1, 8, 4, 8));
+}
+
+// Simulates `e`'s schedule and plan with `costs`, tensor-parallel all-reduces as explicit flows.
+sim::SimResult simulate_explicit_tp(const costmodel::Estimate& e, const costmodel::CostTable& costs) {
   sim::SimOptions o;
   o.tp_comm = sim::TpComm::Explicit;
-  sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, o);
+  return sim::simulate(e.schedule, costs, e.cluster, e.plan, o);
+}
+
+TEST(SimAgreement, ExplicitTensorParallelAgreesWhenItsLinksAreFree) {
+  const costmodel::Estimate e = tp8_pp4_estimate();
+  sim::SimResult r = simulate_explicit_tp(e, e.costs);
   EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.01 * e.eval.iteration_time_s);
   EXPECT_GT(r.exposed_tp_comm_s[0], 0);
 }
@@ -112,14 +109,7 @@ TEST(SimAgreement, ExplicitTensorParallelAgreesWhenItsLinksAreFree) {
 // bytes back out of seconds: a slower measured all-reduce time no longer changes its flows, so
 // the simulated iteration stays at the platform's (the unmodified estimate's) time.
 TEST(SimAgreement, ExplicitTensorParallelMovesBytesNotMeasuredSeconds) {
-  ParallelPlan p;
-  p.tp = 8;
-  p.pp = 4;
-  p.dp = 1;
-  p.num_microbatches = 8;
-  auto cluster = costmodel::load_cluster("h100-nvl-ib-64");
-  cluster.nodes = 4;
-  auto e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), cluster, p);
+  const costmodel::Estimate e = tp8_pp4_estimate();
   auto slow = e.costs;
   double added = 0;
   for (auto& st : slow.stages) {
@@ -132,9 +122,7 @@ TEST(SimAgreement, ExplicitTensorParallelMovesBytesNotMeasuredSeconds) {
   costmodel::Evaluator ev(e.schedule, {});
   const double want = ev.evaluate(slow).iteration_time_s;
   ASSERT_GT(want, e.eval.iteration_time_s * 1.05);
-  sim::SimOptions o;
-  o.tp_comm = sim::TpComm::Explicit;
-  sim::SimResult r = sim::simulate(e.schedule, slow, e.cluster, e.plan, o);
+  sim::SimResult r = simulate_explicit_tp(e, slow);
   EXPECT_LT(r.eval.iteration_time_s, want);
   EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.01 * e.eval.iteration_time_s);
 }
@@ -143,9 +131,7 @@ TEST(SimAgreement, ExplicitTensorParallelMovesBytesNotMeasuredSeconds) {
 // model and evaluator): with dp = 1 the ring runs between the ranks holding the copies, so the
 // simulated reduction takes the evaluator's time (one node, each GPU its own NVSwitch port).
 TEST(SimAgreement, ChimeraCopiesReduceInOneRing) {
-  ParallelPlan p;
-  p.pp = 4;
-  p.num_microbatches = 8;
+  ParallelPlan p = plan_of(1, 1, 4, 8);
   p.schedule = "chimera";
   auto cluster = costmodel::load_cluster("h100-nvl-ib-64");
   cluster.nodes = 1;
@@ -165,14 +151,8 @@ TEST(SimAgreement, ChimeraCopiesReduceInOneRing) {
 // and agree; with hierarchical_dp off the simulator runs the flat ring, one crossing per node
 // boundary, on the same buffer, slower.
 TEST(SimAgreement, HierarchicalAllReduceWhenTheDpGroupSpansNodes) {
-  ParallelPlan p;
-  p.dp = 4;
-  p.pp = 1;
-  p.num_microbatches = 2;
-  auto c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 2;
-  c.gpus_per_node = 2;
-  c.nics_per_node = 2;
+  ParallelPlan p = plan_of(4, 1, 1, 2);
+  auto c = test::shaped("h100-nvl-ib-64", 2, 2, 2);
   auto m = costmodel::load_model("gpt3-7.5b");
   auto e = costmodel::estimate(m, c, p);
   const double bytes = e.costs.params[0] * m.bytes_per_param;
@@ -196,12 +176,8 @@ TEST(SimAgreement, HierarchicalAllReduceWhenTheDpGroupSpansNodes) {
 // the evaluator (previously a flat ring through one NIC, 138 ms) and the simulator's flows
 // agree within 5%.
 TEST(SimAgreement, DataParallelReductionOverSixNodesOfEightGpus) {
-  ParallelPlan p;
-  p.dp = 48;
-  p.pp = 1;
-  p.num_microbatches = 1;
-  auto c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 6;
+  ParallelPlan p = plan_of(48, 1, 1, 1);
+  auto c = test::cluster_of("h100-nvl-ib-64", 6);
   auto m = costmodel::load_model("megatron-1.7b");
   auto e = costmodel::estimate(m, c, p);
   sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan);
@@ -218,8 +194,7 @@ TEST(SimAgreement, DataParallelReductionOverSixNodesOfEightGpus) {
 // twice the bytes, so neither gets past the NIC; both engines take the same form and agree.
 TEST(SimAgreement, OneNicCarryingEveryCrossingAgrees) {
   ParallelPlan p = plan_of(4, 2, 1, 1);
-  auto c = costmodel::load_cluster("merak-3090-64");
-  c.nodes = 2;
+  auto c = test::cluster_of("merak-3090-64", 2);
   auto m = costmodel::load_model("gpt-1.4b");
   auto e = costmodel::estimate(m, c, p);
   const auto path = costmodel::Topology(c, p).allreduce_path(costmodel::kDp);
@@ -255,18 +230,11 @@ TEST(SimAgreement, TreeForSmallBucketsOverManyNodes) {
 // share, which the stage's forward waits for: buckets.h.) Unit compute costs with 0.5 s
 // transfers and a 2 s reduction make the sharing matter.
 TEST(SimContention, SharedInterNodeLinkMakesTheIterationLonger) {
-  costmodel::ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 4;
-  c.gpus_per_node = 1;
-  c.nics_per_node = 1;
+  costmodel::ClusterSpec c = test::shaped("h100-nvl-ib-64", 4, 1, 1);
   c.inter_node_topology = "star";
   c.inter_node_bandwidth_Bps = 1e9;
   c.inter_node_latency_s = 1e-6;
-  ParallelPlan p;
-  p.dp = 2;
-  p.pp = 2;
-  p.tp = 1;
-  p.num_microbatches = 4;
+  ParallelPlan p = plan_of(2, 1, 2, 4);
   schedules::Schedule s = costmodel::plan_schedule(p);
   for (auto& list : s.actions) {
     auto it = std::find_if(list.begin(), list.end(), [](const schedules::Action& a) { return a.op == schedules::Op::REDUCE_GRAD; });
@@ -338,13 +306,8 @@ void check_deferred_spans(const schedules::Schedule& s, const costmodel::EvalRes
 
 TEST(SimAgreement, Fold3dDeferredSharesWaitedForAlike) {
   auto model = costmodel::load_model("gpt3-7.5b");
-  costmodel::ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 4;
-  ParallelPlan p;
-  p.tp = 8;
-  p.pp = 2;
-  p.dp = 2;
-  p.num_microbatches = 8;
+  costmodel::ClusterSpec c = test::cluster_of("h100-nvl-ib-64", 4);
+  ParallelPlan p = plan_of(2, 8, 2, 8);
   p.schedule = "fold3d-aiao";
   p.schedule_params = {{"segments", 2}, {"offload", false}};
   costmodel::EstimateOptions eo;

@@ -10,18 +10,15 @@
 #include "costmodel/estimate.h"
 #include "costmodel/presets.h"
 #include "sim/simulate.h"
+#include "tests/sim_helpers.h"
 
 using namespace stagecraft;
 
 namespace {
 
 costmodel::Estimate fold3d_case(bool preemptive) {
-  costmodel::ParallelPlan p;
-  p.tp = 8;
-  p.pp = 2;
-  p.dp = 4;
+  costmodel::ParallelPlan p = test::plan_of(4, 8, 2, 8);
   p.microbatch_size = 4;
-  p.num_microbatches = 8;
   p.schedule = "fold3d";
   p.sequence_parallel = true;
   p.recompute = costmodel::RecomputePolicy::Full;
@@ -29,12 +26,7 @@ costmodel::Estimate fold3d_case(bool preemptive) {
   return costmodel::estimate(costmodel::load_model("gpt3-18b"), costmodel::load_cluster("fold3d-v100-64"), p);
 }
 
-sim::SimResult run(const costmodel::Estimate& e) {
-  sim::SimOptions o;
-  o.tp_comm = sim::TpComm::Folded;
-  o.record = true;
-  return sim::simulate(e.schedule, e.costs, e.cluster, e.plan, o);
-}
+sim::SimResult run(const costmodel::Estimate& e) { return test::simulate_estimate(e, sim::TpComm::Folded, true); }
 
 // Longest inter-node pipeline flow of the reported iteration.
 double longest_pipeline_flow_s(const sim::SimResult& r) {
@@ -66,11 +58,7 @@ TEST(SimPreemption, PipelineTransfersPreemptGradientReductions) {
 
 // Within one node nothing is preempted: a plan whose pipeline stays inside nodes simulates the same.
 TEST(SimPreemption, NoEffectWithoutInterNodePipelineTransfers) {
-  costmodel::ParallelPlan p;
-  p.tp = 2;
-  p.pp = 4;
-  p.dp = 8;
-  p.num_microbatches = 8;
+  costmodel::ParallelPlan p = test::plan_of(8, 2, 4, 8);
   p.overlap_grad_reduce = true;
   p.rank_order = "pp-tp-dp";  // a pipeline of 4 x tp 2 fills one node; dp crosses nodes
   auto cl = costmodel::load_cluster("fold3d-v100-64");

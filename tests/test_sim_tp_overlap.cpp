@@ -17,6 +17,7 @@
 #include "schedules/lower.h"
 #include "schedules/tp_overlap.h"
 #include "sim/simulate.h"
+#include "tests/sim_helpers.h"
 
 namespace stagecraft {
 namespace {
@@ -34,12 +35,8 @@ costmodel::ClusterSpec one_node() {
 }
 
 costmodel::ParallelPlan plan(TpOverlap mode, RecomputePolicy rc) {
-  costmodel::ParallelPlan p;
-  p.tp = 4;
-  p.pp = 2;
-  p.dp = 1;
+  costmodel::ParallelPlan p = test::plan_of(1, 4, 2, 8);
   p.microbatch_size = 2;  // even: the overlap modes split it into two sub-batches
-  p.num_microbatches = 8;
   p.recompute = rc;
   p.tp_overlap = mode;
   return p;
@@ -50,10 +47,7 @@ costmodel::Estimate estimate(TpOverlap mode, RecomputePolicy rc) {
 }
 
 sim::SimResult simulate(const costmodel::Estimate& e, bool record = false) {
-  sim::SimOptions o;
-  o.tp_comm = sim::TpComm::Explicit;
-  o.record = record;
-  return sim::simulate(e.schedule, e.costs, e.cluster, e.plan, o);
+  return test::simulate_estimate(e, sim::TpComm::Explicit, record);
 }
 
 // Bytes one GPU sends in tensor-parallel flows during the reported iteration.

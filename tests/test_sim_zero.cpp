@@ -18,11 +18,9 @@ ParallelPlan plan(int dp, int pp, int mb, int zero) {
   return p;
 }
 
-sim::SimOptions folded() { return test::folded_tp(); }
-
 void expect_agreement(const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c, const ParallelPlan& p) {
   auto e = costmodel::estimate(m, c, p);
-  sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, folded());
+  sim::SimResult r = test::simulate_estimate(e, sim::TpComm::Folded);
   EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.01 * e.eval.iteration_time_s);
   for (size_t i = 0; i < e.eval.dp_comm_s.size(); ++i)
     EXPECT_NEAR(r.eval.dp_comm_s[i], e.eval.dp_comm_s[i], 0.01 * e.eval.dp_comm_s[i]) << "rank " << i;
@@ -31,34 +29,24 @@ void expect_agreement(const costmodel::ModelSpec& m, const costmodel::ClusterSpe
 
 // dp 4 over 2 nodes of 2 GPUs with a NIC each: both halves run as rings with a channel per NIC.
 TEST(SimZero, ChannelRingHalvesAgreeWithTheEvaluator) {
-  auto c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 2;
-  c.gpus_per_node = 2;
-  c.nics_per_node = 2;
+  auto c = test::shaped("h100-nvl-ib-64", 2, 2, 2);
   expect_agreement(costmodel::load_model("gpt3-7.5b"), c, plan(4, 1, 1, 1));
 }
 
 // One GPU per node: flat rings; with pp 2 the reduce-scatters overlap the other stage's backward.
 // (zero 1: with 4 microbatches accumulating, gradients cannot be sharded, PlanFieldAndErrors.)
 TEST(SimZero, FlatHalvesWithAPipelineAgree) {
-  auto c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 8;
-  c.gpus_per_node = 1;
-  c.nics_per_node = 1;
+  auto c = test::shaped("h100-nvl-ib-64", 8, 1, 1);
   expect_agreement(costmodel::load_model("gpt3-7.5b"), c, plan(4, 2, 4, 1));
 }
 
 // Without a distributed optimizer the simulator runs no gather, and the all-reduce takes the
 // same time as the two halves together.
 TEST(SimZero, HalvesTogetherTakeTheAllReducesTime) {
-  auto c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 2;
-  c.gpus_per_node = 2;
-  c.nics_per_node = 2;
+  auto c = test::shaped("h100-nvl-ib-64", 2, 2, 2);
   auto m = costmodel::load_model("gpt3-7.5b");
   auto e0 = costmodel::estimate(m, c, plan(4, 1, 1, 0)), e1 = costmodel::estimate(m, c, plan(4, 1, 1, 1));
-  sim::SimResult r0 = sim::simulate(e0.schedule, e0.costs, e0.cluster, e0.plan, folded());
-  sim::SimResult r1 = sim::simulate(e1.schedule, e1.costs, e1.cluster, e1.plan, folded());
+  sim::SimResult r0 = test::simulate_estimate(e0, sim::TpComm::Folded), r1 = test::simulate_estimate(e1, sim::TpComm::Folded);
   EXPECT_NEAR(r1.eval.dp_comm_s[0], r0.eval.dp_comm_s[0], 0.01 * r0.eval.dp_comm_s[0]);
   EXPECT_GT(r1.eval.iteration_time_s, r0.eval.iteration_time_s - e0.costs.optimizer_s[0]);
 }
@@ -66,10 +54,7 @@ TEST(SimZero, HalvesTogetherTakeTheAllReducesTime) {
 // Megatron-Core's overlapped parameter gather: the first bucket before the next forward, the
 // rest beside it (the evaluator's head share and join), in both engines alike.
 TEST(SimZero, OverlappedParameterGatherAgrees) {
-  auto c = costmodel::load_cluster("h100-nvl-ib-64");
-  c.nodes = 2;
-  c.gpus_per_node = 2;
-  c.nics_per_node = 2;
+  auto c = test::shaped("h100-nvl-ib-64", 2, 2, 2);
   for (int pp : {1, 2}) {
     ParallelPlan p = plan(2, pp, 2 * pp, 1);
     p.overlap_param_gather = true;
@@ -91,10 +76,10 @@ TEST(SimZero, HybridShardingReducesOverTheCopies) {
   p.shard_group = 4;
   expect_agreement(m, c, p);
   auto e = costmodel::estimate(m, c, p);
-  const sim::SimResult hsdp = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, folded());
+  const sim::SimResult hsdp = test::simulate_estimate(e, sim::TpComm::Folded);
   EXPECT_GT(hsdp.eval.dp_comm_s[0], 0);
   p.shard_group = 0;
   e = costmodel::estimate(m, c, p);
-  const sim::SimResult full = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, folded());
+  const sim::SimResult full = test::simulate_estimate(e, sim::TpComm::Folded);
   EXPECT_EQ(full.eval.dp_comm_s[0], 0);
 }

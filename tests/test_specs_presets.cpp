@@ -85,11 +85,7 @@ TEST(Specs, JsonRoundTrip) {
   EXPECT_EQ(to_json(model_from_json(to_json(m))), to_json(m));
   ClusterSpec c = load_cluster("oases-3090-nvlink-32");
   EXPECT_EQ(to_json(cluster_from_json(to_json(c))), to_json(c));
-  ParallelPlan p;
-  p.dp = 2;
-  p.tp = 4;
-  p.pp = 8;
-  p.num_microbatches = 32;
+  ParallelPlan p = stagecraft::test::plan_of(2, 4, 8, 32);
   p.schedule = "interleaved-1f1b";
   p.schedule_params = {{"chunks", 2}};
   p.recompute = RecomputePolicy::Selective;
@@ -113,33 +109,30 @@ TEST(Specs, ErrorsNameFieldValueAndAllowed) {
   nlohmann::json j = m;
   j.erase("num_layers");
   EXPECT_NE(error_of([&] { model_from_json(j); }).find("model.num_layers is missing"), std::string::npos);
-  j = m;
-  j["hidden_size"] = -64;
-  EXPECT_NE(error_of([&] { model_from_json(j); }).find("hidden_size = -64 is invalid (must be greater than 0)"), std::string::npos);
-  j = m;
-  j["num_heads"] = 3;
-  EXPECT_NE(error_of([&] { model_from_json(j); }).find("must be a multiple of num_heads = 3"), std::string::npos);
-  j = m;
-  j["kind"] = "rnn";
-  EXPECT_NE(error_of([&] { model_from_json(j); }).find("allowed: gpt, bert, llama"), std::string::npos);
-  j = m;
-  j["hiden_size"] = 64;
-  EXPECT_NE(error_of([&] { model_from_json(j); }).find("model.hiden_size is not a known field"), std::string::npos);
-  j = m;
-  j["num_layers"] = "four";
-  EXPECT_NE(error_of([&] { model_from_json(j); }).find("expected an integer"), std::string::npos);
-
-  nlohmann::json c = to_json(load_cluster("merak-3090-64"));
-  c["inter_node_bandwidth_Bps"] = 0;
-  EXPECT_NE(error_of([&] { cluster_from_json(c); }).find("inter_node_bandwidth_Bps = 0 is invalid"), std::string::npos);
-  c = to_json(load_cluster("merak-3090-64"));
-  c["achieved_efficiency"] = 1.5;
-  EXPECT_NE(error_of([&] { cluster_from_json(c); }).find("must be in (0, 1]"), std::string::npos);
-  c = to_json(load_cluster("h100-nvl-ib-64"));
-  c["inter_node_bus_efficiency"] = 0;
-  EXPECT_NE(error_of([&] { cluster_from_json(c); }).find("inter_node_bus_efficiency = 0 is invalid (must be in (0, 1])"),
-            std::string::npos)
-      << error_of([&] { cluster_from_json(c); });
+  // One field of a valid file set at a time: the error says what is wrong with it.
+  struct Case {
+    const char* preset;  // a model preset, or a cluster preset below
+    const char* field;
+    nlohmann::json value;
+    const char* says;
+  };
+  for (const Case& k : {Case{"tiny", "hidden_size", -64, "hidden_size = -64 is invalid (must be greater than 0)"},
+                        Case{"tiny", "num_heads", 3, "must be a multiple of num_heads = 3"},
+                        Case{"tiny", "kind", "rnn", "allowed: gpt, bert, llama"},
+                        Case{"tiny", "hiden_size", 64, "model.hiden_size is not a known field"},
+                        Case{"tiny", "num_layers", "four", "expected an integer"}}) {
+    j = to_json(load_model(k.preset));
+    j[k.field] = k.value;
+    EXPECT_NE(error_of([&] { model_from_json(j); }).find(k.says), std::string::npos) << k.field;
+  }
+  for (const Case& k : {Case{"merak-3090-64", "inter_node_bandwidth_Bps", 0, "inter_node_bandwidth_Bps = 0 is invalid"},
+                        Case{"merak-3090-64", "achieved_efficiency", 1.5, "must be in (0, 1]"},
+                        Case{"h100-nvl-ib-64", "inter_node_bus_efficiency", 0, "inter_node_bus_efficiency = 0 is invalid (must be in (0, 1])"}}) {
+    nlohmann::json c = to_json(load_cluster(k.preset));
+    c[k.field] = k.value;
+    const std::string err = error_of([&] { cluster_from_json(c); });
+    EXPECT_NE(err.find(k.says), std::string::npos) << err;
+  }
 
   EXPECT_NE(error_of([] { plan_from_json({{"num_microbatches", 4}, {"rank_order", "tp-pp"}}); }).find("permutation"),
             std::string::npos);

@@ -67,11 +67,7 @@ TEST(TeOverlap, BlockTimeIsTheSlowerStreamPlusTheLastChunk) {
 TEST(TeOverlap, FasterThanBlockingAndRefusedWithoutSequenceParallelism) {
   const ModelSpec m = load_model("gpt3-175b");
   const ClusterSpec c = load_cluster("h100-ib-1024");
-  ParallelPlan p;
-  p.tp = 8;
-  p.pp = 8;
-  p.dp = 1;
-  p.num_microbatches = 16;
+  ParallelPlan p = stagecraft::test::plan_of(1, 8, 8, 16);
   p.sequence_parallel = true;
   p.stack = "megatron-core-te";
   const Estimate blocking = estimate(m, c, p);

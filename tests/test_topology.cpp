@@ -3,16 +3,13 @@
 
 #include "costmodel/presets.h"
 #include "costmodel/topology.h"
+#include "helpers.h"
 
 using namespace stagecraft::costmodel;
 
 namespace {
 ParallelPlan plan(int dp, int tp, int pp, const char* order = "tp-dp-pp") {
-  ParallelPlan p;
-  p.dp = dp;
-  p.tp = tp;
-  p.pp = pp;
-  p.num_microbatches = 8;
+  ParallelPlan p = stagecraft::test::plan_of(dp, tp, pp, 8);
   p.rank_order = order;
   return p;
 }

@@ -52,12 +52,8 @@ double unit_time(const InnerSchedule& s, double Tm, double Ta) {
 }
 
 ParallelPlan plan(int dp, int tp, int pp, int b, int m, TpOverlap mode, const char* schedule = "1f1b") {
-  ParallelPlan p;
-  p.dp = dp;
-  p.tp = tp;
-  p.pp = pp;
+  ParallelPlan p = test::plan_of(dp, tp, pp, m);
   p.microbatch_size = b;
-  p.num_microbatches = m;
   p.schedule = schedule;
   p.tp_overlap = mode;
   return p;

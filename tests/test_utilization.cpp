@@ -5,6 +5,7 @@
 #include "costmodel/estimate.h"
 #include "costmodel/flops.h"
 #include "costmodel/presets.h"
+#include "helpers.h"
 #include "schedules/lower.h"
 
 using namespace stagecraft;
@@ -12,12 +13,8 @@ using namespace stagecraft::costmodel;
 
 namespace {
 ParallelPlan plan(int dp, int tp, int pp, int m, RecomputePolicy r) {
-  ParallelPlan p;
-  p.dp = dp;
-  p.tp = tp;
-  p.pp = pp;
+  ParallelPlan p = test::plan_of(dp, tp, pp, m);
   p.microbatch_size = 2;
-  p.num_microbatches = m;
   p.recompute = r;
   return p;
 }

@@ -89,9 +89,7 @@ GeneratorInfo fold3d_generator() {
   g.owns_recompute = true;
   g.constraints = "segments >= 1 (default 2; \"auto\" in estimate/compare), microbatches >= 1, no chunks";
   g.check = [](const GeneratorOptions& o) {
-    constraint::positive("fold3d-aiao", "ranks", o.ranks);
-    constraint::positive("fold3d-aiao", "microbatches", o.microbatches);
-    constraint::no_chunks("fold3d-aiao", o);
+    constraint::one_stage_per_rank("fold3d-aiao", o);
     constraint::at_least("fold3d-aiao", "segments", int_param(o, "segments", 2), 1);
     offloaded_segments(o, int_param(o, "segments", 2));
     bool_param(o, "recompute", true);

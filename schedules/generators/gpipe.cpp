@@ -12,9 +12,7 @@ GeneratorInfo gpipe_generator() {
   g.params = {"ranks", "microbatches"};
   g.constraints = "ranks >= 1, microbatches >= 1, no chunks";
   g.check = [](const GeneratorOptions& o) {
-    constraint::positive("gpipe", "ranks", o.ranks);
-    constraint::positive("gpipe", "microbatches", o.microbatches);
-    constraint::no_chunks("gpipe", o);
+    constraint::one_stage_per_rank("gpipe", o);
   };
   g.build = [](const GeneratorOptions& o) {
     Schedule s = make_schedule("gpipe", o.ranks, o.ranks, o.microbatches, PlacementKind::Loop);

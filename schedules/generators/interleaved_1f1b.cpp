@@ -58,9 +58,7 @@ GeneratorInfo interleaved_1f1b_generator() {
       "chunks >= 1 (default 2); microbatch_group_size_per_vp_stage N (default ranks) with ranks <= N <= microbatches, "
       "microbatches mod N 0 or at least ranks (Megatron-LM's requirements; with N = ranks, microbatches a multiple of ranks)";
   g.check = [](const GeneratorOptions& o) {
-    constraint::positive("interleaved-1f1b", "ranks", o.ranks);
-    constraint::positive("interleaved-1f1b", "microbatches", o.microbatches);
-    constraint::at_least("interleaved-1f1b", "chunks", o.chunks == 0 ? 2 : o.chunks, 1);
+    constraint::looped_stages("interleaved-1f1b", o);
     a2a_overlap(o, "interleaved-1f1b");  // a boolean, or InputError
     const int group = group_size(o);
     if (!o.extra.contains(kGroupKey)) {

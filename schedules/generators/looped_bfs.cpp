@@ -14,9 +14,7 @@ GeneratorInfo looped_bfs_generator() {
   g.params = {"ranks", "microbatches", "chunks"};
   g.constraints = "chunks >= 1 (default 2), microbatches >= 1";
   g.check = [](const GeneratorOptions& o) {
-    constraint::positive("looped-bfs", "ranks", o.ranks);
-    constraint::positive("looped-bfs", "microbatches", o.microbatches);
-    constraint::at_least("looped-bfs", "chunks", o.chunks == 0 ? 2 : o.chunks, 1);
+    constraint::looped_stages("looped-bfs", o);
   };
   g.build = [](const GeneratorOptions& o) {
     const int p = o.ranks, m = o.microbatches, v = o.chunks == 0 ? 2 : o.chunks;

@@ -66,33 +66,26 @@ void one_rank(std::vector<Action>& list, int stage, int m, int ahead, double fra
   }
 }
 
-void check_common(const char* name, const GeneratorOptions& o) {
-  constraint::positive(name, "ranks", o.ranks);
-  constraint::positive(name, "microbatches", o.microbatches);
-  constraint::no_chunks(name, o);
-}
-
-}  // namespace
-
-GeneratorInfo merak_early_recompute_generator() {
+// The two schedules differ only in their name, alpha1's default `alpha1_default` (< 0: every
+// stage fully recomputed), the checks beyond the common ones (`extra_check`) and how many
+// forwards rank r of p runs before its first backward (`ahead`).
+GeneratorInfo merak_family(const char* name, double alpha1_default, void (*extra_check)(const GeneratorOptions&),
+                           int (*ahead)(int p, int r)) {
   GeneratorInfo g;
-  g.name = "merak-early-recompute";
-  g.aliases = {"merak-1f1b", "early-recompute"};
-  g.summary = "1F1B with recomputation before the gradient arrives (R before RECV_B)";
-  g.source = "Lai et al., Merak, TPDS 2023, Sec. 5.1, Fig. 3b";
+  g.name = name;
   g.params = {"ranks", "microbatches", "alpha1"};
   g.owns_recompute = true;
-  g.constraints = "microbatches >= 1, no chunks; alpha1 in [0, 1] (absent: every stage fully recomputed)";
-  g.check = [](const GeneratorOptions& o) {
-    check_common("merak-early-recompute", o);
-    alpha1_of(o, "merak-early-recompute", -1);
+  g.check = [=](const GeneratorOptions& o) {
+    constraint::one_stage_per_rank(name, o);
+    extra_check(o);
+    alpha1_of(o, name, alpha1_default);
   };
-  g.build = [](const GeneratorOptions& o) {
+  g.build = [=](const GeneratorOptions& o) {
     const int p = o.ranks, m = o.microbatches;
-    double a = alpha1_of(o, "merak-early-recompute", -1);
+    double a = alpha1_of(o, name, alpha1_default);
     std::vector<double> frac = a < 0 ? std::vector<double>(static_cast<size_t>(p), 1.0) : recompute_fractions(p, a);
-    Schedule s = make_schedule("merak-early-recompute", p, p, m, PlacementKind::Loop);
-    for (int r = 0; r < p; ++r) one_rank(s.actions[static_cast<size_t>(r)], r, m, p - r, frac[static_cast<size_t>(r)]);
+    Schedule s = make_schedule(name, p, p, m, PlacementKind::Loop);
+    for (int r = 0; r < p; ++r) one_rank(s.actions[static_cast<size_t>(r)], r, m, ahead(p, r), frac[static_cast<size_t>(r)]);
     s.params["recompute_timing"] = "early";
     if (a >= 0) s.params["alpha1"] = a;
     s.params["recompute_fractions"] = frac;
@@ -101,35 +94,31 @@ GeneratorInfo merak_early_recompute_generator() {
   return g;
 }
 
+}  // namespace
+
+GeneratorInfo merak_early_recompute_generator() {
+  // 1F1B's warm-up: rank r runs p - r forwards ahead.
+  GeneratorInfo g = merak_family("merak-early-recompute", -1, [](const GeneratorOptions&) {}, [](int p, int r) { return p - r; });
+  g.aliases = {"merak-1f1b", "early-recompute"};
+  g.summary = "1F1B with recomputation before the gradient arrives (R before RECV_B)";
+  g.source = "Lai et al., Merak, TPDS 2023, Sec. 5.1, Fig. 3b";
+  g.constraints = "microbatches >= 1, no chunks; alpha1 in [0, 1] (absent: every stage fully recomputed)";
+  return g;
+}
+
 GeneratorInfo merak_generator() {
-  GeneratorInfo g;
-  g.name = "merak";
+  // One forward more than 1F1B ahead, but the last stage's single one.
+  GeneratorInfo g = merak_family(
+      "merak", 0,
+      [](const GeneratorOptions& o) {
+        constraint::at_least("merak", "ranks", o.ranks, 2, "the critical path shifts to the penultimate stage");
+        constraint::at_least("merak", "microbatches", o.microbatches, 4, "the shifted critical path schedule needs at least 4 (Merak Sec. 5.1)");
+      },
+      [](int p, int r) { return r == p - 1 ? 1 : p - r + 1; });
   g.aliases = {"merak-shifted", "shifted-critical-path"};
   g.summary = "Merak's shifted critical path: no recompute on the last stage, one forward ahead elsewhere";
   g.source = "Lai et al., Merak, TPDS 2023, Sec. 5.1 (Fig. 3c) and 5.2";
-  g.params = {"ranks", "microbatches", "alpha1"};
-  g.owns_recompute = true;
   g.constraints = "ranks >= 2, microbatches >= 4 (Merak Sec. 5.1), no chunks; alpha1 in [0, 1] (default 0: full recompute but the last stage)";
-  g.check = [](const GeneratorOptions& o) {
-    check_common("merak", o);
-    constraint::at_least("merak", "ranks", o.ranks, 2, "the critical path shifts to the penultimate stage");
-    constraint::at_least("merak", "microbatches", o.microbatches, 4, "the shifted critical path schedule needs at least 4 (Merak Sec. 5.1)");
-    alpha1_of(o, "merak", 0);
-  };
-  g.build = [](const GeneratorOptions& o) {
-    const int p = o.ranks, m = o.microbatches;
-    double a = alpha1_of(o, "merak", 0);
-    std::vector<double> frac = recompute_fractions(p, a);
-    Schedule s = make_schedule("merak", p, p, m, PlacementKind::Loop);
-    for (int r = 0; r < p; ++r) {
-      int ahead = r == p - 1 ? 1 : p - r + 1;
-      one_rank(s.actions[static_cast<size_t>(r)], r, m, ahead, frac[static_cast<size_t>(r)]);
-    }
-    s.params["recompute_timing"] = "early";
-    s.params["alpha1"] = a;
-    s.params["recompute_fractions"] = frac;
-    return s;
-  };
   return g;
 }
 

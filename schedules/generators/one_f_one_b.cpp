@@ -20,9 +20,7 @@ GeneratorInfo one_f_one_b_generator() {
   g.params = {"ranks", "microbatches", kA2aOverlapKey};
   g.constraints = "ranks >= 1, microbatches >= 1, no chunks; a2a_overlap with ranks = 1 only";
   g.check = [](const GeneratorOptions& o) {
-    constraint::positive("1f1b", "ranks", o.ranks);
-    constraint::positive("1f1b", "microbatches", o.microbatches);
-    constraint::no_chunks("1f1b", o);
+    constraint::one_stage_per_rank("1f1b", o);
     if (a2a_overlap(o, "1f1b") && o.ranks > 1)
       throw InputError(std::string("schedule 1f1b: ") + kA2aOverlapKey + " = true with ranks = " + std::to_string(o.ranks) +
                        " (allowed: ranks 1; a pipeline pairs its passes with interleaved-1f1b, as Megatron-Core does)");

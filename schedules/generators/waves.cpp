@@ -125,9 +125,7 @@ GeneratorInfo wave_info(const char* name, bool greedy) {
   g.params = {"ranks", "microbatches", "waves", "in_flight"};
   g.constraints = "waves >= 1 (default 2), in_flight >= 1 (default ranks), microbatches >= 1, no chunks; the model needs 2*W*P layers or more";
   g.check = [name](const GeneratorOptions& o) {
-    constraint::positive(name, "ranks", o.ranks);
-    constraint::positive(name, "microbatches", o.microbatches);
-    constraint::no_chunks(name, o);
+    constraint::one_stage_per_rank(name, o);
     constraint::at_least(name, "waves", waves_of(o, name), 1);
     constraint::at_least(name, "in_flight", in_flight_of(o), 1);
   };

@@ -53,9 +53,7 @@ GeneratorInfo base(const char* name, const char* summary) {
   g.params = {"ranks", "microbatches"};
   g.constraints = "ranks >= 1, microbatches >= 1, no chunks";
   g.check = [n = std::string(name)](const GeneratorOptions& o) {
-    constraint::positive(n, "ranks", o.ranks);
-    constraint::positive(n, "microbatches", o.microbatches);
-    constraint::no_chunks(n, o);
+    constraint::one_stage_per_rank(n, o);
   };
   return g;
 }
@@ -202,9 +200,7 @@ GeneratorInfo zb1p_generator() {
   g.params = {"ranks", "microbatches", "chunks"};
   g.constraints = "chunks >= 1 (default 2), microbatches >= 1 and a multiple of max(1, microbatches / ranks) (rounds of equal size)";
   g.check = [](const GeneratorOptions& o) {
-    constraint::positive("zb1p", "ranks", o.ranks);
-    constraint::positive("zb1p", "microbatches", o.microbatches);
-    constraint::at_least("zb1p", "chunks", o.chunks == 0 ? 2 : o.chunks, 1);
+    constraint::looped_stages("zb1p", o);
     constraint::multiple_of("zb1p", "microbatches", o.microbatches, std::max(1, o.microbatches / o.ranks),
                             "microbatches go in max(1, microbatches / ranks) rounds of equal size");
   };
