@@ -339,9 +339,15 @@ std::vector<ComputeByKind> compute_by_kind(const Estimate& e) {
         case schedules::Op::W: add(c.passes, sc.kinds_b, share(sc.w_s, sc.b_s)); break;
         case schedules::Op::R: add(c.passes, sc.kinds_f, a.fraction * share(sc.r_s, sc.f_s)); break;
         case schedules::Op::OVERLAP_F_B: {
+          // Both halves' compute kinds; the communication is what the pair's time (costs.h
+          // overlapped_backward_s) leaves beyond them, not the halves' own exposed all-to-alls.
           const StageCost& sb = e.costs.stages[static_cast<size_t>(a.b_stage)];
-          add(c.passes, sc.kinds_f, 1);
-          add(c.passes, sb.kinds_b, a.b_op == schedules::Op::I ? share(sb.i_s, sb.b_s) : 1.0);
+          PassKinds pair;
+          add(pair, sc.kinds_f, 1);
+          add(pair, sb.kinds_b, a.b_op == schedules::Op::I ? share(sb.i_s, sb.b_s) : 1.0);
+          const double pair_s = sc.f_s + overlapped_backward_s(sb, a.b_op);
+          pair.comm_s = std::max(0.0, pair_s - (pair.total_s() - pair.comm_s));
+          add(c.passes, pair, 1);
           break;
         }
         default: break;

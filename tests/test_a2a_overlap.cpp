@@ -90,6 +90,11 @@ TEST(A2aOverlap, PairsHideAtMostTheirAllToAlls) {
   const double saved_s = plain.eval.iteration_time_s - paired.eval.iteration_time_s;
   EXPECT_GT(saved_s, 0.1 * 7 * (sc.moe.exposed_f_s + sc.moe.exposed_b_s));
   EXPECT_LE(saved_s, 7 * (sc.moe.exposed_f_s + sc.moe.exposed_b_s) * (1 + 1e-9));
+  // The compute by kind adds up to the paired rank's compute: the hidden all-to-alls leave it.
+  const ComputeByKind k = compute_by_kind(paired).at(0), k0 = compute_by_kind(plain).at(0);
+  EXPECT_NEAR(k.other_s, 0.0, 1e-9 * paired.eval.compute_s[0]);
+  EXPECT_LT(k.passes.comm_s, k0.passes.comm_s);
+  EXPECT_NEAR(k.passes.products_s, k0.passes.products_s, 1e-9 * k0.passes.products_s);
 }
 
 TEST(A2aOverlap, RefusalsNameTheParameter) {
