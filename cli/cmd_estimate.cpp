@@ -423,10 +423,12 @@ void add_estimate_command(CLI::App& app) {
   auto o = std::make_shared<EstimateOpts>();
   CLI::App* c = app.add_subcommand("estimate", "predict iteration time, throughput, bubble and memory of one configuration");
   add_plan_flags(c, o->plan, true);
-  c->add_flag("--json", o->json, "print one JSON object instead of the table");
+  CLI::Option* json = c->add_flag("--json", o->json, "print one JSON object instead of the table");
   c->add_flag("--workload", o->workload, "with --json: add the plan's workload (per stage: blocks, bytes, parameters)");
   c->add_option("--trace", o->trace, "write a Chrome trace (Perfetto) of the evaluated iterations to this file");
-  c->add_option("--emit", o->emit, "print the plan as megatron (launch command), torchtitan (job TOML) or deepspeed (JSON) instead");
+  c->add_option("--emit", o->emit, "print the plan as megatron (launch command), torchtitan (job TOML) or deepspeed (JSON) instead")
+      ->check(CLI::IsMember({"megatron", "torchtitan", "deepspeed"}))
+      ->excludes(json);
   c->add_flag("--wide", o->wide, "tables however wide (default: long cells wrapped within 100 columns)");
   c->callback([o] {
     if (o->workload && !o->json) throw InputError("--workload prints into the JSON object (allowed: with --json)");

@@ -41,6 +41,8 @@ std::vector<std::string> experiment_dirs(const std::vector<std::string>& paths) 
 }
 
 void run_experiments(const ExperimentOpts& o) {
+  if (!o.report.empty()) check_output_file("--report", o.report);  // before any experiment is priced
+  if (!o.out_dir.empty()) check_output_dir("--out-dir", o.out_dir);
   reproduce::RunOptions ro;
 #ifdef STAGECRAFT_HAVE_SIM
   ro.simulate = [](const costmodel::Estimate& e) { return sim::simulated_estimate(e); };

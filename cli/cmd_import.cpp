@@ -72,6 +72,8 @@ void run_import(const ImportOpts& o) {
   io.gpus = o.gpus;
   std::optional<configs::Format> fmt;
   if (!o.format.empty()) fmt = configs::parse_format(o.format, "--format");
+  for (const auto& [flag, path] : {std::pair{"--out-model", o.out_model}, {"--out-plan", o.out_plan}, {"--out-cluster", o.out_cluster}})
+    if (!path.empty()) check_output_file(flag, path);
   configs::Imported in = configs::import_file(o.file, fmt, io);
   if (in.has_plan && in.world_size == 0)
     throw InputError(o.file + ": the file leaves the world size open (its data-parallel degree is the rest); give --gpus");

@@ -61,6 +61,7 @@ std::string span(const graphs::Graph& g, const graphs::Subgraph& s) {
 void run(const PartitionOpts& o) {
   if (o.recompute != "none" && o.recompute != "full")
     throw InputError("--recompute = '" + o.recompute + "' is invalid (allowed: none, full)");
+  if (!o.graph_out.empty()) check_output_file("--graph-out", o.graph_out);
   const graphs::Graph g = load(o);
   graphs::ShardOptions so;
   so.max_subgraphs = o.max_subgraphs.value_or(0);

@@ -688,7 +688,8 @@ void add_plan_command(CLI::App& app) {
   auto f = std::make_shared<PlanCmdFlags>();
   CLI::App* c = app.add_subcommand("plan", "search dp, tp, pp, microbatching, schedule, recomputation, sp and ZeRO for the fastest plans that fit");
   add_from_flags(c, f->from, f->from_format, f->hf_config);
-  c->add_option("--emit", f->emit, "print the best plan as megatron (launch command), torchtitan (job TOML) or deepspeed (JSON)");
+  CLI::Option* emit = c->add_option("--emit", f->emit, "print the best plan as megatron (launch command), torchtitan (job TOML) or deepspeed (JSON)")
+                          ->check(CLI::IsMember({"megatron", "torchtitan", "deepspeed"}));
   c->add_option("--model", f->model, "model preset name, model JSON or graph JSON (its own microbatch size; docs/graphs.md; default: --from's)");
   c->add_option("--cluster", f->cluster, "cluster preset name or JSON file")->required();
   add_memory_margin_flag(c, f->memory_margin);
@@ -735,7 +736,7 @@ void add_plan_command(CLI::App& app) {
   add_model_flags(c, f->model_flags);
   c->add_option("--top", f->top, "plans printed, fastest first")->capture_default_str();
   c->add_option("--threads", f->threads, "threads the search runs on (default: every core); the plans and counts do not depend on it");
-  c->add_flag("--json", f->json, "print JSON instead of the table");
+  c->add_flag("--json", f->json, "print JSON instead of the table")->excludes(emit);
   c->add_flag("--wide", f->wide, "the table with every column (stage layers), however wide");
   c->add_option("--out", f->out,
                 "write the fastest plan that fits to this JSON file, with its model and cluster (estimate --plan FILE and "

@@ -144,6 +144,8 @@ void run(const ScheduleOpts& o) {
   static const std::vector<std::string> formats = {"grid", "csv", "json", "trace"};
   if (std::find(formats.begin(), formats.end(), o.format) == formats.end())
     throw InputError("--format " + o.format + " is invalid (allowed: grid, csv, json, trace)");
+  if (!o.out.empty()) check_output_file("--out", o.out);
+  if (!o.svg.empty()) check_output_file("--svg", o.svg);
   schedules::Schedule s;
   if (!o.import_file.empty()) {
     if (!o.name.empty()) throw InputError("--schedule and --import exclude each other: give one");

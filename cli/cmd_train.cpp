@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/runtime_commands.h"
 #include "cli/runtime_plugin.h"
+#include "schedules/error.h"
 
 namespace stagecraft::cli {
 
@@ -23,7 +24,7 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
                   "share the visible GPUs where the build has CUDA, else the CPU)");
   c->add_option("--precision", f->run.precision, "fp32 (default) or bf16 (autocast: bf16 matrix products, fp32 weights and optimizer)");
   c->add_flag("--tf32", f->run.tf32, "fp32 matrix products in TF32 on the GPU's tensor cores (GPU runs only; off by default, as in LibTorch)");
-  c->add_option("--bf16-weights", f->run.bf16_weights,
+  CLI::Option* bf16_weights = c->add_option("--bf16-weights", f->run.bf16_weights,
                 "with --precision bf16: kept (default; one bf16 copy of each weight, cast after each update and read by every "
                 "microbatch, beside the fp32 main weights) or cast (autocast's cast at each use)");
   c->add_option("--timeout", f->run.timeout_s, "seconds before a silent peer is declared failed (default 60)");
@@ -40,7 +41,11 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
                 "with --model FILE.pt (a TorchScript module whose forward(input, target) returns the loss): one microbatch's "
                 "input shape, then its target's, comma-separated; the first dimension is the microbatch size");
   std::vector<std::string> args(argv, argv + argc);
-  c->callback([f, args] {
+  c->callback([f, args, bf16_weights] {
+    // --bf16-weights says how bf16 keeps its weights: with fp32 it was ignored (issue 52).
+    if (bf16_weights->count() > 0 && f->run.precision != "bf16")
+      throw InputError("--bf16-weights = '" + f->run.bf16_weights + "' is invalid with --precision " + f->run.precision +
+                       " (allowed: with --precision bf16)");
     int rc = runtime_plugin().train(*f, args);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

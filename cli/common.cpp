@@ -81,11 +81,14 @@ std::string stack_flag_help(const std::string& lead) {
 }
 
 void add_from_flags(CLI::App* app, std::string& from, std::string& format, std::string& hf_config) {
-  app->add_option("--from", from,
+  CLI::Option* from_opt = app->add_option("--from", from,
                   "a training framework's config: Megatron-LM launch script or arguments, Megatron-Bridge/NeMo YAML, "
                   "torchtitan TOML, DeepSpeed JSON or Hugging Face config.json (docs/import.md); the flags given override it");
-  app->add_option("--from-format", format, "--from's format: megatron, bridge, torchtitan, deepspeed or hf (default: guessed)");
-  app->add_option("--hf-config", hf_config, "a Hugging Face config.json: the model of a --from file without one (DeepSpeed)");
+  // Both describe the --from file: without it they would be ignored (issue 52), so CLI11 refuses them.
+  app->add_option("--from-format", format, "--from's format: megatron, bridge, torchtitan, deepspeed or hf (default: guessed)")
+      ->needs(from_opt);
+  app->add_option("--hf-config", hf_config, "a Hugging Face config.json: the model of a --from file without one (DeepSpeed)")
+      ->needs(from_opt);
 }
 
 void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster) {
@@ -671,12 +674,19 @@ std::string program_path() {
 }
 
 int report_exception(const std::exception& e) {
-  if (dynamic_cast<const InputError*>(&e)) {
-    std::cerr << "stagecraft: error: " << e.what() << "\n";
-    return 2;
+  const bool input = dynamic_cast<const InputError*>(&e) != nullptr;
+  // A message of several lines (a schedule's rule and its marked grid, a deadlock's transfers):
+  // the details first, then the message's own line last, so that the error is one line and the
+  // last one on standard error (issue 52).
+  const std::string what = e.what();
+  const size_t nl = what.find('\n');
+  if (nl != std::string::npos) {
+    std::string details = what.substr(nl + 1);
+    while (!details.empty() && details.back() == '\n') details.pop_back();
+    if (!details.empty()) std::cerr << details << "\n";
   }
-  std::cerr << "stagecraft: failed: " << e.what() << "\n";
-  return 1;
+  std::cerr << (input ? "stagecraft: error: " : "stagecraft: failed: ") << what.substr(0, nl) << "\n";
+  return input ? 2 : 1;
 }
 
 int exit_code_of(const std::function<int()>& f) {

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli/common.h"
 #include "schedules/error.h"
 
 namespace stagecraft::cli {
@@ -132,6 +133,9 @@ bool numeric(const std::string& type) {
 
 void bound(CLI::App& app, const std::string& command) {
   for (CLI::Option* o : app.get_options()) {
+    // An empty value ("--out ''", "--schedule ''") is refused (issue 52): it read as the flag
+    // not given, so `--trace ''` wrote nothing and exited 0.
+    if (o->get_items_expected_min() > 0 && o->get_name() != "help") o->check(non_empty("a non-empty value"));
     if (o->get_lnames().empty() || !numeric(o->get_type_name())) continue;
     const std::string flag = "--" + o->get_lnames().front();
     const FlagBound* b = bound_of(command, flag);

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::RuntimeError& e) {  // a command's own exit code (train's ranks)
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {  // a flag's value or a missing flag: one line, as every input error
-    std::cerr << "stagecraft: error: " << e.what() << "\nRun with --help for more information.\n";
+    std::cerr << "stagecraft: error: " << e.what() << " (--help lists the flags)\n";
     return 2;
   } catch (const std::exception& e) {  // InputError: 2; any other failure: 1
     return stagecraft::cli::report_exception(e);

@@ -60,6 +60,7 @@ void run_profile(const ProfileOpts& o, int argc, char** argv) {
     std::_Exit(0);
   }
   if (!o.gemm_calibration.empty()) {  // a GPU calibration instead of a profile
+    check_output_file("--gemm-calibration", o.gemm_calibration);
     profiler::GemmCalibrationOptions go;
     go.device = o.grid.device;
     go.gpu = o.gpu;
@@ -75,6 +76,8 @@ void run_profile(const ProfileOpts& o, int argc, char** argv) {
     return;
   }
   if (o.out.empty()) throw InputError("--out FILE is required (where the profile goes)");
+  if (!o.gpu.empty()) throw InputError("--gpu = '" + o.gpu + "' is invalid without --gemm-calibration (allowed: absent when profiling layers)");
+  check_output_file("--out", o.out);
   if (o.nproc == 1 || o.nproc < 0) throw InputError("--nproc " + std::to_string(o.nproc) + " is invalid (0: no collectives, or 2 or more ranks)");
   costmodel::Profile p;
   p.device = profiler::describe_device(o.grid);
@@ -102,6 +105,10 @@ void run_profile(const ProfileOpts& o, int argc, char** argv) {
 }
 
 void run_validate(const ValidateOpts& o) {
+  check_input_file("--sweep", o.sweep);
+  check_output_file("--out", o.out);
+  if (!o.summary.empty()) check_output_file("--summary", o.summary);
+  if (!o.work_dir.empty()) check_output_dir("--work-dir", o.work_dir);
   profiler::Sweep s = profiler::load_sweep(o.sweep);
   if (!o.profile.empty()) costmodel::load_profile(o.profile);  // bad profile: exit 2 before any run
   profiler::ValidateOptions vo;
@@ -115,8 +122,6 @@ void run_validate(const ValidateOpts& o) {
 #else
   vo.simulate = false;
 #endif
-  check_output_file("--out", o.out);
-  if (!o.summary.empty()) check_output_file("--summary", o.summary);
   std::cout << wrap_text("validating " + std::to_string(s.configs.size()) + " configurations (" + std::to_string(s.steps) +
                              " steps each, median after " + std::to_string(s.warmup) + "): " +
                              std::to_string(s.configs.size() * static_cast<size_t>(s.rounds)) + " training runs in " +

@@ -54,6 +54,9 @@ void check_train_paths(const TrainFlags& f) {
   if (!f.run.save_dir.empty()) check_output_dir("--save", f.run.save_dir);
   if (!f.run.resume_dir.empty() && !std::filesystem::is_directory(f.run.resume_dir))
     throw InputError("--resume = '" + f.run.resume_dir + "' is not a folder (allowed: a checkpoint folder written by --save)");
+  // Its meta.json before any rank starts: the ranks found it missing after launch (exit 1).
+  if (!f.run.resume_dir.empty() && !std::filesystem::is_regular_file(f.run.resume_dir + "/meta.json"))
+    throw InputError("--resume = '" + f.run.resume_dir + "' holds no meta.json (allowed: a complete checkpoint folder written by --save)");
 }
 
 }  // namespace

@@ -13,11 +13,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "costmodel/json_reader.h"
 #include "costmodel/profile.h"
 #include "costmodel/presets.h"
 #include "stats/stats.h"
 #include "schedules/error.h"
 #include "schedules/json_read.h"
+#include "schedules/registry.h"
 
 namespace stagecraft::profiler {
 namespace {
@@ -161,36 +163,28 @@ double largest(const nlohmann::json& per_rank) {
 
 }  // namespace
 
-Sweep load_sweep(const std::string& path) {
-  const nlohmann::json j = schedules::read_json_file(path, "sweep file");
-  if (j.value("format", std::string()) != "stagecraft-sweep")
-    throw InputError("sweep file '" + path + "': field 'format' must be \"stagecraft-sweep\"");
-  Sweep s;
-  s.cluster = j.value("cluster", s.cluster);
-  // A cluster file is named relative to the sweep file, as its model files are.
-  if (s.cluster.size() > 5 && s.cluster.substr(s.cluster.size() - 5) == ".json" && !std::filesystem::path(s.cluster).is_absolute())
-    s.cluster = (std::filesystem::path(path).parent_path() / s.cluster).string();
-  s.steps = j.value("steps", s.steps);
-  s.warmup = j.value("warmup", s.warmup);
-  s.threads = j.value("threads", s.threads);
-  s.rounds = j.value("rounds", s.rounds);
-  if (s.rounds < 1) throw InputError("sweep: rounds = " + std::to_string(s.rounds) + " (must be at least 1)");
-  if (s.steps <= s.warmup) throw InputError("sweep: steps = " + std::to_string(s.steps) + " must exceed warmup = " + std::to_string(s.warmup));
-  if (!j.contains("configs") || !j["configs"].is_array() || j["configs"].empty())
-    throw InputError("sweep file '" + path + "': field 'configs' must be a non-empty array");
-  for (size_t i = 0; i < j["configs"].size(); ++i) {
-    const auto& e = j["configs"][i];
-    SweepConfig c;
-    c.name = e.value("name", "config " + std::to_string(i));
-    const auto& m = e.contains("model") ? e["model"] : nlohmann::json("tiny");
+namespace {
+
+// One configuration of a sweep: its model (a preset, a file beside the sweep, or inline), its
+// precision and its plan, each checked, and the plan checked against the model and the sweep's
+// cluster, so that a bad row is refused before any run (issue 52).
+SweepConfig sweep_config(const nlohmann::json& e, size_t i, const std::string& path, const costmodel::ClusterSpec& cluster) {
+  const std::string at = "sweep configs[" + std::to_string(i) + "]";
+  if (!e.is_object()) throw InputError(at + " = " + e.dump() + " is invalid (expected a JSON object)");
+  SweepConfig c;
+  const nlohmann::json name = e.value("name", nlohmann::json("config " + std::to_string(i)));
+  if (!name.is_string()) throw InputError(at + ".name = " + name.dump() + " is invalid (expected a string)");
+  c.name = name.get<std::string>();
+  const std::string where = at + " ('" + c.name + "')";
+  const auto& m = e.contains("model") ? e["model"] : nlohmann::json("tiny");
+  try {
     if (m.is_string()) {
       // A model file is named relative to the sweep file.
-      std::string name = m.get<std::string>();
-      std::filesystem::path rel = std::filesystem::path(path).parent_path() / name;
-      if (name.size() > 5 && name.substr(name.size() - 5) == ".json" && !std::filesystem::path(name).is_absolute())
-        name = rel.string();
-      c.model = costmodel::load_model(name);
-      c.model_arg = name;
+      std::string model = m.get<std::string>();
+      if (model.size() > 5 && model.substr(model.size() - 5) == ".json" && !std::filesystem::path(model).is_absolute())
+        model = (std::filesystem::path(path).parent_path() / model).string();
+      c.model = costmodel::load_model(model);
+      c.model_arg = model;
     } else {
       c.model = costmodel::model_from_json(m);
     }
@@ -198,14 +192,50 @@ Sweep load_sweep(const std::string& path) {
     for (const char* k : {"name", "model", "precision"}) plan.erase(k);
     const nlohmann::json prec = e.value("precision", nlohmann::json("fp32"));
     c.precision = prec.is_string() ? prec.get<std::string>() : prec.dump();
-    costmodel::check_precision_name(c.precision, "sweep configs[" + std::to_string(i) + "] ('" + c.name + "'): precision");
-    try {
-      c.plan = costmodel::plan_from_json(plan);
-    } catch (const InputError& err) {
-      throw InputError("sweep configs[" + std::to_string(i) + "] ('" + c.name + "'): " + err.what());
-    }
-    s.configs.push_back(c);
+    costmodel::check_precision_name(c.precision, "precision");
+    c.plan = costmodel::plan_from_json(plan);
+    schedules::find_generator(c.plan.schedule);  // InputError naming the registered schedules
+    costmodel::check_fit(c.model, cluster, c.plan);
+  } catch (const InputError& err) {
+    throw InputError(where + ": " + err.what());
   }
+  return c;
+}
+
+}  // namespace
+
+Sweep load_sweep(const std::string& path) {
+  const nlohmann::json j = schedules::read_json_file(path, "sweep file");
+  costmodel::Reader r(j, "sweep");
+  Sweep s;
+  const std::string format = r.req<std::string>("format");
+  s.cluster = r.opt<std::string>("cluster", s.cluster);
+  s.steps = r.opt<int>("steps", s.steps);
+  s.warmup = r.opt<int>("warmup", s.warmup);
+  s.threads = r.opt<int>("threads", s.threads);
+  s.rounds = r.opt<int>("rounds", s.rounds);
+  r.opt<std::string>("why", "");
+  const nlohmann::json configs = r.req<nlohmann::json>("configs");
+  r.done();
+  if (format != "stagecraft-sweep") throw InputError("sweep.format = \"" + format + "\" is invalid (allowed: \"stagecraft-sweep\")");
+  // A cluster file is named relative to the sweep file, as its model files are.
+  if (s.cluster.size() > 5 && s.cluster.substr(s.cluster.size() - 5) == ".json" && !std::filesystem::path(s.cluster).is_absolute())
+    s.cluster = (std::filesystem::path(path).parent_path() / s.cluster).string();
+  for (auto [field, v, lo, hi] : {std::tuple{"steps", s.steps, 1, 100000}, {"warmup", s.warmup, 0, 100000},
+                                  {"threads", s.threads, 1, 1024}, {"rounds", s.rounds, 1, 1000}})
+    if (v < lo || v > hi)
+      throw InputError(std::string("sweep.") + field + " = " + std::to_string(v) + " is invalid (allowed: an integer from " +
+                       std::to_string(lo) + " to " + std::to_string(hi) + ")");
+  if (s.steps <= s.warmup) throw InputError("sweep.steps = " + std::to_string(s.steps) + " must exceed warmup = " + std::to_string(s.warmup));
+  if (!configs.is_array() || configs.empty())
+    throw InputError("sweep.configs = " + configs.dump().substr(0, 60) + " is invalid (allowed: a non-empty array of configurations)");
+  costmodel::ClusterSpec cluster;
+  try {
+    cluster = costmodel::load_cluster(s.cluster);
+  } catch (const InputError& err) {
+    throw InputError("sweep.cluster = '" + s.cluster + "': " + err.what());
+  }
+  for (size_t i = 0; i < configs.size(); ++i) s.configs.push_back(sweep_config(configs[i], i, path, cluster));
   return s;
 }
 

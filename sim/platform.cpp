@@ -291,7 +291,12 @@ Platform load_platform_file(const std::string& path, int num_gpus) {
   if (!std::ifstream(path).good())
     throw InputError("--platform: cannot read '" + path + "' (give a SimGrid XML platform file)");
   sg::Engine* e = sg::Engine::get_instance();
-  e->load_platform(path);
+  try {
+    e->load_platform(path);
+  } catch (const std::exception& err) {  // SimGrid's parse error: bad input, not a failure at run time
+    std::string what = err.what();
+    throw InputError("--platform '" + path + "' is not a SimGrid XML platform (" + what.substr(0, what.find('\n')) + ")");
+  }
   Platform p;
   p.gpus.assign(static_cast<size_t>(num_gpus), nullptr);
   p.host_memory.assign(static_cast<size_t>(num_gpus), nullptr);

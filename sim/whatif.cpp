@@ -239,7 +239,7 @@ Resolved resolve(const WhatIf& w, const costmodel::ClusterSpec& c, int num_gpus)
   for (const LateRank& l : w.late) {
     if (l.rank < 0 || l.rank >= num_gpus)
       bad(src(l.source), "late rank", std::to_string(l.rank), "allowed: [0, " + std::to_string(num_gpus - 1) + "], the plan's GPUs");
-    if (!(l.delay_s >= 0)) bad(src(l.source), "late delay_s", num(l.delay_s), "must be >= 0");
+    if (!(l.delay_s >= 0 && l.delay_s <= 1e6)) bad(src(l.source), "late delay_s", num(l.delay_s), "allowed: [0, 1e6] seconds");
     r.delay_s[static_cast<size_t>(l.rank)] = std::max(r.delay_s[static_cast<size_t>(l.rank)], l.delay_s);
   }
   return r;

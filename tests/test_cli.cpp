@@ -2,10 +2,12 @@
 // failure, 2 bad input).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
@@ -226,13 +228,139 @@ TEST(Cli, BadInputExitsTwoWithMessage) {
   }
 }
 
-TEST(Cli, RunTimeFailureExitsOneAndLeavesNothingHalfWritten) {
-  std::string blocker = stagecraft::test::scratch_path("not_a_dir");
-  std::ofstream(blocker) << "x";
-  auto r = run_cli("schedule --schedule 1f1b --format csv --out " + blocker + "/s.csv");
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("cannot create directory"), std::string::npos) << r.err;
-  EXPECT_FALSE(std::filesystem::exists(blocker + "/s.csv.tmp"));
+// An output under a regular file is now bad input found before the work (CliBadInput); a written
+// output leaves no temporary file beside it.
+TEST(Cli, OutputLeavesNoTemporaryFile) {
+  auto r = run_cli("schedule --schedule 1f1b --stages 2 --microbatches 4 --unit-costs F=1,B=2 --format trace --out " +
+                   stagecraft::test::scratch_path("ok/s.trace.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(stagecraft::test::scratch_path("ok")))
+    EXPECT_NE(e.path().extension(), ".tmp") << e.path();
+}
+
+namespace {
+
+// The last line of standard error: one line of its own naming every needle (issue 52's pass).
+void expect_one_line_error(const stagecraft::test::RunResult& r, const std::string& args, const std::vector<std::string>& needles) {
+  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+  std::string err = r.err;
+  while (!err.empty() && err.back() == '\n') err.pop_back();
+  const std::string last = err.substr(err.rfind('\n') == std::string::npos ? 0 : err.rfind('\n') + 1);
+  EXPECT_EQ(last.rfind("stagecraft: error: ", 0), 0u) << args << "\n" << r.err;
+  for (const auto& n : needles) EXPECT_NE(last.find(n), std::string::npos) << args << ": " << n << "\n" << r.err;
+}
+
+bool built(const std::string& command) {
+  static const std::string help = run_cli("--help").out;
+  return help.find("\n  " + command + " ") != std::string::npos;
+}
+
+}  // namespace
+
+// A flag CLI11 refuses (its value, a missing or an unknown flag) is one line, as every input error
+// (issue 52: a second line "Run with --help" followed it).
+TEST(CliBadInput, ParseErrorsAreOneLine) {
+  for (const std::string args : {"estimate --model tiny --cluster local-cpu-2 --tp x", "estimate --model tiny --tpp 2"}) {
+    const auto r = run_cli(args);
+    expect_one_line_error(r, args, {"--tp"});
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+// An empty value is refused naming the flag, where it read as the flag not given (`--trace ''`
+// wrote no trace and exited 0).
+TEST(CliBadInput, EmptyValuesAreRefused) {
+  for (const std::string flag : {"--trace", "--schedule", "--model"}) {
+    const std::string args = "estimate --model tiny --cluster local-cpu-2 " + flag + " ''";
+    expect_one_line_error(run_cli(args), args, {flag, "empty"});
+  }
+  expect_one_line_error(run_cli("plan --model tiny --cluster local-cpu-2 --global-batch 8 --gpus ''"), "plan --gpus ''", {"--gpus"});
+}
+
+// Output paths are checked before any work (schedule, partition, import, experiment): exit 2
+// naming the flag, and nothing written (they failed at the end with exit 1).
+TEST(CliBadInput, OutputPathsCheckedBeforeWork) {
+  const std::string file = stagecraft::test::scratch_path("plain-file");
+  std::ofstream(file) << "x";
+  const std::string dir = stagecraft::test::scratch_dir();
+  const std::string megatron = stagecraft::test::data_path("import/megatron_llama3_8b.sh");
+  for (const auto& [args, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"schedule --schedule 1f1b --out " + dir, "--out"},
+           {"schedule --schedule 1f1b --unit-costs F=1,B=2 --svg " + file + "/s.svg", "--svg"},
+           {"partition --model tiny --pp 2 --graph-out " + file + "/g.json", "--graph-out"},
+           {"import " + megatron + " --out-model " + dir + "/m.json --out-plan " + dir, "--out-plan"},
+           {"experiment run " + stagecraft::test::data_path("../../experiments/hanayo/fig1") + " --report " + dir, "--report"}}) {
+    expect_one_line_error(run_cli(args), args, {flag});
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/m.json"));
+}
+
+// --emit is checked while parsing (plan checked it after its search, with --out already written)
+// and excludes --json; --from-format and --hf-config need --from.
+TEST(CliBadInput, ConflictingAndOrphanFlags) {
+  const std::string out = stagecraft::test::scratch_path("emit-plan.json");
+  const std::string plan = "plan --model tiny --cluster local-cpu-2 --global-batch 8 --quiet --emit yaml --out " + out;
+  expect_one_line_error(run_cli(plan), plan, {"--emit", "yaml"});
+  EXPECT_FALSE(std::filesystem::exists(out));
+  for (const std::string args : {"estimate --model tiny --cluster local-cpu-2 --emit megatron --json",
+                                 "plan --model tiny --cluster local-cpu-2 --global-batch 8 --emit megatron --json"})
+    expect_one_line_error(run_cli(args), args, {"--emit", "--json"});
+  for (const std::string flag : {"--from-format megatron", "--hf-config x.json"}) {
+    const std::string args = "estimate --model tiny --cluster local-cpu-2 " + flag;
+    expect_one_line_error(run_cli(args), args, {flag.substr(0, flag.find(' ')), "--from"});
+  }
+}
+
+// A message of several lines (a schedule's rule and its marked grid) ends with its one line.
+TEST(CliBadInput, MultiLineErrorsEndWithTheirLine) {
+  const std::string csv = stagecraft::test::scratch_path("twice.csv");
+  std::ofstream(csv) << "0F0,0F0\n,1F0\n";
+  const auto r = run_cli("schedule --import " + csv);
+  expect_one_line_error(r, "schedule --import twice.csv", {});
+  EXPECT_GT(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;  // the grid stays, above
+}
+
+// The simulator's inputs: a platform SimGrid cannot parse and an infinite delay (it deadlocked).
+TEST(CliBadInput, SimulatorInputs) {
+  if (!built("simulate")) GTEST_SKIP() << "no simulator in this build";
+  const std::string text = stagecraft::test::scratch_path("platform.txt");
+  std::ofstream(text) << "not xml\n";
+  const std::string sim = "simulate --model tiny --cluster local-cpu-2 --pp 2 --microbatches 4 ";
+  expect_one_line_error(run_cli(sim + "--platform " + text), "--platform text", {"--platform"});
+  expect_one_line_error(run_cli(sim + "--late-rank 0:inf"), "--late-rank 0:inf", {"--late-rank", "inf"});
+}
+
+// validate's sweep file, field by field, before any run: exit 2 naming the field, no --out.
+TEST(CliBadInput, SweepFieldsCheckedBeforeAnyRun) {
+  if (!built("validate")) GTEST_SKIP() << "no runtime in this build";
+  const std::string out = stagecraft::test::scratch_path("v.csv");
+  const nlohmann::json ok = nlohmann::json::parse(stagecraft::test::read_text(stagecraft::test::data_path("sweep-3.json")));
+  std::vector<std::pair<nlohmann::json, std::string>> bad;
+  for (const auto& [field, value, needle] : std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
+           {"steps", "ten", "sweep.steps"}, {"threads", 0, "sweep.threads = 0"}, {"cluster", "nowhere", "nowhere"},
+           {"stepz", 3, "sweep.stepz is not a known field"}}) {
+    nlohmann::json j = ok;
+    j[field] = value;
+    bad.push_back({j, needle});
+  }
+  nlohmann::json j = ok;
+  j["configs"][0]["schedule"] = "nope";
+  bad.push_back({j, "configs[0]"});
+  for (const auto& [doc, needle] : bad) {
+    const std::string sweep = stagecraft::test::scratch_path("sweep.json");
+    std::ofstream(sweep) << doc.dump();
+    const std::string args = "validate --sweep " + sweep + " --out " + out + " --no-sim --quiet";
+    expect_one_line_error(run_cli(args), args, {needle});
+    EXPECT_FALSE(std::filesystem::exists(out)) << args;
+  }
+}
+
+// train: flags that would be ignored or found only by the ranks are refused before launching.
+TEST(CliBadInput, TrainRefusesBeforeLaunch) {
+  if (!built("train")) GTEST_SKIP() << "no runtime in this build";
+  const std::string train = "train --model tiny --nproc 2 --pp 2 --microbatches 4 --steps 1 --log-every 0 ";
+  expect_one_line_error(run_cli(train + "--bf16-weights cast"), "--bf16-weights cast", {"--bf16-weights", "--precision bf16"});
+  expect_one_line_error(run_cli(train + "--resume " + stagecraft::test::scratch_dir()), "--resume DIR", {"--resume", "meta.json"});
 }
 
 TEST(Cli, PresetsList) {
