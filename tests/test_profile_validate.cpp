@@ -126,7 +126,7 @@ TEST(ProfileValidate, CollectivesOverThreeRanksAreChecked) {
 TEST(ProfileValidate, BadInput) {
   auto r = run_cli("validate --sweep missing.json --out x.csv");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("cannot be read"), std::string::npos);
+  EXPECT_NE(r.err.find("--sweep = 'missing.json' does not exist"), std::string::npos) << r.err;
   r = run_cli("profile --hidden 64 --heads 5 --out x.json --nproc 0");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("heads dividing hidden"), std::string::npos) << r.err;
