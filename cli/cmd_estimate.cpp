@@ -331,6 +331,7 @@ void run_compare(const CompareOpts& o) {
   // the rejected ones; by iteration time within each.
   std::vector<std::pair<int, double>> rank_key;
   std::string rejections;  // each rejected row's reason, below the table
+  std::vector<std::string> reasons;  // the same, one line each
   std::vector<RowFit> fitted;  // the rows priced
   bool host_memory = false;    // some row offloads to host memory
   int ok = 0;
@@ -371,6 +372,7 @@ void run_compare(const CompareOpts& o) {
       all.push_back({{"schedule", row.schedule}, {"tp_overlap", mode_name}, {"rejected", why}});
       rows.push_back({name, mode_name, "-", "rejected"});
       rejections += wrap_text(name + " rejected: " + why, kHelpWidth) + "\n";
+      reasons.push_back(why);
       rank_key.push_back({3, 0.0});
     }
   }
@@ -414,6 +416,8 @@ void run_compare(const CompareOpts& o) {
     write_file_atomic(o.svg, drawing::schedule_svg(panels));
     if (!o.json) std::cout << "timelines drawn in " << o.svg << "\n";
   }
+  if (ok == 0 && std::all_of(reasons.begin(), reasons.end(), [&](const std::string& r) { return r == reasons.front(); }))
+    throw InputError(reasons.front());  // one reason for every row: the reason itself, naming its field
   if (ok == 0) throw InputError("no schedule accepts this configuration (see the reasons above)");
 }
 

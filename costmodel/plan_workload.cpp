@@ -48,8 +48,14 @@ void set_activation_bytes(StageWorkload& w, const ModelSpec& ms, const ParallelP
   w.work_bytes = sb * std::max({nd > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp) : 0.0,
                                 nm > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp, et) : 0.0,
                                 w.last ? memory::head_backward_working_bytes(ms, bb, t, sp) : 0.0});
-  // Offloaded layers: their kept bytes (the mean layer's) leave the GPU between the passes.
-  w.offloaded_layers = std::min(p.offload_layers, w.layers);
+  // Offloaded layers: their kept bytes (the mean layer's) leave the GPU between the passes. More
+  // than the stage holds is refused, never silently clamped (Megatron-Core also requires fewer
+  // offloaded layers than the model chunk has).
+  if (p.offload_layers > w.layers)
+    throw InputError("plan.offload_layers = " + std::to_string(p.offload_layers) + " is invalid (stage " +
+                     std::to_string(w.stage) + " holds " + std::to_string(w.layers) +
+                     " layers; allowed: at most the layers of the smallest stage)");
+  w.offloaded_layers = p.offload_layers;
   if (w.offloaded_layers > 0) {
     const double mean_layer = sb * (nd * layer.act_bytes + nm * moe.act_bytes) / (nd + nm);
     w.offloaded_bytes = w.offloaded_layers * mean_layer;

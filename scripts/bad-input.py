@@ -158,6 +158,7 @@ PLAN_FLAG_VALUES = [
     ("--grad-bucket-mb", "0", "zero bucket"), ("--grad-bucket-mb", "-inf", "minus infinity"),
     ("--moe-dispatcher", "carrier-pigeon", "unknown dispatcher"),
     ("--offload-layers", "-1", "negative"),
+    ("--offload-layers", "1000", "more layers than a stage holds", ["offload_layers", "1000"]),
     ("--stack", "no-such-stack", "unknown stack"),
     ("--attention-kernel", "quantum", "unknown kernel"), ("--fp8-recipe", "tasty", "unknown recipe"),
     ("--seq-length", "0", "zero"), ("--seq-length", "abc", "not a number"),
