@@ -81,10 +81,12 @@ Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& field) {
   bad("model", field, "\"" + s + "\"", "allowed: delayed, current, blockwise, mxfp8");
 }
 
-bool fp8_keeps_second_copy(const ModelSpec& m, bool gpu_any_layout) {
-  const bool per_tensor = m.fp8_recipe == Fp8Recipe::Delayed || m.fp8_recipe == Fp8Recipe::Current;
-  return !(per_tensor && gpu_any_layout);
-}
+namespace {
+// One scale per tensor (delayed or current scaling), as against scales per block along one direction.
+bool per_tensor_scaling(const ModelSpec& m) { return m.fp8_recipe == Fp8Recipe::Delayed || m.fp8_recipe == Fp8Recipe::Current; }
+}  // namespace
+
+bool fp8_keeps_second_copy(const ModelSpec& m, bool gpu_any_layout) { return !(per_tensor_scaling(m) && gpu_any_layout); }
 
 double fp8_cast_bytes(const ModelSpec& m, bool gpu_any_layout, double cast_transpose) {
   const double cast = fp8_keeps_second_copy(m, gpu_any_layout) ? cast_transpose : cast_transpose - 1;  // no transpose written
@@ -110,8 +112,7 @@ double fp8_weight_copy_bytes(const ModelSpec& m, const ClusterSpec& c) {
   }
 }
 double fp8_weight_gather_bytes(const ModelSpec& m, const ClusterSpec& c) {
-  const bool per_tensor = m.fp8_recipe == Fp8Recipe::Delayed || m.fp8_recipe == Fp8Recipe::Current;
-  return per_tensor ? 1.0 : fp8_weight_copy_bytes(m, c);
+  return per_tensor_scaling(m) ? 1.0 : fp8_weight_copy_bytes(m, c);
 }
 double fp8_weight_cast_bytes(const ModelSpec& m, const ClusterSpec& c) {
   const double written = fp8_keeps_second_copy(m, c.fp8_gemm_any_layout()) ? 2 : 1;
