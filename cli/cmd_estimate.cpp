@@ -147,7 +147,9 @@ void print_estimate(const costmodel::Estimate& e, const std::string& runtime_not
     rows.push_back({"rank 0 compute by kind", "products " + fmt_seconds(k.passes.products_s) + ", attention core " +
                                                  fmt_seconds(k.passes.attention_core_s) + ", memory-bound " +
                                                  fmt_seconds(k.passes.memory_s) + ", communication inside " +
-                                                 fmt_seconds(k.passes.comm_s) + ", optimizer " + fmt_seconds(k.optimizer_s) +
+                                                 fmt_seconds(k.passes.comm_s) +
+                                                 (k.passes.host_s > 0 ? ", waiting for the host " + fmt_seconds(k.passes.host_s) : "") +
+                                                 ", optimizer " + fmt_seconds(k.optimizer_s) +
                                                  (std::abs(k.other_s) > 1e-9 ? ", other " + fmt_seconds(k.other_s) : "")});
   }
   if (p.cp > 1) {  // one layer's ring (costmodel/cp.h); --json has every stage's

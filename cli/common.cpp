@@ -125,6 +125,10 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
                   "with --recompute selective, what is recomputed, comma-separated: core_attn (default), layernorm, "
                   "mla_up_proj, mlp, moe_act, shared_experts, moe (Megatron-Core --recompute-modules)")
       ->delimiter(',');
+  app->add_option("--cuda-graph-scope", f.cuda_graph_scope,
+                  "what runs as CUDA graphs, one host launch each, comma-separated: attn, mlp, moe, moe_router, "
+                  "moe_preprocess, or full_iteration (Megatron-Core --cuda-graph-scope; default none)")
+      ->delimiter(',');
   app->add_option("--offload-layers", f.offload_layers,
                   "activations of this many of each stage's layers kept in host memory between the forward "
                   "and the backward, copied beside the compute (Megatron-Core --cpu-offloading-num-layers)");
@@ -457,6 +461,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   if (f.sequence_parallel) p.sequence_parallel = true;
   if (!f.recompute.empty()) p.recompute = costmodel::parse_recompute(f.recompute);
   if (!f.recompute_modules.empty()) p.recompute_modules = f.recompute_modules;
+  if (!f.cuda_graph_scope.empty()) p.cuda_graph_scope = f.cuda_graph_scope;
   if (f.offload_layers) p.offload_layers = *f.offload_layers;
   if (!f.rank_order.empty()) p.rank_order = f.rank_order;
   if (!f.tp_overlap.empty()) p.tp_overlap = schedules::parse_tp_overlap(f.tp_overlap, "--tp-overlap");

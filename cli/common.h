@@ -60,6 +60,7 @@ struct PlanFlags {
   std::optional<int> etp;         // experts' tensor-parallel degree (0: tp; 1: whole experts)
   std::optional<std::string> moe_dispatcher;  // alltoall, allgather or flex (plan.moe_dispatcher)
   std::vector<std::string> recompute_modules;  // selective recomputation's modules (plan.recompute_modules)
+  std::vector<std::string> cuda_graph_scope;   // what runs as CUDA graphs (plan.cuda_graph_scope)
   std::optional<int> offload_layers;           // layers a stage offloads to host memory (plan.offload_layers)
   std::optional<int> microbatch_size, microbatches;
   std::string schedule;           // empty: the plan file's, else 1f1b

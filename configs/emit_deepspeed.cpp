@@ -22,6 +22,7 @@ std::string emit_deepspeed(const costmodel::ModelSpec& m, const costmodel::Paral
   if (p.schedule != "1f1b") lost.push_back("schedule " + p.schedule + " (DeepSpeed's pipeline runs 1F1B)");
   if (p.recompute == costmodel::RecomputePolicy::Selective) lost.push_back("recompute selective");
   if (!p.recompute_modules.empty()) lost.push_back("recompute_modules");
+  if (!p.cuda_graph_scope.empty()) lost.push_back("cuda_graph_scope");
   if (p.moe_dispatcher != "alltoall") lost.push_back("moe_dispatcher " + p.moe_dispatcher);
   if (p.ep > 1) lost.push_back("ep " + std::to_string(p.ep) + " (set in DeepSpeed-MoE's layer, not the config)");
   if (p.sequence_parallel) lost.push_back("sequence_parallel (Megatron's)");

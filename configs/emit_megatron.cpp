@@ -77,6 +77,12 @@ void plan_flags(Flags& f, const ParallelPlan& p, const ModelSpec& m) {
     for (const std::string& x : p.recompute_modules) mods += (mods.empty() ? "" : " ") + x;
     f.push_back({"--recompute-modules", mods});
   }
+  if (!p.cuda_graph_scope.empty()) {
+    const bool full = p.cuda_graph_scope.front() == "full_iteration";
+    std::string scopes;
+    for (const std::string& x : p.cuda_graph_scope) scopes += (scopes.empty() ? "" : " ") + x;
+    f.insert(f.end(), {{"--cuda-graph-impl", full ? "local" : "transformer_engine"}, {"--cuda-graph-scope", scopes}});
+  }
   if (p.zero == 1) f.push_back({"--use-distributed-optimizer", ""});
   if (p.zero >= 2) f.insert(f.end(), {{"--use-megatron-fsdp", ""}, {"--data-parallel-sharding-strategy", p.zero == 2 ? "optim_grads" : "optim_grads_params"}});
   if (p.overlap_grad_reduce) f.push_back({"--overlap-grad-reduce", ""});

@@ -56,6 +56,7 @@ std::string emit_torchtitan(const ModelSpec& m, const ParallelPlan& p, int /*gpu
   if (p.overlap_grad_reduce || p.overlap_param_gather) lost.push_back("overlap flags (FSDP2 overlaps its own collectives)");
   if (p.recompute == costmodel::RecomputePolicy::Selective) lost.push_back("recompute selective (written as the op policy)");
   if (!p.recompute_modules.empty()) lost.push_back("recompute_modules");
+  if (!p.cuda_graph_scope.empty()) lost.push_back("cuda_graph_scope");
   if (p.moe_dispatcher != "alltoall") lost.push_back("moe_dispatcher " + p.moe_dispatcher);
   const auto [name, flavor] = flavor_of(m.name);
   if (name.empty()) lost.push_back("model " + m.name + " (no torchtitan flavor: give --hf-config on import)");

@@ -1,4 +1,4 @@
-// Megatron-Core's model dimensions, recomputation and overlap fields (configs/megatron_fields.h).
+// Megatron-Core's model dimensions, recomputation, CUDA graph and overlap fields (configs/megatron_fields.h).
 #include <algorithm>
 #include <cmath>
 
@@ -100,6 +100,34 @@ void read_megatron_recompute(FlagReader& r, ParallelPlan& p) {
   }
 }
 
+// CUDA graphs: --cuda-graph-impl (none, local, transformer_engine; Megatron-Bridge's
+// full_iteration) with --cuda-graph-scope (attn, mlp, moe, moe_router, moe_preprocess, mamba,
+// full_iteration; the older "full": whole layers), or the older --enable-cuda-graph (local) and
+// --external-cuda-graph (Transformer Engine's), onto plan.cuda_graph_scope (costmodel/host.h).
+void read_megatron_cuda_graphs(FlagReader& r, ParallelPlan& p) {
+  std::string impl = r.text("cuda-graph-impl", "cuda_graph_scope").value_or("none");
+  if (r.boolean("enable-cuda-graph", "cuda_graph_scope (local)").value_or(false)) impl = "local";
+  if (r.boolean("external-cuda-graph", "cuda_graph_scope (transformer_engine)").value_or(false)) impl = "transformer_engine";
+  const std::vector<std::string> scope = r.list("cuda-graph-scope", "cuda_graph_scope").value_or(std::vector<std::string>{});
+  const auto has = [&](const char* x) { return std::find(scope.begin(), scope.end(), x) != scope.end(); };
+  if (impl == "none") return;
+  if (impl == "full_iteration" || has("full_iteration")) {
+    p.cuda_graph_scope = {"full_iteration"};
+    return;
+  }
+  if (impl != "local" && impl != "transformer_engine")
+    throw InputError(r.where() + ": " + r.name("cuda-graph-impl") + " = '" + impl +
+                     "' is invalid (allowed: none, local, transformer_engine, full_iteration)");
+  if (scope.empty() || has("full")) {  // whole layers
+    p.cuda_graph_scope = {"attn", "mlp", "moe"};
+    return;
+  }
+  for (const std::string& x : scope) {
+    if (x == "attn" || x == "mlp" || x == "moe" || x == "moe_router" || x == "moe_preprocess") p.cuda_graph_scope.push_back(x);
+    else r.report().unmodelled("--cuda-graph-scope", x, "not a block stagecraft prices (its kernels priced as issued eagerly)");
+  }
+}
+
 void read_megatron_overlap(FlagReader& r, Imported& in) {
   ParallelPlan& p = in.plan;
   if (r.boolean("use-distributed-optimizer", "zero 1").value_or(false)) p.zero = 1;
@@ -145,8 +173,6 @@ void read_megatron_overlap(FlagReader& r, Imported& in) {
   r.unmodelled("num-distributed-optimizer-instances", "one distributed optimizer over the whole dp group");
   r.unmodelled("overlap-param-gather-with-optimizer-step", "the gather follows the step");
   r.unmodelled("defer-embedding-wgrad-compute", "the embedding's weight gradient computed in line");
-  for (const char* k : {"enable-cuda-graph", "external-cuda-graph", "cuda-graph-impl", "cuda-graph-scope"})
-    r.unmodelled(k, "kernel launch overheads not priced");
   r.unmodelled("no-position-embedding", "the kind decides the position embedding");
 }
 

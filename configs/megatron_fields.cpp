@@ -229,6 +229,7 @@ void read_mla(FlagReader& r, ModelSpec& m) {
 // Declared in configs/megatron_dims.cpp.
 void read_megatron_dims(FlagReader& r, ModelSpec& m, int tp);
 void read_megatron_recompute(FlagReader& r, ParallelPlan& p);
+void read_megatron_cuda_graphs(FlagReader& r, ParallelPlan& p);
 void read_megatron_overlap(FlagReader& r, Imported& in);
 
 void map_megatron_fields(FlagReader& r, Imported& in, const ImportOptions& o) {
@@ -241,6 +242,7 @@ void map_megatron_fields(FlagReader& r, Imported& in, const ImportOptions& o) {
   read_mla(r, m);
   read_virtual_pipeline(r, in, m.num_layers);
   read_megatron_recompute(r, in.plan);
+  read_megatron_cuda_graphs(r, in.plan);
   read_megatron_overlap(r, in);
   if (r.has("mtp-num-layers")) m.mtp_layers = r.count("mtp-num-layers", "mtp_layers", 1);
   costmodel::check(m);

@@ -28,7 +28,8 @@ struct PassKinds {
   double attention_core_s = 0;
   double memory_s = 0;
   double comm_s = 0;
-  double total_s() const { return products_s + attention_core_s + memory_s + comm_s; }
+  double host_s = 0;  // the GPU waiting for the host to issue kernels (host.h)
+  double total_s() const { return products_s + attention_core_s + memory_s + comm_s + host_s; }
 };
 
 struct StageCost {        // one stage, one microbatch
@@ -82,6 +83,8 @@ struct StageCost {        // one stage, one microbatch
                                   // parallel group (moe.h) instead of dp x cp
   FsdpStage fsdp;                 // zero 3: its collectives per microbatch, already in f_s, b_s, i_s
                                   // and w_s (exposed_*), and its gathered units (in work_bytes)
+  double host_wait_f_s = 0;       // of f_s (every sub-batch, every layer): the GPU waiting for the
+  double host_wait_b_s = 0;       // host to issue kernels (host.h); of b_s the same
   PassKinds kinds_f;              // f_s by kind (analytic costs; else zeros)
   PassKinds kinds_b;              // b_s by kind
 };

@@ -321,7 +321,7 @@ std::vector<ComputeByKind> compute_by_kind(const Estimate& e) {
   auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
   auto add = [](PassKinds& into, const PassKinds& k, double times) {
     into.products_s += times * k.products_s, into.attention_core_s += times * k.attention_core_s;
-    into.memory_s += times * k.memory_s, into.comm_s += times * k.comm_s;
+    into.memory_s += times * k.memory_s, into.comm_s += times * k.comm_s, into.host_s += times * k.host_s;
   };
   for (int r = 0; r < e.schedule.num_ranks; ++r) {
     ComputeByKind c;
@@ -368,6 +368,7 @@ nlohmann::json compute_by_kind_json(const Estimate& e) {
   for (const ComputeByKind& c : compute_by_kind(e))
     out.push_back({{"products_s", c.passes.products_s}, {"attention_core_s", c.passes.attention_core_s},
                    {"memory_bound_s", c.passes.memory_s}, {"communication_in_compute_s", c.passes.comm_s},
+                   {"host_wait_s", c.passes.host_s},
                    {"optimizer_s", c.optimizer_s}, {"other_s", c.other_s}});
   return out;
 }

@@ -8,6 +8,7 @@
 #include "costmodel/comm.h"
 #include "costmodel/cp.h"
 #include "costmodel/flops.h"
+#include "costmodel/host.h"
 #include "costmodel/memory.h"
 #include "costmodel/plan_workload.h"
 #include "costmodel/price.h"
@@ -85,12 +86,14 @@ PassKinds layer_pass_kinds(const LayerWork& lw, bool forward, bool selective, do
   return out;
 }
 
-// A pass of `duration_s`, of which `comm_s` waits for communication, the rest split in the
-// shares of `shape` (its compute by kind).
-PassKinds scaled_kinds(const PassKinds& shape, double duration_s, double comm_s) {
+// A pass of `duration_s`, of which `comm_s` waits for communication and `host_s` for the host to
+// issue kernels, the rest split in the shares of `shape` (its compute by kind).
+PassKinds scaled_kinds(const PassKinds& shape, double duration_s, double comm_s, double host_s) {
   PassKinds out;
   out.comm_s = std::min(std::max(0.0, comm_s), duration_s);
-  const double compute = shape.products_s + shape.attention_core_s + shape.memory_s, rest = duration_s - out.comm_s;
+  out.host_s = std::min(std::max(0.0, host_s), duration_s - out.comm_s);
+  const double compute = shape.products_s + shape.attention_core_s + shape.memory_s;
+  const double rest = duration_s - out.comm_s - out.host_s;
   if (compute <= 0) return out;
   out.products_s = rest * shape.products_s / compute;
   out.attention_core_s = rest * shape.attention_core_s / compute;
@@ -135,6 +138,30 @@ void add_vocab_parallel_ends(Pricing& pr, InnerCosts& ic, int bb) {
   }
 }
 
+// Where issuing a layer's kernels takes the host longer than the GPU takes to run them (host.h),
+// the pass waits: dense layers' waits go into their MLP pieces, MoE layers' into their MoE
+// blocks (the forward's priced in its two segments around the dispatch's synchronisation).
+// The GPU side is the layer's compute, its exposed expert exchanges and, with tp > 1, its two
+// tensor-parallel collectives a pass. Records the stage's waits for its compute by kind.
+void add_host_wait(Pricing& pr, StageCost& sc, const StageWorkload& w, LayerTimes& lt) {
+  const ParallelPlan& p = pr.w.plan;
+  const ModelSpec& m = pr.w.model;
+  const double local_experts = is_moe(m) ? static_cast<double>(m.num_experts) / p.ep : 0.0;
+  const HostLayer h = host_layer(pr.stack.host, cuda_graph_scopes_of(p), local_experts,
+                                 m.fp8 && m.fp8_recipe != Fp8Recipe::Delayed);
+  const double tp_s = p.tp > 1 ? tp_collective_s(pr, w.tp_collective_bytes) : 0.0;
+  GpuLayer g;
+  g.attn_f_s = lt.attn_f_s + tp_s, g.mlp_f_s = lt.mlp_f_s + tp_s;
+  g.moe_f_s = lt.moe_f_s + tp_s + sc.moe.layer.exposed_f_s;
+  g.attn_b_s = lt.attn_i_s + lt.attn_w_s + tp_s, g.mlp_b_s = lt.mlp_i_s + lt.mlp_w_s + tp_s;
+  g.moe_b_s = lt.moe_i_s + lt.moe_w_s + tp_s + sc.moe.layer.exposed_b_s;
+  const HostWait hw = host_wait(h, g);
+  lt.mlp_f_s += hw.dense_f_s, lt.mlp_i_s += hw.dense_b_s;
+  lt.moe_f_s += hw.moe_f_s, lt.moe_i_s += hw.moe_b_s;
+  sc.host_wait_f_s = w.sub_batches * (w.dense_layers * hw.dense_f_s + w.moe_layers * hw.moe_f_s);
+  sc.host_wait_b_s = w.sub_batches * (w.dense_layers * hw.dense_b_s + w.moe_layers * hw.moe_b_s);
+}
+
 // The stage's blocks priced by shape (price.h); an MoE layer's MLP block waits for its
 // all-to-alls and tp collectives (moe.h): the stage's MLP pieces take the mean of its dense and
 // MoE layers (the inner schedules of experts run blocking, so the sums are exact). With cp > 1
@@ -155,6 +182,9 @@ std::array<PassKinds, 2> price_analytic_compute(Pricing& pr, StageCost& sc, cons
     sc.moe.layer = price_moe_layer(w.moe, pr.ep_path, pr.tp_link);
     // Recomputing the whole MoE block (module moe) runs its forward exchanges again in the backward.
     if (modules.moe) sc.moe.layer.exposed_b_s += sc.moe.layer.exposed_f_s;
+  }
+  add_host_wait(pr, sc, w, lt);
+  if (nm > 0) {
     auto mean = [&](double dense_s, double moe_s) { return (nd * dense_s + nm * moe_s) / n; };
     lt.mlp_f_s = mean(lt.mlp_f_s, lt.moe_f_s + sc.moe.layer.exposed_f_s);
     lt.mlp_i_s = mean(lt.mlp_i_s, lt.moe_i_s + sc.moe.layer.exposed_b_s);
@@ -239,8 +269,10 @@ void set_durations(StageCost& sc, const StageWorkload& w, const std::array<PassK
   std::tie(sc.f_s, sc.b_s, sc.i_s, sc.w_s, sc.r_s) = std::tie(d.f_s, d.b_s, d.i_s, d.w_s, d.r_s);
   std::tie(sc.tp_exposed_f_s, sc.tp_exposed_b_s) = std::tie(d.exposed_comm_f_s, d.exposed_comm_b_s);
   const double ring = static_cast<double>(w.layers) * w.sub_batches;
-  sc.kinds_f = scaled_kinds(shapes[0], sc.f_s, sc.tp_exposed_f_s + ring * sc.cp.exposed_f_s + sc.moe.exposed_f_s);
-  sc.kinds_b = scaled_kinds(shapes[1], sc.b_s, sc.tp_exposed_b_s + ring * sc.cp.exposed_b_s + sc.moe.exposed_b_s);
+  sc.kinds_f = scaled_kinds(shapes[0], sc.f_s, sc.tp_exposed_f_s + ring * sc.cp.exposed_f_s + sc.moe.exposed_f_s,
+                            sc.host_wait_f_s);
+  sc.kinds_b = scaled_kinds(shapes[1], sc.b_s, sc.tp_exposed_b_s + ring * sc.cp.exposed_b_s + sc.moe.exposed_b_s,
+                            sc.host_wait_b_s);
 }
 
 // Activation offloading (plan.offload_layers, Megatron-Core's cpu_offload.py): each offloaded

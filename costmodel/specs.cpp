@@ -219,6 +219,32 @@ RecomputeModules recompute_modules_of(const ParallelPlan& p) {
   }
   return r;
 }
+namespace {
+const char* const kCudaGraphScopes = "attn, mlp, moe, moe_router, moe_preprocess, or full_iteration alone";
+}  // namespace
+
+CudaGraphScopes cuda_graph_scopes_of(const ParallelPlan& p) {
+  CudaGraphScopes g;
+  for (const std::string& name : p.cuda_graph_scope) {
+    bool* flag = name == "attn"             ? &g.attn
+                 : name == "mlp"            ? &g.mlp
+                 : name == "moe"            ? &g.moe
+                 : name == "moe_router"     ? &g.moe_router
+                 : name == "moe_preprocess" ? &g.moe_preprocess
+                 : name == "full_iteration" ? &g.full_iteration
+                                            : nullptr;
+    if (!flag) bad("plan", "cuda_graph_scope", "'" + name + "'", std::string("allowed: ") + kCudaGraphScopes);
+    *flag = true;
+  }
+  if (g.full_iteration && p.cuda_graph_scope.size() > 1)
+    bad("plan", "cuda_graph_scope", std::to_string(p.cuda_graph_scope.size()) + " scopes with full_iteration",
+        "full_iteration captures everything and stands alone (Megatron-Core --cuda-graph-impl local)");
+  if (g.moe_preprocess && !g.moe_router)
+    bad("plan", "cuda_graph_scope", "'moe_preprocess' without 'moe_router'",
+        "moe_preprocess needs moe_router (Megatron-Core captures the preprocessing after a captured router)");
+  return g;
+}
+
 int expert_ranks(const ParallelPlan& p) { return (expert_tp(p) == 1 ? p.tp : 1) * p.dp * p.cp; }
 
 bool ep_divides(const ModelSpec& m, int ep) { return ep == 1 || (is_moe(m) && ep >= 1 && m.num_experts % ep == 0); }
@@ -360,6 +386,7 @@ nlohmann::json to_json(const ParallelPlan& p) {
   if (p.offload_layers > 0) j["offload_layers"] = p.offload_layers;
   if (p.fp8_param_gather) j["fp8_param_gather"] = true;
   if (!p.recompute_modules.empty()) j["recompute_modules"] = p.recompute_modules;
+  if (!p.cuda_graph_scope.empty()) j["cuda_graph_scope"] = p.cuda_graph_scope;
   if (p.zero == 3) {
     j["reshard_after_forward"] = p.reshard_after_forward;
     j["shard_group"] = p.shard_group;
@@ -511,6 +538,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.schedule_params = r.opt<nlohmann::json>("schedule_params", nlohmann::json::object());
   p.recompute = parse_recompute(r.opt<std::string>("recompute", "none"));
   p.recompute_modules = r.opt<std::vector<std::string>>("recompute_modules", {});
+  p.cuda_graph_scope = r.opt<std::vector<std::string>>("cuda_graph_scope", {});
   p.rank_order = r.opt<std::string>("rank_order", "tp-dp-pp");
   p.stage_layers = r.opt<std::vector<int>>("stage_layers", {});
   p.sequence_parallel = r.opt<bool>("sequence_parallel", false);
@@ -714,6 +742,7 @@ void check(const ParallelPlan& p) {
     bad(w, "recompute_modules", std::to_string(p.recompute_modules.size()) + " modules",
         "apply to selective recomputation only (allowed: recompute = selective, or no modules)");
   recompute_modules_of(p);  // names checked
+  cuda_graph_scopes_of(p);   // names and combinations checked
   if (p.moe_dispatcher != "alltoall" && p.moe_dispatcher != "allgather" && p.moe_dispatcher != "flex")
     bad(w, "moe_dispatcher", "'" + p.moe_dispatcher + "'", "allowed: alltoall, allgather, flex (DeepEP)");
   if (p.etp != 0 && p.etp != 1 && p.etp != p.tp)

@@ -227,6 +227,20 @@ struct RecomputeModules {
   bool any_beyond_core() const { return layernorm || mla_up_proj || mlp || moe_act || shared_experts || moe; }
 };
 
+// The parts of each layer captured in CUDA graphs and replayed with one launch each (Megatron-Core
+// --cuda-graph-impl transformer_engine with --cuda-graph-scope attn, mlp, moe, moe_router,
+// moe_preprocess; --cuda-graph-impl local with full_iteration: the whole forward and backward
+// as one graph; Megatron-LM docs/user-guide/features/cuda_graph.md). What is captured costs the
+// host one launch instead of one per kernel (costmodel/host.h).
+struct CudaGraphScopes {
+  bool attn = false;            // the attention block (norm, QKV, core, projection)
+  bool mlp = false;             // a dense layer's MLP block
+  bool moe = false;             // an MoE layer's whole MLP block (Megatron-Core: drop-and-pad only)
+  bool moe_router = false;      // the router: gating product, top-k, auxiliary loss
+  bool moe_preprocess = false;  // the dispatch's preprocessing: token counts, splits, permutation 1
+  bool full_iteration = false;  // every layer's forward and backward: no per-op host work at all
+};
+
 enum class RecomputePolicy {
   None,       // keep every activation
   Full,       // keep each layer's input, recompute the layer before its backward
@@ -263,6 +277,9 @@ struct ParallelPlan {
   std::vector<std::string> recompute_modules;  // selective: what is recomputed (Megatron-Core's
                                      // --recompute-modules; recompute_modules_of): core_attn, layernorm,
                                      // mla_up_proj, mlp, moe_act, shared_experts, moe; empty: core_attn
+  std::vector<std::string> cuda_graph_scope;  // what runs as CUDA graphs (Megatron-Core
+                                     // --cuda-graph-scope; cuda_graph_scopes_of): attn, mlp, moe,
+                                     // moe_router, moe_preprocess, or full_iteration alone; empty: none
   std::string rank_order = "tp-dp-pp";  // fastest-varying first; any permutation of tp, dp, pp, or of
                                      // tp, cp, dp, pp (without cp: cp right after tp, topology.h)
   std::vector<int> stage_layers;     // layers per stage of one pipeline chain; empty = balanced
@@ -367,6 +384,10 @@ int expert_tp(const ParallelPlan& p);
 // What selective recomputation recomputes: plan.recompute_modules, core_attn where it names none
 // (Megatron-Core's default); nothing without selective recomputation.
 RecomputeModules recompute_modules_of(const ParallelPlan& p);
+// The plan's cuda_graph_scope as flags; throws InputError naming an unknown scope, full_iteration
+// beside another scope, or moe_preprocess without moe_router (Megatron-Core captures the
+// preprocessing only after a captured router).
+CudaGraphScopes cuda_graph_scopes_of(const ParallelPlan& p);
 // The ranks the expert-parallel and expert-data-parallel groups are cut from: dp x cp, or with
 // etp 1 (and tp > 1) tp x dp x cp.
 int expert_ranks(const ParallelPlan& p);

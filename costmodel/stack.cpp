@@ -126,6 +126,7 @@ nlohmann::json to_json(const KernelStack& k) {
           {"flash", flash},
           {"tp_overlap_comm_sms", k.tp_overlap_comm_sms},
           {"grouped_gemm_streams", k.grouped_gemm_streams},
+          {"host", to_json(k.host)},
           {"source", k.source}};
 }
 
@@ -147,6 +148,12 @@ KernelStack stack_from_json(const nlohmann::json& j) {
   }
   k.tp_overlap_comm_sms = r.opt<int>("tp_overlap_comm_sms", k.tp_overlap_comm_sms);
   k.grouped_gemm_streams = r.opt<int>("grouped_gemm_streams", k.grouped_gemm_streams);
+  // The host's costs belong to the framework, not the kernels: a stack may name another's.
+  if (j.contains("host")) {
+    const nlohmann::json& h = j.at("host");
+    k.host = h.is_string() ? load_stack(h.get<std::string>()).host : host_costs_from_json(h, k.host);
+  }
+  r.opt<nlohmann::json>("host", nlohmann::json::object());
   const std::string own = r.opt<std::string>("source", "");
   k.source = base.empty() ? own : own + " Extends '" + base + "': " + k.source;
   r.done();
@@ -182,6 +189,7 @@ void check(const KernelStack& k) {
   }
   if (k.tp_overlap_comm_sms < 0) bad("tp_overlap_comm_sms", k.tp_overlap_comm_sms, "0 or more");
   if (k.grouped_gemm_streams < 0) bad("grouped_gemm_streams", k.grouped_gemm_streams, "0 (one grouped kernel) or more");
+  check(k.host, k.name);
 }
 
 std::vector<std::string> stack_preset_names() {

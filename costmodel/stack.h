@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "costmodel/host.h"
+
 namespace stagecraft::costmodel {
 
 // Bytes read plus written per element of the (b, s, h)-shaped (or (b, a, s, s)-shaped) tensor,
@@ -67,6 +69,8 @@ struct KernelStack {
   // transformer_engine/common/include/transformer_engine/multi_streams.h, num_streams = 4;
   // TE issue #1386: the maintainers keep the multi-stream cuBLAS path over a grouped kernel).
   int grouped_gemm_streams = 0;
+  HostCosts host;                   // what issuing each block's kernels costs the CPU (host.h); none
+                                    // given: no host time is priced
   std::string source;               // where the figures come from
 };
 

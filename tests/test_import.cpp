@@ -179,6 +179,16 @@ TEST(ImportMegatron, FlagsOneByOne) {
             std::string::npos);
   EXPECT_NE(error_of([] { megatron_args("--tensor-model-parallel-size 2 --expert-tensor-parallel-size 4"); }).find("allowed: 1, or tp"),
             std::string::npos);
+  // CUDA graphs (costmodel/host.h): Transformer Engine's scopes, Mamba's named as not priced; the
+  // whole iteration; the older --enable-cuda-graph's whole layers; an unknown implementation.
+  const Imported h = megatron_args("--cuda-graph-impl transformer_engine --cuda-graph-scope attn moe_router moe_preprocess mamba");
+  EXPECT_EQ(h.plan.cuda_graph_scope, (std::vector<std::string>{"attn", "moe_router", "moe_preprocess"}));
+  EXPECT_TRUE(listed(h.report.not_modelled, "--cuda-graph-scope"));
+  EXPECT_EQ(megatron_args("--cuda-graph-impl local --cuda-graph-scope full_iteration").plan.cuda_graph_scope,
+            std::vector<std::string>{"full_iteration"});
+  EXPECT_EQ(megatron_args("--enable-cuda-graph").plan.cuda_graph_scope, (std::vector<std::string>{"attn", "mlp", "moe"}));
+  EXPECT_NE(error_of([] { megatron_args("--cuda-graph-impl cupti"); }).find("--cuda-graph-impl = 'cupti' is invalid"),
+            std::string::npos);
   // Stray blanks after a line's backslash, Windows line ends, a quoted value, a comment.
   const Imported g = megatron_args("--micro-batch-size 2 \\  \r\n  --recompute-granularity 'full' # all layers\r\n");
   EXPECT_EQ(g.plan.microbatch_size, 2);
@@ -370,6 +380,7 @@ TEST(ImportRoundTrip, Megatron) {
   r.moe_dispatcher = "flex";
   r.recompute = costmodel::RecomputePolicy::Selective;
   r.recompute_modules = {"layernorm", "mlp"};
+  r.cuda_graph_scope = {"attn", "moe_router", "moe_preprocess"};
   const std::string text = configs::emit("megatron", maverick, r, 8, "--emit");
   const Imported in = configs::import_file(written("rt_maverick.sh", text), configs::Format::Megatron, {});
   expect_same_plan(r, in.plan);

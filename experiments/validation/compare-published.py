@@ -140,7 +140,7 @@ def estimate(binary, run, extra, tmp):
     cmd = [binary, "estimate", "--json", "--model", paths["model"], "--cluster", paths["cluster"],
            "--tp", str(run["tp"]), "--pp", str(run["pp"]), "--dp", str(run["dp"]),
            "--microbatch-size", str(run["microbatch_size"]), "--microbatches", str(mb)]
-    cmd += recompute_flags(run) + moe_flags(run)
+    cmd += recompute_flags(run) + moe_flags(run) + cuda_graph_flags(run)
     knobs = (run.get("recipe") or {}).get("knobs") or {}
     if knobs.get("cpu_offloading_num_layers"):  # Megatron-Core --cpu-offloading-num-layers
         cmd += ["--offload-layers", str(knobs["cpu_offloading_num_layers"])]
@@ -149,7 +149,9 @@ def estimate(binary, run, extra, tmp):
         # Megatron-Core's combined 1F1B: each steady-state forward paired with a backward, the
         # expert all-to-alls of one behind the other's compute (schedules/registry.h a2a_overlap)
         cmd += ["--param", "a2a_overlap=true"]
-    if run.get("sequence_parallel"):
+    experts = (run.get("model") or {}).get("num_experts") or 0
+    if run.get("sequence_parallel") or (run.get("sequence_parallel") is None and experts > 0 and run["tp"] > 1):
+        # Megatron-Core requires sequence parallelism for experts under tensor parallelism (arguments.py)
         cmd.append("--sequence-parallel")
     if run.get("zero") == 3:  # FSDP: parameters sharded too, gathered per unit
         cmd += ["--zero", "3"]
@@ -172,7 +174,10 @@ def estimate(binary, run, extra, tmp):
         cmd += ["--cp", str(run["cp"])]
     if (run.get("ep") or 1) > 1:
         cmd += ["--ep", str(run["ep"])]
-        if run.get("expert_tensor_parallel") == 1 and run["tp"] > 1:  # whole experts (--etp 1)
+        etp = run.get("expert_tensor_parallel")
+        if etp is None and run["ep"] > 1 and (run["dp"] * (run.get("cp") or 1)) % run["ep"] != 0:
+            etp = 1  # the sizes allow only whole experts: ep x etp must divide tp x dp x cp (Megatron-Core)
+        if etp == 1 and run["tp"] > 1:  # whole experts (--etp 1)
             cmd += ["--etp", "1"]
     cmd += precision_flags(run)
     # FP8 compute weights only, gathered in FP8 (Megatron-Core --fp8-param-gather), where the set says
@@ -241,6 +246,34 @@ def moe_flags(run):
         return ["--moe-dispatcher", "flex"]
     if moe.get("token_dispatcher") == "allgather":
         return ["--moe-dispatcher", "allgather"]
+    return []
+
+
+GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")  # what stagecraft prices (costmodel/host.h)
+
+
+def cuda_graph_flags(run):
+    """The CUDA graphs a run's recipe captures (Megatron-Core --cuda-graph-impl/--cuda-graph-scope;
+    Megatron-Bridge's cuda_graph_impl "full_iteration" or "local" with scope full_iteration: the
+    whole iteration; "transformer_engine": the listed per-layer scopes, Mamba's left out; NeMo 2.0's
+    enable_cuda_graph: each whole layer). None stated: eager, every kernel issued from Python."""
+    cg = run.get("cuda_graph") or {}
+    knobs = (run.get("recipe") or {}).get("knobs") or {}
+    impl = cg.get("impl") or knobs.get("cuda_graph_impl")
+    scope = cg.get("scope") if cg else knobs.get("cuda_graph_scope")
+    scope = scope or []
+    nemo = knobs.get("cuda_graphs")
+    if isinstance(nemo, str):  # "enable_cuda_graph = gpu in ['b200'] (...)": on for the GPUs it names
+        nemo = run.get("gpu", "").split("-")[0].lower() in nemo.lower()
+    if nemo:
+        return ["--cuda-graph-scope", "attn,mlp,moe"]
+    if impl == "full_iteration" or (impl == "local" and "full_iteration" in scope):
+        return ["--cuda-graph-scope", "full_iteration"]
+    if impl == "transformer_engine":
+        kept = [x for x in scope if x in GRAPH_SCOPES]
+        if "moe_preprocess" in kept and "moe_router" not in kept:
+            kept.remove("moe_preprocess")
+        return ["--cuda-graph-scope", ",".join(kept)] if kept else []
     return []
 
 
@@ -322,6 +355,9 @@ def brackets(binary, runs_file, extra):
 def main():
     global CONSTANT_EFFICIENCY, AS_2023, SPLIT, DEFAULTS, STRICT, SHOW_COMMANDS
     args = sys.argv[1:]
+    if "-h" in args or "--help" in args:
+        print(__doc__)
+        return
     binary = args.pop(0) if args and not args[0].startswith("--") else os.path.join(HERE, "..", "..", "build", "bin", "stagecraft")
     runs_file = os.path.join(HERE, "published.json")
     if "--split" in args:
@@ -394,6 +430,9 @@ def main():
         for r in moe_rows:
             print(f"| {r[0]} | {r[1]} | {r[2]:.0f} | {r[3]:.0f} | {r[3] / r[2]:.2f} |")
     print()
+    if not rows:
+        print("runs: 0 (none of the set's runs is in this split or usable)")
+        return
     signed = sum(pred_tput[i] / pub_tput[i] - 1 for i in range(len(rows))) / len(rows)
     print(f"runs: {len(rows)}; MAPE of the iteration time: {100 * sum(errs) / len(errs):.1f}%; "
           f"signed bias of TFLOP/s per GPU: {100 * signed:+.1f}%; "
