@@ -48,6 +48,7 @@ struct PlanCmdFlags {
   bool no_overlap = false;            // reduce gradients after the backward instead of in buckets
   bool no_overlap_param_gather = false;  // gather parameters after the step instead of behind the forward
   std::string stack;                  // kernel set (default megatron-lm)
+  std::vector<std::string> cuda_graph_scope;  // every plan's CUDA graphs (plan.cuda_graph_scope)
   ModelFlags model_flags;             // --attention-kernel, --no-dropout, --fp8, --seq-length
   int max_tp = 0;                     // largest tp tried; 0 = one node's GPUs
   std::string tp;                     // tp values tried; empty = every divisor up to max_tp
@@ -100,6 +101,7 @@ planner::PlanSpace space_of(const PlanCmdFlags& f, int gpus) {
   s.overlap_grad_reduce = !f.no_overlap;
   s.overlap_param_gather = !f.no_overlap_param_gather;
   if (!f.stack.empty()) s.stack = f.stack;
+  s.cuda_graph_scope = f.cuda_graph_scope;
   s.max_tp = f.max_tp;
   s.schedules.clear();
   for (const std::string& item : split_list(f.schedules)) {
@@ -733,6 +735,10 @@ void add_plan_command(CLI::App& app) {
   c->add_flag("--no-overlap-param-gather", f->no_overlap_param_gather,
               "with ZeRO, gather the updated parameters after the step (default: bucket by bucket behind the next forward)");
   c->add_option("--stack", f->stack, stack_flag_help("kernel set every plan runs on"));
+  c->add_option("--cuda-graph-scope", f->cuda_graph_scope,
+                "what every plan runs as CUDA graphs, comma-separated: attn, mlp, moe, moe_router, moe_preprocess, "
+                "or full_iteration (Megatron-Core --cuda-graph-scope; default none)")
+      ->delimiter(',');
   add_model_flags(c, f->model_flags);
   c->add_option("--top", f->top, "plans printed, fastest first")->capture_default_str();
   c->add_option("--threads", f->threads, "threads the search runs on (default: every core); the plans and counts do not depend on it");

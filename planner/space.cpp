@@ -45,6 +45,9 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
     throw InputError("plan space: " + field + " = " + value + " is invalid (" + allowed + ")");
   };
   costmodel::check_fp8(m, c);
+  costmodel::ParallelPlan graphs;
+  graphs.cuda_graph_scope = space.cuda_graph_scope;
+  costmodel::cuda_graph_scopes_of(graphs);  // names and combinations, before any search
   if (space.fp8.empty()) bad("precisions", "(none)", "give at least one (bf16, fp8)");
   if (space.for_runtime && (m.fp8 || std::find(space.fp8.begin(), space.fp8.end(), true) != space.fp8.end()))
     bad("precisions", "fp8", "with --for-runtime: the runtime's linear layers run in fp32 or bf16; allowed: bf16");
@@ -215,6 +218,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                 p.grad_reduce_at = space.grad_reduce_at;
                 p.preemptive_comm = space.preemptive_comm;
                 p.stack = space.stack;
+                p.cuda_graph_scope = space.cuda_graph_scope;
                 p.rank_order = order;
                 if (space.for_runtime && !costmodel::runtime_runs(m, p)) continue;  // what train would refuse
                 out.push_back(p);

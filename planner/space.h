@@ -42,6 +42,7 @@ struct PlanSpace {
                                              // not overlap its reductions: rank end, stage end or auto
   bool preemptive_comm = false;              // every plan's pipeline transfers preempt its reductions (FOLD3D)
   std::string stack = "megatron-lm";         // the kernel set every plan runs on (costmodel/stack.h)
+  std::vector<std::string> cuda_graph_scope; // what every plan runs as CUDA graphs (ParallelPlan::cuda_graph_scope)
   int max_tp = 0;                            // largest tp; 0 = the GPUs of one node (Megatron keeps tp in a node)
   std::vector<int> tp_degrees;               // tp values tried; empty = every divisor of gpus up to max_tp
   std::vector<int> pp_degrees;               // pp values tried; empty = every divisor (Oases runs pp = 1)
