@@ -267,6 +267,11 @@ std::vector<schedules::TpOverlap> overlap_list(const std::string& spec, const co
   std::vector<schedules::TpOverlap> modes;
   for (const std::string& n : split_list(spec)) modes.push_back(schedules::parse_tp_overlap(n, "--tp-overlaps"));
   if (modes.empty()) throw InputError("--tp-overlaps is empty (give a comma-separated list of blocking, merak, cross-pass, oases, te)");
+  for (schedules::TpOverlap m : modes)
+    if (!costmodel::tp_overlap_applies(m, plan.tp))
+      throw InputError("--tp-overlaps = '" + spec + "' is invalid with tp = " + std::to_string(plan.tp) + ": '" +
+                       std::string(schedules::tp_overlap_name(m)) +
+                       "' overlaps tensor-parallel collectives, and tp = 1 has none (allowed: blocking, or --tp above 1)");
   return modes;
 }
 

@@ -621,6 +621,7 @@ void run(const PlanCmdFlags& flags) {
     run_sweep(f, m, c, counts, search);
     return;
   }
+  check_plan_whatif(whatif, c, counts.empty() ? c.num_gpus() : counts.front());  // before the search
   planner::SearchOptions opt;
   opt.top_k = f.top;
   opt.threads = f.threads;

@@ -485,6 +485,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   }
   costmodel::check(p);
   costmodel::check_tp_overlap(p);
+  costmodel::check_tp_overlap_applies(p);
   return p;
 }
 

@@ -26,6 +26,16 @@ PlanWhatIf load_plan_whatif(const std::string& file) {
 #endif
 }
 
+void check_plan_whatif(const PlanWhatIf& w, const costmodel::ClusterSpec& c, int gpus) {
+  if (w.file.empty()) return;
+#ifdef STAGECRAFT_HAVE_SIM
+  sim::resolve(sim::whatif_from_json(w.spec, "--whatif " + w.file), c, gpus);
+#else
+  (void)c;
+  (void)gpus;
+#endif
+}
+
 void rank_plan_whatif(PlanWhatIf& out, const costmodel::ModelSpec& m, const planner::SearchResult& r) {
   if (out.file.empty()) return;
 #ifdef STAGECRAFT_HAVE_SIM

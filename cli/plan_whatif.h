@@ -29,6 +29,11 @@ struct PlanWhatIf {
 // Reads and checks `file` (docs/whatif.md; InputError naming the field), before any search; an
 // empty file gives an empty what-if. InputError where the build has no simulator.
 PlanWhatIf load_plan_whatif(const std::string& file);
+// The what-if against the GPUs the search plans on (every plan of a search takes `gpus` GPUs of
+// cluster `c`), by sim::resolve's rules: a rank, node or NIC they do not have, or a NIC what-if
+// on plans inside one node, is refused before the search (InputError naming the file's field),
+// not left to mark every plan "not ranked". Nothing without a file.
+void check_plan_whatif(const PlanWhatIf& w, const costmodel::ClusterSpec& c, int gpus);
 // Fills w.rows: r.best ranked under the what-if (nothing without a file).
 void rank_plan_whatif(PlanWhatIf& w, const costmodel::ModelSpec& m, const planner::SearchResult& r);
 // The ranking as a table of at most 100 columns; `label` names a plan (dp/tp/pp and schedule).

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "costmodel/flops.h"
+#include "costmodel/fsdp.h"
+#include "costmodel/moe.h"
 
 namespace stagecraft::costmodel::memory {
 namespace {
@@ -223,6 +225,17 @@ double static_bytes_per_param(const ModelSpec& m, int zero, int dp) {
   // gathered 32-bit shard), so what stays is the master shard and the rest.
   if (zero == 3) return (master > 0 ? master : weights) / shard + grads / shard + 8.0 / shard;
   return weights + (zero >= 2 ? grads / dp : grads) + states / shard;
+}
+
+double static_lower_bound_bytes(const ModelSpec& m, const ParallelPlan& p) {
+  const MoeLayerParams layers = layers_params_per_rank(m, 0, m.num_layers, p.tp, p.ep, expert_tp(p));
+  const double params = layers.dense + embedding_params_per_rank(m, p.tp) +
+                        head_params_per_rank(m, p.tp);  // one tp (and ep) rank's share of one model copy
+  const double experts = layers.experts;  // the routed experts among them, sharded over their own group
+  const int expert_shard = p.zero >= 1 ? expert_data_parallel(p) : 1;
+  return ((params - experts) * static_bytes_per_param(m, p.zero, shard_degree(p)) +
+          experts * static_bytes_per_param(m, p.zero, expert_shard)) /
+         p.pp;
 }
 
 double optimizer_traffic_bytes_per_param(const ModelSpec& m) {

@@ -117,6 +117,12 @@ double head_params_per_rank(const ModelSpec& m, int t);
 // (ZeRO-3, Rajbhandari et al. Sec. 5.3, counts (2 + 2 + 12)/N_d, keeping a 16-bit shard as
 // well). `dp` is the shard group under hybrid sharding (fsdp.h shard_degree).
 double static_bytes_per_param(const ModelSpec& m, int zero = 0, int dp = 1);
+// A lower bound on the largest per-GPU memory of plan p from its static memory alone: the rank
+// holding the most parameters holds at least the average over the pp ranks of one pipeline (every
+// layer, the embedding and the head, tp-split as above) times the static bytes per parameter of
+// the plan's ZeRO stage (static_bytes_per_param), exactly as the cost table counts static memory.
+// Activations only add to it. The planner prunes by it; `train` refuses by it (runtime_support.h).
+double static_lower_bound_bytes(const ModelSpec& m, const ParallelPlan& p);
 // FP8 (ModelSpec::fp8): each linear weight of the transformer layers also has its FP8 copies,
 // made once per step and kept across the microbatches (Transformer Engine's weight cache,
 // `is_first_microbatch`): specs.h fp8_weight_copy_bytes and fp8_weight_cast_bytes, by recipe

@@ -12,6 +12,12 @@
 
 namespace stagecraft::costmodel {
 
+namespace {
+// The version of the format this build reads and writes: a profile of another version, or of
+// none, may mean other fields, so it is refused rather than read as this one.
+constexpr int kProfileVersion = 1;
+}  // namespace
+
 Measurement measurement_of(const std::vector<double>& times_s) {
   Measurement m;
   m.median_s = stats::median(times_s);
@@ -139,12 +145,21 @@ nlohmann::json to_json(const Profile& p) {
   for (const auto& c : p.collectives)
     colls.push_back({{"op", c.op}, {"ranks", c.ranks}, {"bytes", c.bytes}, {"time", meas_json(c.time)},
                      {"algbw_Bps", c.algbw_Bps}, {"busbw_Bps", c.busbw_Bps}});
-  return {{"format", "stagecraft-profile"}, {"version", 1}, {"device", p.device}, {"layers", layers},
+  return {{"format", "stagecraft-profile"}, {"version", kProfileVersion}, {"device", p.device}, {"layers", layers},
           {"collectives", colls}, {"optimizer_s_per_param", p.optimizer_s_per_param}};
 }
 
 namespace {
 Profile profile_fields(const nlohmann::json& j);
+
+void check_profile_version(const nlohmann::json& j) {
+  const std::string allowed = "allowed: " + std::to_string(kProfileVersion) +
+                              ", the version `stagecraft profile` writes; profile this machine again to update the file";
+  if (!j.contains("version")) throw InputError("profile: version = (missing) is invalid (" + allowed + ")");
+  const nlohmann::json& v = j.at("version");
+  if (!v.is_number_integer() || v.get<long long>() != kProfileVersion)
+    throw InputError("profile: version = " + v.dump() + " is invalid (" + allowed + ")");
+}
 }  // namespace
 
 // A field of the wrong JSON type (e.g. "format": 5) is bad input like any other: InputError,
@@ -165,6 +180,7 @@ namespace {
 Profile profile_fields(const nlohmann::json& j) {
   if (!j.is_object() || j.value("format", std::string()) != "stagecraft-profile")
     throw InputError("profile: field 'format' must be \"stagecraft-profile\"");
+  check_profile_version(j);
   Profile p;
   p.device = j.value("device", nlohmann::json::object());
   p.optimizer_s_per_param = j.value("optimizer_s_per_param", 0.0);

@@ -1,11 +1,13 @@
 #include "costmodel/runtime_support.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "costmodel/estimate.h"
+#include "costmodel/memory.h"
 #include "costmodel/topology.h"
 #include "schedules/buckets.h"
 #include "schedules/error.h"
@@ -208,6 +210,28 @@ std::string runtime_refusal(const ModelSpec& m, const ParallelPlan& p, const Sch
     const std::string why = e.what();
     return why.substr(0, why.find('\n'));
   }
+}
+
+double runtime_static_bytes(const ModelSpec& m, const ParallelPlan& p) {
+  ModelSpec fp32 = m;  // as the runtime holds it: fp32 weights and gradients, whatever the model's training precision
+  fp32.bytes_per_param = 4;
+  fp32.bytes_per_grad = 4;
+  return memory::static_lower_bound_bytes(fp32, p);
+}
+
+void check_runtime_memory(const ModelSpec& m, const ParallelPlan& p, double per_rank_bytes, const std::string& memory) {
+  const double need = runtime_static_bytes(m, p);
+  if (need <= per_rank_bytes) return;
+  const auto gib = [](double b) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%.1f GiB", b / (1024.0 * 1024.0 * 1024.0));
+    return std::string(s);
+  };
+  throw InputError("runtime: model '" + m.name + "' with dp " + std::to_string(p.dp) + ", tp " + std::to_string(p.tp) +
+                   ", pp " + std::to_string(p.pp) + ", zero " + std::to_string(p.zero) + " needs at least " + gib(need) +
+                   " per rank (fp32 weights, gradients and AdamW states, before any activation), and a rank has " +
+                   gib(per_rank_bytes) + " (" + memory + "); allowed: a plan within it (a smaller model, larger --tp or --pp, "
+                   "--zero 1 or 3) or a machine with more memory");
 }
 
 }  // namespace stagecraft::costmodel

@@ -46,4 +46,14 @@ bool runtime_runs(const ModelSpec& m, const ParallelPlan& p);
 // would refuse it with, or empty when it runs it. estimate and simulate print it as a note.
 std::string runtime_refusal(const ModelSpec& m, const ParallelPlan& p, const schedules::Schedule& s);
 
+// The memory every rank of `train` holds before any activation, at least: the runtime keeps fp32
+// weights and gradients and AdamW's two fp32 moments (16 bytes a parameter; the optimizer's
+// shards as plan.zero shards them), so memory::static_lower_bound_bytes of the model at 4-byte
+// parameters and gradients. The built-in decoder's; activations, bf16 copies and buffers add to it.
+double runtime_static_bytes(const ModelSpec& m, const ParallelPlan& p);
+// Refuses, before any rank starts, a plan whose ranks cannot hold runtime_static_bytes in
+// `per_rank_bytes` each; `memory` says what that memory is ("23.5 GiB of this machine's physical
+// memory shared by 2 local ranks"). InputError naming the model, the predicted bytes, the memory and what lowers it.
+void check_runtime_memory(const ModelSpec& m, const ParallelPlan& p, double per_rank_bytes, const std::string& memory);
+
 }  // namespace stagecraft::costmodel

@@ -35,6 +35,16 @@ void non_negative(const std::string& what, const char* field, double v) {
   if (!(v >= 0) || !std::isfinite(v)) bad(what, field, num(v), "must be 0 or more");
 }
 
+// The fields that describe a model's experts (ModelSpec, "Mixture of experts"): on a dense model
+// (num_experts 0 or absent) each is meaningless, whatever its value, and refused naming it.
+const char* const kMoeOnlyFields[] = {"experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "dense_layers",
+                                      "moe_layer_pattern", "moe_node_limit", "moe_capacity_factor", "moe_load_imbalance"};
+const char* const kMoeOnly = "describes experts, and the model has none (num_experts 0): set num_experts > 0, or leave the field out";
+void refuse_moe_fields_of_dense(const nlohmann::json& j, const std::string& what) {
+  for (const char* f : kMoeOnlyFields)
+    if (j.contains(f)) bad(what, f, j.at(f).dump(), kMoeOnly);
+}
+
 }  // namespace
 
 std::string_view kind_name(ModelKind k) {
@@ -432,6 +442,7 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.moe_load_imbalance = r.opt<double>("moe_load_imbalance", 1.0);
   m.source = r.opt<std::string>("source", "");
   r.done();
+  if (m.num_experts == 0) refuse_moe_fields_of_dense(j, "model '" + m.name + "'");
   check(m);
   return m;
 }
@@ -617,10 +628,10 @@ void check_moe(const std::string& w, const ModelSpec& m) {
     for (auto [field, v] : {std::pair{"experts_per_token", m.experts_per_token}, {"expert_ffn_hidden_size", m.expert_ffn_hidden_size},
                             {"num_shared_experts", m.num_shared_experts}, {"dense_layers", m.dense_layers},
                             {"moe_node_limit", m.moe_node_limit}})
-      if (v != 0) bad(w, field, std::to_string(v), "describes experts: set num_experts > 0, or leave it 0");
-    if (!m.moe_layer_pattern.empty())
-      bad(w, "moe_layer_pattern", std::to_string(m.moe_layer_pattern.size()) + " entries",
-          "describes experts: set num_experts > 0, or leave it out");
+      if (v != 0) bad(w, field, std::to_string(v), kMoeOnly);
+    if (!m.moe_layer_pattern.empty()) bad(w, "moe_layer_pattern", std::to_string(m.moe_layer_pattern.size()) + " entries", kMoeOnly);
+    if (m.moe_capacity_factor != 0) bad(w, "moe_capacity_factor", num(m.moe_capacity_factor), kMoeOnly);
+    if (m.moe_load_imbalance != 1) bad(w, "moe_load_imbalance", num(m.moe_load_imbalance), kMoeOnly);
     return;
   }
   if (m.experts_per_token < 1 || m.experts_per_token > m.num_experts)
@@ -907,6 +918,19 @@ void check_tp_overlap(const ParallelPlan& p) {
         "must be even with " + field + " '" + std::string(schedules::tp_overlap_name(modes[i])) +
             "' (each microbatch splits into two sub-batches; Merak Sec. 5.3); use --tp-overlap blocking or an even size");
   }
+}
+
+bool tp_overlap_applies(schedules::TpOverlap mode, int tp) { return mode == schedules::TpOverlap::Blocking || tp > 1; }
+
+void check_tp_overlap_applies(const ParallelPlan& p) {
+  std::vector<schedules::TpOverlap> modes = p.stage_tp_overlap;
+  modes.insert(modes.begin(), p.tp_overlap);
+  for (size_t i = 0; i < modes.size(); ++i)
+    if (!tp_overlap_applies(modes[i], p.tp))
+      bad("plan", i == 0 ? std::string("tp_overlap") : "stage_tp_overlap[" + std::to_string(i - 1) + "]",
+          std::string(schedules::tp_overlap_name(modes[i])) + " with tp = " + std::to_string(p.tp),
+          "it overlaps tensor-parallel collectives, and tp = 1 has none; Megatron-LM refuses --tp-comm-overlap at tp 1 "
+          "too; allowed: --tp-overlap blocking, or --tp above 1");
 }
 
 void set_nodes(ClusterSpec& c, int nodes, const std::string& field) {

@@ -445,6 +445,15 @@ void check(const ParallelPlan& p);
 void check_fit(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p);
 // The tensor-parallel overlap modes: two sub-batches need an even microbatch size (tp > 1).
 void check_tp_overlap(const ParallelPlan& p);
+// Whether overlap `mode` means anything at tp degree `tp`: blocking always, every other mode only
+// where tp > 1 (at tp = 1 there is no tp collective to overlap; Megatron-LM refuses
+// --tp-comm-overlap there too, sequence parallelism being off at tp = 1). The cost model prices
+// such a mode at tp = 1 as blocking (so that an experiment may sweep tp under one mode); what a
+// user asks for is refused: check_tp_overlap_applies, the planner's space, compare's --tp-overlaps.
+bool tp_overlap_applies(schedules::TpOverlap mode, int tp);
+// InputError naming plan.tp_overlap (or stage_tp_overlap[i]) and the mode when it does not apply
+// at p.tp. The CLI's plans (estimate, compare, simulate, check-run, train) go through it.
+void check_tp_overlap_applies(const ParallelPlan& p);
 // Experts (ModelSpec::num_experts) and the plan: ep divides E, tp divides the experts' width and
 // runs with sequence parallelism and blocking collectives, no zero 3; ep = 1 without experts.
 // Part of check_fit.

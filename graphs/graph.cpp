@@ -25,6 +25,20 @@ std::string text(const nlohmann::json& o, const char* key, const std::string& de
 
 const std::set<std::string> kNodeFields = {"name", "kind", "inputs", "shape", "dtype", "param_bytes", "shares", "fwd_flops", "bwd_flops", "tp", "saved_bytes", "fwd_s", "bwd_s", "heads", "kernel", "causal", "dropout"};
 const std::set<std::string> kTpRules = {"", "column", "row", "vocab", "replicated"};
+const std::set<std::string> kGraphFields = {"format", "name", "nodes"};
+
+// A node's kind: one stagecraft prices by its role (model_graph.cpp, tp.cpp), or an operator's
+// name as the TorchScript importer writes it (ATen's, "aten::relu" -> "relu": lower-case letters,
+// digits and '_'), priced from its FLOPs. Anything else is a typo or another tool's name.
+const char* const kKinds = "input, embedding, linear, matmul, attention, layernorm, rmsnorm, add, gelu, swiglu, loss";
+void check_kind(const std::string& kind, const std::string& what) {
+  bool op = !kind.empty() && !(kind[0] >= '0' && kind[0] <= '9');
+  for (char ch : kind) op = op && ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_');
+  if (!op)
+    bad(what + ".kind = '" + kind + "'",
+        std::string("is invalid (allowed: ") + kKinds +
+            ", or an ATen operator's name as the TorchScript importer writes it: lower-case letters, digits and '_', e.g. relu)");
+}
 
 }  // namespace
 
@@ -61,6 +75,8 @@ Graph from_json(const nlohmann::json& j, const std::string& what) {
   if (!j.is_object()) bad(what, "is not a JSON object");
   if (j.value("format", "") != "stagecraft-graph")
     bad(what + ".format = " + (j.contains("format") ? j["format"].dump() : std::string("(missing)")), "is invalid (allowed: \"stagecraft-graph\")");
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!kGraphFields.count(it.key())) bad(what + "." + it.key(), "is not a known field (allowed: format, name, nodes)");
   Graph g;
   g.name = text(j, "name", "graph", what);
   if (!j.contains("nodes") || !j["nodes"].is_array() || j["nodes"].empty()) bad(what + ".nodes", "must be a non-empty array of nodes");
@@ -77,6 +93,7 @@ Graph from_json(const nlohmann::json& j, const std::string& what) {
     if (seen.count(n.name)) bad(w + ".name = '" + n.name + "'", "is invalid (a node of that name comes before it)");
     n.kind = text(o, "kind", "", w + " ('" + n.name + "')");
     if (n.kind.empty()) bad(w + ".kind", "is missing");
+    check_kind(n.kind, w + " ('" + n.name + "')");
     if (o.contains("inputs")) {
       if (!o["inputs"].is_array()) bad(w + ".inputs", "must be an array of node names");
       for (const auto& in : o["inputs"]) {

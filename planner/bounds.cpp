@@ -1,23 +1,13 @@
 #include "planner/bounds.h"
 
-#include "costmodel/fsdp.h"
 #include "costmodel/memory.h"
-#include "costmodel/moe.h"
 
 #include <algorithm>
 
 namespace stagecraft::planner {
 
 double memory_lower_bound_bytes(const costmodel::ModelSpec& m, const costmodel::ParallelPlan& p) {
-  namespace mem = costmodel::memory;
-  const mem::MoeLayerParams layers = mem::layers_params_per_rank(m, 0, m.num_layers, p.tp, p.ep, costmodel::expert_tp(p));
-  const double params = layers.dense + mem::embedding_params_per_rank(m, p.tp) +
-                        mem::head_params_per_rank(m, p.tp);  // one tp (and ep) rank's share of one model copy
-  const double experts = layers.experts;  // the routed experts among them, sharded over their own group
-  const int expert_shard = p.zero >= 1 ? costmodel::expert_data_parallel(p) : 1;
-  return ((params - experts) * mem::static_bytes_per_param(m, p.zero, costmodel::shard_degree(p)) +
-          experts * mem::static_bytes_per_param(m, p.zero, expert_shard)) /
-         p.pp;
+  return costmodel::memory::static_lower_bound_bytes(m, p);
 }
 
 }  // namespace stagecraft::planner

@@ -38,6 +38,15 @@ bool schedule_fits(const ScheduleChoice& s, int pp, long microbatches, int layer
   return layers >= pp;
 }
 
+// Whether the space tries some tp degree above 1 (the degrees enumerate() takes).
+bool tries_tensor_parallelism(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
+  const int gpus = space.gpus > 0 ? space.gpus : c.num_gpus();
+  const int max_tp = space.max_tp > 0 ? space.max_tp : c.gpus_per_node;
+  for (int tp : divisors(gpus))
+    if (tp > 1 && tp <= max_tp && costmodel::tp_divides(m, tp) && allowed(space.tp_degrees, tp)) return true;
+  return false;
+}
+
 }  // namespace
 
 void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
@@ -108,6 +117,13 @@ void check(const PlanSpace& space, const ModelSpec& m, const ClusterSpec& c) {
     if (g < 0) bad("shard_groups", std::to_string(g), "each must be 0 (the whole dp group) or a group size of at least 1");
   if (space.recompute.empty()) bad("recompute", "(none)", "give at least one");
   if (space.tp_overlap.empty()) bad("tp_overlap", "(none)", "give at least one (blocking: no overlap)");
+  // Modes that overlap nothing at tp = 1 (costmodel::tp_overlap_applies): refused here rather than
+  // leaving an empty space ("no plan satisfies the flags together").
+  const auto& modes = space.tp_overlap;
+  if (std::find(modes.begin(), modes.end(), schedules::TpOverlap::Blocking) == modes.end() && !tries_tensor_parallelism(space, m, c))
+    bad("tp_overlap", std::string(schedules::tp_overlap_name(space.tp_overlap.front())) + " with tp = 1 only",
+        "a mode other than blocking overlaps tensor-parallel collectives, and the space tries no tp above 1; allowed: "
+        "--tp-overlaps blocking, or --tp degrees above 1");
   if (space.max_tp < 0) bad("max_tp", std::to_string(space.max_tp), "must be 0 (one node) or more");
   if (m.num_heads < 1 || m.num_layers < 1) bad("model", m.name, "needs layers and heads");
   for (int t : space.tp_degrees) {
@@ -190,7 +206,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
               for (int z : space.zero)
               for (int shard : z == 3 ? space.shard_groups : std::vector<int>{0})
               for (const std::string& order : space.rank_orders) {
-                if (o != schedules::TpOverlap::Blocking && tp == 1) continue;  // nothing to overlap
+                if (!costmodel::tp_overlap_applies(o, tp)) continue;  // nothing to overlap
                 if (z > 0 && dp * cp == 1) continue;
                 if (z == 2 && mb > 1) continue;  // zero 2 shards gradients: no accumulation (costmodel check)
                 if (shard > 0 && (shard >= dp * cp || (dp * cp) % shard != 0)) continue;  // HSDP: two copies or more

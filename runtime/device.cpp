@@ -3,6 +3,10 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 
@@ -237,6 +241,29 @@ std::string describe(const torch::Device& d) {
 #else
   no_cuda("describe device");
 #endif
+}
+
+double memory_per_rank(const torch::Device& d, int local_ranks, std::string& what) {
+  const auto gib = [](double b) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%.1f GiB", b / (1024.0 * 1024.0 * 1024.0));
+    return std::string(s);
+  };
+  int sharing = std::max(1, local_ranks);
+  double total = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  std::string of = "of this machine's physical memory";
+  if (d.is_cuda()) {
+#if defined(STAGECRAFT_WITH_CUDA)
+    const int gpus = std::max(1, static_cast<int>(torch::cuda::device_count()));
+    sharing = (sharing + gpus - 1) / gpus;
+    total = static_cast<double>(at::cuda::getDeviceProperties(d.index())->totalGlobalMem);
+    of = "of GPU " + std::to_string(d.index()) + "'s memory";
+#else
+    no_cuda("memory of a GPU");
+#endif
+  }
+  what = gib(total) + " " + of + (sharing > 1 ? " shared by " + std::to_string(sharing) + " local ranks" : "");
+  return total / sharing;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -78,6 +78,11 @@ MemBreakdown device_peak_breakdown(const torch::Device& d);
 torch::Device parse_device(const std::string& name, const std::string& what);
 // "cpu", or the GPU's name and memory, for reports.
 std::string describe(const torch::Device& d);
+// The memory one of `local_ranks` ranks of this machine has on `d`: a GPU's total memory over the
+// ranks sharing it (the local ranks over the visible GPUs: one each with nccl, several with the
+// store backend), or this machine's physical memory over every local rank (CPU tensors); `what`
+// gets a few words saying which, for errors.
+double memory_per_rank(const torch::Device& d, int local_ranks, std::string& what);
 
 // Points in time of one iteration. On the CPU a mark is the host clock when it is taken; on a
 // GPU it is an event recorded on the current stream, i.e. the moment the work queued before it

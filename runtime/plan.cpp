@@ -4,6 +4,7 @@
 #include "runtime/model.h"
 #include "runtime/optim.h"
 
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <utility>
@@ -187,6 +188,29 @@ WeightCopies parse_weight_copies(const std::string& s) {
   throw InputError("--bf16-weights '" + s + "' is invalid (allowed: kept, cast)");
 }
 
+namespace {
+
+// Ranks of this job on this machine: the whole world with --nproc (the launcher and its ranks) or
+// without a launcher, else torchrun's LOCAL_WORLD_SIZE, else this process alone (a lower count
+// only refuses less).
+int local_ranks(int world) {
+  if (launched_locally() || !world_from_environment()) return world;
+  const char* v = std::getenv("LOCAL_WORLD_SIZE");
+  const int n = v ? std::atoi(v) : 0;
+  return n >= 1 ? n : 1;
+}
+
+// A model whose weights, gradients and AdamW states alone exceed a rank's memory, refused before
+// any rank starts (costmodel::check_runtime_memory); a TorchScript module's size is not predicted.
+void check_memory(const TrainOptions& opt, const std::string& backend, int world) {
+  if (!opt.script_path.empty()) return;
+  std::string what;
+  const double per_rank = memory_per_rank(device_for_backend(backend, 0), local_ranks(world), what);
+  costmodel::check_runtime_memory(opt.model, opt.plan, per_rank, what);
+}
+
+}  // namespace
+
 void preflight(const TrainOptions& opt, int world) {
   costmodel::check(opt.plan);
   const auto& p = opt.plan;
@@ -214,6 +238,7 @@ void preflight(const TrainOptions& opt, int world) {
                      " (at::_fused_adamw_: LibTorch 2.1 or later on a GPU, 2.4 or later on the CPU); allowed here: loop, foreach");
   const RunPlan rp = make_run_plan(opt.model, p);
   costmodel::check_runtime_schedule(p, rp.schedule);
+  check_memory(opt, backend, world);
 }
 
 }  // namespace stagecraft::runtime

@@ -259,6 +259,13 @@ case(f"{CMP} --schedules ''", ["--schedules"], "empty schedules")
 case(f"{CMP} --schedules ,,", ["--schedules"], "a list of nothing")
 case(f"{CMP} --tp-overlaps blocking,sideways", ["--tp-overlaps", "sideways"], "unknown tp overlap")
 case(f"{CMP} --engine quantum", ["--engine", "quantum"], "unknown engine")
+# A tensor-parallel overlap mode other than blocking at tp 1 (nothing to overlap; issue 52).
+for base, mode in [(EST, "merak"), (f"{EST} --stack megatron-core-te --sequence-parallel", "te"), (SIM, "oases"),
+                   (f"{TRN} --json out.json", "cross-pass")]:
+    case(f"{base} --tp-overlap {mode}", ["--tp-overlap", mode, "tp = 1"], f"{base.split()[0]} --tp-overlap {mode} at tp 1")
+case(f"{CMP} --tp-overlaps blocking,merak", ["--tp-overlaps", "merak", "tp = 1"], "compare --tp-overlaps merak at tp 1")
+case(f"{PLN} --tp 1 --tp-overlaps merak,oases --out out.json", ["--tp-overlaps", "merak", "tp = 1"],
+     "plan --tp-overlaps without blocking on tp 1 only")
 
 # What-if files: each bad field named (simulate and plan read them alike).
 WHATIF_BAD = [
@@ -289,6 +296,16 @@ WHATIF_BAD = [
     ({"slowness": []}, "slowness", "an unknown top-level field"),
     ([{"rank": 0}], "what-if", "an array, not an object"),
 ]
+WHATIF_PLAN_BAD = [  # against the GPUs every plan of the search takes (2 GPUs, one node): before the search
+    ({"nics": [{"node": 0, "factor": 0.5}]}, ["nics[0]", "NIC node", "between nodes"], "a NIC what-if inside one node"),
+    ({"nics": [{"node": 0, "nic": 3, "factor": 0.5}]}, ["nics[0]", "3"], "a NIC beyond the node's"),
+    ({"slow": [{"rank": 7, "factor": 0.5}]}, ["slow[0]", "7"], "a rank beyond the search's GPUs"),
+    ({"late": [{"rank": 5, "delay_s": 1}]}, ["late[0]", "5"], "a late rank beyond the search's GPUs"),
+]
+for i, (doc, names, what) in enumerate(WHATIF_PLAN_BAD):
+    path = fixture(f"whatif-plan-{i}.json", doc)
+    case(f"{PLN} --pp 2 --tp 1 --whatif {path} --out out.json", names, f"plan --whatif: {what}")
+case(f"{SIM} --degraded-nic 0:0.5", ["--degraded-nic", "between nodes"], "a NIC what-if on a plan inside one node")
 for i, (doc, field, what) in enumerate(WHATIF_BAD):
     path = fixture(f"whatif-{i}.json", doc)
     case(f"{SIM} --whatif {path}", [field], f"simulate --whatif: {what}")
@@ -313,7 +330,13 @@ for f, v, what in [("hidden_size", 65, "hidden not divisible by heads"), ("ffn_h
                    ("fp8_recipe", "tasty", "unknown recipe"), ("num_kv_heads", 3, "kv heads not dividing heads"),
                    ("num_experts", -2, "negative experts"), ("experts_per_token", 3, "top-k without experts"),
                    ("sliding_window_pattern", "1,0", "pattern a string"), ("moe_layer_pattern", [1, "x"], "a string in the pattern"),
-                   ("num_layer", 4, "unknown field (typo)"), ("name", 5, "name a number")]:
+                   ("num_layer", 4, "unknown field (typo)"), ("name", 5, "name a number"),
+                   ("moe_capacity_factor", 1.25, "a capacity factor on a dense model"),
+                   ("moe_capacity_factor", -1, "a negative capacity factor on a dense model"),
+                   ("moe_capacity_factor", 0, "any capacity factor on a dense model"),
+                   ("moe_load_imbalance", 2.0, "a load imbalance on a dense model"),
+                   ("moe_node_limit", 0, "a node limit on a dense model"),
+                   ("dense_layers", 1, "dense layers on a dense model")]:
     MODEL_BAD.append((mutated(TINY, f, v), [f], what))
 MODEL_BAD.append(([TINY], ["model"], "an array of models"))
 for i, (doc, names, what) in enumerate(MODEL_BAD):
@@ -370,6 +393,8 @@ PLAN_BAD = [
     (mutated(PLAN, "cp", 0), ["cp", "0"], "zero cp"),
     (mutated(PLAN, "offload_layers", -1), ["offload_layers", "-1"], "negative offload"),
     (mutated(PLAN, "layer_tp", [1, "x"]), ["layer_tp"], "a string in layer_tp"),
+    (mutated(PLAN, "tp_overlap", "merak"), ["tp_overlap", "merak", "tp = 1"], "an overlap mode at tp 1"),
+    (mutated(PLAN, "stage_tp_overlap", ["blocking", "oases"]), ["stage_tp_overlap[1]", "oases"], "a stage's overlap mode at tp 1"),
     ({"plan": "not an object"}, ["plan"], "unknown field with the wrong shape"),
 ]
 for i, (doc, names, what) in enumerate(PLAN_BAD):
@@ -380,7 +405,9 @@ for i, (doc, names, what) in enumerate(PLAN_BAD):
 # Profiles and GPU calibrations.
 PROFILE_BAD = [
     ({"format": "something-else", "version": 1, "layers": []}, ["format"], "wrong format"),
-    ({"format": "stagecraft-profile", "version": 99, "layers": []}, ["version|profile"], "unknown version"),
+    ({"format": "stagecraft-profile", "version": 99, "layers": []}, ["version", "99", "allowed: 1"], "unknown version"),
+    ({"format": "stagecraft-profile", "layers": []}, ["version", "missing", "allowed: 1"], "no version"),
+    ({"format": "stagecraft-profile", "version": "1", "layers": []}, ["version", '"1"'], "version a string"),
     ({"format": "stagecraft-profile", "version": 1, "layers": "none"}, ["layers"], "layers a string"),
     ({"format": "stagecraft-profile", "version": 1, "layers": [{"kind": "transformer"}]}, ["hidden_size"], "a layer without its shape"),
     ({"format": "stagecraft-profile", "version": 1, "layers": [{"kind": "warp-drive"}]}, ["kind|hidden_size"], "unknown layer kind"),
@@ -388,6 +415,8 @@ PROFILE_BAD = [
 for i, (doc, names, what) in enumerate(PROFILE_BAD):
     path = fixture(f"profile-{i}.json", doc)
     case(f"{EST} --profile {path}", names, f"profile file: {what}")
+    if "version" in names:  # the other commands read profiles through the same check
+        case(f"{[PLN + ' --out out.json', CMP, SIM][i % 3]} --profile {path}", names, f"profile file: {what}")
 CALIB_OK = {"gpu": "h100-sxm", "gemm_max_efficiency": 0.8, "source": "test"}
 for i, (doc, names, what) in enumerate([
         (mutated(CALIB_OK, "gpu", "a100-40gb"), ["gpu", "a100-40gb"], "another GPU"),
@@ -518,6 +547,14 @@ for i, (doc, names, what) in enumerate([
         ({"format": "stagecraft-graph", "nodes": "none"}, ["nodes"], "nodes a string"),
         ({"format": "stagecraft-graph", "nodes": [{"name": "a", "kind": "matmul", "inputs": ["zz"]}]}, ["zz|nodes[0]"], "an input that is no node"),
         ({"format": "stagecraft-graph", "version": 99, "nodes": []}, ["version|nodes"], "unknown version"),
+        ({"format": "stagecraft-graph", "version": 2, "nodes": [{"name": "x", "kind": "input", "shape": [1, 8]}]},
+         ["version", "not a known field"], "a field the format does not have"),
+        ({"format": "stagecraft-graph", "nodes": [{"name": "x", "kind": "input", "shape": [1, 8]},
+                                                  {"name": "y", "kind": "warp-drive", "inputs": ["x"], "shape": [1, 8]}]},
+         ["nodes[1]", "kind", "warp-drive"], "an unknown node kind"),
+        ({"format": "stagecraft-graph", "nodes": [{"name": "x", "kind": "input", "shape": [1, 8]},
+                                                  {"name": "y", "kind": "Linear", "inputs": ["x"], "shape": [1, 8]}]},
+         ["kind", "Linear"], "a node kind in another tool's spelling"),
 ]):
     path = fixture(f"graph-{i}.json", doc)
     case(f"partition --model {path} --pp 1", names, f"graph file: {what}")
@@ -562,6 +599,11 @@ for name, content, names, what in IMPORT_BAD:
         fixture(name, content)
     case(f"import {{fx}}/{name} --gpus 8 --out-model m.json --out-plan p.json", names, f"import: {what}")
     case(f"{EST} --from {{fx}}/{name}", names, f"estimate --from: {what}")
+fixture("mt-tpov.sh", "torchrun pretrain_gpt.py --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
+        "--micro-batch-size 1 --global-batch-size 8 --tensor-model-parallel-size 1 --vocab-size 256 --tp-comm-overlap "
+        "--sequence-parallel\n")
+case("estimate --cluster local-cpu-2 --from {fx}/mt-tpov.sh", ["tp_overlap", "te", "tp = 1"],
+     "estimate --from: --tp-comm-overlap at tp 1 (Megatron-LM refuses it too)")
 case(f"import {MISSING}", ["no-such-file.json"], "import a missing file")
 case(f"import {os_dir}", ["dir"], "import a directory")
 case("import", ["file"], "import without its file")
@@ -687,14 +729,17 @@ for flag, value, what in [
         ("--recompute", "maybe", "unknown recompute"), ("--zero", "9", "unknown ZeRO"),
 ("--model", "no-such-model", "unknown model"),
 ("--stack", "no-such-stack", "unknown stack"),
-        ("--example-shape", "2,8", "example shapes without a .pt"), ("--attention-kernel", "quantum", "unknown kernel")]:
+        ("--example-shape", "2,8", "example shapes without a .pt"), ("--attention-kernel", "quantum", "unknown kernel"),
+        ("--model", "gpt3-175b", "a model far beyond this machine's memory, refused before the ranks start")]:
     names = [flag] if value == "" or flag == "--example-shape" else [flag, value]
     if flag == "--model" and value == "gpt3-175b":
-        names = ["gpt3-175b"]
+        names = ["gpt3-175b", "needs at least", "GiB", "a rank has"]
     if flag == "--tp" and value == "3":
         names = ["tp"]
     case(f"{TRN} {flag} {shlex.quote(value)} --json out.json --trace t.json", names, f"train {flag} {value!r}: {what}")
 case(f"{TRN} --fp8", ["--fp8"], "train with FP8 (the runtime has none)")
+case("train --model gpt3-175b --steps 1 --json out.json", ["gpt3-175b", "needs at least", "a rank has"],
+     "one process with a model far beyond this machine's memory")
 case(f"{TRN} --tf32", ["--tf32"], "TF32 on the CPU")
 case(f"{TRN} --bf16-weights cast", ["--bf16-weights", "--precision"], "--bf16-weights without bf16")
 case(f"{TRN} --json {os_dir}", ["--json"], "train --json a directory")

@@ -169,7 +169,11 @@ nlohmann::json to_json(const WhatIf& w) {
     else x[s.scope] = s.index;
     j["slow"].push_back(x);
   }
-  for (const NicFault& n : w.nics) j["nics"].push_back({{"node", n.node}, {"nic", n.nic}, {"factor", n.factor}});
+  for (const NicFault& n : w.nics) {  // no "nic": every NIC of the node, as the format reads it
+    nlohmann::json x = {{"node", n.node}, {"factor", n.factor}};
+    if (n.nic >= 0) x["nic"] = n.nic;
+    j["nics"].push_back(x);
+  }
   for (const LateRank& l : w.late) j["late"].push_back({{"rank", l.rank}, {"delay_s", l.delay_s}});
   if (w.jitter.dist != JitterDist::None)
     j["jitter"] = {{"distribution", jitter_dist_name(w.jitter.dist)}, {"cv", w.jitter.cv}, {"seed", w.jitter.seed}};
@@ -213,6 +217,10 @@ void resolve_nics(const WhatIf& w, int nodes, int nics, Resolved& r) {
       bad(src(n.source), "NIC of node " + std::to_string(n.node), std::to_string(n.nic),
           "allowed: [0, " + std::to_string(nics - 1) + "] (the cluster's nics_per_node), or every NIC");
     if (!(n.factor >= 0 && n.factor <= 1)) bad(src(n.source), "NIC factor", num(n.factor), "allowed: [0, 1]; 0 = failed");
+    if (nodes == 1)  // a NIC carries traffic beyond its node only: a plan inside one node sends none through it
+      bad(src(n.source), "NIC node", std::to_string(n.node),
+          "the plan's GPUs are all on node 0, and a NIC carries only traffic between nodes, so the what-if would change "
+          "nothing; allowed: a plan over two nodes or more (more GPUs, --nodes), or a slow GPU or node instead");
     auto& f = r.nic_factor.try_emplace(n.node, std::vector<double>(static_cast<size_t>(nics), 1.0)).first->second;
     for (int i = 0; i < nics; ++i)
       if (n.nic < 0 || n.nic == i) f[static_cast<size_t>(i)] *= n.factor;

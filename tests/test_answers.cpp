@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,6 +19,7 @@
 #include "costmodel/presets.h"
 #include "costmodel/runtime_support.h"
 #include "helpers.h"
+#include "planner/bounds.h"
 #include "planner/search.h"
 
 using stagecraft::test::run_cli;
@@ -142,6 +144,32 @@ TEST(Answers, TrainRefusesTeOverlapAtEveryTp) {
   p.tp_overlap = stagecraft::schedules::TpOverlap::Te;
   const std::string why = stagecraft::test::error_of([&] { costmodel::check_runtime_plan(costmodel::load_model("tiny"), p); });
   EXPECT_NE(why.find("tp_overlap 'te'"), std::string::npos) << why;
+}
+
+// Issue 52: a model whose fp32 weights, gradients and AdamW states alone exceed a rank's memory is
+// refused before any rank starts, naming the model, the bytes predicted and the memory a rank has
+// (GPT-3 175B tried to allocate 2.6 TiB on this machine and failed inside a rank, exit 1).
+TEST(Answers, TrainRefusesAModelBeyondARanksMemory) {
+  const costmodel::ModelSpec m = costmodel::load_model("gpt3-175b");  // bf16 weights: the runtime keeps fp32
+  costmodel::ModelSpec fp32 = m;
+  fp32.bytes_per_param = 4;
+  fp32.bytes_per_grad = 4;
+  costmodel::ParallelPlan p = stagecraft::test::plan_of(1, 1, 2, 4);
+  const double need = costmodel::runtime_static_bytes(m, p);
+  EXPECT_DOUBLE_EQ(need, planner::memory_lower_bound_bytes(fp32, p));  // 16 bytes a parameter, half on each stage
+  EXPECT_NEAR(need, 16 * 175e9 / 2, 0.02 * 16 * 175e9 / 2);
+  p.dp = 2;
+  p.zero = 1;  // the moments sharded over dp: 4 + 4 + 8 / 2 bytes
+  EXPECT_NEAR(costmodel::runtime_static_bytes(m, p), need * 12 / 16, 1e-6 * need);
+  const std::string why = stagecraft::test::error_of([&] { costmodel::check_runtime_memory(m, p, 24.0 * (1 << 30), "test memory"); });
+  char gib[32];
+  std::snprintf(gib, sizeof gib, "%.1f GiB", costmodel::runtime_static_bytes(m, p) / (1 << 30));
+  EXPECT_EQ(why.rfind("runtime: model 'gpt3-175b' with dp 2, tp 1, pp 2, zero 1 needs at least " + std::string(gib), 0), 0u) << why;
+  EXPECT_NE(why.find(" per rank (fp32 weights, gradients and AdamW states, before any activation), and a rank has "
+                     "24.0 GiB (test memory)"),
+            std::string::npos)
+      << why;
+  EXPECT_NO_THROW(costmodel::check_runtime_memory(costmodel::load_model("tiny"), p, 24.0 * (1 << 30), "test memory"));
 }
 
 TEST(Answers, PlanNamesTheConstraintThatEmptiedTheSpace) {

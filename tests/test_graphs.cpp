@@ -180,6 +180,29 @@ TEST(Graphs, JsonRoundTripAndErrors) {
   EXPECT_THROW(graphs::shard(g, o), InputError);
 }
 
+// Issue 52: a node kind that is neither one stagecraft prices by its role nor an operator's name
+// as the TorchScript importer writes it, and a field the format does not have, are refused
+// naming the node, the field and the value (an unknown kind was priced as a generic operator).
+TEST(Graphs, UnknownKindsAndFieldsAreRefused) {
+  const auto err = [](const nlohmann::json& j) { return test::error_of([&] { graphs::from_json(j, "graph 'g.json'"); }); };
+  const auto node = [](const std::string& kind) {
+    nlohmann::json g = nlohmann::json::parse(R"({"format": "stagecraft-graph", "nodes": [{"name": "x", "kind": "input"},
+                                                                                    {"name": "y", "inputs": ["x"]}]})");
+    g["nodes"][1]["kind"] = kind;
+    return g;
+  };
+  std::string e = err(node("warp-drive"));
+  EXPECT_NE(e.find("graph 'g.json'.nodes[1] ('y').kind = 'warp-drive' is invalid (allowed: input, embedding, linear"),
+            std::string::npos) << e;
+  EXPECT_NE(e.find("an ATen operator's name"), std::string::npos) << e;
+  for (const char* k : {"Linear", "aten::relu", "2d", "re lu"}) EXPECT_NE(err(node(k)).find(std::string("kind = '") + k), std::string::npos) << k;
+  for (const char* k : {"linear", "rmsnorm", "relu", "_softmax", "add_", "conv2d"}) EXPECT_NO_THROW(graphs::from_json(node(k))) << k;
+  nlohmann::json versioned = node("linear");
+  versioned["version"] = 99;
+  e = err(versioned);
+  EXPECT_NE(e.find("graph 'g.json'.version is not a known field (allowed: format, name, nodes)"), std::string::npos) << e;
+}
+
 TEST(Graphs, PartitionCommand) {
   const std::string graph_file = test::scratch_path("tiny.graph.json");
   test::RunResult a = test::run_cli("partition --model tiny --pp 2 --graph-out " + graph_file);

@@ -221,6 +221,32 @@ TEST(MixtureOfExperts, RefusalsNameTheField) {
   EXPECT_NE(error_of([&] { check(bad); }).find("experts_per_token = 9"), std::string::npos);
 }
 
+// Issue 52: the fields that describe experts mean nothing on a dense model (num_experts 0 or
+// absent); a model JSON that gives one, whatever its value, is refused naming it (the capacity
+// factor and the load imbalance were read and ignored).
+TEST(MixtureOfExperts, ExpertFieldsOnADenseModelAreRefused) {
+  const nlohmann::json dense = to_json(load_model("llama3-8b"));
+  ASSERT_FALSE(dense.contains("num_experts"));
+  for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"moe_capacity_factor", 1.25}, {"moe_capacity_factor", -1}, {"moe_capacity_factor", 0}, {"moe_load_imbalance", 1},
+           {"experts_per_token", 0}, {"moe_node_limit", 2}, {"moe_layer_pattern", {1, 0}}}) {
+    nlohmann::json j = dense;
+    j[field] = value;
+    if (field == "moe_node_limit") j["num_experts"] = 0;  // stated dense: the same
+    const std::string e = error_of([&] { model_from_json(j); });
+    EXPECT_NE(e.find(field + " = " + value.dump() + " is invalid (describes experts, and the model has none"), std::string::npos) << e;
+  }
+  ModelSpec m = load_model("llama3-8b");  // a spec built in code: the values that differ from a dense model's
+  m.moe_capacity_factor = 1.5;
+  EXPECT_NE(error_of([&] { check(m); }).find("moe_capacity_factor = 1.5"), std::string::npos);
+  m.moe_capacity_factor = 0;
+  m.moe_load_imbalance = 1.25;
+  EXPECT_NE(error_of([&] { check(m); }).find("moe_load_imbalance = 1.25"), std::string::npos);
+  nlohmann::json moe = to_json(load_model("mixtral-8x7b"));  // with experts every field is read
+  moe["moe_capacity_factor"] = 1.25;
+  EXPECT_DOUBLE_EQ(model_from_json(moe).moe_capacity_factor, 1.25);
+}
+
 // The routed experts at their real per-expert shape, as Megatron-Core with Transformer Engine
 // runs them (docs/costmodel.md "Mixture of experts", Work): Qwen3-30B-A3B (h 2048, f_e 768, 128
 // experts, top-8), one 4,096-token sample, tp 1, ep 8: the rank's experts take 4096 x 8 copies

@@ -56,5 +56,25 @@ TEST(PlanWhatIf, BadFilesAreRefusedBeforeTheSearch) {
   EXPECT_NE(r.err.find("--whatif"), std::string::npos) << r.err;
 }
 
+// Issue 52: every plan of a search takes its GPUs, so a what-if naming a node, NIC or rank they
+// do not have, or a NIC on plans inside one node, is refused before the search (every plan was
+// "not ranked", exit 0); a NIC entry for every NIC of a node ranks (it failed after the search).
+TEST(PlanWhatIf, WhatIfsTheSearchedGpusDoNotHaveAreRefusedBeforeTheSearch) {
+  const std::string small = "plan --model gpt3-7.5b --cluster h100-nvl-ib-64 --global-batch 64 --quiet --top 2 --pp 1 "
+                            "--tp 8 --zero 1 --recompute none --microbatch-sizes 1 --schedules 1f1b ";
+  auto r = run_cli(small + "--nodes 4 --whatif " + whatif_file(R"({"nics": [{"node": 4, "factor": 0.5}]})"));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("nics[0]: NIC node = 4 (allowed: [0, 3], the plan's nodes)"), std::string::npos) << r.err;
+  r = run_cli(small + "--nodes 4 --whatif " + whatif_file(R"({"late": [{"rank": 32, "delay_s": 1}]})"));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("late rank = 32 (allowed: [0, 31]"), std::string::npos) << r.err;
+  r = run_cli(small + "--nodes 1 --whatif " + whatif_file(R"({"nics": [{"node": 0, "factor": 0.5}]})"));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("a NIC carries only traffic between nodes"), std::string::npos) << r.err;
+  r = run_cli(small + "--nodes 2 --json --whatif " + whatif_file(R"({"nics": [{"node": 1, "factor": 0.5}]})"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& row : nlohmann::json::parse(r.out).at("whatif").at("ranking")) EXPECT_TRUE(row.at("applies").get<bool>()) << row;
+}
+
 }  // namespace
 }  // namespace stagecraft

@@ -256,7 +256,7 @@ TEST(Profile, MeasurementOfRepeatedRuns) {
 
 TEST(Profile, BadFilesAreNamed) {
   std::string path = stagecraft::test::scratch_path("bad_profile.json");
-  std::ofstream(path) << R"({"format": "stagecraft-profile", "layers": [{"kind": "mlp", "hidden_size": 4, "seq_length": 4, "microbatch_size": 1}]})";
+  std::ofstream(path) << R"({"format": "stagecraft-profile", "version": 1, "layers": [{"kind": "mlp", "hidden_size": 4, "seq_length": 4, "microbatch_size": 1}]})";
   try {
     load_profile(path);
     FAIL();
@@ -266,6 +266,25 @@ TEST(Profile, BadFilesAreNamed) {
   EXPECT_THROW(load_profile("no-such-profile.json"), InputError);
   std::ofstream(path) << R"({"format": "something-else"})";
   EXPECT_THROW(load_profile(path), InputError);
+}
+
+// Issue 52: a profile of another version of the format, or of none, is refused naming the field,
+// the value and the version this build reads (it was read as version 1 whatever it said).
+TEST(Profile, UnknownOrMissingVersionIsRefused) {
+  nlohmann::json j = to_json(Profile{});
+  EXPECT_EQ(j.at("version"), 1);
+  EXPECT_NO_THROW(profile_from_json(j));
+  j["version"] = 2;
+  std::string e = stagecraft::test::error_of([&] { profile_from_json(j); });
+  EXPECT_NE(e.find("profile: version = 2 is invalid (allowed: 1, the version `stagecraft profile` writes"), std::string::npos) << e;
+  j.erase("version");
+  e = stagecraft::test::error_of([&] { profile_from_json(j); });
+  EXPECT_NE(e.find("profile: version = (missing) is invalid (allowed: 1"), std::string::npos) << e;
+  std::string path = stagecraft::test::scratch_path("old_profile.json");
+  std::ofstream(path) << R"({"format": "stagecraft-profile", "version": 0, "layers": []})";
+  auto r = stagecraft::test::run_cli("estimate --model tiny --cluster local-cpu-2 --pp 2 --profile " + path);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("stagecraft: error: profile: version = 0 is invalid"), std::string::npos) << r.err;
 }
 
 TEST(Profile, CliEstimateAndCompareTakeAProfile) {
@@ -285,7 +304,8 @@ TEST(Profile, CliEstimateAndCompareTakeAProfile) {
 // long fuzz run found "format" given as an array.
 TEST(Profile, WrongFieldTypesAreInputErrors) {
   for (const char* text : {R"({"format": ["stagecraft-profile"], "layers": []})",
-                           R"({"format": "stagecraft-profile", "optimizer_s_per_param": "fast", "layers": []})"}) {
+                           R"({"format": "stagecraft-profile", "version": 1, "optimizer_s_per_param": "fast", "layers": []})",
+                           R"({"format": "stagecraft-profile", "version": "1", "layers": []})"}) {
     try {
       costmodel::profile_from_json(nlohmann::json::parse(text));
       FAIL() << "expected InputError for " << text;

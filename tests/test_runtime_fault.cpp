@@ -125,7 +125,8 @@ TEST(RuntimeFault, RejectedConfigsFailBeforeAnyRankStarts) {
   for (const Case& c : {Case{"--model tiny --nproc 3 --tp 3", "num_heads"},
                         Case{"--model tiny --nproc 2 --pp 2 --schedule interleaved-1f1b --chunks 4", "fewer than the 8 stages"},
                         Case{"--model tiny --nproc 2 --pp 2 --backend nccl", "nccl"},
-                        Case{"--model tiny --nproc 2 --dp 1 --pp 4", "dp*tp*pp"}}) {
+                        Case{"--model tiny --nproc 2 --dp 1 --pp 4", "dp*tp*pp"},
+                        Case{"--model gpt3-175b --nproc 2 --pp 2", "needs at least"}}) {  // beyond a rank's memory
     RunResult r = run_cli("train " + c.args + " --steps 1");
     EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;

@@ -207,6 +207,26 @@ TEST(SimWhatIf, RefusesWhatItCannotPlace) {
   EXPECT_EQ(sim::to_json(sim::whatif_from_json(sim::to_json(w), "again")), sim::to_json(w));
 }
 
+// Issue 52: a NIC carries traffic between nodes only, so a NIC what-if on a plan whose GPUs are
+// all on one node would change nothing: refused naming the entry (it printed 0% slowdown). And a
+// NIC entry without "nic" (every NIC of the node) reads back as written (its JSON had nic -1,
+// which the reader refused: `plan --whatif` failed after its search).
+TEST(SimWhatIf, NicWhatIfsNeedTrafficBetweenNodes) {
+  const costmodel::ClusterSpec c = cluster(8, 4, 64);
+  sim::WhatIf w = nic(0, -1, 0.5);
+  w.nics[0].source = "w.json: nics[0]";
+  const std::string e = test::error_of([&] { sim::resolve(w, c, 8); });
+  EXPECT_NE(e.find("w.json: nics[0]: NIC node = 0 (the plan's GPUs are all on node 0, and a NIC carries only traffic "
+                   "between nodes"),
+            std::string::npos) << e;
+  EXPECT_NO_THROW(sim::resolve(w, c, 16));
+  EXPECT_NO_THROW(sim::resolve(slow_node(0, 0.5), c, 8));  // compute what-ifs apply inside a node
+  const nlohmann::json j = sim::to_json(w);
+  EXPECT_FALSE(j.at("nics").at(0).contains("nic")) << j;
+  EXPECT_EQ(sim::whatif_from_json(j, "again").nics.at(0).nic, -1);
+  EXPECT_EQ(sim::to_json(sim::whatif_from_json(sim::to_json(nic(1, 2, 0.25)), "again")).at("nics").at(0).at("nic"), 2);
+}
+
 // `simulate` with what-if flags and a file: the JSON's what-if result, and bad input exits 2
 // naming the flag, the value and what is allowed.
 TEST(SimWhatIf, CommandLine) {

@@ -269,6 +269,8 @@ TEST(TpOverlapCosts, BlockingIsComputePlusEveryCollective) {
   }
 }
 
+// The cost model prices a mode at tp = 1 as blocking (an experiment may sweep tp under one
+// series' mode); a user asking for it is refused (TpOverlapPlan.ModesOtherThanBlockingNeedTensorParallelism).
 TEST(TpOverlapCosts, WithoutTensorParallelismEveryModeIsTheSame) {
   ModelSpec m = load_model("gpt-1.4b");
   ClusterSpec c = load_cluster("merak-3090-64");
@@ -345,6 +347,45 @@ TEST(TpOverlapPlan, OddMicrobatchIsRefusedWhenTheModeSplits) {
   EXPECT_NE(e.find("stage_tp_overlap[0] 'oases'"), std::string::npos) << e;
   p.tp = 1;  // nothing to overlap: no split
   EXPECT_NO_THROW(check_tp_overlap(p));
+}
+
+// Issue 52: a mode other than blocking at tp = 1 overlaps nothing; the plans the CLI reads refuse
+// it (plan.tp_overlap or stage_tp_overlap[i], the mode and tp named), as Megatron-LM refuses
+// --tp-comm-overlap without tensor parallelism.
+TEST(TpOverlapPlan, ModesOtherThanBlockingNeedTensorParallelism) {
+  for (TpOverlap mode : kModes) {
+    EXPECT_TRUE(tp_overlap_applies(mode, 2));
+    EXPECT_EQ(tp_overlap_applies(mode, 1), mode == TpOverlap::Blocking);
+  }
+  EXPECT_FALSE(tp_overlap_applies(TpOverlap::Te, 1));
+  ParallelPlan p = plan(4, 1, 2, 2, 8, TpOverlap::Te);
+  std::string e = error_of([&] { check_tp_overlap_applies(p); });
+  EXPECT_NE(e.find("plan.tp_overlap = te with tp = 1 is invalid"), std::string::npos) << e;
+  EXPECT_NE(e.find("allowed: --tp-overlap blocking, or --tp above 1"), std::string::npos) << e;
+  p.tp_overlap = TpOverlap::Blocking;
+  EXPECT_NO_THROW(check_tp_overlap_applies(p));
+  p.stage_tp_overlap = {TpOverlap::Blocking, TpOverlap::Oases};
+  e = error_of([&] { check_tp_overlap_applies(p); });
+  EXPECT_NE(e.find("plan.stage_tp_overlap[1] = oases with tp = 1"), std::string::npos) << e;
+  p.tp = 2;
+  EXPECT_NO_THROW(check_tp_overlap_applies(p));
+}
+
+TEST(TpOverlapCli, ModesAtTpOneAreRefusedBeforeAnyWork) {
+  const std::string cfg = "--model gpt-1.4b --cluster merak-3090-64 --dp 4 --tp 1 --pp 4 --microbatches 8 --microbatch-size 2 ";
+  auto r = test::run_cli("estimate " + cfg + "--tp-overlap merak");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("plan.tp_overlap = merak with tp = 1"), std::string::npos) << r.err;
+  r = test::run_cli("compare " + cfg + "--schedules 1f1b --tp-overlaps blocking,oases");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--tp-overlaps = 'blocking,oases' is invalid with tp = 1: 'oases'"), std::string::npos) << r.err;
+  r = test::run_cli("plan --model gpt-1.4b --cluster merak-3090-64 --gpus 8 --global-batch 16 --tp 1 --tp-overlaps merak --quiet");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("tp_overlap = merak with tp = 1 only"), std::string::npos) << r.err;
+  // With tp 2 in the space, merak is tried where it applies (tp 1 has no point): a search, not a refusal.
+  r = test::run_cli("plan --model gpt-1.4b --cluster merak-3090-64 --gpus 8 --global-batch 16 --tp 1,2 --pp 1 "
+                    "--microbatch-sizes 2 --recompute none --zero 0 --sequence-parallel off --tp-overlaps merak --quiet --top 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST(TpOverlapCli, BadInputExitsTwoNamingTheField) {
