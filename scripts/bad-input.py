@@ -157,6 +157,9 @@ PLAN_FLAG_VALUES = [
     ("--grad-reduce-at", "never", "unknown place"),
     ("--grad-bucket-mb", "0", "zero bucket"), ("--grad-bucket-mb", "-inf", "minus infinity"),
     ("--moe-dispatcher", "carrier-pigeon", "unknown dispatcher"),
+    ("--cuda-graph-scope", "everything", "unknown CUDA graph scope", ["cuda_graph_scope", "everything"]),
+    ("--cuda-graph-scope", "full_iteration,attn", "full_iteration beside another scope", ["cuda_graph_scope", "full_iteration"]),
+    ("--cuda-graph-scope", "moe_preprocess", "preprocessing without the router", ["cuda_graph_scope", "moe_router"]),
     ("--offload-layers", "-1", "negative"),
     ("--offload-layers", "1000", "more layers than a stage holds", ["offload_layers", "1000"]),
     ("--stack", "no-such-stack", "unknown stack"),
@@ -447,6 +450,7 @@ for entry in [
         ("--threads", "100000", "absurd threads"), ("--verify", "hardware", "unknown verification"),
         ("--grad-bucket-mb", "0", "zero bucket"), ("--grad-reduce-at", "never", "unknown place"),
         ("--emit", "yaml", "unknown framework"), ("--stack", "no-such-stack", "unknown stack"),
+        ("--cuda-graph-scope", "everything", "unknown CUDA graph scope", ["cuda_graph_scope", "everything"]),
         ("--attention-kernel", "quantum", "unknown kernel"), ("--memory-margin", "2", "margin above 1"),
         ("--nodes", "-1", "negative nodes"), ("--cluster", "no-such-cluster", "unknown cluster"),
         ("--model", "no-such-model", "unknown model"), ("--fp8-recipe", "tasty", "unknown recipe")]:
