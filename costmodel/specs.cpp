@@ -209,43 +209,39 @@ int expert_tp(const ParallelPlan& p) { return p.etp > 0 ? p.etp : p.tp; }
 
 namespace {
 const char* const kRecomputeModules = "core_attn, layernorm, mla_up_proj, mlp, moe_act, shared_experts, moe";
+const char* const kCudaGraphScopes = "attn, mlp, moe, moe_router, moe_preprocess, or full_iteration alone";
+
+// A plan field listing names: sets each name's flag in `table`; an unknown name is refused naming
+// the field and what it allows.
+void set_named_flags(const std::vector<std::string>& names, std::initializer_list<std::pair<const char*, bool*>> table,
+                     const char* field, const char* allowed) {
+  for (const std::string& name : names) {
+    bool* flag = nullptr;
+    for (const auto& [key, f] : table)
+      if (name == key) flag = f;
+    if (!flag) bad("plan", field, "'" + name + "'", std::string("allowed: ") + allowed);
+    *flag = true;
+  }
+}
 }  // namespace
 
 RecomputeModules recompute_modules_of(const ParallelPlan& p) {
   RecomputeModules r;
   if (p.recompute != RecomputePolicy::Selective) return r;
   if (p.recompute_modules.empty()) r.core_attn = true;
-  for (const std::string& name : p.recompute_modules) {
-    bool* flag = name == "core_attn"        ? &r.core_attn
-                 : name == "layernorm"      ? &r.layernorm
-                 : name == "mla_up_proj"    ? &r.mla_up_proj
-                 : name == "mlp"            ? &r.mlp
-                 : name == "moe_act"        ? &r.moe_act
-                 : name == "shared_experts" ? &r.shared_experts
-                 : name == "moe"            ? &r.moe
-                                            : nullptr;
-    if (!flag) bad("plan", "recompute_modules", "'" + name + "'", std::string("allowed: ") + kRecomputeModules);
-    *flag = true;
-  }
+  set_named_flags(p.recompute_modules,
+                  {{"core_attn", &r.core_attn}, {"layernorm", &r.layernorm}, {"mla_up_proj", &r.mla_up_proj},
+                   {"mlp", &r.mlp}, {"moe_act", &r.moe_act}, {"shared_experts", &r.shared_experts}, {"moe", &r.moe}},
+                  "recompute_modules", kRecomputeModules);
   return r;
 }
-namespace {
-const char* const kCudaGraphScopes = "attn, mlp, moe, moe_router, moe_preprocess, or full_iteration alone";
-}  // namespace
 
 CudaGraphScopes cuda_graph_scopes_of(const ParallelPlan& p) {
   CudaGraphScopes g;
-  for (const std::string& name : p.cuda_graph_scope) {
-    bool* flag = name == "attn"             ? &g.attn
-                 : name == "mlp"            ? &g.mlp
-                 : name == "moe"            ? &g.moe
-                 : name == "moe_router"     ? &g.moe_router
-                 : name == "moe_preprocess" ? &g.moe_preprocess
-                 : name == "full_iteration" ? &g.full_iteration
-                                            : nullptr;
-    if (!flag) bad("plan", "cuda_graph_scope", "'" + name + "'", std::string("allowed: ") + kCudaGraphScopes);
-    *flag = true;
-  }
+  set_named_flags(p.cuda_graph_scope,
+                  {{"attn", &g.attn}, {"mlp", &g.mlp}, {"moe", &g.moe}, {"moe_router", &g.moe_router},
+                   {"moe_preprocess", &g.moe_preprocess}, {"full_iteration", &g.full_iteration}},
+                  "cuda_graph_scope", kCudaGraphScopes);
   if (g.full_iteration && p.cuda_graph_scope.size() > 1)
     bad("plan", "cuda_graph_scope", std::to_string(p.cuda_graph_scope.size()) + " scopes with full_iteration",
         "full_iteration captures everything and stands alone (Megatron-Core --cuda-graph-impl local)");
