@@ -290,6 +290,7 @@ nlohmann::json to_json(const ModelSpec& m) {
   if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
   if (!m.sliding_window_pattern.empty()) j["sliding_window_pattern"] = m.sliding_window_pattern;
+  if (m.activation_clamp > 0) j["activation_clamp"] = m.activation_clamp;
   if (is_moe(m)) {
     j["num_experts"] = m.num_experts;
     j["experts_per_token"] = m.experts_per_token;
@@ -427,6 +428,7 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.mtp_layers = r.opt<int>("mtp_layers", 0);
   m.sliding_window = r.opt<int>("sliding_window", 0);
   m.sliding_window_pattern = r.opt<std::vector<int>>("sliding_window_pattern", {});
+  m.activation_clamp = r.opt<double>("activation_clamp", 0.0);
   m.num_experts = r.opt<int>("num_experts", 0);
   m.experts_per_token = r.opt<int>("experts_per_token", 0);
   m.expert_ffn_hidden_size = r.opt<int>("expert_ffn_hidden_size", 0);
@@ -607,6 +609,10 @@ void check_window(const std::string& w, const ModelSpec& m) {
   if (m.mtp_layers < 0 || m.mtp_layers > 8)
     bad(w, "mtp_layers", std::to_string(m.mtp_layers), "must be in [0, 8] (0: no multi-token prediction)");
   if (m.sliding_window < 0) bad(w, "sliding_window", std::to_string(m.sliding_window), "must be >= 0 (0: full attention)");
+  if (!(m.activation_clamp >= 0) || !std::isfinite(m.activation_clamp))
+    bad(w, "activation_clamp", num(m.activation_clamp), "must be >= 0 (0: no clamp)");
+  if (m.activation_clamp > 0 && m.kind != ModelKind::Llama)
+    bad(w, "activation_clamp", num(m.activation_clamp), "clamps a gated MLP's halves: kind llama only (0: no clamp)");
   const std::vector<int>& p = m.sliding_window_pattern;
   if (p.empty()) return;
   if (m.sliding_window == 0)

@@ -89,6 +89,10 @@ struct ModelSpec {
                                   // (itself and the ones before it; Mistral, gpt-oss); 0: none
   std::vector<int> sliding_window_pattern;  // layer i is windowed where pattern[i % P] is 1 (P its
                                   // length); empty: every layer (gpt-oss: [1, 0], alternate layers)
+  double activation_clamp = 0;    // > 0: the gated MLP's two halves clamped to this before the
+                                  // activation (gpt-oss: 7.0, its config's swiglu_limit); Megatron-Core
+                                  // clamps them eagerly outside its fused activation
+                                  // (MemoryTraffic::glu_clamp); 0: none
   // Mixture of experts (docs/costmodel.md "Mixture of experts"; Shazeer et al., ICLR 2017; GShard,
   // Lepikhin et al., ICLR 2021; DeepSeekMoE, Dai et al., arXiv 2401.06066): the MLP of each MoE
   // layer is a router and E experts of which each token takes k, plus shared experts that every

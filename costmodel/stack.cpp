@@ -23,6 +23,7 @@ MemoryTraffic traffic_from_json(const nlohmann::json& j, MemoryTraffic t) {
   t.score_dropout = r.opt<double>("score_dropout", t.score_dropout);
   t.gelu = r.opt<double>("gelu", t.gelu);
   t.swiglu = r.opt<double>("swiglu", t.swiglu);
+  t.glu_clamp = r.opt<double>("glu_clamp", t.glu_clamp);
   t.cross_entropy = r.opt<double>("cross_entropy", t.cross_entropy);
   t.cross_entropy_backward = r.opt<double>("cross_entropy_backward", t.cross_entropy_backward);
   t.fp8_cast_transpose = r.opt<double>("fp8_cast_transpose", t.fp8_cast_transpose);
@@ -33,7 +34,7 @@ MemoryTraffic traffic_from_json(const nlohmann::json& j, MemoryTraffic t) {
 nlohmann::json to_json(const MemoryTraffic& t) {
   return {{"layer_norm", t.layer_norm}, {"bias_dropout_residual", t.bias_dropout_residual}, {"residual", t.residual},
           {"softmax", t.softmax},       {"score_dropout", t.score_dropout},                 {"gelu", t.gelu},
-          {"swiglu", t.swiglu},         {"cross_entropy", t.cross_entropy},
+          {"swiglu", t.swiglu},         {"glu_clamp", t.glu_clamp}, {"cross_entropy", t.cross_entropy},
           {"cross_entropy_backward", t.cross_entropy_backward}, {"fp8_cast_transpose", t.fp8_cast_transpose}};
 }
 
@@ -126,6 +127,7 @@ nlohmann::json to_json(const KernelStack& k) {
           {"flash", flash},
           {"tp_overlap_comm_sms", k.tp_overlap_comm_sms},
           {"grouped_gemm_streams", k.grouped_gemm_streams},
+          {"fused_grouped_mlp", k.fused_grouped_mlp},
           {"host", to_json(k.host)},
           {"source", k.source}};
 }
@@ -148,6 +150,7 @@ KernelStack stack_from_json(const nlohmann::json& j) {
   }
   k.tp_overlap_comm_sms = r.opt<int>("tp_overlap_comm_sms", k.tp_overlap_comm_sms);
   k.grouped_gemm_streams = r.opt<int>("grouped_gemm_streams", k.grouped_gemm_streams);
+  k.fused_grouped_mlp = r.opt<bool>("fused_grouped_mlp", k.fused_grouped_mlp);
   // The host's costs belong to the framework, not the kernels: a stack may name another's.
   if (j.contains("host")) {
     const nlohmann::json& h = j.at("host");
@@ -173,6 +176,7 @@ void check(const KernelStack& k) {
                                                    {"score_dropout", t.score_dropout},
                                                    {"gelu", t.gelu},
                                                    {"swiglu", t.swiglu},
+                                                   {"glu_clamp", t.glu_clamp},
                                                    {"cross_entropy", t.cross_entropy},
                                                    {"cross_entropy_backward", t.cross_entropy_backward},
                                                    {"fp8_cast_transpose", t.fp8_cast_transpose}};

@@ -28,6 +28,10 @@ struct MemoryTraffic {
   double score_dropout = 2.5;        // dropout on the (b, a, s, s) probabilities with its mask
   double gelu = 2;                   // bias + GeLU: read, write (f columns)
   double swiglu = 3;                 // gate and up in, product out (f columns)
+  double glu_clamp = 8;              // a clamped gated MLP (ModelSpec::activation_clamp), per element of
+                                     // f: each half clamped (read, write) and the two concatenated again
+                                     // (read, write), eagerly before the fused activation (Megatron-LM
+                                     // d98e8a64 fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl)
   double cross_entropy = 3;          // logits in, softmax out, loss (V columns)
   double cross_entropy_backward = 2; // softmax minus one-hot, scaled (V columns)
   // FP8 (ModelSpec::fp8): Transformer Engine's fused cast-transpose of an FP8 product's input
@@ -69,6 +73,11 @@ struct KernelStack {
   // transformer_engine/common/include/transformer_engine/multi_streams.h, num_streams = 4;
   // TE issue #1386: the maintainers keep the multi-stream cuBLAS path over a grouped kernel).
   int grouped_gemm_streams = 0;
+  // The routed experts' activation (with its bias and a clamp) runs in the epilogue of their first
+  // grouped product, and its gradient in the second's backward (Transformer Engine's fused grouped
+  // MLP on cuDNN's CuTe DSL kernels, Megatron-Bridge's cutedsl_fused_grouped_mlp): no separate
+  // activation traffic for the routed copies; false: the activation is its own kernel.
+  bool fused_grouped_mlp = false;
   HostCosts host;                   // what issuing each block's kernels costs the CPU (host.h); none
                                     // given: no host time is priced
   std::string source;               // where the figures come from

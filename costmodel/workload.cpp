@@ -82,6 +82,11 @@ double moe_permute_bytes(double copies, double h, double e, double local_experts
   return bytes;
 }
 
+double activation_traffic(const ModelSpec& m, const MemoryTraffic& tr) {
+  const bool swiglu = m.kind == ModelKind::Llama;
+  return (swiglu ? tr.swiglu : tr.gelu) + (m.activation_clamp > 0 ? tr.glu_clamp : 0.0);
+}
+
 // Shapes, for bb samples of s tokens (T = bb s), hidden h, a heads of d = h/a, FFN f, vocab V,
 // on one of t tensor-parallel ranks (Megatron-LM: QKV and the MLP's first matrices split by
 // columns, the projections by rows; a/t heads per rank). Forward products (m x k) x (k x n):
@@ -140,7 +145,8 @@ void moe_block_work(LayerWork& w, const ModelSpec& m, const KernelStack& k, doub
   if (m.num_shared_experts > 0) add(f, i, wg, T, m.num_shared_experts * fe, 1, t, false, 0);
   const double Th_outside = sp ? T * h / t : T * h;
   const double resid = m.dropout ? tr.bias_dropout_residual : tr.residual;
-  const double act = (swiglu ? tr.swiglu : tr.gelu) * e * (copies * fe / et + T * m.num_shared_experts * fe / t);
+  const double routed_act = k.fused_grouped_mlp ? 0.0 : copies * fe / et;  // in the products' epilogue when fused
+  const double act = activation_traffic(m, tr) * e * (routed_act + T * m.num_shared_experts * fe / t);
   const double route = T_router * E * 4 * 3;            // logits, softmax and top-k over (T, E) in fp32
   const double permute = moe_permute_bytes(copies, h, e, local, ep * et);
   f.memory_bytes = Th_outside * e * (tr.layer_norm + resid) + act + route + permute;
@@ -172,9 +178,9 @@ void add_module_recompute(LayerWork& w, const ModelSpec& m, const KernelStack& k
     return;
   }
   const bool swiglu = m.kind == ModelKind::Llama;
-  if (r.moe_act) {
+  if (r.moe_act && !k.fused_grouped_mlp) {
     const double copies = (et > 1 ? T : T / t) * m.experts_per_token * moe_load_factor(m);
-    w.moe_i.memory_bytes += (swiglu ? k.traffic.swiglu : k.traffic.gelu) * e * copies * fe / et;
+    w.moe_i.memory_bytes += activation_traffic(m, k.traffic) * e * copies * fe / et;
   }
   if (r.shared_experts && m.num_shared_experts > 0) {
     const double width = m.num_shared_experts * fe / t;
@@ -247,7 +253,7 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
   if (selective) w.attn_i.add(core_f);  // the core's forward again, inside the backward
   // MLP block.
   const int up = swiglu ? 2 : 1;
-  const double mlp_mem_f = Th_outside * e * (tr.layer_norm + resid) + T * f / t * e * (swiglu ? tr.swiglu : tr.gelu);
+  const double mlp_mem_f = Th_outside * e * (tr.layer_norm + resid) + T * f / t * e * activation_traffic(m, tr);
   for (int i = 0; i < up; ++i) {
     w.mlp_f.gemms.push_back(linear(fwd(T, f / t, h)));
     w.mlp_i.gemms.push_back(linear(in_grad(T, f / t, h)));

@@ -102,6 +102,12 @@ CoreWork cp_core_work(const KernelStack& k, double bb, double s_local, double he
 // after the dispatch and before the combine), 8 copies h e. The backward moves twice this.
 double moe_permute_bytes(double copies, double h, double e, double local_experts, int sources);
 
+// Bytes per element of f (the MLP's, or an expert's, width) that one forward of the MLP's
+// activation moves: the stack's fused activation (GeLU, SwiGLU), plus a clamped gated MLP's eager
+// clamps (ModelSpec::activation_clamp, MemoryTraffic::glu_clamp). The one rule for dense MLPs,
+// routed and shared experts and the recomputed activation.
+double activation_traffic(const ModelSpec& m, const MemoryTraffic& tr);
+
 // One transformer layer and the head on one of t tensor-parallel ranks, for bb samples.
 struct LayerWork : KernelContext {
   BlockWork attn_f, attn_i, attn_w;  // LN, QKV, core, projection, bias-dropout-residual

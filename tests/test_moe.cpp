@@ -10,6 +10,7 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/flops.h"
+#include "costmodel/host.h"
 #include "costmodel/memory.h"
 #include "costmodel/moe.h"
 #include "costmodel/presets.h"
@@ -337,4 +338,43 @@ TEST(MixtureOfExperts, PermutationBytesByHand) {
                           moe_permute_bytes(copies, h, e, 16, 8);
   EXPECT_DOUBLE_EQ(w.moe_f.memory_bytes, expected);
   EXPECT_DOUBLE_EQ(w.moe_i.memory_bytes, 2 * expected);
+}
+
+// gpt-oss's clamped gated MLP (activation_clamp 7.0): Megatron-Core clamps both halves and
+// concatenates them eagerly before its fused activation, 8 bytes per element of f_e a forward in
+// units of the activation's bytes, twice that backward. One 4,096-token sample at ep 8: 16,384
+// routed copies of 2,880 x 2 bytes, 8 x 2 x 16,384 x 2,880 = 754,974,720 bytes more forward.
+TEST(MixtureOfExperts, ClampedGatedMlpTrafficByHand) {
+  ModelSpec m = load_model("gpt-oss-120b");
+  EXPECT_EQ(m.activation_clamp, 7.0);
+  const KernelStack& k = load_stack("megatron-core-te");
+  const LayerWork clamped = layer_work(m, k, 1, 1, false, false, 1, 8);
+  m.activation_clamp = 0;
+  const LayerWork plain = layer_work(m, k, 1, 1, false, false, 1, 8);
+  EXPECT_DOUBLE_EQ(clamped.moe_f.memory_bytes - plain.moe_f.memory_bytes, 754974720.0);
+  EXPECT_DOUBLE_EQ(clamped.moe_i.memory_bytes - plain.moe_i.memory_bytes, 2 * 754974720.0);
+  EXPECT_DOUBLE_EQ(activation_traffic(load_model("gpt-oss-120b"), k.traffic), k.traffic.swiglu + 8);
+  m.activation_clamp = -1;
+  EXPECT_NE(error_of([&] { check(m); }).find("activation_clamp"), std::string::npos);
+  ModelSpec gpt = load_model("gpt3-175b");
+  gpt.activation_clamp = 7;
+  EXPECT_NE(error_of([&] { check(gpt); }).find("kind llama only"), std::string::npos);
+}
+
+// Transformer Engine's fused grouped MLP (stack megatron-core-te-fused-mlp): the routed experts'
+// activation and clamp in their products' epilogue (no activation traffic for the routed copies),
+// one grouped kernel per matrix (no streams), and no per-expert launches for the host.
+TEST(MixtureOfExperts, FusedGroupedMlpStack) {
+  const ModelSpec m = load_model("gpt-oss-120b");
+  const KernelStack& eager = load_stack("megatron-core-te");
+  const KernelStack& fused = load_stack("megatron-core-te-fused-mlp");
+  EXPECT_TRUE(fused.fused_grouped_mlp);
+  EXPECT_EQ(fused.grouped_gemm_streams, 0);
+  const LayerWork a = layer_work(m, eager, 1, 1, false, false, 1, 8), b = layer_work(m, fused, 1, 1, false, false, 1, 8);
+  // 16,384 copies of 2,880: (3 + 8) x 2 bytes each, forward.
+  EXPECT_DOUBLE_EQ(a.moe_f.memory_bytes - b.moe_f.memory_bytes, 11.0 * 2 * 16384 * 2880);
+  for (const Gemm& g : b.moe_f.gemms)
+    if (g.batch > 1) EXPECT_EQ(g.concurrent, 0.0);
+  const HostLayer h = host_layer(fused.host, {}, 16, true);
+  EXPECT_NEAR(h.moe_tail_f_s, 16 * fused.host.python_op_s, 1e-12);
 }

@@ -62,7 +62,7 @@ RUN_CLUSTERS = {"bloom-176b-384gpu": "jean-zay-a100-80gb.json"}  # runs on anoth
 # experts and the attention shapes other than h / a heads (Qwen3's head_dim, DeepSeek's MLA).
 MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_hidden_size", "num_shared_experts", "dense_layers",
               "moe_node_limit", "moe_capacity_factor", "moe_load_imbalance", "moe_layer_pattern", "sliding_window",
-              "sliding_window_pattern")
+              "sliding_window_pattern", "activation_clamp")
 DEFAULTS = {}
 SHOW_COMMANDS = False  # --show-commands DIR: print each row's estimate command to stderr, its files in DIR
 STRICT = True  # the older sets: a refused row stops the run; the newer sets (with a split) list it
@@ -163,7 +163,11 @@ def estimate(binary, run, extra, tmp):
         cmd += ["--zero", "1"]
     if not AS_2023:
         if run.get("attention") in STACKS:
-            cmd += ["--attention-kernel", "fused", "--stack", STACKS[run["attention"]]]
+            stack = STACKS[run["attention"]]
+            fields = ((run.get("recipe") or {}).get("workload_config") or {}).get("fields") or {}
+            if fields.get("cutedsl_fused_grouped_mlp") and stack == "megatron-core-te":
+                stack = "megatron-core-te-fused-mlp"  # Transformer Engine's fused grouped MLP (its stack's source)
+            cmd += ["--attention-kernel", "fused", "--stack", stack]
         if run.get("dropout") is False:
             cmd.append("--no-dropout")
         if run.get("zero") != 3 and run.get("distributed_optimizer") and run.get("overlap_param_gather"):
