@@ -109,6 +109,7 @@ std::string emit_megatron(const ModelSpec& m, const ParallelPlan& p, int gpus_pe
   if (p.rank_order != "tp-dp-pp" && p.rank_order != "tp-cp-dp-pp" && p.rank_order != "tp-pp-dp") lost.push_back("rank_order " + p.rank_order);
   if (p.schedule != "1f1b" && p.schedule != "interleaved-1f1b") lost.push_back("schedule " + p.schedule + " (Megatron-LM runs 1F1B)");
   if (m.sliding_window > 0) lost.push_back("sliding_window " + std::to_string(m.sliding_window) + " (the model's layer spec)");
+  if (m.activation_clamp > 0) lost.push_back("activation_clamp (TransformerConfig.activation_func_clamp_value, no flag)");
   if (p.offload_layers > 0) lost.push_back("offload_layers " + std::to_string(p.offload_layers));
   for (const std::string& l : lost) out << "# not expressible in Megatron-LM: " << l << "\n";
   Flags f;

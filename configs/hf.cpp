@@ -148,6 +148,11 @@ void read_window(HfReader& h, ModelSpec& m) {
     m.sliding_window_pattern.clear();
 }
 
+// gpt-oss's clamp of the gated MLP's halves (swiglu_limit) as activation_clamp.
+void read_clamp(HfReader& h, ModelSpec& m) {
+  if (const std::optional<double> c = h.num("swiglu_limit", "activation_clamp")) m.activation_clamp = *c;
+}
+
 void read_precision(HfReader& h, ModelSpec& m) {
   h.read.push_back("torch_dtype");
   h.read.push_back("dtype");
@@ -197,6 +202,7 @@ ModelSpec import_hf_model(const nlohmann::json& j, ImportReport& report, const s
                       (tied ? " counts a separate output matrix" : " counts the head tied to the embedding"));
   if (const std::optional<int> mtp = h.integer("num_nextn_predict_layers", "mtp_layers")) m.mtp_layers = *mtp;
   read_window(h, m);
+  read_clamp(h, m);
   h.unmodelled("attention_bias", "the kind decides: biases for gpt, none for llama");
   for (const char* k : {"rope_scaling", "max_window_layers"}) h.unmodelled(k, "positions and windows as the layer types say");
   for (auto it = j.begin(); it != j.end(); ++it)

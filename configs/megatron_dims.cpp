@@ -78,6 +78,8 @@ void read_megatron_dims(FlagReader& r, ModelSpec& m, int tp) {
   if (const std::optional<int> g = r.integer("num-query-groups", gqa ? "num_kv_heads" : "unused without --group-query-attention"))
     if (gqa) m.num_kv_heads = *g == m.num_heads ? 0 : *g;
   if (const std::optional<int> d = r.integer("kv-channels", "head_dim")) m.head_dim = *d;
+  // Megatron-Core's TransformerConfig.activation_func_clamp_value (gpt-oss through Megatron-Bridge).
+  if (const std::optional<double> c = r.number("activation-func-clamp-value", "activation_clamp")) m.activation_clamp = *c;
   read_vocab(r, m, tp);
   read_shape_notes(r, m);
 }

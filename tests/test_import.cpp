@@ -181,6 +181,7 @@ TEST(ImportMegatron, FlagsOneByOne) {
             std::string::npos);
   // CUDA graphs (costmodel/host.h): Transformer Engine's scopes, Mamba's named as not priced; the
   // whole iteration; the older --enable-cuda-graph's whole layers; an unknown implementation.
+  EXPECT_EQ(megatron_args("--swiglu --activation-func-clamp-value 7.0").model->activation_clamp, 7.0);
   const Imported h = megatron_args("--cuda-graph-impl transformer_engine --cuda-graph-scope attn moe_router moe_preprocess mamba");
   EXPECT_EQ(h.plan.cuda_graph_scope, (std::vector<std::string>{"attn", "moe_router", "moe_preprocess"}));
   EXPECT_TRUE(listed(h.report.not_modelled, "--cuda-graph-scope"));
@@ -271,6 +272,7 @@ TEST(ImportHf, Gpt2AndGptOss) {
   EXPECT_EQ(o.model->head_dim, 64);
   EXPECT_EQ(o.model->sliding_window, 128);
   EXPECT_EQ(o.model->sliding_window_pattern, (std::vector<int>{1, 0}));  // sliding, full, sliding, ...
+  EXPECT_EQ(o.model->activation_clamp, 7.0);  // swiglu_limit
 }
 
 TEST(ImportTorchtitan, Llama3_8bJob) {
