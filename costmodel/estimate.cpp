@@ -172,6 +172,10 @@ Estimate price_estimate(const ModelSpec& m, const ClusterSpec& c, const Parallel
   if (p.preemptive_comm)  // a shared-link effect the evaluator cannot show: say so rather than ignore it silently
     e.costs.notes.push_back("plan.preemptive_comm: the evaluator gives every transfer its own link, so preemption (FOLD3D "
                             "Sec. V-A) changes nothing here; `simulate` models it where links are shared (docs/sim.md)");
+  if (c.ranks_share_cores() && p.num_gpus() > c.cores_per_node)  // the same: a shared resource only the simulator shares
+    e.costs.notes.push_back("cluster.cores_per_node = " + std::to_string(c.cores_per_node) + " < " +
+                            std::to_string(c.gpus_per_node) + " ranks a node: the evaluator gives every rank a core of its "
+                            "own; `simulate` shares the cores (docs/sim.md)");
   return e;
 }
 

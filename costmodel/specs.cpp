@@ -353,6 +353,7 @@ nlohmann::json to_json(const ClusterSpec& c) {
   if (c.gpu_mxfp8_peak_flops_per_s > 0) j["gpu_mxfp8_peak_flops_per_s"] = c.gpu_mxfp8_peak_flops_per_s;
   if (c.gpu_fp4_peak_flops_per_s > 0) j["gpu_fp4_peak_flops_per_s"] = c.gpu_fp4_peak_flops_per_s;
   if (!c.clock_calibration.empty()) j["clock_calibration"] = c.clock_calibration;
+  if (c.cores_per_node > 0) j["cores_per_node"] = c.cores_per_node;
   return j;
 }
 
@@ -516,6 +517,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& given) {
   c.inter_node_latency_s = r.req<double>("inter_node_latency_s");
   c.nics_per_node = r.req<int>("nics_per_node");  // required: one NIC where a node has eight changes the answer by half
   c.inter_node_topology = r.opt<std::string>("inter_node_topology", "star");
+  c.cores_per_node = r.opt<int>("cores_per_node", 0);
   c.host_link_bandwidth_Bps = r.req<double>("host_link_bandwidth_Bps");
   c.intra_node_bus_efficiency = r.opt<double>("intra_node_bus_efficiency", 1.0);
   c.fast_group_bus_efficiency = r.opt<double>("fast_group_bus_efficiency", 1.0);
@@ -732,6 +734,8 @@ void check(const ClusterSpec& c) {
   positive(w, "inter_node_bandwidth_Bps", c.inter_node_bandwidth_Bps);
   non_negative(w, "inter_node_latency_s", c.inter_node_latency_s);
   positive(w, "nics_per_node", c.nics_per_node);
+  if (c.cores_per_node < 0)
+    bad(w, "cores_per_node", std::to_string(c.cores_per_node), "must be >= 0 (0: a device per rank)");
   if (c.inter_node_topology != "star" && c.inter_node_topology != "fat-tree")
     bad(w, "inter_node_topology", "\"" + c.inter_node_topology + "\"", "allowed: star, fat-tree");
   positive(w, "host_link_bandwidth_Bps", c.host_link_bandwidth_Bps);

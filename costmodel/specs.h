@@ -168,6 +168,10 @@ struct ClusterSpec {
   double inter_node_bandwidth_Bps = 0;  // per NIC, per direction
   double inter_node_latency_s = 0;
   int nics_per_node = 1;
+  int cores_per_node = 0;               // CPU clusters: the cores a node's ranks share, each rank's
+                                        // compute on one core at a time and ranks beyond the cores
+                                        // sharing them (priced by the simulator; sim/platform.h);
+                                        // 0: every rank computes on a device of its own
   std::string inter_node_topology = "star";  // "star" or "fat-tree"
   double host_link_bandwidth_Bps = 0;   // GPU <-> host memory, per GPU, per direction (offload)
   // Bus-bandwidth efficiency per link kind: the fraction of a link's nominal bandwidth that
@@ -203,6 +207,8 @@ struct ClusterSpec {
   // Share of the measured compute rate a training step gets: sustained over boost clock (1 when
   // the clocks are not given). Memory-bound kernels keep their rate (the power limit lowers the
   // SM clock, not the memory clock).
+  // Whether a node's ranks outnumber the cores they compute on (cores_per_node).
+  bool ranks_share_cores() const { return cores_per_node > 0 && cores_per_node < gpus_per_node; }
   double sustained_clock_share() const {
     return gpu_boost_clock_mhz > 0 ? gpu_sustained_clock_mhz / gpu_boost_clock_mhz : 1;
   }

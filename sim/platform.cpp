@@ -61,10 +61,17 @@ struct Builder {
   BuildOptions opt;
   sg::NetZone* zone = nullptr;
   std::vector<sg::Host*> gpu, cpu;                       // (gpus), (nodes)
+  std::vector<sg::Host*> compute, shared;                // (gpus), (nodes): ranks sharing a node's cores
   std::vector<sg::SplitDuplexLink*> port, bridge, host;  // (gpus) each
   std::vector<sg::SplitDuplexLink*> nic, leaf;           // (nodes * nics), (leaves)
 
   int node(int g) const { return g / c.gpus_per_node; }
+  // Node n's cores, one host of cores_per_node cores at `speed` each (no links: compute only).
+  sg::Host* cores(int n, double speed) {
+    sg::Host*& h = shared[static_cast<size_t>(n)];
+    if (!h) h = zone->create_host("node-" + std::to_string(n) + "-cores", speed)->set_core_count(c.cores_per_node);
+    return h;
+  }
   int local(int g) const { return g % c.gpus_per_node; }
   bool same_fast_group(int a, int b) const {
     int fg = c.fast_group_size;
@@ -110,6 +117,7 @@ Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std
   b.bridge.assign(G, nullptr);
   b.host.assign(G, nullptr);
   b.cpu.assign(static_cast<size_t>(nodes), nullptr);
+  if (c.ranks_share_cores()) b.compute.assign(G, nullptr), b.shared.assign(static_cast<size_t>(nodes), nullptr);
   b.nic.assign(static_cast<size_t>(nodes * c.nics_per_node), nullptr);
   if (c.inter_node_topology == "fat-tree") b.leaf.assign(static_cast<size_t>((nodes + opt.fat_tree_leaf_nodes - 1) / opt.fat_tree_leaf_nodes), nullptr);
   const double up = opt.fat_tree_leaf_nodes * c.nics_per_node * c.inter_node_achieved_Bps();
@@ -127,6 +135,7 @@ Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std
     const std::string name = "gpu-" + std::to_string(g);
     const size_t i = static_cast<size_t>(g);
     b.gpu[i] = b.zone->create_host(name, speed);
+    if (c.ranks_share_cores()) b.compute[i] = b.cores(n, speed);
     b.port[i] = duplex(b.zone, name + "-" + c.intra_node_link, c.intra_node_achieved_Bps(), c.intra_node_latency_s);
     if (c.fast_group_size > 1)
       b.bridge[i] = duplex(b.zone, name + "-" + (c.fast_group_link.empty() ? "bridge" : c.fast_group_link), c.fast_group_achieved_Bps(),
@@ -142,6 +151,7 @@ Platform build_platform(const costmodel::ClusterSpec& c, int num_gpus, const std
   }
   Platform p;
   p.gpus = b.gpu;
+  p.compute = b.compute;
   p.host_memory.assign(G, nullptr);
   for (int g : gpus) {
     sg::Host* h = b.cpu[static_cast<size_t>(b.node(g))];

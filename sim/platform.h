@@ -18,6 +18,10 @@ namespace stagecraft::sim {
 struct Platform {
   std::vector<simgrid::s4u::Host*> gpus;         // (num_gpus) host of each global GPU rank
   std::vector<simgrid::s4u::Host*> host_memory;  // (num_gpus) where a GPU offloads; null = none
+  // (num_gpus) where each rank's compute runs where the ranks of a node share its cores
+  // (ClusterSpec::cores_per_node): one host a node with that many cores, an execution using one
+  // core and executions beyond the cores sharing them (SimGrid's CPU model); empty: on gpus.
+  std::vector<simgrid::s4u::Host*> compute;
   // Aggregated platforms (build_unit_platform): lanes = tp, every GPU of a tensor-parallel
   // group maps to its group's host, and one flow of lanes x S bytes stands for the group's tp
   // parallel flows of S bytes; tp_peer[g] receives the group's tensor-parallel ring flow.

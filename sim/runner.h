@@ -127,7 +127,8 @@ class Runner {
   double perturbed(int u, int k, int pos, double seconds, RecKind kind);
   Act late_start(int u);
   Record exec_record(int u, int k, int pos, double seconds, RecKind kind) const {
-    sg::Host* h = pf_.gpus[static_cast<size_t>(gpu(u, 0))];
+    const size_t g = static_cast<size_t>(gpu(u, 0));
+    sg::Host* h = pf_.compute.empty() ? pf_.gpus[g] : pf_.compute[g];
     Record r;
     r.unit = r.peer_unit = u;
     r.iteration = k;

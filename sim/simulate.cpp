@@ -98,6 +98,10 @@ Platform make_platform(const schedules::Schedule& s, const costmodel::ClusterSpe
                        int num_gpus, const costmodel::Topology& topo, const Workload& w, const SimOptions& opt,
                        const NicFactors& nics) {
   if (!opt.platform_file.empty()) return load_platform_file(opt.platform_file, sim.num_gpus());
+  if (cl.ranks_share_cores() && sim.tp > 1)
+    throw InputError("cluster.cores_per_node = " + std::to_string(cl.cores_per_node) + " with tp = " + std::to_string(sim.tp) +
+                     ": ranks sharing cores are simulated with tp 1 only (a tensor-parallel group's compute runs as one "
+                     "execution; allowed: tp 1, or cores_per_node 0 or at least gpus_per_node)");
   BuildOptions bo;
   bo.fat_tree_leaf_nodes = opt.fat_tree_leaf_nodes;
   bo.nic_factor = nics;
