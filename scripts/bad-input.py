@@ -361,7 +361,8 @@ for f, v, what in [("gpu", "no-such-gpu", "unknown catalog GPU"), ("gpu", 3, "gp
                    ("memory_margin", 1.5, "margin above 1"), ("gpu_peak_flops_per_s", -1e12, "negative peak"),
                    ("gpu_memory_bytes", 0, "zero memory"), ("intra_node_bus_efficiency", 2, "efficiency above 1"),
                    ("gpus_used_per_node", 5, "more used than the node has"), ("fast_group_size", -8, "negative group"),
-                   ("extends", "no-such-cluster", "extends an unknown preset"), ("bandwidth", 1, "unknown field")]:
+                   ("extends", "no-such-cluster", "extends an unknown preset"), ("bandwidth", 1, "unknown field"),
+                   ("cores_per_node", -2, "negative cores")]:
     CLUSTER_BAD.append((mutated(CLUSTER, f, v), [f], what))
 for i, (doc, names, what) in enumerate(CLUSTER_BAD):
     path = fixture(f"cluster-{i}.json", doc)
