@@ -102,7 +102,7 @@ costmodel::ClusterSpec cluster() {
 
 // A stack file: `stack` with no host costs (costmodel/host.h), in the test's scratch folder.
 std::string host_free_stack(const std::string& stack) {
-  const std::string path = ::testing::TempDir() + "stagecraft_routes_" + stack + "_no_host.json";
+  const std::string path = test::scratch_path("routes_" + stack + "_no_host.json");
   std::ofstream(path) << nlohmann::json{{"name", stack + "-no-host"}, {"extends", stack},
                                         {"host", {{"python_op_s", 0.0}, {"launch_s", 0.0}}}}.dump();
   return path;
