@@ -133,6 +133,9 @@ void check_runtime_plan(const ModelSpec& m, const ParallelPlan& p, bool builtin_
   if (m.fp8)
     throw InputError("runtime: model.fp8 = true (--fp8) is not implemented by the runtime: its linear layers run in fp32 "
                      "or bf16 (allowed: --precision fp32 or bf16; FP8 products need torch._scaled_mm on an H100-class GPU)");
+  if (!p.cuda_graph_scope.empty())
+    throw InputError("runtime: plan.cuda_graph_scope is priced by estimate, compare, simulate and plan (the host's launches, "
+                     "costmodel/host.h) but the runtime captures no CUDA graphs (allowed: none)");
   check_context_parallel(p, builtin_decoder);
   if (builtin_decoder) check_experts(m, p);
   check_fully_sharded(p, builtin_decoder);

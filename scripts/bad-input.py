@@ -746,6 +746,7 @@ case(f"{TRN} --fp8", ["--fp8"], "train with FP8 (the runtime has none)")
 case("train --model gpt3-175b --steps 1 --json out.json", ["gpt3-175b", "needs at least", "a rank has"],
      "one process with a model far beyond this machine's memory")
 case(f"{TRN} --tf32", ["--tf32"], "TF32 on the CPU")
+case(f"{TRN} --cuda-graph-scope attn", ["cuda_graph_scope"], "train with CUDA graphs (the runtime captures none)")
 case(f"{TRN} --bf16-weights cast", ["--bf16-weights", "--precision"], "--bf16-weights without bf16")
 case(f"{TRN} --json {os_dir}", ["--json"], "train --json a directory")
 case(f"{TRN} --json {FILE_AS_DIR}", ["--json"], "train --json under a file")

@@ -10,6 +10,7 @@
 #include "costmodel/estimate.h"
 #include "costmodel/host.h"
 #include "costmodel/presets.h"
+#include "costmodel/runtime_support.h"
 #include "costmodel/stack.h"
 #include "helpers.h"
 
@@ -144,4 +145,16 @@ TEST(HostOverhead, BadHostTablesAreRefusedNamingTheField) {
   EXPECT_NE(error_of([&] { stack_from_json(bad_cost); }).find("host.python_op_s"), std::string::npos);
   const nlohmann::json unknown = {{"name", "x"}, {"host", {{"pyton_op_s", 1e-6}}}};
   EXPECT_NE(error_of([&] { stack_from_json(unknown); }).find("pyton_op_s"), std::string::npos);
+}
+
+// The runtime captures no CUDA graphs: a plan that names some is priced but not trained, with
+// the same words in estimate's note and train's refusal (costmodel/runtime_support.h).
+TEST(HostOverhead, TheRuntimeRefusesCudaGraphs) {
+  ParallelPlan p = test::plan_of(1, 1, 2, 4);
+  p.cuda_graph_scope = {"attn"};
+  const ModelSpec m = load_model("tiny");
+  EXPECT_FALSE(runtime_runs(m, p));
+  EXPECT_NE(runtime_refusal(m, p, plan_schedule(p)).find("cuda_graph_scope"), std::string::npos);
+  p.cuda_graph_scope.clear();
+  EXPECT_TRUE(runtime_runs(m, p));
 }
