@@ -29,7 +29,7 @@ void each_block(H& h, F f) {
 
 // Host seconds of one block's pass: one launch when it runs as a graph (the replay, issued from
 // Python), else every kernel it issues.
-double block_s(const HostCosts& h, const HostOps& o, bool graphed, double local_experts) {
+double host_block_s(const HostCosts& h, const HostOps& o, bool graphed, double local_experts) {
   if (graphed) return o.python + o.per_expert > 0 ? h.python_op_s : 0.0;
   return o.python * h.python_op_s + o.per_expert * local_experts * h.launch_s;
 }
@@ -62,17 +62,19 @@ nlohmann::json to_json(const HostCosts& h) {
 }
 
 void check(const HostCosts& h, const std::string& stack) {
-  auto bad = [&](const std::string& field, double v, const char* allowed) {
-    throw InputError("stack '" + stack + "': host." + field + " = " + std::to_string(v) + " is invalid (" + allowed + ")");
+  auto at_least_zero = [&](const std::string& field, double v, const char* what) {
+    if (!(v >= 0) || !std::isfinite(v))
+      throw InputError("stack '" + stack + "': host." + field + " = " + std::to_string(v) + " is invalid (" + what +
+                       ", 0 or more)");
   };
-  if (!(h.python_op_s >= 0) || !std::isfinite(h.python_op_s)) bad("python_op_s", h.python_op_s, "seconds, 0 or more");
-  if (!(h.launch_s >= 0) || !std::isfinite(h.launch_s)) bad("launch_s", h.launch_s, "seconds, 0 or more");
+  at_least_zero("python_op_s", h.python_op_s, "seconds");
+  at_least_zero("launch_s", h.launch_s, "seconds");
   each_block(h, [&](const char* name, const HostOps& o) {
-    if (!(o.python >= 0) || !std::isfinite(o.python)) bad(std::string(name) + ".python", o.python, "a count, 0 or more");
-    if (!(o.per_expert >= 0) || !std::isfinite(o.per_expert)) bad(std::string(name) + ".per_expert", o.per_expert, "a count, 0 or more");
+    at_least_zero(std::string(name) + ".python", o.python, "a count");
+    at_least_zero(std::string(name) + ".per_expert", o.per_expert, "a count");
   });
-  if (!(h.fp8_quantize_per_expert_f >= 0)) bad("fp8_quantize_per_expert_f", h.fp8_quantize_per_expert_f, "a count, 0 or more");
-  if (!(h.fp8_quantize_per_expert_b >= 0)) bad("fp8_quantize_per_expert_b", h.fp8_quantize_per_expert_b, "a count, 0 or more");
+  at_least_zero("fp8_quantize_per_expert_f", h.fp8_quantize_per_expert_f, "a count");
+  at_least_zero("fp8_quantize_per_expert_b", h.fp8_quantize_per_expert_b, "a count");
 }
 
 HostLayer host_layer(const HostCosts& h, const CudaGraphScopes& g, double local_experts, bool fp8_per_expert) {
@@ -84,20 +86,21 @@ HostLayer host_layer(const HostCosts& h, const CudaGraphScopes& g, double local_
     experts_f.per_expert += h.fp8_quantize_per_expert_f;
     experts_b.per_expert += h.fp8_quantize_per_expert_b;
   }
-  const double attn_f = block_s(h, h.attn_f, g.attn, e), attn_b = block_s(h, h.attn_b, g.attn, e);
-  out.dense_f_s = attn_f + block_s(h, h.mlp_f, g.mlp, e);
-  out.dense_b_s = attn_b + block_s(h, h.mlp_b, g.mlp, e);
+  const double attn_f = host_block_s(h, h.attn_f, g.attn, e), attn_b = host_block_s(h, h.attn_b, g.attn, e);
+  out.dense_f_s = attn_f + host_block_s(h, h.mlp_f, g.mlp, e);
+  out.dense_b_s = attn_b + host_block_s(h, h.mlp_b, g.mlp, e);
   // A graphed MoE block (drop-and-pad) needs no counts on the host: it does not synchronise.
   if (g.moe) {
-    out.moe_head_f_s = attn_f + block_s(h, experts_f, true, e);
-    out.moe_b_s = attn_b + block_s(h, experts_b, true, e);
+    out.moe_head_f_s = attn_f + host_block_s(h, experts_f, true, e);
+    out.moe_b_s = attn_b + host_block_s(h, experts_b, true, e);
     return out;
   }
   out.synchronises = true;
-  out.moe_head_f_s = attn_f + block_s(h, h.router_f, g.moe_router, e) + block_s(h, h.preprocess_f, g.moe_preprocess, e);
-  out.moe_tail_f_s = block_s(h, experts_f, false, e);
-  out.moe_b_s = attn_b + block_s(h, h.router_b, g.moe_router, e) + block_s(h, h.preprocess_b, g.moe_preprocess, e) +
-                block_s(h, experts_b, false, e);
+  out.moe_head_f_s =
+      attn_f + host_block_s(h, h.router_f, g.moe_router, e) + host_block_s(h, h.preprocess_f, g.moe_preprocess, e);
+  out.moe_tail_f_s = host_block_s(h, experts_f, false, e);
+  out.moe_b_s = attn_b + host_block_s(h, h.router_b, g.moe_router, e) +
+                host_block_s(h, h.preprocess_b, g.moe_preprocess, e) + host_block_s(h, experts_b, false, e);
   return out;
 }
 

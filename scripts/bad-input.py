@@ -638,31 +638,23 @@ case("check-run {fx}/run.log --from {fx}/megatron.sh --cluster no-such", ["--clu
 case("check-run --from {fx}/megatron.sh --cluster local-cpu-2", ["log"], "no log")
 
 # ---------------------------------------------------------------- experiment
+def experiment_spec(metric="iteration_time", engine="eval", model="tiny"):
+    """An experiment spec (reproduce/spec.h) of one point and one series, with one field to spoil."""
+    return {"paper": "hanayo", "figure": "f", "title": "t", "metric": metric, "engine": engine,
+            "base": {"model": model, "cluster": "local-cpu-2", "plan": {"num_microbatches": 4}},
+            "x": {"label": "x", "points": [{"x": "1", "set": {}}]}, "series": [{"name": "s", "set": {}}]}
+
+
+PAPER_CSV = "figure,series,x,quantity,value,source,note\n"
 fixture("exp/bad-json/spec.json", "{ not json")
-fixture("exp/bad-json/paper.csv", "figure,series,x,quantity,value,source,note\n")
-fixture("exp/bad-metric/spec.json", {"paper": "hanayo", "figure": "f", "title": "t", "metric": "happiness",
-                                     "engine": "eval", "base": {"model": "tiny", "cluster": "local-cpu-2",
-                                                                "plan": {"num_microbatches": 4}},
-                                     "x": {"label": "x", "points": [{"x": "1", "set": {}}]},
-                                     "series": [{"name": "s", "set": {}}]})
-fixture("exp/bad-metric/paper.csv", "figure,series,x,quantity,value,source,note\n")
-fixture("exp/no-paper/spec.json", {"paper": "hanayo", "figure": "f", "title": "t", "metric": "iteration_time",
-                                   "engine": "eval", "base": {"model": "tiny", "cluster": "local-cpu-2",
-                                                              "plan": {"num_microbatches": 4}},
-                                   "x": {"label": "x", "points": [{"x": "1", "set": {}}]},
-                                     "series": [{"name": "s", "set": {}}]})
-fixture("exp/bad-engine/spec.json", {"paper": "hanayo", "figure": "f", "title": "t", "metric": "iteration_time",
-                                     "engine": "abacus", "base": {"model": "tiny", "cluster": "local-cpu-2",
-                                                                  "plan": {"num_microbatches": 4}},
-                                     "x": {"label": "x", "points": [{"x": "1", "set": {}}]},
-                                     "series": [{"name": "s", "set": {}}]})
-fixture("exp/bad-engine/paper.csv", "figure,series,x,quantity,value,source,note\n")
-fixture("exp/bad-model/spec.json", {"paper": "hanayo", "figure": "f", "title": "t", "metric": "iteration_time",
-                                    "engine": "eval", "base": {"model": "no-such-model", "cluster": "local-cpu-2",
-                                                               "plan": {"num_microbatches": 4}},
-                                    "x": {"label": "x", "points": [{"x": "1", "set": {}}]},
-                                     "series": [{"name": "s", "set": {}}]})
-fixture("exp/bad-model/paper.csv", "figure,series,x,quantity,value,source,note\n")
+fixture("exp/bad-json/paper.csv", PAPER_CSV)
+fixture("exp/bad-metric/spec.json", experiment_spec(metric="happiness"))
+fixture("exp/bad-metric/paper.csv", PAPER_CSV)
+fixture("exp/no-paper/spec.json", experiment_spec())
+fixture("exp/bad-engine/spec.json", experiment_spec(engine="abacus"))
+fixture("exp/bad-engine/paper.csv", PAPER_CSV)
+fixture("exp/bad-model/spec.json", experiment_spec(model="no-such-model"))
+fixture("exp/bad-model/paper.csv", PAPER_CSV)
 for name, names, what in [("bad-json", ["spec.json"], "a spec that is not JSON"),
                           ("bad-metric", ["metric", "happiness"], "an unknown metric"),
                           ("no-paper", ["paper.csv"], "no paper.csv"),
