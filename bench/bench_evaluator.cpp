@@ -6,7 +6,7 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/evaluator.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 
@@ -31,8 +31,8 @@ costmodel::CostTable costs_for(const schedules::Schedule& s, int p, int v) {
   plan.num_microbatches = s.num_microbatches;
   plan.schedule = s.name;
   if (v > 0) plan.schedule_params = {{"chunks", v}};
-  costmodel::ModelSpec m = costmodel::load_model("gpt3-175b");
-  costmodel::ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  costmodel::ModelSpec m = presets::load_model("gpt3-175b");
+  costmodel::ClusterSpec c = presets::load_cluster("h100-nvl-ib-64");
   c.nodes = 128;  // 1,024 GPUs
   return costmodel::analytic_cost_table(m, c, plan, s);
 }

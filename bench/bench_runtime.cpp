@@ -7,7 +7,7 @@
 #include <iostream>
 #include <string>
 
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "runtime/bench.h"
 
 using namespace stagecraft;
@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     std::_Exit(0);
   }
   runtime::OverheadOptions o;
-  o.model = costmodel::load_model(argc > 1 ? argv[1] : "tiny");
+  o.model = presets::load_model(argc > 1 ? argv[1] : "tiny");
   if (argc > 2) o.microbatches = std::atoi(argv[2]);
   if (argc > 3) o.microbatch_size = std::atoi(argv[3]);
   if (argc > 4) o.steps = std::atoi(argv[4]);

@@ -6,7 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "sim/simulate.h"
 
 namespace {
@@ -15,7 +15,7 @@ using namespace stagecraft;
 
 void run(benchmark::State& state, int dp, int pp, int microbatches, int nodes, int iterations, sim::TpComm tp_comm,
          bool aggregate_tp = true) {
-  costmodel::ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  costmodel::ClusterSpec c = presets::load_cluster("h100-nvl-ib-64");
   c.nodes = nodes;
   costmodel::ParallelPlan p;
   p.dp = dp;
@@ -24,7 +24,7 @@ void run(benchmark::State& state, int dp, int pp, int microbatches, int nodes, i
   p.num_microbatches = microbatches;
   p.schedule = "1f1b";
   p.recompute = costmodel::RecomputePolicy::Full;
-  auto e = costmodel::estimate(costmodel::load_model("gpt3-175b"), c, p);
+  auto e = costmodel::estimate(presets::load_model("gpt3-175b"), c, p);
   sim::SimOptions o;
   o.iterations = iterations;
   o.tp_comm = tp_comm;

@@ -13,7 +13,7 @@
 #include "costmodel/flops.h"
 #include "costmodel/fold3d_model.h"
 #include "costmodel/gpus.h"
-#include "costmodel/runtime_support.h"
+#include "runtime/support/rules.h"
 #include "drawing/svg.h"
 #include "drawing/trace.h"
 #include "schedules/error.h"
@@ -228,8 +228,8 @@ void run_estimate(const EstimateOpts& o) {
     to.title = e.model.name + " on " + e.cluster.name + ", " + e.schedule.name;
     write_file_atomic(o.trace, drawing::chrome_trace(e.schedule, e.eval, to).dump() + "\n");
   }
-  // What `train` says of this plan (costmodel/runtime_support.h); a graph model is not the runtime's.
-  const std::string runtime_note = in.graph ? "" : costmodel::runtime_refusal(e.model, e.plan, e.schedule);
+  // What `train` says of this plan (runtime/support/rules.h); a graph model is not the runtime's.
+  const std::string runtime_note = in.graph ? "" : runtime::runtime_refusal(e.model, e.plan, e.schedule);
   const bool aiao = e.schedule.name == "fold3d-aiao" && !in.graph;  // the closed forms need the model's layers
   const costmodel::fold3d::Model f = aiao ? costmodel::fold3d::model_of(e) : costmodel::fold3d::Model{};
   const int paper_ns = aiao ? costmodel::fold3d::paper_segments(f, costmodel::fold3d_max_segments(e.model, e.plan)) : 0;

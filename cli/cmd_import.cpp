@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "configs/import.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "schedules/error.h"
 
 namespace stagecraft::cli {
@@ -34,7 +34,7 @@ std::string plan_line(const configs::Imported& in) {
 // {"extends": preset, "nodes": n} for the file's world on `preset`'s nodes; InputError when the
 // world does not fill whole nodes.
 nlohmann::json cluster_guess(const configs::Imported& in, const std::string& preset) {
-  costmodel::ClusterSpec c = costmodel::load_cluster(preset);
+  costmodel::ClusterSpec c = presets::load_cluster(preset);
   const int world = in.has_plan ? in.plan.num_gpus() : in.world_size;
   if (world < 1) throw InputError("--out-cluster: the file implies no world size (give --gpus)");
   if (world > c.gpus_per_node && world % c.gpus_per_node != 0)

@@ -5,7 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "graphs/model_graph.h"
 #include "graphs/partition.h"
 #include "schedules/json_read.h"
@@ -50,7 +50,7 @@ graphs::Graph load(const PartitionOpts& o) {
     if (j.is_object() && j.contains("format") && j["format"] == "stagecraft-graph") return graphs::from_json(j, "graph '" + o.model + "'");
   }
   if (o.microbatch_size < 1) throw InputError("--microbatch-size = " + std::to_string(o.microbatch_size) + " is invalid (at least 1)");
-  return graphs::model_graph(costmodel::load_model(o.model), o.microbatch_size);
+  return graphs::model_graph(presets::load_model(o.model), o.microbatch_size);
 }
 
 std::string span(const graphs::Graph& g, const graphs::Subgraph& s) {
@@ -73,7 +73,7 @@ void run(const PartitionOpts& o) {
   graphs::PartitionOptions po;
   po.stages = o.pp;
   po.full_recompute = o.recompute == "full";
-  if (!o.cluster.empty()) cl = costmodel::load_cluster(o.cluster), po.cluster = &cl;
+  if (!o.cluster.empty()) cl = presets::load_cluster(o.cluster), po.cluster = &cl;
   const graphs::Partition p = graphs::partition(sh, po);
   if (!o.graph_out.empty()) write_file_atomic(o.graph_out, graphs::to_json(g).dump(1) + "\n");
   if (o.json) {

@@ -13,7 +13,7 @@
 #include "cli/plan_whatif.h"
 #include "cli/progress.h"
 #include "configs/emit.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/profile.h"
 #include "stats/stats.h"
 #include "graphs/plan.h"
@@ -584,7 +584,7 @@ std::optional<costmodel::ModelSpec> plan_from(PlanCmdFlags& f, costmodel::Cluste
 void run(const PlanCmdFlags& flags) {
   PlanCmdFlags f = flags;
   if (!f.out.empty()) check_output_file("--out", f.out);
-  costmodel::ClusterSpec c = costmodel::load_cluster(f.cluster);
+  costmodel::ClusterSpec c = presets::load_cluster(f.cluster);
   const std::optional<costmodel::ModelSpec> from_model = plan_from(f, c);
   const std::optional<graphs::Graph> graph = graph_arg(f.model);
   if (graph && !f.verify.empty()) throw InputError("--verify with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
@@ -593,7 +593,7 @@ void run(const PlanCmdFlags& flags) {
   if (graph && f.layer_tp) throw InputError("--layer-tp with a graph model (--model " + f.model + ") is not supported (allowed: absent)");
   if (graph) refuse_model_flags_for_graph(f.model, f.model_flags);
   if (f.model.empty() && !from_model) throw InputError("--model is required (a preset, a model JSON file, or give --from FILE)");
-  costmodel::ModelSpec m = graph ? graphs::plan_model_of(*graph) : f.model.empty() ? *from_model : costmodel::load_model(f.model);
+  costmodel::ModelSpec m = graph ? graphs::plan_model_of(*graph) : f.model.empty() ? *from_model : presets::load_model(f.model);
   if (!graph) apply_model_flags(m, f.model_flags);
   apply_memory_margin(c, f.memory_margin);
   apply_nodes(c, f.nodes);
@@ -758,7 +758,7 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--profile", f->profile, "profile JSON from `stagecraft profile`: every plan priced with measured costs (as estimate)");
   c->add_flag("--for-runtime", f->for_runtime,
               "search only plans `stagecraft train` runs (no FP8 or te overlap; FSDP without a split backward, "
-              "context parallelism without experts; costmodel/runtime_support.h), for `train --plan`");
+              "context parallelism without experts; runtime/support/rules.h), for `train --plan`");
   c->add_flag("--quiet", f->quiet, "no progress lines (elapsed, estimated remaining) on standard error");
   c->add_flag("--layer-tp", f->layer_tp, "Oases' per-layer tensor-parallel degrees (ILP, CBC) for the top plans with pp = 1 and tp >= 2");
   c->callback([f] { run(*f); });

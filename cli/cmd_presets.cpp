@@ -6,8 +6,9 @@
 #include "cli/common.h"
 #include "costmodel/flops.h"
 #include "costmodel/gpus.h"
-#include "costmodel/presets.h"
 #include "costmodel/stack.h"
+#include "presets/catalog.h"
+#include "presets/load.h"
 #include "schedules/error.h"
 
 namespace stagecraft::cli {
@@ -20,10 +21,10 @@ struct PresetsOpts {
 };
 
 // One catalog GPU field by field: its value, its source and, where it is assumed rather than
-// measured, what is assumed (costmodel/presets/gpus/NAME.json).
+// measured, what is assumed (presets/gpus/NAME.json).
 void show_gpu(const std::string& name) {
   const nlohmann::json g = costmodel::gpu_entry(name, "--show");
-  std::cout << "GPU " << name << " (costmodel/presets/gpus/" << name << ".json)\n";
+  std::cout << "GPU " << name << " (presets/gpus/" << name << ".json)\n";
   const nlohmann::json none = nlohmann::json::object();
   const nlohmann::json& src = g.contains("sources") ? g.at("sources") : none;
   const nlohmann::json& assumed = g.contains("assumed") ? g.at("assumed") : none;
@@ -34,17 +35,16 @@ void show_gpu(const std::string& name) {
     if (src.contains(f)) std::cout << wrap_text("source: " + src.at(f).get<std::string>(), 90, "      ") << "\n";
     if (assumed.contains(f)) std::cout << wrap_text("ASSUMED: " + assumed.at(f).get<std::string>(), 90, "      ") << "\n";
   }
-  // The attention-kernel rates per stack (costmodel/presets/stacks): measured points on this GPU,
+  // The attention-kernel rates per stack (presets/stacks): measured points on this GPU,
   // or the stack's other GPUs' shares of their peak, which the estimate then notes as assumed.
   const std::string gpu_name = g.value("gpu_name", "");
   std::string rates;
-  for (const auto& e : costmodel::preset_entries()) {
-    if (e.kind != "stack") continue;
-    const costmodel::KernelStack& k = costmodel::load_stack(e.name);
+  for (const std::string& name : presets::names("stack")) {
+    const costmodel::KernelStack& k = costmodel::load_stack(name);
     if (k.flash.empty()) continue;
     long n = 0;
     for (const costmodel::FlashPoint& p : k.flash) n += gpu_name.find(p.gpu) != std::string::npos;
-    rates += (rates.empty() ? "" : "; ") + e.name + " (" + k.flash_kernel + "): " +
+    rates += (rates.empty() ? "" : "; ") + name + " (" + k.flash_kernel + "): " +
              (n > 0 ? std::to_string(n) + " measured points" : "none here, ASSUMED at its other GPUs' share of peak");
   }
   if (!rates.empty()) std::cout << wrap_text("attention-kernel rates per stack: " + rates, 96, "  ") << "\n";
@@ -54,8 +54,9 @@ void show_gpu(const std::string& name) {
 
 void run(const PresetsOpts& o) {
   using namespace costmodel;
+  using namespace presets;
   if (!o.show.empty()) {
-    for (const auto& e : preset_entries())
+    for (const auto& e : entries())
       if (e.name == o.show) {
         if (e.kind == "gpu") return show_gpu(e.name);
         std::cout << e.json;

@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "costmodel/estimate.h"
-#include "costmodel/runtime_support.h"
+#include "runtime/support/rules.h"
 #include "schedules/error.h"
 #include "schedules/json_read.h"
 #include "sim/simulate.h"
@@ -126,7 +126,7 @@ void print_whatif(const sim::WhatIf& w, const sim::WhatIfResult& r) {
 
 double max_of(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 
-// `refusal`: why `train` would not run the plan (costmodel::runtime_refusal), empty when it would.
+// `refusal`: why `train` would not run the plan (runtime::runtime_refusal), empty when it would.
 void print_simulation(const costmodel::Estimate& ev, const costmodel::Estimate& e, const sim::SimResult& r,
                       const sim::SimOptions& so, const std::string& refusal) {
   const auto& p = e.plan;
@@ -222,7 +222,7 @@ void run_simulate(const SimulateOpts& o) {
     if (!w.empty()) j["whatif"] = {{"spec", sim::to_json(w)}, {"result", sim::to_json(wr)}};
     std::cout << j.dump(2) << "\n";
   } else {
-    print_simulation(ev, e, r, so, in.graph ? "" : costmodel::runtime_refusal(e.model, e.plan, e.schedule));
+    print_simulation(ev, e, r, so, in.graph ? "" : runtime::runtime_refusal(e.model, e.plan, e.schedule));
     if (!w.empty()) print_whatif(w, wr);
   }
 }

@@ -13,7 +13,7 @@
 
 #include "configs/import.h"
 #include "costmodel/gpus.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/stack.h"
 #include "graphs/estimate.h"
 #include "schedules/registry.h"
@@ -317,7 +317,7 @@ namespace {
 // What the --plan file names for `key` ("model", "cluster") when the flag is not given; InputError
 // naming the flag when neither says.
 nlohmann::json plan_input(const PlanFlags& f, const std::string& key) {
-  const nlohmann::json v = f.plan_file.empty() ? nlohmann::json(nullptr) : costmodel::plan_file_input(f.plan_file, key);
+  const nlohmann::json v = f.plan_file.empty() ? nlohmann::json(nullptr) : presets::plan_file_input(f.plan_file, key);
   if (v.is_null())
     throw InputError("--" + key + " is required (a preset name or a JSON file; or a --plan file written by `plan --out`, which " +
                      "names its " + key + ")" + (f.plan_file.empty() ? "" : "; plan file '" + f.plan_file + "' names none"));
@@ -328,10 +328,10 @@ nlohmann::json plan_input(const PlanFlags& f, const std::string& key) {
 costmodel::ModelSpec load_model_flags(const PlanFlags& f) {
   costmodel::ModelSpec m;
   if (!f.model.empty()) {
-    m = costmodel::load_model(f.model);
+    m = presets::load_model(f.model);
   } else {
     const nlohmann::json v = plan_input(f, "model");
-    m = v.is_string() ? costmodel::load_model(v.get<std::string>()) : costmodel::model_from_json(v);
+    m = v.is_string() ? presets::load_model(v.get<std::string>()) : costmodel::model_from_json(v);
   }
   apply_model_flags(m, f.model_flags);
   return m;
@@ -387,10 +387,10 @@ Inputs resolve(const PlanFlags& given) {
   in.graph = graph_arg(f.model);
   if (in.graph) refuse_model_flags_for_graph(f.model, f.model_flags);
   if (!f.cluster.empty()) {
-    in.cluster = costmodel::load_cluster(f.cluster);
+    in.cluster = presets::load_cluster(f.cluster);
   } else {
     const nlohmann::json v = plan_input(f, "cluster");
-    in.cluster = v.is_string() ? costmodel::load_cluster(v.get<std::string>()) : costmodel::cluster_from_json(v);
+    in.cluster = v.is_string() ? presets::load_cluster(v.get<std::string>()) : costmodel::cluster_from_json(v);
   }
   if (!f.gpu_calibration.empty())
     costmodel::apply_gpu_calibration(in.cluster, schedules::read_json_file(f.gpu_calibration, "--gpu-calibration"),
@@ -434,7 +434,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   costmodel::ParallelPlan p;
   p.num_microbatches = 0;
   if (f.from_plan) p = *f.from_plan;
-  else if (!f.plan_file.empty()) p = costmodel::load_plan_file(f.plan_file);
+  else if (!f.plan_file.empty()) p = presets::load_plan_file(f.plan_file);
   if (f.tp) p.tp = *f.tp;
   if (f.pp) p.pp = *f.pp;
   if (f.cp) p.cp = *f.cp;
@@ -486,6 +486,7 @@ costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::st
   costmodel::check(p);
   costmodel::check_tp_overlap(p);
   costmodel::check_tp_overlap_applies(p);
+  costmodel::check_sequence_parallel_applies(p);
   return p;
 }
 

@@ -49,7 +49,7 @@ struct PlanFlags {
   std::string hf_config;          // a Hugging Face config.json: the model of a --from file that has none
   std::string model;              // preset name or JSON file (default with --from: the file's model)
   ModelFlags model_flags;         // --attention-kernel, --no-dropout, --fp8, --seq-length
-  std::string stack;              // kernel set (costmodel/presets/stacks; default: the plan's, else megatron-lm)
+  std::string stack;              // kernel set (presets/stacks; default: the plan's, else megatron-lm)
   bool overlap_param_gather = false;  // the distributed optimizer's gather behind the next forward
   bool fp8_param_gather = false;      // FP8 compute weights only, gathered in FP8 (plan.fp8_param_gather)
   std::string cluster;            // preset name or JSON file

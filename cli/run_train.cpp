@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "cli/runtime_commands.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "runtime/train.h"
 #include "schedules/error.h"
 
@@ -67,7 +67,7 @@ int run_train(const TrainFlags& given, const std::vector<std::string>& argv) {
   // A plan file, no --nproc and no launcher's environment (torchrun, srun, mpirun): one local rank
   // per rank of the plan, so that `plan --out p.json` then `train --plan p.json` trains as written.
   if (f.nproc == 0 && !f.plan.plan_file.empty() && !runtime::launched_locally() && !runtime::world_from_environment()) {
-    const costmodel::ParallelPlan p = costmodel::load_plan_file(f.plan.plan_file);
+    const costmodel::ParallelPlan p = presets::load_plan_file(f.plan.plan_file);
     const bool ranks_overridden = f.plan.dp || f.plan.tp || f.plan.pp || f.plan.cp;
     if (!ranks_overridden && p.num_gpus() > 1) f.nproc = p.num_gpus();
   }

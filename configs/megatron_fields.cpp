@@ -27,7 +27,12 @@ void read_degrees(FlagReader& r, Imported& in) {
                        r.name("tensor-model-parallel-size") + " = " + s(p.tp) + " is not modelled (allowed: 1, or tp)");
     p.etp = *etp == p.tp ? 0 : 1;
   }
-  if (r.boolean("sequence-parallel", "sequence_parallel").value_or(false)) p.sequence_parallel = true;
+  if (r.boolean("sequence-parallel", "sequence_parallel").value_or(false)) {
+    // Megatron-LM turns it off at tp 1 with a warning (megatron/training/arguments.py,
+    // "Disabling sequence parallelism because tensor model parallelism is disabled").
+    if (p.tp > 1) p.sequence_parallel = true;
+    else in.report.assume(r.name("sequence-parallel"), "true", "off: tp = 1, as Megatron-LM turns it off");
+  }
   if (r.boolean("use-tp-pp-dp-mapping", "rank_order tp-pp-dp").value_or(false)) p.rank_order = "tp-pp-dp";
   p.microbatch_size = r.count("micro-batch-size", "microbatch_size", 1);
   if (r.has("global-batch-size")) in.global_batch = r.count("global-batch-size", "num_microbatches = global batch / (micro batch * dp)", 1);

@@ -9,7 +9,7 @@
 #include "configs/flag_reader.h"
 #include "configs/import.h"
 #include "configs/toml.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
 
@@ -41,7 +41,7 @@ ModelSpec read_model(FlagReader& r, const ImportOptions& o) {
     throw InputError(r.where() + ": model.name = '" + name + "', model.flavor = '" + flavor +
                      "' is not a known model (allowed: llama3 8B, 70B, 405B; deepseek_v3 671B; qwen3 30B-A3B; or give --hf-config)");
   r.report().map("model", name + " " + flavor, "preset " + preset);
-  return costmodel::load_model(preset);
+  return presets::load_model(preset);
 }
 
 void read_precision(FlagReader& r, ModelSpec& m) {

@@ -4,13 +4,22 @@
 
 namespace stagecraft::costmodel {
 
-CpLayer cp_layer(const ModelSpec& m, int bb, int t, int cp, double core_f_s, double core_i_s, const Link& ring) {
+CpRingWork cp_ring_work(const ModelSpec& m, int bb, int t, int cp) {
+  CpRingWork w;
+  if (cp < 2) return w;
+  w.exchanges_f = 2 * (cp - 1);
+  w.exchanges_b = 4 * (cp - 1);
+  w.chunk_bytes = bb * cp_rank_tokens(m, cp) * kv_hidden_size(m) / t * m.bytes_per_activation;
+  return w;
+}
+
+CpLayer cp_layer(const CpRingWork& w, int cp, double core_f_s, double core_i_s, const Link& ring) {
   CpLayer c;
   if (cp < 2) return c;
   const double steps = cp - 1;
-  c.exchanges_f = 2 * (cp - 1);
-  c.exchanges_b = 4 * (cp - 1);
-  c.chunk_bytes = bb * cp_rank_tokens(m, cp) * kv_hidden_size(m) / t * m.bytes_per_activation;
+  c.exchanges_f = w.exchanges_f;
+  c.exchanges_b = w.exchanges_b;
+  c.chunk_bytes = w.chunk_bytes;
   c.step_f_s = p2p_s(2 * c.chunk_bytes, ring);
   c.step_b_s = p2p_s(4 * c.chunk_bytes, ring);
   c.exposed_f_s = steps * std::max(0.0, c.step_f_s - core_f_s / cp);

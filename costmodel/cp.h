@@ -13,7 +13,17 @@
 
 namespace stagecraft::costmodel {
 
-// One layer's ring on one rank, per sub-batch of bb samples.
+// What one layer's ring moves on one rank, per sub-batch of bb samples: the workload's part
+// (plan_workload.h StageWorkload::cp_ring), priced by cp_layer.
+struct CpRingWork {
+  int exchanges_f = 0;      // key/value chunks sent in one forward: K and V, cp - 1 steps: 2(cp - 1)
+  int exchanges_b = 0;      // in one backward: K, V and their gradients: 4(cp - 1)
+  double chunk_bytes = 0;   // (bb, s/cp, h_kv/t) one chunk of K (or V), 16-bit
+};
+// Nothing at cp < 2.
+CpRingWork cp_ring_work(const ModelSpec& m, int bb, int t, int cp);
+
+// One layer's ring on one rank, per sub-batch of bb samples: its work and its times.
 struct CpLayer {
   int exchanges_f = 0;      // key/value chunks sent in one forward: K and V, cp - 1 steps: 2(cp - 1)
   int exchanges_b = 0;      // in one backward: K, V and their gradients: 4(cp - 1)
@@ -25,9 +35,10 @@ struct CpLayer {
   double exposed_b_s = 0;   // to its backward (core_i_s / cp)
 };
 
-// `core_f_s` and `core_i_s`: the core's whole forward and input-gradient time on the rank (all
-// cp chunks); `ring`: the link between ring neighbours (Topology::group_link(kCp)).
-CpLayer cp_layer(const ModelSpec& m, int bb, int t, int cp, double core_f_s, double core_i_s, const Link& ring);
+// The ring's work priced: `core_f_s` and `core_i_s`, the core's whole forward and input-gradient
+// time on the rank (all cp chunks); `ring`: the link between ring neighbours
+// (Topology::group_link(kCp)).
+CpLayer cp_layer(const CpRingWork& w, int cp, double core_f_s, double core_i_s, const Link& ring);
 
 nlohmann::json to_json(const CpLayer& c);
 

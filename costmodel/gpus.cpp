@@ -5,7 +5,7 @@
 #include <tuple>
 
 #include "costmodel/json_reader.h"
-#include "costmodel/presets.h"
+#include "presets/catalog.h"
 #include "schedules/error.h"
 #include "schedules/json_read.h"
 
@@ -20,19 +20,12 @@ const std::vector<std::string>& gpu_fields() {
   return f;
 }
 
-std::vector<std::string> gpu_preset_names() {
-  std::vector<std::string> out;
-  for (const auto& e : preset_entries())
-    if (e.kind == "gpu") out.push_back(e.name);
-  return out;
-}
+std::vector<std::string> gpu_preset_names() { return presets::names("gpu"); }
 
 nlohmann::json gpu_entry(const std::string& name, const std::string& field) {
-  for (const auto& e : preset_entries())
-    if (e.kind == "gpu" && e.name == name) return schedules::parse_json(e.json, "GPU preset " + name);
-  std::string names;
-  for (const auto& n : gpu_preset_names()) names += (names.empty() ? "" : ", ") + n;
-  throw InputError(field + " = \"" + name + "\" is not a catalog GPU (allowed: " + names + "; `stagecraft presets` lists them)");
+  if (const presets::Entry* e = presets::find("gpu", name)) return schedules::parse_json(e->json, "GPU preset " + name);
+  throw InputError(field + " = \"" + name + "\" is not a catalog GPU (allowed: " + presets::joined(gpu_preset_names()) +
+                   "; `stagecraft presets` lists them)");
 }
 
 nlohmann::json apply_gpu(const nlohmann::json& cluster) {

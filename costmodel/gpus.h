@@ -1,4 +1,4 @@
-// The GPU catalog: one JSON file per GPU under costmodel/presets/gpus/ (peaks per precision,
+// The GPU catalog: one JSON file per GPU under presets/gpus/ (peaks per precision,
 // memory, SMs, tiles, GEMM and memory efficiencies, clocks and the named clock calibration),
 // each figure with its public source and the figures that are assumed rather than measured.
 // A cluster names its GPU ("gpu": "h100-sxm") and states only the fields that truly differ;

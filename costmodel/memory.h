@@ -121,7 +121,7 @@ double static_bytes_per_param(const ModelSpec& m, int zero = 0, int dp = 1);
 // holding the most parameters holds at least the average over the pp ranks of one pipeline (every
 // layer, the embedding and the head, tp-split as above) times the static bytes per parameter of
 // the plan's ZeRO stage (static_bytes_per_param), exactly as the cost table counts static memory.
-// Activations only add to it. The planner prunes by it; `train` refuses by it (runtime_support.h).
+// Activations only add to it. The planner prunes by it; `train` refuses by it (runtime/support/rules.h).
 double static_lower_bound_bytes(const ModelSpec& m, const ParallelPlan& p);
 // FP8 (ModelSpec::fp8): each linear weight of the transformer layers also has its FP8 copies,
 // made once per step and kept across the microbatches (Transformer Engine's weight cache,

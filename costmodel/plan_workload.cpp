@@ -115,6 +115,7 @@ StageWorkload stage_workload(const PlanWorkload& pw, const Schedule& s, int st, 
   w.tp_collectives_per_pass = t > 1 ? 2 * w.layers * w.sub_batches : 0;
   w.boundary_bytes = memory::boundary_message_bytes(ms, p.microbatch_size, t, p.sequence_parallel);
   if (w.moe_layers > 0) w.moe = moe_dispatch_work(ms, bb, t, p.ep, et, ep_path, p.moe_dispatcher);
+  w.cp_ring = cp_ring_work(m, bb, t, p.cp);
   set_parameters(w, m, p, et);
   set_activation_bytes(w, ms, p, et);
   return w;
@@ -179,6 +180,9 @@ nlohmann::json stage_json(const StageWorkload& w) {
           {"moe_collectives_forward", w.moe.collectives_f},
           {"moe_collectives_backward", w.moe.collectives_b},
           {"moe_tp_gather_bytes", w.moe.tp_gather_bytes},
+          {"cp_ring_chunk_bytes", w.cp_ring.chunk_bytes},
+          {"cp_ring_exchanges_forward", w.cp_ring.exchanges_f},
+          {"cp_ring_exchanges_backward", w.cp_ring.exchanges_b},
           {"params", w.params},
           {"expert_params", w.expert_params},
           {"grad_bytes", w.grad_bytes},

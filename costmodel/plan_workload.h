@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/costs.h"
+#include "costmodel/cp.h"
 #include "costmodel/moe.h"
 #include "costmodel/specs.h"
 #include "costmodel/workload.h"
@@ -41,6 +42,7 @@ struct StageWorkload {
   int tp_collectives_per_pass = 0; // of them in one F (and one I), every sub-batch: 2 per layer
   double boundary_bytes = 0; // (b, s/cp, h[/t with sp]) the activation sent on (its gradient back)
   MoeDispatchWork moe;       // one MoE layer's dispatch and combine, one sub-batch (moe.h)
+  CpRingWork cp_ring;        // one layer's key/value ring, one sub-batch (cp.h); none at cp 1
   double params = 0;         // one GPU's parameters of the stage, its ends' and routed experts' included
   double expert_params = 0;  // of them, the routed experts' (sharded over the expert-dp group)
   double linear_params = 0;  // the linear weights with an FP8 copy (ModelSpec::fp8; else 0)

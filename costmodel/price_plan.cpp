@@ -197,7 +197,7 @@ std::array<PassKinds, 2> price_analytic_compute(Pricing& pr, StageCost& sc, cons
   std::tie(ic.mlp_f_s, ic.mlp_i_s, ic.mlp_w_s, ic.mlp_r_s) = std::tie(lt.mlp_f_s, lt.mlp_i_s, lt.mlp_w_s, lt.mlp_f_s);
   std::tie(ic.head_f_s, ic.head_i_s, ic.head_w_s) = std::make_tuple(heads * lt.head_f_s, heads * lt.head_i_s, heads * lt.head_w_s);
   if (p.cp > 1) {
-    sc.cp = cp_layer(pr.w.model, w.sub_batch_samples, p.tp, p.cp, block_s(lw.core.f, lw, pr.c, pr.stack, &pr.notes),
+    sc.cp = cp_layer(w.cp_ring, p.cp, block_s(lw.core.f, lw, pr.c, pr.stack, &pr.notes),
                      block_s(lw.core.i, lw, pr.c, pr.stack, &pr.notes), pr.topo.group_link(kCp));
     ic.attn_f_s += sc.cp.exposed_f_s;
     ic.attn_r_s += sc.cp.exposed_f_s;

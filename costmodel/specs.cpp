@@ -939,6 +939,13 @@ void check_tp_overlap_applies(const ParallelPlan& p) {
           "too; allowed: --tp-overlap blocking, or --tp above 1");
 }
 
+void check_sequence_parallel_applies(const ParallelPlan& p) {
+  if (p.sequence_parallel && p.tp == 1)
+    bad("plan", "sequence_parallel", "true with tp = 1",
+        "it splits the tensor-parallel group's activations along the sequence, and tp = 1 has no group; Megatron-LM "
+        "turns it off at tp 1; allowed: --tp above 1, or no --sequence-parallel");
+}
+
 void set_nodes(ClusterSpec& c, int nodes, const std::string& field) {
   if (nodes < 1) throw InputError(field + " = " + std::to_string(nodes) + " is invalid (must be at least 1)");
   if (nodes == c.nodes) return;

@@ -1,6 +1,6 @@
 // The three inputs of every estimate: the model, the cluster and the parallel plan. Each has
 // JSON in and out (units in every field name) and a check that names the bad field, its value
-// and what is allowed. Presets live as JSON files under costmodel/presets/.
+// and what is allowed. Presets live as JSON files under presets/.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -125,7 +125,7 @@ struct ClusterSpec {
                                         // what the job uses, node_gpus and node_nics what is installed
   int node_gpus = 0;                    // GPUs installed per node when gpus_used_per_node > 0, else 0
   int node_nics = 0;                    // NICs installed per node when gpus_used_per_node > 0, else 0
-  std::string gpu;                      // the catalog GPU it names (costmodel/presets/gpus/); "" when
+  std::string gpu;                      // the catalog GPU it names (presets/gpus/); "" when
                                         // the cluster states every GPU field itself
   std::string gpu_name;
   double gpu_peak_flops_per_s = 0;      // dense 16-bit tensor peak of one GPU
@@ -321,7 +321,7 @@ struct ParallelPlan {
                                      // master and the all-gather moves FP8 (Megatron-Core
                                      // --fp8-param-gather; Megatron-Bridge's current-scaling and MXFP8
                                      // recipes set it). Zero 3 always gathers FP8 (costmodel/fsdp.h)
-  std::string stack = "megatron-lm"; // the kernel set that runs the plan (stack.h, costmodel/presets/stacks)
+  std::string stack = "megatron-lm"; // the kernel set that runs the plan (stack.h, presets/stacks)
   int zero = 0;                      // distributed optimizer over the dp group: 0 none, 1 optimizer
                                      // states sharded (ZeRO-1, Megatron's --use-distributed-optimizer),
                                      // 2 gradients sharded too (ZeRO-2), 3 parameters as well, each
@@ -464,6 +464,10 @@ bool tp_overlap_applies(schedules::TpOverlap mode, int tp);
 // InputError naming plan.tp_overlap (or stage_tp_overlap[i]) and the mode when it does not apply
 // at p.tp. The CLI's plans (estimate, compare, simulate, check-run, train) go through it.
 void check_tp_overlap_applies(const ParallelPlan& p);
+// InputError naming plan.sequence_parallel when it is set at tp = 1: it splits the tensor-parallel
+// group's activations along the sequence, and tp = 1 has no group (Megatron-LM turns it off there;
+// its importer does the same). The CLI's plans go through it, as through check_tp_overlap_applies.
+void check_sequence_parallel_applies(const ParallelPlan& p);
 // Experts (ModelSpec::num_experts) and the plan: ep divides E, tp divides the experts' width and
 // runs with sequence parallelism and blocking collectives, no zero 3; ep = 1 without experts.
 // Part of check_fit.

@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "costmodel/json_reader.h"
-#include "costmodel/presets.h"
+#include "presets/catalog.h"
 #include "schedules/error.h"
 #include "schedules/json_read.h"
 
@@ -196,26 +196,19 @@ void check(const KernelStack& k) {
   check(k.host, k.name);
 }
 
-std::vector<std::string> stack_preset_names() {
-  std::vector<std::string> out;
-  for (const auto& e : preset_entries())
-    if (e.kind == "stack") out.push_back(e.name);
-  return out;
-}
+std::vector<std::string> stack_preset_names() { return presets::names("stack"); }
 
 const KernelStack& load_stack(const std::string& name) {
   static std::recursive_mutex mu;  // a stack that extends another loads it under the same lock
   static std::map<std::string, KernelStack> cache;
   std::lock_guard<std::recursive_mutex> lock(mu);
   if (auto it = cache.find(name); it != cache.end()) return it->second;
-  for (const auto& e : preset_entries())
-    if (e.kind == "stack" && e.name == name)
-      return cache.emplace(name, stack_from_json(schedules::parse_json(e.json, "stack preset " + name))).first->second;
+  if (const presets::Entry* e = presets::find("stack", name))
+    return cache.emplace(name, stack_from_json(schedules::parse_json(e->json, "stack preset " + name))).first->second;
   if (name.size() > 5 && name.substr(name.size() - 5) == ".json")
     return cache.emplace(name, stack_from_json(schedules::read_json_file(name, "stack file"))).first->second;
-  std::string names;
-  for (const auto& n : stack_preset_names()) names += (names.empty() ? "" : ", ") + n;
-  throw InputError("stack '" + name + "' is not a preset (presets: " + names + ") nor a .json file");
+  throw InputError("stack '" + name + "' is not a preset (presets: " + presets::joined(stack_preset_names()) +
+                   ") nor a .json file");
 }
 
 }  // namespace stagecraft::costmodel

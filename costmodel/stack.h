@@ -1,5 +1,5 @@
 // The software stack a plan runs on: which kernels compute a transformer layer, as data (a
-// named kernel set under costmodel/presets/stacks/, each figure with its source). The same
+// named kernel set under presets/stacks/, each figure with its source). The same
 // model and plan run on different stacks at different speeds: eager PyTorch launches one
 // kernel per elementwise operation, Megatron-LM fuses softmax, bias-GeLU and bias-dropout-add,
 // Megatron-Core with Transformer Engine also runs the attention core as one flash kernel.
@@ -99,7 +99,7 @@ nlohmann::json to_json(const KernelStack& k);
 KernelStack stack_from_json(const nlohmann::json& j);  // InputError naming "stack.<field>"
 void check(const KernelStack& k);
 
-// A preset name (costmodel/presets/stacks/) or a .json file; cached by name.
+// A preset name (presets/stacks/) or a .json file; cached by name.
 const KernelStack& load_stack(const std::string& name_or_path);
 std::vector<std::string> stack_preset_names();
 // The default: Megatron-LM as the A100-era papers ran it (fused softmax, bias-GeLU and

@@ -4,7 +4,7 @@
 
 #include "costmodel/memory_walk.h"
 #include "costmodel/plan_workload.h"
-#include "costmodel/runtime_support.h"
+#include "runtime/support/rules.h"
 #include "planner/balance.h"
 #include "planner/bounds.h"
 #include "schedules/error.h"
@@ -89,7 +89,7 @@ struct PointWorker::Priced {
 PointWorker::Priced PointWorker::price_only(const ModelSpec& model, const ParallelPlan& q) {
   costmodel::check(q);
   if (ctx_.space->for_runtime)
-    if (const std::string why = costmodel::runtime_refusal(model, q, costmodel::plan_schedule(q)); !why.empty())
+    if (const std::string why = runtime::runtime_refusal(model, q, costmodel::plan_schedule(q)); !why.empty())
       throw InputError(why);
   costmodel::check_fit(model, ctx_.cluster, q);
   costmodel::EstimateOptions eo;
@@ -170,7 +170,7 @@ Trial PointWorker::try_plan(const ModelSpec& model, const ParallelPlan& q) {
   try {
     costmodel::check(q);
     if (ctx_.space->for_runtime)
-      if (const std::string why = costmodel::runtime_refusal(model, q, costmodel::plan_schedule(q)); !why.empty())
+      if (const std::string why = runtime::runtime_refusal(model, q, costmodel::plan_schedule(q)); !why.empty())
         throw InputError(why);
     t.cand = ctx_.custom ? candidate_of(ctx_.opt->estimate(ctx_.cluster, q), ctx_.cluster, t.fits) : evaluate(model, q, t.fits);
     t.cand.fp8 = model.fp8;

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "costmodel/estimate.h"
-#include "costmodel/runtime_support.h"
+#include "runtime/support/rules.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
 
@@ -236,7 +236,7 @@ std::vector<ParallelPlan> enumerate(const PlanSpace& space, const ModelSpec& m, 
                 p.stack = space.stack;
                 p.cuda_graph_scope = space.cuda_graph_scope;
                 p.rank_order = order;
-                if (space.for_runtime && !costmodel::runtime_runs(m, p)) continue;  // what train would refuse
+                if (space.for_runtime && !runtime::runtime_runs(m, p)) continue;  // what train would refuse
                 out.push_back(p);
               }
             }

@@ -59,7 +59,7 @@ struct PlanSpace {
   std::vector<int> cp_degrees = {1};         // context-parallel degrees tried (costmodel/cp.h), where 2 cp
                                              // divides the sequence and the model's attention is fused
   std::vector<std::string> rank_orders = {"tp-dp-pp"};  // rank orders tried (fastest-varying axis first)
-  bool for_runtime = false;                  // only plans `stagecraft train` runs (costmodel/runtime_support.h)
+  bool for_runtime = false;                  // only plans `stagecraft train` runs (runtime/support/rules.h)
 };
 
 // Checks the space's own fields against the model and cluster; throws InputError naming the

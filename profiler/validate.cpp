@@ -15,7 +15,7 @@
 
 #include "costmodel/json_reader.h"
 #include "costmodel/profile.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "stats/stats.h"
 #include "schedules/error.h"
 #include "schedules/json_read.h"
@@ -183,7 +183,7 @@ SweepConfig sweep_config(const nlohmann::json& e, size_t i, const std::string& p
       std::string model = m.get<std::string>();
       if (model.size() > 5 && model.substr(model.size() - 5) == ".json" && !std::filesystem::path(model).is_absolute())
         model = (std::filesystem::path(path).parent_path() / model).string();
-      c.model = costmodel::load_model(model);
+      c.model = presets::load_model(model);
       c.model_arg = model;
     } else {
       c.model = costmodel::model_from_json(m);
@@ -231,7 +231,7 @@ Sweep load_sweep(const std::string& path) {
     throw InputError("sweep.configs = " + configs.dump().substr(0, 60) + " is invalid (allowed: a non-empty array of configurations)");
   costmodel::ClusterSpec cluster;
   try {
-    cluster = costmodel::load_cluster(s.cluster);
+    cluster = presets::load_cluster(s.cluster);
   } catch (const InputError& err) {
     throw InputError("sweep.cluster = '" + s.cluster + "': " + err.what());
   }

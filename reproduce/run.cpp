@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <set>
 
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/profile.h"
 #include "reproduce/csv.h"
 #include "schedules/error.h"
@@ -65,8 +65,8 @@ costmodel::Estimate estimate_config(const Spec& s, const json& c, const RunOptio
     for (auto it = c.begin(); it != c.end(); ++it)
       if (!std::set<std::string>{"model", "cluster", "nodes", "memory_margin", "global_batch", "plan", "profile"}.count(it.key()))
         throw InputError("unknown field '" + it.key() + "' (allowed: model, cluster, nodes, memory_margin, global_batch, plan, profile)");
-    const costmodel::ModelSpec model = costmodel::load_model(resolve_name(s, need_string(c, "model", "config")));
-    costmodel::ClusterSpec cluster = costmodel::load_cluster(resolve_name(s, need_string(c, "cluster", "config")));
+    const costmodel::ModelSpec model = presets::load_model(resolve_name(s, need_string(c, "model", "config")));
+    costmodel::ClusterSpec cluster = presets::load_cluster(resolve_name(s, need_string(c, "cluster", "config")));
     if (c.contains("nodes")) {
       if (!c["nodes"].is_number_integer()) throw InputError("nodes = " + c["nodes"].dump() + " is invalid (must be an integer)");
       costmodel::set_nodes(cluster, c["nodes"].get<int>(), "nodes");

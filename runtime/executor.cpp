@@ -1,12 +1,12 @@
 // The executor's action dispatcher: the action loop and the compute actions (F, B, I, W, R,
 // OVERLAP_F_B, OFFLOAD, RELOAD, OPTIMIZER) on each (stage, microbatch)'s saved state. The
 // transfers are p2p.h's, the gradient reductions grad_reduction.h's, the step's record
-// exec_accounting.h's; what the runtime supports is costmodel/runtime_support.h's, asserted here.
+// exec_accounting.h's; what the runtime supports is runtime/support/rules.h's, asserted here.
 #include "runtime/executor.h"
 
 #include <set>
 
-#include "costmodel/runtime_support.h"
+#include "runtime/support/rules.h"
 #include "runtime/exec_accounting.h"
 #include "runtime/grad_reduction.h"
 #include "runtime/op_times.h"
@@ -23,12 +23,12 @@ using schedules::Op;
 namespace {
 
 // The support rules of the gradient reductions, asserted with the rule's owner
-// (costmodel/runtime_support.h): `train`'s preflight applies them to the plan already; a caller
+// (runtime/support/rules.h): `train`'s preflight applies them to the plan already; a caller
 // that builds an ExecConfig itself gets the same refusal.
 void assert_supported(const ExecConfig& cfg) {
-  const costmodel::ReductionPlan r{cfg.ep, cfg.zero, cfg.preemptive_comm};
-  costmodel::check_expert_reductions(r);
-  costmodel::check_reduction_schedule(r, *cfg.schedule);
+  const runtime::ReductionPlan r{cfg.ep, cfg.zero, cfg.preemptive_comm};
+  runtime::check_expert_reductions(r);
+  runtime::check_reduction_schedule(r, *cfg.schedule);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ class GradReduction {
  public:
   // Shards the optimizer (zero with dp > 1), installs the hooks (overlap_grad_reduce) and starts
   // the preemptive reducer (preemptive_comm with dp > 1), as `cfg` asks; the support rules are
-  // the executor's to assert before (costmodel/runtime_support.h).
+  // the executor's to assert before (runtime/support/rules.h).
   GradReduction(const ExecConfig& cfg, const std::map<int, ModelPart*>& parts, AdamW* opt,
                 const std::vector<schedules::Action>& list, ExecAccounting& acc);
   GradReduction(const GradReduction&) = delete;

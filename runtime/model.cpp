@@ -1,6 +1,6 @@
 #include "runtime/model.h"
 
-#include "costmodel/runtime_support.h"
+#include "runtime/support/rules.h"
 
 #include "runtime/cp.h"
 #include "runtime/device.h"
@@ -290,7 +290,7 @@ GptPart::GptPart(const costmodel::ModelSpec& m, const PartShape& shape, int tp_r
   if (experts.size < 1 || experts.rank < 0 || experts.rank >= experts.size || (costmodel::is_moe(m) && m.num_experts % experts.size != 0))
     throw InputError("runtime: expert placement rank " + std::to_string(experts.rank) + " of " + std::to_string(experts.size) +
                      " does not split the model's " + std::to_string(m.num_experts) + " experts evenly");
-  costmodel::check_vocab_parallel(m, tp_size);
+  runtime::check_vocab_parallel(m, tp_size);
   check_attention_kernel(m, context.size);
   if (context.size < 1 || context.rank < 0 || context.rank >= context.size || m.seq_length % (2 * context.size) != 0)
     throw InputError("runtime: context shard rank " + std::to_string(context.rank) + " of " + std::to_string(context.size) +

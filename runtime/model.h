@@ -57,8 +57,8 @@ struct ContextShard {
   int size = 1;
 };
 
-// A vocabulary the tp group cannot split evenly is refused by costmodel::check_vocab_parallel
-// (costmodel/runtime_support.h), which the planner's --for-runtime search applies too.
+// A vocabulary the tp group cannot split evenly is refused by runtime::check_vocab_parallel
+// (runtime/support/rules.h), which the planner's --for-runtime search applies too.
 // InputError when the model's attention kernel is one this build cannot run (fused needs 2.x,
 // except with context parallelism, cp > 1, whose ring attention is its own fused kernel).
 void check_attention_kernel(const costmodel::ModelSpec& m, int cp = 1);

@@ -11,7 +11,7 @@
 
 #include "costmodel/costs.h"
 #include "costmodel/estimate.h"
-#include "costmodel/runtime_support.h"
+#include "runtime/support/rules.h"
 #include "schedules/error.h"
 
 namespace stagecraft::runtime {
@@ -118,7 +118,7 @@ void check_overlapped_parts(const costmodel::ParallelPlan& p, const std::vector<
 }
 
 // The built-in decoder (GptPart): the model's fields, tp against its heads, MLP and vocabulary,
-// the attention kernel this LibTorch has (its kind: costmodel::check_runtime_plan).
+// the attention kernel this LibTorch has (its kind: runtime::check_runtime_plan).
 void check_decoder(const costmodel::ModelSpec& m, const costmodel::ParallelPlan& p, int world) {
   costmodel::check(m);
   costmodel::ClusterSpec local;
@@ -126,7 +126,7 @@ void check_decoder(const costmodel::ModelSpec& m, const costmodel::ParallelPlan&
   local.nodes = 1;
   local.gpus_per_node = world;
   costmodel::check_fit(m, local, p);  // tp divides the heads and the MLP width
-  costmodel::check_vocab_parallel(m, p.tp);  // and the vocabulary (GptPart's split)
+  runtime::check_vocab_parallel(m, p.tp);  // and the vocabulary (GptPart's split)
   check_attention_kernel(m, p.cp);
 }
 
@@ -201,12 +201,12 @@ int local_ranks(int world) {
 }
 
 // A model whose weights, gradients and AdamW states alone exceed a rank's memory, refused before
-// any rank starts (costmodel::check_runtime_memory); a TorchScript module's size is not predicted.
+// any rank starts (runtime::check_runtime_memory); a TorchScript module's size is not predicted.
 void check_memory(const TrainOptions& opt, const std::string& backend, int world) {
   if (!opt.script_path.empty()) return;
   std::string what;
   const double per_rank = memory_per_rank(device_for_backend(backend, 0), local_ranks(world), what);
-  costmodel::check_runtime_memory(opt.model, opt.plan, per_rank, what);
+  runtime::check_runtime_memory(opt.model, opt.plan, per_rank, what);
 }
 
 }  // namespace
@@ -214,8 +214,8 @@ void check_memory(const TrainOptions& opt, const std::string& backend, int world
 void preflight(const TrainOptions& opt, int world) {
   costmodel::check(opt.plan);
   const auto& p = opt.plan;
-  // The plan's fields the runtime runs (costmodel/runtime_support.h: the rules `plan --for-runtime` searches by).
-  costmodel::check_runtime_plan(opt.model, p, opt.script_path.empty());
+  // The plan's fields the runtime runs (runtime/support/rules.h: the rules `plan --for-runtime` searches by).
+  runtime::check_runtime_plan(opt.model, p, opt.script_path.empty());
   if (p.num_gpus() != world)
     throw InputError("plan: dp*tp*pp" + std::string(p.cp > 1 ? "*cp" : "") + " = " + std::to_string(p.dp) + "*" + std::to_string(p.tp) +
                      "*" + std::to_string(p.pp) + (p.cp > 1 ? "*" + std::to_string(p.cp) : std::string()) +
@@ -237,7 +237,7 @@ void preflight(const TrainOptions& opt, int world) {
                      std::string(device.is_cuda() ? "a GPU" : "the CPU") +
                      " (at::_fused_adamw_: LibTorch 2.1 or later on a GPU, 2.4 or later on the CPU); allowed here: loop, foreach");
   const RunPlan rp = make_run_plan(opt.model, p);
-  costmodel::check_runtime_schedule(p, rp.schedule);
+  runtime::check_runtime_schedule(p, rp.schedule);
   check_memory(opt, backend, world);
 }
 

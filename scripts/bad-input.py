@@ -267,6 +267,8 @@ for base, mode in [(EST, "merak"), (f"{EST} --stack megatron-core-te --sequence-
                    (f"{TRN} --json out.json", "cross-pass")]:
     case(f"{base} --tp-overlap {mode}", ["--tp-overlap", mode, "tp = 1"], f"{base.split()[0]} --tp-overlap {mode} at tp 1")
 case(f"{CMP} --tp-overlaps blocking,merak", ["--tp-overlaps", "merak", "tp = 1"], "compare --tp-overlaps merak at tp 1")
+case(f"{EST} --sequence-parallel", ["sequence_parallel", "tp = 1"], "estimate --sequence-parallel at tp 1 (issue 52)")
+case(f"{TRN} --json out.json --sequence-parallel", ["sequence_parallel", "tp = 1"], "train --sequence-parallel at tp 1")
 case(f"{PLN} --tp 1 --tp-overlaps merak,oases --out out.json", ["--tp-overlaps", "merak", "tp = 1"],
      "plan --tp-overlaps without blocking on tp 1 only")
 
@@ -399,6 +401,7 @@ PLAN_BAD = [
     (mutated(PLAN, "layer_tp", [1, "x"]), ["layer_tp"], "a string in layer_tp"),
     (mutated(PLAN, "tp_overlap", "merak"), ["tp_overlap", "merak", "tp = 1"], "an overlap mode at tp 1"),
     (mutated(PLAN, "stage_tp_overlap", ["blocking", "oases"]), ["stage_tp_overlap[1]", "oases"], "a stage's overlap mode at tp 1"),
+    (mutated(PLAN, "sequence_parallel", True), ["sequence_parallel", "tp = 1"], "sequence parallelism at tp 1"),
     ({"plan": "not an object"}, ["plan"], "unknown field with the wrong shape"),
 ]
 for i, (doc, names, what) in enumerate(PLAN_BAD):

@@ -13,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 # many nodes at a few dozen GPUs.
 python3 - "$work/two-per-node.json" <<'PY'
 import json, sys
-c = json.load(open("costmodel/presets/clusters/h100-ib-1024.json"))
+c = json.load(open("presets/clusters/h100-ib-1024.json"))
 c.update(name="h100-two-per-node", gpus_per_node=2, nics_per_node=1, nodes=2048)
 json.dump(c, open(sys.argv[1], "w"))
 PY

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "costmodel/comm.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/specs.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
@@ -24,14 +24,14 @@ namespace stagecraft::test {
 
 // A cluster preset with `nodes` nodes (costmodel::set_nodes).
 inline costmodel::ClusterSpec cluster_of(const std::string& preset, int nodes) {
-  costmodel::ClusterSpec c = costmodel::load_cluster(preset);
+  costmodel::ClusterSpec c = presets::load_cluster(preset);
   costmodel::set_nodes(c, nodes, "nodes");
   return c;
 }
 
 // The model preset `name` with FP8 linear products on or off (ModelSpec::fp8).
 inline costmodel::ModelSpec model_with_fp8(const std::string& name, bool fp8) {
-  costmodel::ModelSpec m = costmodel::load_model(name);
+  costmodel::ModelSpec m = presets::load_model(name);
   m.fp8 = fp8;
   return m;
 }

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
 #include "tests/helpers.h"

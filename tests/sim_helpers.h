@@ -3,7 +3,7 @@
 #pragma once
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/specs.h"
 #include "helpers.h"  // plan_of
 #include "sim/simulate.h"
@@ -13,7 +13,7 @@ namespace stagecraft::test {
 // A cluster with `preset`'s links and GPUs: `nodes` nodes of gpus_per_node GPUs and
 // nics_per_node NICs each.
 inline costmodel::ClusterSpec shaped(const std::string& preset, int nodes, int gpus_per_node, int nics_per_node) {
-  costmodel::ClusterSpec c = costmodel::load_cluster(preset);
+  costmodel::ClusterSpec c = presets::load_cluster(preset);
   c.nodes = nodes;
   c.gpus_per_node = gpus_per_node;
   c.nics_per_node = nics_per_node;

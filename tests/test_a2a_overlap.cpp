@@ -7,12 +7,13 @@
 #include <string>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "helpers.h"
 #include "schedules/registry.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using stagecraft::test::error_of;
 using schedules::Action;
 using schedules::Op;

@@ -5,10 +5,11 @@
 #include "costmodel/flops.h"
 #include "costmodel/memory.h"
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "schedules/error.h"
 
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 
 namespace {
 ModelSpec gpt(int l, int h, int a, int s, int V) {

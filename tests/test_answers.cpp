@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/progress.h"
-#include "costmodel/presets.h"
-#include "costmodel/runtime_support.h"
+#include "presets/load.h"
+#include "runtime/support/rules.h"
 #include "helpers.h"
 #include "planner/bounds.h"
 #include "planner/search.h"
@@ -26,6 +26,8 @@ using stagecraft::test::run_cli;
 using stagecraft::test::scratch_path;
 namespace costmodel = stagecraft::costmodel;
 namespace planner = stagecraft::planner;
+namespace presets = stagecraft::presets;
+namespace runtime = stagecraft::runtime;
 
 namespace {
 
@@ -69,7 +71,7 @@ std::string last_line(const std::string& text) {
 
 // (1) The ranking: plans that fit first, tight ones after, on the case.
 TEST(Answers, TightPlansRankAfterPlansThatFitLlama70bOn512H100) {
-  const costmodel::ModelSpec m = costmodel::load_model("llama3-70b");
+  const costmodel::ModelSpec m = presets::load_model("llama3-70b");
   const costmodel::ClusterSpec c = stagecraft::test::cluster_of("h100-ib-1024", 64);
   planner::SearchOptions opt;
   opt.top_k = 40;
@@ -125,13 +127,13 @@ TEST(Answers, CompareRanksSchedulesThatDoNotFitLast) {
 
 // (2) Every refusal names its reason.
 TEST(Answers, EstimateNotesWhatTrainRefusesInTheSameWords) {
-  costmodel::ModelSpec m = costmodel::load_model("tiny");
+  costmodel::ModelSpec m = presets::load_model("tiny");
   costmodel::ParallelPlan p = stagecraft::test::plan_of(2, 1, 2, 4);
   p.zero = 3;
   p.schedule = "zb-h1";
-  const std::string why = costmodel::runtime_refusal(m, p, costmodel::plan_schedule(p));
+  const std::string why = runtime::runtime_refusal(m, p, costmodel::plan_schedule(p));
   EXPECT_EQ(why.rfind("runtime: plan.zero = 3 is not supported with schedule 'zb-h1'", 0), 0u) << why;
-  EXPECT_EQ(stagecraft::test::error_of([&] { costmodel::check_runtime_schedule(p, costmodel::plan_schedule(p)); }), why);
+  EXPECT_EQ(stagecraft::test::error_of([&] { runtime::check_runtime_schedule(p, costmodel::plan_schedule(p)); }), why);
   const auto r = run_cli("estimate --model tiny --cluster local-cpu-2 --dp 1 --pp 2 --microbatches 4 --zero 3 --schedule zb-h1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("note: `train` does not run this plan: runtime: plan.zero = 3 is not supported with schedule"),
@@ -142,7 +144,7 @@ TEST(Answers, EstimateNotesWhatTrainRefusesInTheSameWords) {
 TEST(Answers, TrainRefusesTeOverlapAtEveryTp) {
   costmodel::ParallelPlan p = stagecraft::test::plan_of(2, 1, 1, 2);
   p.tp_overlap = stagecraft::schedules::TpOverlap::Te;
-  const std::string why = stagecraft::test::error_of([&] { costmodel::check_runtime_plan(costmodel::load_model("tiny"), p); });
+  const std::string why = stagecraft::test::error_of([&] { runtime::check_runtime_plan(presets::load_model("tiny"), p); });
   EXPECT_NE(why.find("tp_overlap 'te'"), std::string::npos) << why;
 }
 
@@ -150,26 +152,26 @@ TEST(Answers, TrainRefusesTeOverlapAtEveryTp) {
 // refused before any rank starts, naming the model, the bytes predicted and the memory a rank has
 // (GPT-3 175B tried to allocate 2.6 TiB on this machine and failed inside a rank, exit 1).
 TEST(Answers, TrainRefusesAModelBeyondARanksMemory) {
-  const costmodel::ModelSpec m = costmodel::load_model("gpt3-175b");  // bf16 weights: the runtime keeps fp32
+  const costmodel::ModelSpec m = presets::load_model("gpt3-175b");  // bf16 weights: the runtime keeps fp32
   costmodel::ModelSpec fp32 = m;
   fp32.bytes_per_param = 4;
   fp32.bytes_per_grad = 4;
   costmodel::ParallelPlan p = stagecraft::test::plan_of(1, 1, 2, 4);
-  const double need = costmodel::runtime_static_bytes(m, p);
+  const double need = runtime::runtime_static_bytes(m, p);
   EXPECT_DOUBLE_EQ(need, planner::memory_lower_bound_bytes(fp32, p));  // 16 bytes a parameter, half on each stage
   EXPECT_NEAR(need, 16 * 175e9 / 2, 0.02 * 16 * 175e9 / 2);
   p.dp = 2;
   p.zero = 1;  // the moments sharded over dp: 4 + 4 + 8 / 2 bytes
-  EXPECT_NEAR(costmodel::runtime_static_bytes(m, p), need * 12 / 16, 1e-6 * need);
-  const std::string why = stagecraft::test::error_of([&] { costmodel::check_runtime_memory(m, p, 24.0 * (1 << 30), "test memory"); });
+  EXPECT_NEAR(runtime::runtime_static_bytes(m, p), need * 12 / 16, 1e-6 * need);
+  const std::string why = stagecraft::test::error_of([&] { runtime::check_runtime_memory(m, p, 24.0 * (1 << 30), "test memory"); });
   char gib[32];
-  std::snprintf(gib, sizeof gib, "%.1f GiB", costmodel::runtime_static_bytes(m, p) / (1 << 30));
+  std::snprintf(gib, sizeof gib, "%.1f GiB", runtime::runtime_static_bytes(m, p) / (1 << 30));
   EXPECT_EQ(why.rfind("runtime: model 'gpt3-175b' with dp 2, tp 1, pp 2, zero 1 needs at least " + std::string(gib), 0), 0u) << why;
   EXPECT_NE(why.find(" per rank (fp32 weights, gradients and AdamW states, before any activation), and a rank has "
                      "24.0 GiB (test memory)"),
             std::string::npos)
       << why;
-  EXPECT_NO_THROW(costmodel::check_runtime_memory(costmodel::load_model("tiny"), p, 24.0 * (1 << 30), "test memory"));
+  EXPECT_NO_THROW(runtime::check_runtime_memory(presets::load_model("tiny"), p, 24.0 * (1 << 30), "test memory"));
 }
 
 TEST(Answers, PlanNamesTheConstraintThatEmptiedTheSpace) {

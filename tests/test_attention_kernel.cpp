@@ -5,7 +5,7 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/memory.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/profile.h"
 #include "graphs/model_graph.h"
 #include "helpers.h"
@@ -13,6 +13,7 @@
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "helpers.h"
 #include "schedules/buckets.h"
 #include "schedules/error.h"
@@ -36,7 +36,7 @@ costmodel::ParallelPlan plan(int dp, int pp, int mb, bool overlap) {
 }
 
 costmodel::ClusterSpec nodes_of_one(int n) {  // one H100 per node: every dp hop crosses a NIC
-  costmodel::ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  costmodel::ClusterSpec c = presets::load_cluster("h100-nvl-ib-64");
   c.nodes = n;
   c.gpus_per_node = 1;
   c.nics_per_node = 1;
@@ -84,7 +84,7 @@ TEST(Buckets, TextFormAndValidation) {
 // on the collective stream, each a + (T - a)/n (the whole latency a per bucket). The tail after
 // the backward is what the last buckets leave exposed.
 TEST(Buckets, EvaluatorIssuesEachBucketWhenItsGradientsAreReady) {
-  const costmodel::ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const costmodel::ModelSpec m = presets::load_model("gpt3-7.5b");
   costmodel::ParallelPlan p = plan(4, 1, 1, true);
   p.grad_bucket_bytes = 400e6;
   costmodel::Estimate e = costmodel::estimate(m, nodes_of_one(4), p);
@@ -108,7 +108,7 @@ TEST(Buckets, EvaluatorIssuesEachBucketWhenItsGradientsAreReady) {
 
 // Only the last backward of a stage carries buckets; the pipeline and memory are unchanged.
 TEST(Buckets, PipelineKeepsItsShapeAndMemory) {
-  const costmodel::ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const costmodel::ModelSpec m = presets::load_model("gpt3-7.5b");
   costmodel::Estimate on = costmodel::estimate(m, nodes_of_one(8), plan(4, 2, 8, true));
   costmodel::Estimate off = costmodel::estimate(m, nodes_of_one(8), plan(4, 2, 8, false));
   EXPECT_EQ(on.eval.peak_memory_bytes, off.eval.peak_memory_bytes);
@@ -138,7 +138,7 @@ TEST(Buckets, ReductionAtTheRanksEndExposesWhatEagerReductionHides) {
   costmodel::ParallelPlan p = plan(8, 2, 8, false);
   p.schedule = "interleaved-1f1b";
   p.schedule_params["chunks"] = 2;
-  const auto m = costmodel::load_model("gpt3-7.5b");
+  const auto m = presets::load_model("gpt3-7.5b");
   const auto c = nodes_of_one(16);
   p.grad_reduce_at = GradReduceAt::Auto;  // interleaved-1f1b is Megatron-LM's: the rank's end
   const auto automatic = costmodel::estimate(m, c, p);

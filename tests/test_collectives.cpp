@@ -5,11 +5,12 @@
 #include <algorithm>
 
 #include "costmodel/comm.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/topology.h"
 #include "helpers.h"
 
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using stagecraft::test::path_over_nodes;
 
 namespace {

@@ -10,11 +10,13 @@
 #include <cmath>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/shape.h"
 #include "helpers.h"
 
 namespace stagecraft::costmodel {
+using presets::load_cluster;
+using presets::load_model;
 namespace {
 
 ParallelPlan plan(int tp, int pp, const char* schedule = "1f1b") {

@@ -10,13 +10,14 @@
 #include "costmodel/comm.h"
 #include "costmodel/cp.h"
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/topology.h"
 #include "costmodel/workload.h"
 #include "helpers.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using stagecraft::test::error_of;
 
 namespace {
@@ -47,17 +48,18 @@ TEST(ContextParallel, ExchangesAndExposureByHand) {
   const Link ring{50e9, 5e-6, "inter-node"};
   for (int cp : {2, 4}) {
     SCOPED_TRACE(cp);
-    const CpLayer c = cp_layer(m, 1, 8, cp, 1.0, 2.0, ring);
+    const CpLayer c = cp_layer(cp_ring_work(m, 1, 8, cp), cp, 1.0, 2.0, ring);
     EXPECT_EQ(c.exchanges_f, 2 * (cp - 1));
     EXPECT_EQ(c.exchanges_b, 4 * (cp - 1));
     EXPECT_DOUBLE_EQ(c.chunk_bytes, 32768.0 / cp * (8 * 128) / 8 * 2);  // g = 8 heads of 128
     EXPECT_DOUBLE_EQ(c.step_f_s, 5e-6 + 2 * c.chunk_bytes / 50e9);
     EXPECT_DOUBLE_EQ(c.exposed_f_s, 0);  // a 1 s core hides every step
-    const CpLayer slow = cp_layer(m, 1, 8, cp, 1e-6, 2e-6, ring);
+    const CpLayer slow = cp_layer(cp_ring_work(m, 1, 8, cp), cp, 1e-6, 2e-6, ring);
     EXPECT_DOUBLE_EQ(slow.exposed_f_s, (cp - 1) * (slow.step_f_s - 1e-6 / cp));
     EXPECT_DOUBLE_EQ(slow.exposed_b_s, (cp - 1) * (slow.step_b_s - 2e-6 / cp));
   }
-  EXPECT_EQ(cp_layer(m, 1, 8, 1, 1, 1, ring).exchanges_f, 0);
+  EXPECT_EQ(cp_layer(cp_ring_work(m, 1, 8, 1), 1, 1, 1, ring).exchanges_f, 0);
+  EXPECT_EQ(cp_ring_work(m, 1, 8, 1).chunk_bytes, 0);
 }
 
 // Every token-wise product works on s / cp tokens; the core's FLOPs are the whole sequence's over

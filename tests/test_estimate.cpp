@@ -3,12 +3,13 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/flops.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "helpers.h"
 #include "schedules/error.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 
 namespace {
 ParallelPlan plan(int dp, int tp, int pp, int m, const char* schedule = "1f1b") {
@@ -240,7 +241,7 @@ TEST(Estimate, EarlyRecomputeRestoresTheWholeStage) {
 // as the dualpipev generator, whose lists equal it (tests/test_dualpipe.cpp), through the same
 // lowering; a file with other ranks or microbatches than the plan is refused naming the field.
 TEST(Estimate, AScheduleFilePricesAsItsGenerator) {
-  const costmodel::ModelSpec m = costmodel::load_model("gpt-1.4b");
+  const costmodel::ModelSpec m = presets::load_model("gpt-1.4b");
   const costmodel::ClusterSpec c = test::cluster_of("h100-ib-1024", 1);
   costmodel::ParallelPlan p = test::plan_of(2, 1, 4, 10);
   p.recompute = costmodel::RecomputePolicy::Full;
@@ -262,7 +263,7 @@ TEST(Estimate, AScheduleFilePricesAsItsGenerator) {
 // A file with FSDP's UNSHARD/RESHARD (tests/data/pytorch/README.md) is a plan with fully sharded
 // parameters: priced as the generator's schedule under zero 3, refused under another zero.
 TEST(Estimate, AScheduleFileWithFsdpActionsIsZero3) {
-  const costmodel::ModelSpec m = costmodel::load_model("gpt-1.4b");
+  const costmodel::ModelSpec m = presets::load_model("gpt-1.4b");
   const costmodel::ClusterSpec c = test::cluster_of("h100-ib-1024", 1);
   costmodel::ParallelPlan p = test::plan_of(4, 1, 2, 4);
   p.zero = 3;

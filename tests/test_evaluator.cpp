@@ -6,7 +6,7 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/evaluator.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "drawing/trace.h"
 #include "schedules/error.h"
 #include "schedules/lower.h"
@@ -205,7 +205,7 @@ TEST(Evaluator, ChromeTrace) {
 TEST(Evaluator, ChromeTraceMemoryTrack) {
   costmodel::EstimateOptions eo;
   eo.eval.record = true;
-  const costmodel::Estimate e = costmodel::estimate(costmodel::load_model("tiny"), costmodel::load_cluster("local-cpu-2"),
+  const costmodel::Estimate e = costmodel::estimate(presets::load_model("tiny"), presets::load_cluster("local-cpu-2"),
                                                     [] {
                                                       costmodel::ParallelPlan p;
                                                       p.pp = 2;

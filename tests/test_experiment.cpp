@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "reproduce/csv.h"
 #include "reproduce/paper.h"
 #include "reproduce/report.h"
@@ -57,7 +57,7 @@ double tokens_per_s(const std::string& schedule, int m) {
   p.pp = 4;
   p.num_microbatches = m;
   p.schedule = schedule;
-  return costmodel::estimate(costmodel::load_model("gpt-1.4b"), costmodel::load_cluster("merak-3090-64"), p).tokens_per_s;
+  return costmodel::estimate(presets::load_model("gpt-1.4b"), presets::load_cluster("merak-3090-64"), p).tokens_per_s;
 }
 
 RunOptions run_options() {
@@ -174,7 +174,7 @@ TEST(ExperimentRun, GlobalBatchSetsTheMicrobatchesOfEachCandidate) {
   p.dp = 16;
   p.microbatch_size = std::stoi(json::parse(r.points[0].choice)["plan"]["microbatch_size"].dump());
   p.num_microbatches = 64 / (16 * p.microbatch_size);
-  const auto e = costmodel::estimate(costmodel::load_model("gpt-1.4b"), costmodel::load_cluster("merak-3090-64"), p);
+  const auto e = costmodel::estimate(presets::load_model("gpt-1.4b"), presets::load_cluster("merak-3090-64"), p);
   EXPECT_DOUBLE_EQ(r.points[0].predicted, e.tokens_per_s * 0.001);
   j["base"]["global_batch"] = 100;
   EXPECT_NE(message_of([&] { run(spec_from_json(j, "d")); }).find("global_batch = 100 is invalid (must be a positive multiple of dp * microbatch_size"),
@@ -196,7 +196,7 @@ TEST(ExperimentRun, PerRankMetricsTakeTheRankOrTheLargest) {
   p.pp = 4;
   p.num_microbatches = 4;
   p.schedule = "1f1b";
-  const auto e = costmodel::estimate(costmodel::load_model("gpt-1.4b"), costmodel::load_cluster("merak-3090-64"), p);
+  const auto e = costmodel::estimate(presets::load_model("gpt-1.4b"), presets::load_cluster("merak-3090-64"), p);
   double mean = 0, var = 0;
   for (double b : e.eval.peak_memory_bytes) mean += b * 1e-9 / 4;
   for (double b : e.eval.peak_memory_bytes) var += (b * 1e-9 - mean) * (b * 1e-9 - mean) / 4;

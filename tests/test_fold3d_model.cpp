@@ -8,10 +8,11 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/fold3d_model.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "helpers.h"
 
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 
 TEST(Fold3dModel, EquationsOnHandNumbers) {
   // comp 10 s, tp 1 s, pp 2 s, dp 8 s; p = 4, ns = 4, ms = 8.

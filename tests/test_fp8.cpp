@@ -9,12 +9,13 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/memory.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/shape.h"
 #include "costmodel/workload.h"
 #include "helpers.h"
 
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using stagecraft::test::error_of;
 
 namespace {

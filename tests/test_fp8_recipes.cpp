@@ -4,11 +4,12 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/fsdp.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/shape.h"
 #include "helpers.h"
 
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using stagecraft::test::error_of;
 
 namespace {

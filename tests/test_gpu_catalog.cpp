@@ -1,4 +1,4 @@
-// The GPU catalog (costmodel/gpus.h, costmodel/presets/gpus/): clusters name a GPU and override
+// The GPU catalog (costmodel/gpus.h, presets/gpus/): clusters name a GPU and override
 // only what differs, every figure has a source, assumed figures are listed, and a cluster that
 // names no GPU and lacks a field its pricing needs is refused naming the field (issue 49).
 #include <gtest/gtest.h>
@@ -6,11 +6,12 @@
 #include <algorithm>
 
 #include "costmodel/gpus.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/shape.h"
 #include "helpers.h"
 
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using stagecraft::test::error_of;
 
 namespace {
@@ -71,7 +72,7 @@ TEST(GpuCatalog, EveryGpuMakesAValidCluster) {
 }
 
 // The clusters took their figures out of their own files without changing one: the values the
-// presets carried before the catalog (git history of costmodel/presets/clusters/), pinned here.
+// presets carried before the catalog (git history of presets/clusters/), pinned here.
 TEST(GpuCatalog, PresetFiguresUnchanged) {
   const ClusterSpec h = load_cluster("h100-ib-1024");
   EXPECT_EQ(h.gpu, "h100-sxm");

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "costmodel/flops.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/price.h"
 #include "graphs/estimate.h"
 #include "graphs/model_graph.h"
@@ -56,7 +56,7 @@ int boundary_tensors(const graphs::Sharding& sh, size_t i) {
 
 TEST(Graphs, PresetKindsHaveThePresetsCosts) {
   for (const char* name : {"gpt-1.4b", "llama3-8b", "bert-large"}) {
-    const costmodel::ModelSpec m = costmodel::load_model(name);
+    const costmodel::ModelSpec m = presets::load_model(name);
     const int b = 2;
     const Graph g = graphs::model_graph(m, b);
     double fwd = 0, params = 0;
@@ -73,7 +73,7 @@ TEST(Graphs, PresetKindsHaveThePresetsCosts) {
 // Merak: "each attention block and feed forward network block could become an individual
 // subgraph"; its 48-layer GPT-2 gives 98 (1 embedding, 48 + 48 blocks, 1 head).
 TEST(Graphs, GptShardsIntoAttentionAndMlpBlocks) {
-  const costmodel::ModelSpec m = costmodel::load_model("gpt-1.4b");
+  const costmodel::ModelSpec m = presets::load_model("gpt-1.4b");
   ASSERT_EQ(m.num_layers, 48);
   const Graph g = graphs::model_graph(m, 1);
   const graphs::Sharding sh = graphs::shard(g);
@@ -98,8 +98,8 @@ TEST(Graphs, GptShardsIntoAttentionAndMlpBlocks) {
 // Merak's example: 4 stages of GPT-2's 98 subgraphs get 27, 26, 24 and 21 (AutoPipe's
 // balancing); ours, balancing the 3090 cluster's time per subgraph, 27, 25, 25, 21.
 TEST(Graphs, FourStagesOfGpt) {
-  const Graph g = graphs::model_graph(costmodel::load_model("gpt-1.4b"), 1);
-  const costmodel::ClusterSpec c = costmodel::load_cluster("merak-3090-64");
+  const Graph g = graphs::model_graph(presets::load_model("gpt-1.4b"), 1);
+  const costmodel::ClusterSpec c = presets::load_cluster("merak-3090-64");
   graphs::PartitionOptions po;
   po.stages = 4;
   po.cluster = &c;
@@ -146,7 +146,7 @@ TEST(Graphs, BranchesStayInOneSubgraph) {
 // Tied embeddings: the head reads no tensor of the embedding, so the sharding keeps them apart
 // and the head's subgraph holds a copy of the shared weights (the stages keep two copies).
 TEST(Graphs, TiedEmbeddingIsCopiedNotMerged) {
-  const costmodel::ModelSpec m = costmodel::load_model("tiny");
+  const costmodel::ModelSpec m = presets::load_model("tiny");
   const Graph g = graphs::model_graph(m, 1);
   const graphs::Sharding sh = graphs::shard(g);
   const auto& head = sh.subgraphs.back();
@@ -157,7 +157,7 @@ TEST(Graphs, TiedEmbeddingIsCopiedNotMerged) {
 }
 
 TEST(Graphs, JsonRoundTripAndErrors) {
-  const Graph g = graphs::model_graph(costmodel::load_model("tiny"), 2);
+  const Graph g = graphs::model_graph(presets::load_model("tiny"), 2);
   const Graph back = graphs::from_json(graphs::to_json(g));
   EXPECT_EQ(names(g, graphs::shard(g)), names(back, graphs::shard(back)));
   auto err = [](nlohmann::json nodes) {
@@ -223,8 +223,8 @@ TEST(Graphs, PartitionCommand) {
 // The estimate path on a graph: the preset's graph gives the preset's model FLOPs; the
 // iteration is priced from the subgraphs; what the route does not price is refused by name.
 TEST(Graphs, EstimateTakesAGraph) {
-  const costmodel::ModelSpec m = costmodel::load_model("gpt-1.4b");
-  const costmodel::ClusterSpec c = costmodel::load_cluster("merak-3090-64");
+  const costmodel::ModelSpec m = presets::load_model("gpt-1.4b");
+  const costmodel::ClusterSpec c = presets::load_cluster("merak-3090-64");
   costmodel::ParallelPlan p;
   p.dp = 8;
   p.pp = 4;
@@ -278,7 +278,7 @@ TEST(Graphs, EstimateTakesAGraph) {
 // all-reduced in the forward), the attention core and activation between them split too, the
 // norms and adds whole; the embedding and head split by vocabulary.
 TEST(Graphs, TensorParallelRulesSplitAndReduce) {
-  const costmodel::ModelSpec m = costmodel::load_model("tiny");
+  const costmodel::ModelSpec m = presets::load_model("tiny");
   const Graph g = graphs::model_graph(m, 2);
   const graphs::Sharding sh = graphs::shard(g);
   const auto one = graphs::tp_subgraphs(g, sh, 1), two = graphs::tp_subgraphs(g, sh, 2);
@@ -349,8 +349,8 @@ TEST(Graphs, EstimateCompareAndSimulateTakeAGraphFile) {
 // candidate priced as estimate_graph prices it, and its stage cuts (in subgraphs) written into
 // the plan so that it replays.
 TEST(Graphs, PlanSearchesAGraph) {
-  const Graph g = graphs::model_graph(costmodel::load_model("gpt-1.4b"), 2);
-  const costmodel::ClusterSpec c = costmodel::load_cluster("merak-3090-64");
+  const Graph g = graphs::model_graph(presets::load_model("gpt-1.4b"), 2);
+  const costmodel::ClusterSpec c = presets::load_cluster("merak-3090-64");
   planner::PlanSpace space;
   space.gpus = 16;
   space.global_batch = 128;
@@ -373,7 +373,7 @@ TEST(Graphs, PlanSearchesAGraph) {
     EXPECT_NEAR(e.eval.iteration_time_s, cand.iteration_time_s, 1e-9 * cand.iteration_time_s);
   }
   for (size_t i = 1; i < r.best.size(); ++i) EXPECT_LE(r.best[i - 1].iteration_time_s, r.best[i].iteration_time_s);
-  EXPECT_EQ(graphs::plan_model_of(g).num_heads, costmodel::load_model("gpt-1.4b").hidden_size) << "gcd(3h, 4h)";
+  EXPECT_EQ(graphs::plan_model_of(g).num_heads, presets::load_model("gpt-1.4b").hidden_size) << "gcd(3h, 4h)";
   bool tp_tried = false;  // the space had tp above 1 (the best may or may not use it)
   planner::PlanSpace wide = space;
   wide.tp_degrees = {4};
@@ -385,13 +385,13 @@ TEST(Graphs, PlanSearchesAGraph) {
 // work: every node's kernels from its shapes (graphs/tp.h NodeWork) against layer_work, with
 // the attention kernel, dropout, GQA and tensor parallelism as options, within 2%.
 TEST(Graphs, GraphOfAPresetPricesAsThePresetByShape) {
-  const costmodel::ClusterSpec c = costmodel::load_cluster("h100-ib-1024");
+  const costmodel::ClusterSpec c = presets::load_cluster("h100-ib-1024");
   ASSERT_TRUE(costmodel::priced_by_shape(c));
   for (const char* name : {"gpt-1.4b", "llama3-8b"})
     for (bool fused : {false, true})
       for (bool dropout : {false, true})
         for (int t : {1, 2, 4}) {
-          costmodel::ModelSpec m = costmodel::load_model(name);
+          costmodel::ModelSpec m = presets::load_model(name);
           m.attention_kernel = fused ? costmodel::AttentionKernel::Fused : costmodel::AttentionKernel::Materialized;
           m.dropout = dropout;
           costmodel::ParallelPlan p;
@@ -420,14 +420,14 @@ TEST(Graphs, GraphOfAPresetPricesAsThePresetByShape) {
 // its 14 nodes, the four products and the head give half to W, the embedding all of it; the
 // attention core none (the analytic layer has no W product for it; this route once gave it half).
 TEST(Graphs, MeasuredBackwardSplitsAsTheAnalyticOne) {
-  costmodel::ModelSpec m = costmodel::load_model("gpt-1.4b");
+  costmodel::ModelSpec m = presets::load_model("gpt-1.4b");
   m.num_layers = 1;
   graphs::Graph g = graphs::model_graph(m, 1);
   int measured = 0;
   for (graphs::Node& n : g.nodes)
     if (n.kind != "input") n.fwd_s = 1e-3, n.bwd_s = 2e-3, ++measured;
   ASSERT_EQ(measured, 14);
-  const costmodel::ClusterSpec c = costmodel::load_cluster("merak-3090-64");
+  const costmodel::ClusterSpec c = presets::load_cluster("merak-3090-64");
   costmodel::ParallelPlan p;
   p.microbatch_size = 1;
   p.num_microbatches = 1;

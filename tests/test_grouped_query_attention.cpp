@@ -9,12 +9,13 @@
 
 #include "costmodel/flops.h"
 #include "costmodel/memory.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/shape.h"
 #include "planner/space.h"
 #include "schedules/error.h"
 
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 
 namespace {
 

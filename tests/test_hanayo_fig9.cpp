@@ -9,9 +9,10 @@
 #include <utility>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 
 namespace {
 

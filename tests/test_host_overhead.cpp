@@ -9,13 +9,14 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/host.h"
-#include "costmodel/presets.h"
-#include "costmodel/runtime_support.h"
+#include "presets/load.h"
+#include "runtime/support/rules.h"
 #include "costmodel/stack.h"
 #include "helpers.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using stagecraft::test::error_of;
 
 namespace {
@@ -148,13 +149,13 @@ TEST(HostOverhead, BadHostTablesAreRefusedNamingTheField) {
 }
 
 // The runtime captures no CUDA graphs: a plan that names some is priced but not trained, with
-// the same words in estimate's note and train's refusal (costmodel/runtime_support.h).
+// the same words in estimate's note and train's refusal (runtime/support/rules.h).
 TEST(HostOverhead, TheRuntimeRefusesCudaGraphs) {
   ParallelPlan p = test::plan_of(1, 1, 2, 4);
   p.cuda_graph_scope = {"attn"};
   const ModelSpec m = load_model("tiny");
-  EXPECT_FALSE(runtime_runs(m, p));
-  EXPECT_NE(runtime_refusal(m, p, plan_schedule(p)).find("cuda_graph_scope"), std::string::npos);
+  EXPECT_FALSE(runtime::runtime_runs(m, p));
+  EXPECT_NE(runtime::runtime_refusal(m, p, plan_schedule(p)).find("cuda_graph_scope"), std::string::npos);
   p.cuda_graph_scope.clear();
-  EXPECT_TRUE(runtime_runs(m, p));
+  EXPECT_TRUE(runtime::runtime_runs(m, p));
 }

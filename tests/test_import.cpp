@@ -11,7 +11,7 @@
 #include "configs/run_log.h"
 #include "configs/toml.h"
 #include "configs/yaml.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "tests/helpers.h"
 
 namespace stagecraft::test {
@@ -105,7 +105,7 @@ TEST(ImportMegatron, Llama3_8bScriptFieldByField) {
 TEST(ImportMegatron, DeepSeekV3ScriptMoeMlaAndReport) {
   const Imported in = import_of("megatron_deepseek_v3.sh");
   ASSERT_TRUE(in.model);
-  const ModelSpec preset = costmodel::load_model("deepseek-v3");
+  const ModelSpec preset = presets::load_model("deepseek-v3");
   const ModelSpec& m = *in.model;
   for (auto [a, b] : {std::pair{m.num_layers, preset.num_layers}, {m.hidden_size, preset.hidden_size}, {m.num_heads, preset.num_heads},
                       {m.q_lora_rank, preset.q_lora_rank}, {m.kv_lora_rank, preset.kv_lora_rank}, {m.qk_rope_head_dim, preset.qk_rope_head_dim},
@@ -190,6 +190,12 @@ TEST(ImportMegatron, FlagsOneByOne) {
   EXPECT_EQ(megatron_args("--enable-cuda-graph").plan.cuda_graph_scope, (std::vector<std::string>{"attn", "mlp", "moe"}));
   EXPECT_NE(error_of([] { megatron_args("--cuda-graph-impl cupti"); }).find("--cuda-graph-impl = 'cupti' is invalid"),
             std::string::npos);
+  // --sequence-parallel at tp 1: off, as Megatron-LM turns it off (arguments.py), and said so;
+  // at tp 2 it stays.
+  const Imported sp1 = megatron_args("--sequence-parallel");
+  EXPECT_FALSE(sp1.plan.sequence_parallel);
+  EXPECT_TRUE(listed(sp1.report.assumed, "--sequence-parallel"));
+  EXPECT_TRUE(megatron_args("--sequence-parallel --tensor-model-parallel-size 2").plan.sequence_parallel);
   // Stray blanks after a line's backslash, Windows line ends, a quoted value, a comment.
   const Imported g = megatron_args("--micro-batch-size 2 \\  \r\n  --recompute-granularity 'full' # all layers\r\n");
   EXPECT_EQ(g.plan.microbatch_size, 2);
@@ -218,7 +224,7 @@ TEST(ImportHf, FiveArchitecturesMatchThePresets) {
     const Imported in = import_of(file);
     ASSERT_TRUE(in.model);
     EXPECT_FALSE(in.has_plan);
-    const ModelSpec p = costmodel::load_model(preset);
+    const ModelSpec p = presets::load_model(preset);
     const ModelSpec& m = *in.model;
     EXPECT_EQ(m.kind, p.kind);
     EXPECT_EQ(m.num_layers, p.num_layers);
@@ -280,7 +286,7 @@ TEST(ImportTorchtitan, Llama3_8bJob) {
   o.gpus = 64;  // the file's "preset for 64 A100 GPUs"
   const Imported in = import_of("torchtitan_llama3_8b.toml", o);
   EXPECT_EQ(in.format, configs::Format::Torchtitan);
-  expect_same_model(mixed_precision_fused(costmodel::load_model("llama3-8b")), *in.model);  // model.name llama3, flavor 8B
+  expect_same_model(mixed_precision_fused(presets::load_model("llama3-8b")), *in.model);  // model.name llama3, flavor 8B
   // data_parallel_shard_degree -1: FSDP over all 64; local batch 1 = one microbatch of 1.
   ParallelPlan p = plan_of(64, 1, 1, 1);
   p.zero = 3;
@@ -305,7 +311,7 @@ TEST(ImportDeepspeed, Zero3WithHfModel) {
   p.recompute = costmodel::RecomputePolicy::Full;
   p.stack = "pytorch-eager";
   expect_same_plan(p, in.plan);
-  expect_same_model(mixed_precision_fused(costmodel::load_model("llama3-8b")), *in.model);
+  expect_same_model(mixed_precision_fused(presets::load_model("llama3-8b")), *in.model);
   EXPECT_TRUE(in.report.unknown.empty());
 }
 
@@ -354,7 +360,7 @@ ParallelPlan round_trip(const std::string& format, const ModelSpec& m, const Par
 }
 
 TEST(ImportRoundTrip, Megatron) {
-  const ModelSpec m = costmodel::load_model("llama3-8b");
+  const ModelSpec m = presets::load_model("llama3-8b");
   ParallelPlan p = plan_of(2, 2, 2, 8);  // dp 2, tp 2, pp 2 on 8 GPUs, 8 microbatches
   p.schedule = "interleaved-1f1b";
   p.schedule_params = {{"chunks", 2}};
@@ -372,10 +378,10 @@ TEST(ImportRoundTrip, Megatron) {
   q.zero = 3;
   q.recompute = costmodel::RecomputePolicy::Full;
   q.microbatch_size = 2;
-  expect_same_plan(q, round_trip("megatron", costmodel::load_model("mixtral-8x7b"), q));
+  expect_same_plan(q, round_trip("megatron", presets::load_model("mixtral-8x7b"), q));
   // Llama 4 Maverick's alternating layers, the flex dispatcher and selective recomputation of the
   // MLP and the norms: plan and model both come back.
-  ModelSpec maverick = costmodel::load_model("llama4-maverick");
+  ModelSpec maverick = presets::load_model("llama4-maverick");
   maverick.bytes_per_grad = 4;  // bf16 as Megatron-LM trains it (the preset's 2-byte gradients are named as not expressible)
   ParallelPlan r = plan_of(8, 1, 1, 2);
   r.ep = 8;
@@ -388,14 +394,14 @@ TEST(ImportRoundTrip, Megatron) {
   expect_same_plan(r, in.plan);
   expect_same_model(maverick, *in.model);
   // The presets' 2-byte gradients go out as --bf16 --grad-reduce-in-bf16 and come back as 2 bytes.
-  const std::string t8 = configs::emit("megatron", costmodel::load_model("llama3-8b"), plan_of(8, 1, 1, 1), 8, "--emit");
+  const std::string t8 = configs::emit("megatron", presets::load_model("llama3-8b"), plan_of(8, 1, 1, 1), 8, "--emit");
   EXPECT_NE(t8.find("--grad-reduce-in-bf16"), std::string::npos) << t8;
   const Imported b8 = configs::import_file(written("rt_8b.sh", t8), configs::Format::Megatron, {});
   EXPECT_EQ(costmodel::grad_bytes_per_param(*b8.model), 2);
 }
 
 TEST(ImportRoundTrip, Torchtitan) {
-  const ModelSpec m = costmodel::load_model("llama3-8b");
+  const ModelSpec m = presets::load_model("llama3-8b");
   ParallelPlan p = plan_of(4, 2, 1, 2);  // HSDP: 2 copies of shard groups of 2
   p.microbatch_size = 2;
   p.sequence_parallel = true;
@@ -423,14 +429,14 @@ TEST(ImportRoundTrip, Deepspeed) {
   p.stack = "pytorch-eager";
   configs::ImportOptions o;
   o.hf_config = fixture("hf_llama3_8b.json");
-  expect_same_plan(p, round_trip("deepspeed", costmodel::load_model("llama3-8b"), p, o));
+  expect_same_plan(p, round_trip("deepspeed", presets::load_model("llama3-8b"), p, o));
 }
 
 TEST(ImportRoundTrip, NotExpressibleIsNamed) {
   ParallelPlan p = plan_of(1, 1, 4, 8);
   p.schedule = "zb-h1";
   p.stage_layers = {7, 9, 9, 7};
-  const std::string text = configs::emit("megatron", costmodel::load_model("llama3-8b"), p, 8, "--emit");
+  const std::string text = configs::emit("megatron", presets::load_model("llama3-8b"), p, 8, "--emit");
   EXPECT_NE(text.find("# not expressible in Megatron-LM: stage_layers 7,9,9,7"), std::string::npos) << text;
   EXPECT_NE(text.find("# not expressible in Megatron-LM: schedule zb-h1"), std::string::npos) << text;
 }
@@ -503,7 +509,7 @@ void expect_from_equals_flags(const std::string& file, const std::string& extra,
   const std::string model = scratch_path("from_model.json"), plan = scratch_path("from_plan.json");
   const RunResult imp = run_cli("import " + fixture(file) + extra + " --out-model " + model + " --out-plan " + plan);
   ASSERT_EQ(imp.exit_code, 0) << imp.err;
-  const ParallelPlan p = costmodel::load_plan_file(plan);
+  const ParallelPlan p = presets::load_plan_file(plan);
   const std::string hf = extra.find("--hf-config") != std::string::npos ? extra.substr(extra.find("--hf-config")) : "";
   const std::string nodes = " --nodes " + std::to_string(std::max(1, p.num_gpus() / 8));
   const RunResult a = run_cli("estimate --from " + fixture(file) + " " + hf + " --cluster " + cluster + nodes + " --json");
@@ -557,7 +563,7 @@ TEST(ImportCli, EmitThenImportGivesThePlanBack) {
   ASSERT_EQ(run_cli("import " + script + " --out-plan " + plan).exit_code, 0);
   const RunResult j = run_cli("estimate" + flags + " --json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
-  EXPECT_EQ(nlohmann::json::parse(j.out)["plan"].dump(1), costmodel::to_json(costmodel::load_plan_file(plan)).dump(1));
+  EXPECT_EQ(nlohmann::json::parse(j.out)["plan"].dump(1), costmodel::to_json(presets::load_plan_file(plan)).dump(1));
 }
 
 // plan --emit X, imported again, is the plan plan --out writes, for every X; each search kept to
@@ -582,7 +588,7 @@ TEST(ImportCli, PlanEmitThenImportForEveryFormat) {
     EXPECT_EQ(e.out.find("not expressible"), std::string::npos) << e.out;
     const RunResult i = run_cli("import " + written("emitted_" + format, e.out) + " --format " + format + import_extra + " --out-plan " + back);
     ASSERT_EQ(i.exit_code, 0) << i.err;
-    EXPECT_EQ(costmodel::to_json(costmodel::load_plan_file(best)).dump(1), costmodel::to_json(costmodel::load_plan_file(back)).dump(1));
+    EXPECT_EQ(costmodel::to_json(presets::load_plan_file(best)).dump(1), costmodel::to_json(presets::load_plan_file(back)).dump(1));
   }
 }
 
@@ -620,7 +626,7 @@ TEST(ImportCli, JsonAndClusterGuess) {
   EXPECT_EQ(j["world_size"], 1024);
   EXPECT_EQ(j["report"]["unknown"][0]["field"], "--made-up-flag");
   EXPECT_EQ(nlohmann::json::parse(read_text(cluster)).dump(), R"({"extends":"h100-ib-1024","nodes":128})");
-  EXPECT_EQ(costmodel::load_cluster(cluster).num_gpus(), 1024);
+  EXPECT_EQ(presets::load_cluster(cluster).num_gpus(), 1024);
 }
 
 TEST(ImportCli, TrainFromAnArgumentList) {

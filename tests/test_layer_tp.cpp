@@ -7,7 +7,7 @@
 #include <set>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "planner/layer_tp.h"
 #include "planner/milp.h"
 #include "schedules/error.h"
@@ -33,7 +33,7 @@ ParallelPlan oases_plan(int dp, int b, int microbatches) {
 }
 
 ModelSpec small_model(int layers) {
-  ModelSpec m = costmodel::load_model("oases-llama-7b");
+  ModelSpec m = presets::load_model("oases-llama-7b");
   m.num_layers = layers;
   return m;
 }
@@ -71,7 +71,7 @@ TEST(Milp, ReportsInfeasible) {
 
 TEST(LayerTp, OptionsArePowersOfTwoWithWholeSamples) {
   const ModelSpec m = small_model(4);
-  const ClusterSpec c = costmodel::load_cluster("oases-3090-32");
+  const ClusterSpec c = presets::load_cluster("oases-3090-32");
   planner::LayerTpProblem pr = planner::layer_tp_problem(m, c, oases_plan(8, 4, 1));
   ASSERT_EQ(pr.options.size(), 3u);  // b = 4 on 4 GPUs: degrees 1 (one sample each), 2, 4
   EXPECT_EQ(pr.options[0].degree, 1);
@@ -94,7 +94,7 @@ TEST(LayerTp, OptionsArePowersOfTwoWithWholeSamples) {
 TEST(LayerTp, UniformChoiceCostsWhatEquationThreeSays) {
   // With one option for every layer there are no edges: m (T_V(F) + T_V(B)) + grads + optimizer.
   const ModelSpec m = small_model(3);
-  const ClusterSpec c = costmodel::load_cluster("oases-3090-32");
+  const ClusterSpec c = presets::load_cluster("oases-3090-32");
   const planner::LayerTpProblem pr = planner::layer_tp_problem(m, c, oases_plan(8, 4, 2));
   const int top = static_cast<int>(pr.options.size()) - 1;
   const planner::DegreeCosts& o = pr.options.back();
@@ -121,7 +121,7 @@ TEST(LayerTp, UniformChoiceCostsWhatEquationThreeSays) {
 
 TEST(LayerTp, ReshardingCostsAnAllGatherAndTheLostOverlap) {
   const ModelSpec m = small_model(2);
-  const ClusterSpec c = costmodel::load_cluster("oases-3090-32");
+  const ClusterSpec c = presets::load_cluster("oases-3090-32");
   const planner::LayerTpProblem pr = planner::layer_tp_problem(m, c, oases_plan(8, 4, 1));
   const planner::LayerTpBreakdown up = planner::evaluate_layer_tp(pr, {1, 2});    // degree 2 then 4
   const planner::LayerTpBreakdown down = planner::evaluate_layer_tp(pr, {2, 1});  // 4 then 2
@@ -133,7 +133,7 @@ TEST(LayerTp, IlpEqualsExhaustiveOnSmallModels) {
   // Random small problems: layers, microbatches, batch and the memory left decide; the
   // memory limit is drawn between the all-lowest-degree and the uniform point so that it binds.
   std::mt19937 rng(7);
-  const ClusterSpec base = costmodel::load_cluster("oases-3090-32");
+  const ClusterSpec base = presets::load_cluster("oases-3090-32");
   int mixed = 0;
   for (int trial = 0; trial < 12; ++trial) {
     const int layers = 3 + static_cast<int>(rng() % 5);  // 3..7
@@ -162,7 +162,7 @@ TEST(LayerTp, IlpEqualsExhaustiveOnSmallModels) {
 
 TEST(LayerTp, NothingFitsGivesNoDegrees) {
   const ModelSpec m = small_model(3);
-  planner::LayerTpProblem pr = planner::layer_tp_problem(m, costmodel::load_cluster("oases-3090-32"), oases_plan(8, 4, 1));
+  planner::LayerTpProblem pr = planner::layer_tp_problem(m, presets::load_cluster("oases-3090-32"), oases_plan(8, 4, 1));
   pr.memory_bytes = pr.fixed_bytes;  // not even the layers' weights
   EXPECT_TRUE(planner::solve_layer_tp(pr).degrees.empty());
   EXPECT_TRUE(planner::solve_layer_tp_exhaustive(pr).degrees.empty());
@@ -170,7 +170,7 @@ TEST(LayerTp, NothingFitsGivesNoDegrees) {
 
 TEST(LayerTp, RefusesPlansOutsideTheFormulation) {
   const ModelSpec m = small_model(4);
-  const ClusterSpec c = costmodel::load_cluster("oases-3090-32");
+  const ClusterSpec c = presets::load_cluster("oases-3090-32");
   ParallelPlan p = oases_plan(4, 4, 4);
   p.pp = 2;
   try {
@@ -193,7 +193,7 @@ TEST(LayerTp, RefusesPlansOutsideTheFormulation) {
 // the field; degrees that are not powers of two dividing tp are bad input anywhere.
 TEST(LayerTp, EnginesRefusePerLayerDegreesByName) {
   const ModelSpec m = small_model(4);
-  const ClusterSpec c = costmodel::load_cluster("oases-3090-32");
+  const ClusterSpec c = presets::load_cluster("oases-3090-32");
   ParallelPlan p = oases_plan(8, 4, 1);
   p.layer_tp = {4, 4, 4, 4};
   EXPECT_NO_THROW(costmodel::check_fit(m, c, p));  // uniform: the same plan

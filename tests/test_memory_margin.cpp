@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "helpers.h"
 #include "planner/search.h"
 #include "schedules/error.h"
@@ -26,7 +26,7 @@ ParallelPlan gpt_plan() {
 }
 
 TEST(MemoryMargin, DefaultCitedAndRangeChecked) {
-  ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  ClusterSpec c = presets::load_cluster("h100-nvl-ib-64");
   EXPECT_DOUBLE_EQ(c.memory_margin, 0.15);
   EXPECT_DOUBLE_EQ(c.usable_memory_bytes(), 0.85 * c.gpu_memory_bytes);
   nlohmann::json j = costmodel::to_json(c);
@@ -46,8 +46,8 @@ TEST(MemoryMargin, DefaultCitedAndRangeChecked) {
 }
 
 TEST(MemoryMargin, HeadroomPerRankIsUsableLessPeak) {
-  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
-  const ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  const ModelSpec m = presets::load_model("gpt3-7.5b");
+  const ClusterSpec c = presets::load_cluster("h100-nvl-ib-64");
   const costmodel::Estimate e = costmodel::estimate(m, c, gpt_plan());
   ASSERT_EQ(e.headroom_bytes.size(), e.eval.peak_memory_bytes.size());
   EXPECT_DOUBLE_EQ(e.usable_memory_bytes, 0.85 * c.gpu_memory_bytes);
@@ -61,8 +61,8 @@ TEST(MemoryMargin, HeadroomPerRankIsUsableLessPeak) {
 
 // A GPU of 1.1 peaks: the plan fits with a 5% margin and not with 15%, the peaks unchanged.
 TEST(MemoryMargin, TheMarginDecidesTheFit) {
-  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
-  ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  const ModelSpec m = presets::load_model("gpt3-7.5b");
+  ClusterSpec c = presets::load_cluster("h100-nvl-ib-64");
   const double peak = costmodel::estimate(m, c, gpt_plan()).max_memory_bytes;
   c.gpu_memory_bytes = 1.1 * peak;
   c.memory_margin = 0.05;
@@ -80,8 +80,8 @@ TEST(MemoryMargin, TheMarginDecidesTheFit) {
 // Plans inside the margin (over the usable memory, within the GPU's) are kept, marked tight and
 // ranked after the plans that fit; every other kept plan leaves the margin free.
 TEST(MemoryMargin, PlannerMarksPlansInsideTheMarginTight) {
-  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
-  ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  const ModelSpec m = presets::load_model("gpt3-7.5b");
+  ClusterSpec c = presets::load_cluster("h100-nvl-ib-64");
   c.nodes = 1;
   planner::PlanSpace s;
   s.global_batch = 16;

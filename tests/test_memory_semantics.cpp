@@ -7,7 +7,7 @@
 #include "costmodel/estimate.h"
 #include "costmodel/evaluator.h"
 #include "costmodel/memory_walk.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "schedules/error.h"
 #include "schedules/lower.h"
 #include "schedules/memory_events.h"
@@ -136,8 +136,8 @@ TEST(MemorySemantics, EvaluatorReportsTheWalkOnItsTimes) {
 // (what the planner uses to drop plans before compiling an evaluator) is the evaluator's peak
 // exactly, on every registered schedule; with offloading there is none.
 TEST(MemorySemantics, UntimedPeakIsTheEvaluatorsWithoutCopies) {
-  const costmodel::ModelSpec m = costmodel::load_model("gpt3-7.5b");
-  const costmodel::ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  const costmodel::ModelSpec m = presets::load_model("gpt3-7.5b");
+  const costmodel::ClusterSpec c = presets::load_cluster("h100-nvl-ib-64");
   int checked = 0;
   for (const auto& g : schedules::generators())
     for (auto recompute : {costmodel::RecomputePolicy::None, costmodel::RecomputePolicy::Full}) {

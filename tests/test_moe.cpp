@@ -13,7 +13,7 @@
 #include "costmodel/host.h"
 #include "costmodel/memory.h"
 #include "costmodel/moe.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/shape.h"
 #include "costmodel/stack.h"
 #include "costmodel/topology.h"
@@ -22,6 +22,7 @@
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using stagecraft::test::error_of;
 
 namespace {

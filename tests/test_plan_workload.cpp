@@ -10,11 +10,12 @@
 #include "costmodel/flops.h"
 #include "costmodel/memory.h"
 #include "costmodel/plan_workload.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "helpers.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using stagecraft::test::error_of;
 
 namespace {

@@ -10,8 +10,8 @@
 #include <set>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
-#include "costmodel/runtime_support.h"
+#include "presets/load.h"
+#include "runtime/support/rules.h"
 #include "helpers.h"
 #include "planner/balance.h"
 #include "planner/bounds.h"
@@ -26,7 +26,7 @@ using costmodel::ParallelPlan;
 using planner::PlanSpace;
 
 ClusterSpec h100_nodes(int nodes) {
-  ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  ClusterSpec c = presets::load_cluster("h100-nvl-ib-64");
   c.nodes = nodes;
   return c;
 }
@@ -68,7 +68,7 @@ double exhaustive_best_s(const ModelSpec& m, const ClusterSpec& c, const PlanSpa
 // space; with it, the best is at least as fast, equal to `estimate` of its own plan (balanced
 // stage layers included), and pruning changes nothing.
 TEST(Planner, BestEqualsTheExhaustiveOptimum) {
-  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const ModelSpec m = presets::load_model("gpt3-7.5b");
   const ClusterSpec c = h100_nodes(2);
   const PlanSpace s = small_space(32);
   planner::SearchOptions uniform;
@@ -99,7 +99,7 @@ TEST(Planner, BestEqualsTheExhaustiveOptimum) {
 // fastest plan that fits and its counts: what an exhaustive pass of `estimate` over the points
 // with that value finds; the best plan's own value reports the best.
 TEST(Planner, ChoicesReportEachValuesFastest) {
-  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const ModelSpec m = presets::load_model("gpt3-7.5b");
   const ClusterSpec c = h100_nodes(2);
   PlanSpace s = small_space(32);
   s.zero = {0, 1, 3};
@@ -150,7 +150,7 @@ TEST(Planner, PruningNeverDropsAPlanThatFits) {
   const std::vector<std::string> models = {"gpt3-7.5b", "gpt3-18b", "gpt3-39b", "llama-7b"};
   long pruned_checked = 0;
   for (int trial = 0; trial < 6; ++trial) {
-    const ModelSpec m = costmodel::load_model(models[rng() % models.size()]);
+    const ModelSpec m = presets::load_model(models[rng() % models.size()]);
     const ClusterSpec c = h100_nodes(1 + static_cast<int>(rng() % 2));
     PlanSpace s = small_space(8L << (rng() % 3));
     s.schedules = {{"1f1b", 0}};
@@ -209,7 +209,7 @@ TEST(PlannerBalance, DynamicProgramFindsTheBruteForceBottleneck) {
 // A head worth about two layers (GPT 1.4B: V = 50257 against h = 2048) moves layers off the
 // last stage.
 TEST(PlannerBalance, TheHeadStageGetsFewerLayers) {
-  const ModelSpec m = costmodel::load_model("gpt-1.4b");
+  const ModelSpec m = presets::load_model("gpt-1.4b");
   ClusterSpec c = h100_nodes(1);
   ParallelPlan p;
   p.pp = 4;
@@ -226,7 +226,7 @@ TEST(PlannerBalance, TheHeadStageGetsFewerLayers) {
 }
 
 TEST(Planner, BadSpacesAreRefused) {
-  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const ModelSpec m = presets::load_model("gpt3-7.5b");
   const ClusterSpec c = h100_nodes(2);
   PlanSpace s = small_space(32);
   s.gpus = 24;
@@ -244,7 +244,7 @@ TEST(Planner, BadSpacesAreRefused) {
 // Tensor-parallel overlap modes join the space where tp > 1; modes that split a microbatch need
 // an even microbatch size, and the plan check refuses the others (counted, not evaluated).
 TEST(Planner, TensorParallelOverlapModes) {
-  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const ModelSpec m = presets::load_model("gpt3-7.5b");
   PlanSpace s = small_space(16);
   s.schedules = {{"1f1b", 0}};
   s.tp_overlap = {schedules::TpOverlap::Blocking, schedules::TpOverlap::Oases};
@@ -267,7 +267,7 @@ TEST(Planner, TensorParallelOverlapModes) {
 
 // Fewer GPUs than the cluster has: its first ones, whole nodes first.
 TEST(Planner, PlansOnASubsetOfTheCluster) {
-  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const ModelSpec m = presets::load_model("gpt3-7.5b");
   PlanSpace s = small_space(32);
   s.gpus = 8;
   planner::SearchResult r = planner::search(m, h100_nodes(4), s);
@@ -360,7 +360,7 @@ TEST(PlannerCli, VerifiesTheTopPlansOnTheSimulator) {
 
 // --tp, --pp and --rank-orders restrict the space; every plan found honours them.
 TEST(PlannerSpace, FixedDegreesAndRankOrders) {
-  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const ModelSpec m = presets::load_model("gpt3-7.5b");
   PlanSpace s = small_space(32);
   s.gpus = 16;
   s.tp_degrees = {2, 4};
@@ -384,7 +384,7 @@ TEST(PlannerSpace, FixedDegreesAndRankOrders) {
 // Merak and FOLD3D place their own recomputation: under the plan's none and full they are the
 // same schedule at the same price, so the space holds them once (under none), while 1F1B keeps both.
 TEST(PlannerSpace, OwnRecomputationIsOnePoint) {
-  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const ModelSpec m = presets::load_model("gpt3-7.5b");
   PlanSpace s = small_space(32);
   s.gpus = 16;
   s.schedules = {{"1f1b", 0}, {"merak", 0}, {"fold3d-aiao", 0}};
@@ -416,8 +416,8 @@ TEST(PlannerSpace, OwnRecomputationIsOnePoint) {
 // Parameters the cost model chooses are settled as estimate settles them: merak's alpha1 "auto"
 // becomes the largest share that fits (Merak Sec. 5.2), not a refused plan.
 TEST(PlannerSpace, SettlesAutoScheduleParameters) {
-  const ModelSpec m = costmodel::load_model("gpt-2.5b");
-  ClusterSpec c = costmodel::load_cluster("merak-3090-64");
+  const ModelSpec m = presets::load_model("gpt-2.5b");
+  ClusterSpec c = presets::load_cluster("merak-3090-64");
   PlanSpace s;
   s.gpus = 8;
   s.global_batch = 32;
@@ -502,7 +502,7 @@ TEST(PlannerSpace, PrecisionIsADimension) {
   s.schedules = {{"1f1b", 0}};
   s.microbatch_sizes = {1};
   s.fp8 = {false, true};
-  ModelSpec m = costmodel::load_model("llama3-8b");
+  ModelSpec m = presets::load_model("llama3-8b");
   const ClusterSpec c = test::cluster_of("h100-ib-1024", 1);
   planner::SearchOptions o;
   o.top_k = 1000;
@@ -517,7 +517,7 @@ TEST(PlannerSpace, PrecisionIsADimension) {
   ModelSpec f8 = m;
   f8.fp8 = true;
   EXPECT_DOUBLE_EQ(costmodel::estimate(f8, r.cluster, r.best.front().plan).eval.iteration_time_s, r.best.front().iteration_time_s);
-  const std::string msg = test::error_of([&] { planner::search(m, costmodel::load_cluster("hanayo-fc-a100-8"), s, o); });
+  const std::string msg = test::error_of([&] { planner::search(m, presets::load_cluster("hanayo-fc-a100-8"), s, o); });
   EXPECT_NE(msg.find("precisions = fp8 is invalid"), std::string::npos) << msg;
 }
 
@@ -526,7 +526,7 @@ TEST(PlannerSpace, PrecisionIsADimension) {
 // of the usable 68 GB for two sequences of 8,192 tokens' activations (89 GiB in all); sharded
 // parameters fit (65 GiB), and the search says so by choosing them.
 TEST(PlannerSpace, ChoosesShardedParametersWhereTheyAloneFit) {
-  const ModelSpec m = costmodel::load_model("llama3-8b");
+  const ModelSpec m = presets::load_model("llama3-8b");
   planner::PlanSpace s;
   s.gpus = 8;
   s.global_batch = 16;
@@ -544,7 +544,7 @@ TEST(PlannerSpace, ChoosesShardedParametersWhereTheyAloneFit) {
 
 // Llama 3 8B at 65,536 tokens a sample with the given attention core.
 ModelSpec long_llama(costmodel::AttentionKernel k) {
-  ModelSpec m = costmodel::load_model("llama3-8b");
+  ModelSpec m = presets::load_model("llama3-8b");
   m.seq_length = 65536;
   m.attention_kernel = k;
   return m;
@@ -585,20 +585,20 @@ TEST(PlannerSpace, SplitsExpertsOverExpertParallelRanks) {
   s.microbatch_sizes = {1};
   s.recompute = {costmodel::RecomputePolicy::Full};
   const costmodel::ClusterSpec c = test::cluster_of("h100-ib-1024", 8);
-  const planner::SearchResult r = planner::search(costmodel::load_model("mixtral-8x7b"), c, s);
+  const planner::SearchResult r = planner::search(presets::load_model("mixtral-8x7b"), c, s);
   ASSERT_FALSE(r.best.empty());
   EXPECT_GE(r.best.front().plan.ep, 4);
   int keys = 0;  // each degree tried is reported with its fastest plan (plan's "by choice" table)
   for (const planner::ChoiceBest& b : r.choices) keys += b.choice == "ep 1" || b.choice == "ep 8";
   EXPECT_EQ(keys, 2);
-  for (const ParallelPlan& p : planner::enumerate(s, costmodel::load_model("llama3-8b"), c)) EXPECT_EQ(p.ep, 1);
+  for (const ParallelPlan& p : planner::enumerate(s, presets::load_model("llama3-8b"), c)) EXPECT_EQ(p.ep, 1);
 }
 
 // `plan --for-runtime` searches only what `stagecraft train` runs: the runtime's own rules
-// (costmodel/runtime_support.h, the ones its preflight applies) filter the space, so no sequence
+// (runtime/support/rules.h, the ones its preflight applies) filter the space, so no sequence
 // parallelism, FSDP, te overlap or odd microbatches under a splitting overlap; FP8 is refused.
 TEST(PlannerSpace, ForRuntimeKeepsWhatTheRuntimeRuns) {
-  const ModelSpec m = costmodel::load_model("gpt3-7.5b");
+  const ModelSpec m = presets::load_model("gpt3-7.5b");
   PlanSpace s = small_space(32);
   s.gpus = 16;
   s.zero = {0, 1, 2, 3};
@@ -612,7 +612,7 @@ TEST(PlannerSpace, ForRuntimeKeepsWhatTheRuntimeRuns) {
   ASSERT_FALSE(runnable.empty());
   EXPECT_LT(runnable.size(), all.size());
   size_t expected = 0;
-  for (const ParallelPlan& p : all) expected += costmodel::runtime_runs(m, p) ? 1 : 0;
+  for (const ParallelPlan& p : all) expected += runtime::runtime_runs(m, p) ? 1 : 0;
   EXPECT_EQ(runnable.size(), expected);
   bool zero_with_chimera = false, merak = false, zero3 = false, sp = false;
   for (const ParallelPlan& p : runnable) {
@@ -630,7 +630,7 @@ TEST(PlannerSpace, ForRuntimeKeepsWhatTheRuntimeRuns) {
       merak = true;
     }
     zero_with_chimera = zero_with_chimera || (p.zero > 0 && p.schedule == "chimera");
-    EXPECT_NO_THROW(costmodel::check_runtime_plan(m, p));
+    EXPECT_NO_THROW(runtime::check_runtime_plan(m, p));
   }
   EXPECT_TRUE(merak);
   EXPECT_TRUE(zero3);

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "costmodel/memo.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "planner/search.h"
 #include "tests/helpers.h"
 
@@ -38,7 +38,7 @@ planner::SearchResult run(int threads, bool bound, bool prune) {
   o.threads = threads;
   o.bound = bound;
   o.prune = prune;
-  return planner::search(costmodel::load_model("gpt3-7.5b"), h100_nodes(2), small_space(), o);
+  return planner::search(presets::load_model("gpt3-7.5b"), h100_nodes(2), small_space(), o);
 }
 
 void expect_same_plans(const planner::SearchResult& a, const planner::SearchResult& b) {
@@ -120,7 +120,7 @@ TEST(PlannerThreads, SharedMemoBuildsEachKeyOnce) {
 TEST(PlannerThreads, RefusesNegativeThreads) {
   planner::SearchOptions o;
   o.threads = -1;
-  EXPECT_THROW(planner::search(costmodel::load_model("gpt3-7.5b"), h100_nodes(2), small_space(), o), InputError);
+  EXPECT_THROW(planner::search(presets::load_model("gpt3-7.5b"), h100_nodes(2), small_space(), o), InputError);
 }
 
 }  // namespace

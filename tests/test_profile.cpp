@@ -6,13 +6,14 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/memory.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/profile.h"
 #include "helpers.h"
 #include "schedules/error.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 
 namespace {
 Profile fixture() { return load_profile(stagecraft::test::data_path("profile/synthetic-tiny.json")); }

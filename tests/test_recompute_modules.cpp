@@ -8,13 +8,14 @@
 #include "costmodel/costs.h"
 #include "costmodel/estimate.h"
 #include "costmodel/memory.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/stack.h"
 #include "costmodel/workload.h"
 #include "helpers.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using stagecraft::test::error_of;
 
 namespace {

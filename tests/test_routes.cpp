@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "graphs/estimate.h"
 #include "graphs/model_graph.h"
 #include "planner/search.h"
@@ -36,7 +36,7 @@ const std::vector<Option>& options() {
       {"fused attention", [](costmodel::ModelSpec& m, ParallelPlan&) { m.attention_kernel = costmodel::AttentionKernel::Fused; }},
       {"no dropout", [](costmodel::ModelSpec& m, ParallelPlan&) { m.dropout = false; }},
       {"swiglu and gqa (llama3-8b)", [](costmodel::ModelSpec& m, ParallelPlan&) {
-         m = costmodel::load_model("llama3-8b");
+         m = presets::load_model("llama3-8b");
          m.num_layers = 8;
          m.seq_length = 2048;  // fits 80 GB at b 2 with its 128k vocabulary's fp32 logits
        }},
@@ -63,7 +63,7 @@ const std::vector<Option>& options() {
          p.reshard_after_forward = false;
        }, false},
       {"experts, ep 2 (mixtral-8x7b)", [](costmodel::ModelSpec& m, ParallelPlan& p) {
-         m = costmodel::load_model("mixtral-8x7b");
+         m = presets::load_model("mixtral-8x7b");
          m.num_layers = 8;
          m.seq_length = 2048;
          p.ep = 2;
@@ -93,7 +93,7 @@ const std::vector<Option>& options() {
 
 // Two nodes of 4 H100s, a NIC per GPU: tp 2 inside a node, pp 2, dp 2 across the nodes.
 costmodel::ClusterSpec cluster() {
-  costmodel::ClusterSpec c = costmodel::load_cluster("h100-ib-1024");
+  costmodel::ClusterSpec c = presets::load_cluster("h100-ib-1024");
   c.nodes = 2;
   c.gpus_per_node = 4;
   c.nics_per_node = 4;
@@ -119,7 +119,7 @@ ParallelPlan base() {
 TEST(Routes, EveryOptionAgreesInEveryEngine) {
   for (const Option& o : options()) {
     SCOPED_TRACE(o.name);
-    costmodel::ModelSpec m = costmodel::load_model("gpt-1.4b");
+    costmodel::ModelSpec m = presets::load_model("gpt-1.4b");
     m.num_layers = 8;
     ParallelPlan p = base();
     o.apply(m, p);
@@ -178,7 +178,7 @@ TEST(Routes, EveryOptionAgreesInEveryEngine) {
 // group after the rest (sim/executor.cpp expert_reductions), as the evaluator prices them
 // (costmodel/moe.h); within 1%.
 TEST(Routes, ExpertGradientGroupsAgreeInTheSimulator) {
-  costmodel::ModelSpec m = costmodel::load_model("mixtral-8x7b");
+  costmodel::ModelSpec m = presets::load_model("mixtral-8x7b");
   m.num_layers = 8;
   m.seq_length = 2048;
   for (auto [nodes, dp, pp, ep] : {std::array<int, 4>{2, 8, 1, 2}, std::array<int, 4>{4, 8, 2, 4}}) {

@@ -17,7 +17,7 @@
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/specs.h"
 #include "runtime/model.h"
 #include "runtime/moe.h"
@@ -223,7 +223,7 @@ TEST(RuntimeMoe, ExpertParallelWithEmptySplits) {
 
 // GptPart: expert e's weights are the same numbers on whichever ep rank holds it.
 TEST(RuntimeMoe, ExpertWeightsIndependentOfPlacement) {
-  costmodel::ModelSpec m = costmodel::load_model(data_path("models/runtime-tiny8-moe.json"));
+  costmodel::ModelSpec m = presets::load_model(data_path("models/runtime-tiny8-moe.json"));
   const runtime::PartShape shape{0, 2, true, false};
   runtime::GptPart all(m, shape, 0, 1, 7), r1(m, shape, 0, 1, 7, torch::kCPU, {1, 2});
   std::map<std::string, torch::Tensor> whole;

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "schedules/error.h"
 #include "tests/runtime_helpers.h"
 
@@ -48,7 +48,7 @@ bool generator_accepts(const std::string& schedule, const Grid3& g) {
   p.schedule = schedule;
   try {
     schedules::Schedule s = costmodel::plan_schedule(p);
-    return s.stages_per_chain() <= costmodel::load_model(kModel).num_layers;
+    return s.stages_per_chain() <= presets::load_model(kModel).num_layers;
   } catch (const InputError&) {
     return false;
   }

@@ -7,7 +7,7 @@
 #include <chrono>
 
 #include "costmodel/estimate.h"
-#include "costmodel/runtime_support.h"
+#include "runtime/support/rules.h"
 #include "runtime/executor.h"
 #include "runtime/preempt.h"
 #include "schedules/error.h"
@@ -101,7 +101,7 @@ TEST(RuntimePreempt, RefusedWithTheDistributedOptimizer) {
   EXPECT_NE(r.cli.err.find("preemptive_comm"), std::string::npos) << r.cli.err;
 }
 
-// The executor asserts what the runtime supports with costmodel/runtime_support.h's rules, in
+// The executor asserts what the runtime supports with runtime/support/rules.h's rules, in
 // their words: a caller that builds its ExecConfig itself (no `train` preflight) gets the refusal
 // `train` and estimate's note give. The checks run before the executor touches a part or a group.
 TEST(RuntimePreempt, TheExecutorRefusesWithTheSupportRules) {
@@ -119,13 +119,13 @@ TEST(RuntimePreempt, TheExecutorRefusesWithTheSupportRules) {
   c.dp = &g;
   c.zero = p.zero;
   c.preemptive_comm = p.preemptive_comm;
-  const std::string want = error_of([&] { costmodel::check_runtime_schedule(p, s); });
+  const std::string want = error_of([&] { runtime::check_runtime_schedule(p, s); });
   EXPECT_EQ(want.rfind("runtime: plan.preemptive_comm = true with plan.zero = 1 is not supported", 0), 0u) << want;
   EXPECT_EQ(error_of([&] { runtime::Executor e(c, {}, nullptr); }), want);
   // Expert parallelism with the distributed optimizer: the rule check_runtime_plan applies to an MoE model.
   c.preemptive_comm = false;
   c.ep = 2;
-  const std::string experts = error_of([&] { costmodel::check_expert_reductions({2, 1, false}); });
+  const std::string experts = error_of([&] { runtime::check_expert_reductions({2, 1, false}); });
   EXPECT_EQ(experts.rfind("runtime: plan.zero = 1 with plan.ep = 2 is not implemented by the runtime", 0), 0u) << experts;
   EXPECT_EQ(error_of([&] { runtime::Executor e(c, {}, nullptr); }), experts);
 }

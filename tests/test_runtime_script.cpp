@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "graphs/estimate.h"
 #include "graphs/partition.h"
 #include "runtime/optim.h"
@@ -164,7 +164,7 @@ TEST(RuntimeScript, MeasuredSubgraphTimesPriceTheStages) {
   }
   EXPECT_GT(fwd, 0);
   EXPECT_DOUBLE_EQ(graphs::from_json(graphs::to_json(g)).nodes.back().fwd_s, g.nodes.back().fwd_s);
-  const costmodel::ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  const costmodel::ClusterSpec c = presets::load_cluster("h100-nvl-ib-64");
   costmodel::ParallelPlan p;
   p.pp = 2;
   p.num_microbatches = 4;

@@ -46,7 +46,7 @@ TEST(RuntimeTrain, SummaryHasPerRankTimesAndMemory) {
 
 
 // A plan searched for the runtime (`plan --for-runtime`) trains unchanged with `train --plan`
-// (issue 36): the planner searched only what the runtime runs (costmodel/runtime_support.h).
+// (issue 36): the planner searched only what the runtime runs (runtime/support/rules.h).
 TEST(RuntimeTrain, APlanForTheRuntimeTrains) {
   const std::string plan = temp_path("plan.json");
   const RunResult p = run_cli("plan --model tiny --cluster local-cpu-2 --global-batch 8 --sequence-parallel off,on "

@@ -10,7 +10,7 @@
 #include "costmodel/estimate.h"
 #include "costmodel/evaluator.h"
 #include "costmodel/fold3d_model.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "helpers.h"
 #include "schedules/error.h"
 #include "schedules/io.h"
@@ -98,8 +98,8 @@ TEST(SeedSchedules, MerakStageAwareRecomputation) {
 
 // "The largest alpha_1 that fits device memory, chosen automatically" (Merak Sec. 5.2).
 TEST(SeedSchedules, MerakAutomaticAlphaFitsMemory) {
-  costmodel::ModelSpec m = costmodel::load_model("gpt-2.5b");
-  costmodel::ClusterSpec c = costmodel::load_cluster("merak-3090-64");
+  costmodel::ModelSpec m = presets::load_model("gpt-2.5b");
+  costmodel::ClusterSpec c = presets::load_cluster("merak-3090-64");
   costmodel::ParallelPlan p;
   p.dp = 8;
   p.pp = 8;

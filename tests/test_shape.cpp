@@ -13,11 +13,12 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/flops.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/shape.h"
 #include "helpers.h"
 
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using stagecraft::test::error_of;
 
 namespace {

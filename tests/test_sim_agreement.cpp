@@ -10,7 +10,7 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/evaluator.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/topology.h"
 #include "tests/sim_helpers.h"
 #include "costmodel/comm.h"
@@ -40,8 +40,8 @@ const Config kGrid[] = {
 };
 
 TEST(SimAgreement, EveryScheduleWithinOnePercentWhereNoLinkIsShared) {
-  auto model = costmodel::load_model("gpt3-7.5b");
-  const auto base = costmodel::load_cluster("h100-nvl-ib-64");
+  auto model = presets::load_model("gpt3-7.5b");
+  const auto base = presets::load_cluster("h100-nvl-ib-64");
   int simulated = 0;
   for (const auto& g : schedules::generators()) {
     for (const Config& cfg : kGrid) {
@@ -86,7 +86,7 @@ TEST(SimAgreement, EveryScheduleWithinOnePercentWhereNoLinkIsShared) {
 
 // GPT-3 7.5B at tp 8 (a node each), pp 4, 8 microbatches on 4 nodes of h100-nvl-ib-64.
 costmodel::Estimate tp8_pp4_estimate() {
-  return costmodel::estimate(costmodel::load_model("gpt3-7.5b"), test::cluster_of("h100-nvl-ib-64", 4), plan_of(1, 8, 4, 8));
+  return costmodel::estimate(presets::load_model("gpt3-7.5b"), test::cluster_of("h100-nvl-ib-64", 4), plan_of(1, 8, 4, 8));
 }
 
 // Simulates `e`'s schedule and plan with `costs`, tensor-parallel all-reduces as explicit flows.
@@ -133,10 +133,10 @@ TEST(SimAgreement, ExplicitTensorParallelMovesBytesNotMeasuredSeconds) {
 TEST(SimAgreement, ChimeraCopiesReduceInOneRing) {
   ParallelPlan p = plan_of(1, 1, 4, 8);
   p.schedule = "chimera";
-  auto cluster = costmodel::load_cluster("h100-nvl-ib-64");
+  auto cluster = presets::load_cluster("h100-nvl-ib-64");
   cluster.nodes = 1;
   cluster.gpus_per_node = 4;
-  auto e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), cluster, p);
+  auto e = costmodel::estimate(presets::load_model("gpt3-7.5b"), cluster, p);
   ASSERT_GT(e.schedule.num_chains, 1);
   sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan);
   for (size_t i = 0; i < e.eval.dp_comm_s.size(); ++i) {
@@ -153,7 +153,7 @@ TEST(SimAgreement, ChimeraCopiesReduceInOneRing) {
 TEST(SimAgreement, HierarchicalAllReduceWhenTheDpGroupSpansNodes) {
   ParallelPlan p = plan_of(4, 1, 1, 2);
   auto c = test::shaped("h100-nvl-ib-64", 2, 2, 2);
-  auto m = costmodel::load_model("gpt3-7.5b");
+  auto m = presets::load_model("gpt3-7.5b");
   auto e = costmodel::estimate(m, c, p);
   const double bytes = e.costs.params[0] * m.bytes_per_param;
   const double ai = c.intra_node_latency_s, bi = c.intra_node_achieved_Bps();
@@ -178,7 +178,7 @@ TEST(SimAgreement, HierarchicalAllReduceWhenTheDpGroupSpansNodes) {
 TEST(SimAgreement, DataParallelReductionOverSixNodesOfEightGpus) {
   ParallelPlan p = plan_of(48, 1, 1, 1);
   auto c = test::cluster_of("h100-nvl-ib-64", 6);
-  auto m = costmodel::load_model("megatron-1.7b");
+  auto m = presets::load_model("megatron-1.7b");
   auto e = costmodel::estimate(m, c, p);
   sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan);
   const double ev = e.eval.dp_comm_s[0], sm = r.eval.dp_comm_s[0];
@@ -195,7 +195,7 @@ TEST(SimAgreement, DataParallelReductionOverSixNodesOfEightGpus) {
 TEST(SimAgreement, OneNicCarryingEveryCrossingAgrees) {
   ParallelPlan p = plan_of(4, 2, 1, 1);
   auto c = test::cluster_of("merak-3090-64", 2);
-  auto m = costmodel::load_model("gpt-1.4b");
+  auto m = presets::load_model("gpt-1.4b");
   auto e = costmodel::estimate(m, c, p);
   const auto path = costmodel::Topology(c, p).allreduce_path(costmodel::kDp);
   ASSERT_TRUE(path.channels());
@@ -213,8 +213,8 @@ TEST(SimAgreement, OneNicCarryingEveryCrossingAgrees) {
 TEST(SimAgreement, TreeForSmallBucketsOverManyNodes) {
   ParallelPlan p = plan_of(128, 8, 1, 1);
   p.overlap_grad_reduce = true;
-  auto c = costmodel::load_cluster("h100-ib-1024");
-  auto m = costmodel::load_model("megatron-1.7b");
+  auto c = presets::load_cluster("h100-ib-1024");
+  auto m = presets::load_model("megatron-1.7b");
   auto e = costmodel::estimate(m, c, p);
   const auto path = costmodel::Topology(c, p).allreduce_path(costmodel::kDp);
   ASSERT_TRUE(path.tree());
@@ -305,7 +305,7 @@ void check_deferred_spans(const schedules::Schedule& s, const costmodel::EvalRes
 }
 
 TEST(SimAgreement, Fold3dDeferredSharesWaitedForAlike) {
-  auto model = costmodel::load_model("gpt3-7.5b");
+  auto model = presets::load_model("gpt3-7.5b");
   costmodel::ClusterSpec c = test::cluster_of("h100-nvl-ib-64", 4);
   ParallelPlan p = plan_of(2, 8, 2, 8);
   p.schedule = "fold3d-aiao";

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "sim/simulate.h"
 #include "tests/sim_helpers.h"
 
@@ -12,7 +12,7 @@ using namespace stagecraft;
 
 namespace {
 void expect_agreement(costmodel::ClusterSpec c, const costmodel::ParallelPlan& p) {
-  auto e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), c, p);
+  auto e = costmodel::estimate(presets::load_model("gpt3-7.5b"), c, p);
   sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, test::folded_tp());
   EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.01 * e.eval.iteration_time_s);
   for (size_t i = 0; i < e.eval.exposed_dp_comm_s.size(); ++i)

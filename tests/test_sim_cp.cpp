@@ -9,7 +9,7 @@
 #include <string>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "schedules/error.h"
 #include "sim/simulate.h"
 #include "tests/helpers.h"
@@ -18,7 +18,7 @@ namespace stagecraft {
 namespace {
 
 costmodel::Estimate llama(int nodes, int tp, int cp, int pp, int dp, int seq, int zero = 0) {
-  costmodel::ModelSpec m = costmodel::load_model("llama3-8b");
+  costmodel::ModelSpec m = presets::load_model("llama3-8b");
   m.attention_kernel = costmodel::AttentionKernel::Fused;
   m.seq_length = seq;
   m.num_layers = 8;
@@ -75,7 +75,7 @@ TEST(SimCp, RingFlowsCarryTheChunksByHand) {
 }
 
 TEST(SimCp, RankOrderSeparatingCpFromDpIsRefused) {
-  costmodel::ModelSpec m = costmodel::load_model("llama3-8b");
+  costmodel::ModelSpec m = presets::load_model("llama3-8b");
   m.attention_kernel = costmodel::AttentionKernel::Fused;
   m.num_layers = 8;
   costmodel::ParallelPlan p = test::plan_of(2, 4, 1, 4);

@@ -13,7 +13,7 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/overlapped_pair.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "sim/simulate.h"
 #include "tests/helpers.h"
 
@@ -25,7 +25,7 @@ using schedules::Op;
 
 // Mixtral 8x7B cut to 8 layers (every one MoE), tp 1, dp = ep = 8, pp 2, 8 microbatches.
 costmodel::Estimate mixtral(const costmodel::ClusterSpec& c, const std::string& schedule) {
-  costmodel::ModelSpec m = costmodel::load_model("mixtral-8x7b");
+  costmodel::ModelSpec m = presets::load_model("mixtral-8x7b");
   m.num_layers = 8;
   costmodel::ParallelPlan p = test::plan_of(8, 1, 2, 8);
   p.ep = 8;

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "sim/simulate.h"
 #include "tests/helpers.h"
 
@@ -17,7 +17,7 @@ struct Case {
 };
 
 TEST(SimMoe, AllToAllFlowsCarryTheCostTablesBytesAndAgreeWithTheEvaluator) {
-  costmodel::ModelSpec m = costmodel::load_model("mixtral-8x7b");
+  costmodel::ModelSpec m = presets::load_model("mixtral-8x7b");
   m.num_layers = 4;
   m.seq_length = 1024;
   for (const Case c : {Case{1, 4}, Case{2, 8}}) {
@@ -53,7 +53,7 @@ TEST(SimMoe, AllToAllFlowsCarryTheCostTablesBytesAndAgreeWithTheEvaluator) {
 
 // Folded (--tp-comm folded), the all-to-alls stay inside the compute durations, as the evaluator.
 TEST(SimMoe, FoldedKeepsThemInCompute) {
-  costmodel::ModelSpec m = costmodel::load_model("mixtral-8x7b");
+  costmodel::ModelSpec m = presets::load_model("mixtral-8x7b");
   m.num_layers = 4;
   m.seq_length = 1024;
   costmodel::ParallelPlan p = test::plan_of(4, 2, 1, 4);

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "helpers.h"
 #include "schedules/error.h"
 #include "sim/simulate.h"
@@ -28,7 +28,7 @@ struct TwoGpus {
 
 TwoGpus two_gpus(bool inter) {
   TwoGpus s;
-  s.cluster = costmodel::load_cluster("h100-nvl-ib-64");
+  s.cluster = presets::load_cluster("h100-nvl-ib-64");
   s.cluster.nodes = inter ? 2 : 1;
   s.cluster.gpus_per_node = inter ? 1 : 2;
   s.cluster.nics_per_node = 1;
@@ -140,7 +140,7 @@ TEST(SimDeadlock, NamesTheRanksAndWhatTheyWaitFor) {
 // the same times as one flow per GPU, also where flows share links: dp rings and pipeline
 // transfers on the NICs (tp 8, one NIC per GPU), and two tp-4 groups sharing a node's 4 NICs.
 void expect_aggregation_exact(costmodel::ClusterSpec c, costmodel::ParallelPlan p, sim::TpComm tp_comm) {
-  auto e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), c, p);
+  auto e = costmodel::estimate(presets::load_model("gpt3-7.5b"), c, p);
   sim::SimOptions on, off;
   on.tp_comm = off.tp_comm = tp_comm;
   off.aggregate_tp = false;
@@ -154,7 +154,7 @@ void expect_aggregation_exact(costmodel::ClusterSpec c, costmodel::ParallelPlan 
 }
 
 TEST(SimPlatform, TpLaneAggregationMatchesPerGpuFlows) {
-  costmodel::ClusterSpec c = costmodel::load_cluster("h100-nvl-ib-64");
+  costmodel::ClusterSpec c = presets::load_cluster("h100-nvl-ib-64");
   c.nodes = 4;
   costmodel::ParallelPlan p;
   p.dp = 2;

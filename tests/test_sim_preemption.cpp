@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "sim/simulate.h"
 #include "tests/sim_helpers.h"
 
@@ -23,7 +23,7 @@ costmodel::Estimate fold3d_case(bool preemptive) {
   p.sequence_parallel = true;
   p.recompute = costmodel::RecomputePolicy::Full;
   p.preemptive_comm = preemptive;
-  return costmodel::estimate(costmodel::load_model("gpt3-18b"), costmodel::load_cluster("fold3d-v100-64"), p);
+  return costmodel::estimate(presets::load_model("gpt3-18b"), presets::load_cluster("fold3d-v100-64"), p);
 }
 
 sim::SimResult run(const costmodel::Estimate& e) { return test::simulate_estimate(e, sim::TpComm::Folded, true); }
@@ -61,8 +61,8 @@ TEST(SimPreemption, NoEffectWithoutInterNodePipelineTransfers) {
   costmodel::ParallelPlan p = test::plan_of(8, 2, 4, 8);
   p.overlap_grad_reduce = true;
   p.rank_order = "pp-tp-dp";  // a pipeline of 4 x tp 2 fills one node; dp crosses nodes
-  auto cl = costmodel::load_cluster("fold3d-v100-64");
-  auto m = costmodel::load_model("gpt-1.4b");
+  auto cl = presets::load_cluster("fold3d-v100-64");
+  auto m = presets::load_model("gpt-1.4b");
   auto e1 = costmodel::estimate(m, cl, p);
   p.preemptive_comm = true;
   auto e2 = costmodel::estimate(m, cl, p);

@@ -14,9 +14,9 @@ using stagecraft::test::error_of;
 namespace {
 
 costmodel::Estimate tiny_pp4(int cores) {
-  costmodel::ClusterSpec c = costmodel::load_cluster("local-cpu-4-on-2");
+  costmodel::ClusterSpec c = presets::load_cluster("local-cpu-4-on-2");
   c.cores_per_node = cores;
-  return costmodel::estimate(costmodel::load_model("tiny"), c, test::plan_of(1, 1, 4, 8));
+  return costmodel::estimate(presets::load_model("tiny"), c, test::plan_of(1, 1, 4, 8));
 }
 
 double busy_s(const costmodel::Estimate& e) {
@@ -48,8 +48,8 @@ TEST(SimSharedCores, ACoreForEveryRankAgreesWithTheEvaluator) {
 }
 
 TEST(SimSharedCores, RefusedWhereNotPriced) {
-  costmodel::ClusterSpec c = costmodel::load_cluster("local-cpu-4-on-2");
-  const costmodel::Estimate e = costmodel::estimate(costmodel::load_model("tiny"), c, test::plan_of(1, 2, 2, 8));
+  costmodel::ClusterSpec c = presets::load_cluster("local-cpu-4-on-2");
+  const costmodel::Estimate e = costmodel::estimate(presets::load_model("tiny"), c, test::plan_of(1, 2, 2, 8));
   EXPECT_NE(error_of([&] { sim::simulate(e.schedule, e.costs, e.cluster, e.plan, test::folded_tp()); }).find("cores_per_node"),
             std::string::npos);
   c.cores_per_node = -1;

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "schedules/error.h"
 #include "schedules/registry.h"
 #include "sim/simulate.h"
@@ -56,7 +56,7 @@ void expect_agree(const Both& b, const std::string& what) {
 // 64 GPUs, two per node: tp 2 fills a node, so dp 16 spans 16 nodes; the gradients take rings,
 // so 2 replicas (2 nodes) stand for the 16.
 TEST(SimSymmetry, EveryScheduleAgreesWithTheFullSimulation) {
-  const auto model = costmodel::load_model("gpt3-7.5b");
+  const auto model = presets::load_model("gpt3-7.5b");
   int reduced = 0;
   for (const auto& g : schedules::generators()) {
     ParallelPlan p = test::plan_of(16, 2, 2, 4);
@@ -78,7 +78,7 @@ TEST(SimSymmetry, EveryScheduleAgreesWithTheFullSimulation) {
 
 // tp 8 fills a node: every overlap mode's inner schedules are priced once per stage and op.
 TEST(SimSymmetry, EveryTpOverlapModeAgrees) {
-  const auto model = costmodel::load_model("gpt3-7.5b");
+  const auto model = presets::load_model("gpt3-7.5b");
   for (auto mode : {schedules::TpOverlap::Merak, schedules::TpOverlap::CrossPass, schedules::TpOverlap::Oases,
                     schedules::TpOverlap::Te}) {
     ParallelPlan p = test::plan_of(4, 8, 2, 4);
@@ -100,7 +100,7 @@ TEST(SimSymmetry, EveryTpOverlapModeAgrees) {
 }
 
 TEST(SimSymmetry, BucketsZeroAndPreemptionAgree) {
-  const auto model = costmodel::load_model("gpt3-7.5b");
+  const auto model = presets::load_model("gpt3-7.5b");
   struct Case {
     std::string what;
     ParallelPlan plan;
@@ -136,7 +136,7 @@ TEST(SimSymmetry, ExpertDataParallelGroupsAgree) {
   ParallelPlan p = test::plan_of(128, 2, 2, 4);
   p.ep = 8;
   p.sequence_parallel = true;
-  const Both b = simulate_both(costmodel::estimate(costmodel::load_model("mixtral-8x7b"), cluster(2, 1, 512), p));
+  const Both b = simulate_both(costmodel::estimate(presets::load_model("mixtral-8x7b"), cluster(2, 1, 512), p));
   expect_agree(b, "mixtral ep 8");
   EXPECT_EQ(b.reduced.dp_simulated, 16);
 }
@@ -144,7 +144,7 @@ TEST(SimSymmetry, ExpertDataParallelGroupsAgree) {
 // Six GPUs and four NICs per node: GPUs 0-1 and 4-5 share NICs 0 and 1, GPUs 2-3 have NICs 2
 // and 3 to themselves. The block (2 nodes of 16) keeps that sharing.
 TEST(SimSymmetry, UnevenlySharedNicsAgree) {
-  const auto model = costmodel::load_model("gpt3-7.5b");
+  const auto model = presets::load_model("gpt3-7.5b");
   ParallelPlan p = test::plan_of(48, 2, 1, 4);
   const Both b = simulate_both(costmodel::estimate(model, cluster(6, 4, 96), p));
   expect_agree(b, "uneven NICs");
@@ -154,7 +154,7 @@ TEST(SimSymmetry, UnevenlySharedNicsAgree) {
 // tp 8 fills a node: dp 32 reduces its gradients in rings over 32 nodes (2 of them simulated),
 // dp 256 over 256 nodes in NCCL's tree (8 simulated: at least 5).
 TEST(SimSymmetry, AgreesAt512And4096Gpus) {
-  const auto model = costmodel::load_model("gpt3-7.5b");
+  const auto model = presets::load_model("gpt3-7.5b");
   for (auto [dp, kept] : {std::pair{32, 2}, std::pair{256, 8}}) {
     ParallelPlan p = test::plan_of(dp, 8, 2, 4);
     const Both b = simulate_both(costmodel::estimate(model, cluster(8, 8, dp * 16), p));
@@ -166,7 +166,7 @@ TEST(SimSymmetry, AgreesAt512And4096Gpus) {
 // Small buckets take NCCL's tree across 16 nodes: the block keeps 8 of them (at least 5, where
 // the double binary tree's busiest node has its 4 edges).
 TEST(SimSymmetry, TreesKeepFiveNodes) {
-  costmodel::ModelSpec m = costmodel::load_model("gpt-1.4b");
+  costmodel::ModelSpec m = presets::load_model("gpt-1.4b");
   m.num_layers = 4;
   ParallelPlan p = test::plan_of(16, 2, 1, 4);
   p.overlap_grad_reduce = true;
@@ -178,7 +178,7 @@ TEST(SimSymmetry, TreesKeepFiveNodes) {
 
 // Where the placement does not repeat, every replica is simulated, and the reason is given.
 TEST(SimSymmetry, FallsBackWherePlacementDoesNotRepeat) {
-  const auto model = costmodel::load_model("gpt3-7.5b");
+  const auto model = presets::load_model("gpt3-7.5b");
   ParallelPlan p = test::plan_of(13, 2, 1, 4);  // 26 GPUs: the last of 4 nodes in part
   const costmodel::Estimate e = costmodel::estimate(model, cluster(8, 8, 26), p);
   const Both b = simulate_both(e);

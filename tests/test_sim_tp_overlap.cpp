@@ -11,7 +11,7 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/evaluator.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "helpers.h"
 #include "schedules/io.h"
 #include "schedules/lower.h"
@@ -29,7 +29,7 @@ const TpOverlap kModes[] = {TpOverlap::Blocking, TpOverlap::Merak, TpOverlap::Cr
 
 // One node of 8 H100s: tp 4 x pp 2, so every tp collective and pipeline hop stays on NVSwitch.
 costmodel::ClusterSpec one_node() {
-  auto c = costmodel::load_cluster("h100-nvl-ib-64");
+  auto c = presets::load_cluster("h100-nvl-ib-64");
   c.nodes = 1;
   return c;
 }
@@ -43,7 +43,7 @@ costmodel::ParallelPlan plan(TpOverlap mode, RecomputePolicy rc) {
 }
 
 costmodel::Estimate estimate(TpOverlap mode, RecomputePolicy rc) {
-  return costmodel::estimate(costmodel::load_model("gpt3-7.5b"), one_node(), plan(mode, rc));
+  return costmodel::estimate(presets::load_model("gpt3-7.5b"), one_node(), plan(mode, rc));
 }
 
 sim::SimResult simulate(const costmodel::Estimate& e, bool record = false) {
@@ -128,7 +128,7 @@ TEST(SimTpOverlap, TraceShowsPiecesAndTheirCollectives) {
 TEST(SimTpOverlap, BlockingInnerScheduleMatchesTheAggregatedRing) {
   auto p = plan(TpOverlap::Blocking, RecomputePolicy::Full);
   p.dp = 8;
-  const auto e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), costmodel::load_cluster("h100-nvl-ib-64"), p);
+  const auto e = costmodel::estimate(presets::load_model("gpt3-7.5b"), presets::load_cluster("h100-nvl-ib-64"), p);
   sim::SimOptions o;
   o.tp_comm = sim::TpComm::Explicit;
   const auto ring = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, o);
@@ -158,7 +158,7 @@ TEST(SimTpOverlap, FoldedUsesTheOverlapAwareDurations) {
 TEST(SimTpOverlap, PerStageModesAndOverlappedPairsAgree) {
   auto p = plan(TpOverlap::Blocking, RecomputePolicy::Full);
   p.stage_tp_overlap = {TpOverlap::Oases, TpOverlap::Blocking};
-  const auto e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), one_node(), p);
+  const auto e = costmodel::estimate(presets::load_model("gpt3-7.5b"), one_node(), p);
   const auto r = simulate(e);
   EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.02 * e.eval.iteration_time_s);
 
@@ -168,7 +168,7 @@ TEST(SimTpOverlap, PerStageModesAndOverlappedPairsAgree) {
   auto cluster = one_node();
   cluster.gpus_per_node = 16;
   const auto s = schedules::lower(schedules::load_schedule_file(test::data_path("pytorch/dualpipev_4rank_10mb.csv")));
-  const auto model = costmodel::load_model("gpt3-7.5b");
+  const auto model = presets::load_model("gpt3-7.5b");
   const auto costs = costmodel::analytic_cost_table(model, cluster, dv, s);
   const double want = costmodel::Evaluator(s).evaluate(costs).iteration_time_s;
   sim::SimOptions o;
@@ -209,12 +209,12 @@ TEST(SimTpOverlap, TeChunksAgreeWithTheEvaluator) {
     costmodel::ParallelPlan p = plan(TpOverlap::Te, rc);
     p.sequence_parallel = true;
     p.stack = "megatron-core-te";
-    const auto e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), one_node(), p);
+    const auto e = costmodel::estimate(presets::load_model("gpt3-7.5b"), one_node(), p);
     const sim::SimResult r = simulate(e, true);
     EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.01 * e.eval.iteration_time_s) << label(TpOverlap::Te, rc);
     costmodel::ParallelPlan pb = p;
     pb.tp_overlap = TpOverlap::Blocking;
-    const auto eb = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), one_node(), pb);
+    const auto eb = costmodel::estimate(presets::load_model("gpt3-7.5b"), one_node(), pb);
     EXPECT_NEAR(tp_bytes(r), tp_bytes(simulate(eb, true)), 1e-6 * tp_bytes(r)) << label(TpOverlap::Te, rc);
     EXPECT_LT(e.eval.iteration_time_s, eb.eval.iteration_time_s);
   }

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "schedules/error.h"
 #include "sim/simulate.h"
 #include "sim/whatif.h"
@@ -27,7 +27,7 @@ costmodel::ClusterSpec cluster(int gpus_per_node, int nics_per_node, int gpus) {
 // GPT-3 7.5B at tp 8 (a node), pp 2, dp 32: 512 GPUs, 64 nodes; node n holds pipeline rank
 // n / 32 of replica n % 32.
 costmodel::Estimate estimate_512(int nics_per_node = 8) {
-  return costmodel::estimate(costmodel::load_model("gpt3-7.5b"), cluster(8, nics_per_node, 512), test::plan_of(32, 8, 2, 4));
+  return costmodel::estimate(presets::load_model("gpt3-7.5b"), cluster(8, nics_per_node, 512), test::plan_of(32, 8, 2, 4));
 }
 
 struct Both {
@@ -96,7 +96,7 @@ TEST(SimWhatIf, LateRankDelaysTheFirstIterationOnly) {
 // degraded NIC's blocks beside one clean block, 16 of 256 replicas, at 4,096 GPUs.
 TEST(SimWhatIf, TreeReductionsAgreeAt4096Gpus) {
   const costmodel::Estimate e =
-      costmodel::estimate(costmodel::load_model("gpt3-7.5b"), cluster(8, 8, 4096), test::plan_of(256, 8, 2, 4));
+      costmodel::estimate(presets::load_model("gpt3-7.5b"), cluster(8, 8, 4096), test::plan_of(256, 8, 2, 4));
   const Both slow = run_both(e, slow_node(300, 0.7));  // pipeline rank 1 of replica 44
   expect_agree(slow, "slow node, 4,096 GPUs");
   EXPECT_EQ(slow.reduced.dp_simulated, 16);
@@ -130,7 +130,7 @@ TEST(SimWhatIf, ZeroJitterGivesTheNominalTimesExactly) {
 }
 
 TEST(SimWhatIf, SeededJitterRepeatsBitForBit) {
-  costmodel::Estimate e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), cluster(8, 8, 64), test::plan_of(4, 8, 2, 4));
+  costmodel::Estimate e = costmodel::estimate(presets::load_model("gpt3-7.5b"), cluster(8, 8, 64), test::plan_of(4, 8, 2, 4));
   sim::WhatIf w;
   w.jitter = {sim::JitterDist::Lognormal, 0.1, 7};
   w.iterations = 5;

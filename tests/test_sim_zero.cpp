@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "costmodel/estimate.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "sim/simulate.h"
 #include "tests/sim_helpers.h"
 
@@ -30,21 +30,21 @@ void expect_agreement(const costmodel::ModelSpec& m, const costmodel::ClusterSpe
 // dp 4 over 2 nodes of 2 GPUs with a NIC each: both halves run as rings with a channel per NIC.
 TEST(SimZero, ChannelRingHalvesAgreeWithTheEvaluator) {
   auto c = test::shaped("h100-nvl-ib-64", 2, 2, 2);
-  expect_agreement(costmodel::load_model("gpt3-7.5b"), c, plan(4, 1, 1, 1));
+  expect_agreement(presets::load_model("gpt3-7.5b"), c, plan(4, 1, 1, 1));
 }
 
 // One GPU per node: flat rings; with pp 2 the reduce-scatters overlap the other stage's backward.
 // (zero 1: with 4 microbatches accumulating, gradients cannot be sharded, PlanFieldAndErrors.)
 TEST(SimZero, FlatHalvesWithAPipelineAgree) {
   auto c = test::shaped("h100-nvl-ib-64", 8, 1, 1);
-  expect_agreement(costmodel::load_model("gpt3-7.5b"), c, plan(4, 2, 4, 1));
+  expect_agreement(presets::load_model("gpt3-7.5b"), c, plan(4, 2, 4, 1));
 }
 
 // Without a distributed optimizer the simulator runs no gather, and the all-reduce takes the
 // same time as the two halves together.
 TEST(SimZero, HalvesTogetherTakeTheAllReducesTime) {
   auto c = test::shaped("h100-nvl-ib-64", 2, 2, 2);
-  auto m = costmodel::load_model("gpt3-7.5b");
+  auto m = presets::load_model("gpt3-7.5b");
   auto e0 = costmodel::estimate(m, c, plan(4, 1, 1, 0)), e1 = costmodel::estimate(m, c, plan(4, 1, 1, 1));
   sim::SimResult r0 = test::simulate_estimate(e0, sim::TpComm::Folded), r1 = test::simulate_estimate(e1, sim::TpComm::Folded);
   EXPECT_NEAR(r1.eval.dp_comm_s[0], r0.eval.dp_comm_s[0], 0.01 * r0.eval.dp_comm_s[0]);
@@ -59,9 +59,9 @@ TEST(SimZero, OverlappedParameterGatherAgrees) {
     ParallelPlan p = plan(2, pp, 2 * pp, 1);
     p.overlap_param_gather = true;
     p.grad_bucket_bytes = 50e6;
-    auto e = costmodel::estimate(costmodel::load_model("gpt3-7.5b"), c, p);
+    auto e = costmodel::estimate(presets::load_model("gpt3-7.5b"), c, p);
     ASSERT_LT(e.costs.param_gather_head_share[0], 1);
-    expect_agreement(costmodel::load_model("gpt3-7.5b"), c, p);
+    expect_agreement(presets::load_model("gpt3-7.5b"), c, p);
   }
 }
 
@@ -69,7 +69,7 @@ TEST(SimZero, OverlappedParameterGatherAgrees) {
 // all-reduced over its 4 copies (dp indices 4 apart) at REDUCE_GRAD, as flows; the evaluator's
 // time within 1%, and data-parallel time where plain zero 3 has none.
 TEST(SimZero, HybridShardingReducesOverTheCopies) {
-  const auto m = costmodel::load_model("gpt3-7.5b");
+  const auto m = presets::load_model("gpt3-7.5b");
   const auto c = test::cluster_of("h100-ib-1024", 16);
   ParallelPlan p = test::plan_of(16, 8, 1, 1);
   p.zero = 3;

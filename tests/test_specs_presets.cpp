@@ -3,13 +3,14 @@
 
 #include <fstream>
 
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/specs.h"
 #include "helpers.h"
 #include "schedules/error.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 
 using stagecraft::test::error_of;
 

@@ -9,12 +9,13 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/inner.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "helpers.h"
 #include "schedules/tp_overlap.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using schedules::Op;
 using schedules::PieceKind;
 using schedules::TpOverlap;

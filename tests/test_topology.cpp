@@ -1,11 +1,12 @@
 // Rank placement and link selection on cluster presets.
 #include <gtest/gtest.h>
 
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/topology.h"
 #include "helpers.h"
 
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 
 namespace {
 ParallelPlan plan(int dp, int tp, int pp, const char* order = "tp-dp-pp") {

@@ -11,7 +11,7 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/inner.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/profile.h"
 #include "helpers.h"
 #include "schedules/error.h"
@@ -19,6 +19,7 @@
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using schedules::InnerSchedule;
 using schedules::InnerSpec;
 using schedules::Op;
@@ -369,6 +370,18 @@ TEST(TpOverlapPlan, ModesOtherThanBlockingNeedTensorParallelism) {
   EXPECT_NE(e.find("plan.stage_tp_overlap[1] = oases with tp = 1"), std::string::npos) << e;
   p.tp = 2;
   EXPECT_NO_THROW(check_tp_overlap_applies(p));
+}
+
+// Sequence parallelism splits the tp group's activations along the sequence: at tp = 1 there is
+// no group, so a plan the CLI reads refuses it (Megatron-LM turns it off there; its importer too).
+TEST(TpOverlapPlan, SequenceParallelismNeedsTensorParallelism) {
+  ParallelPlan p = plan(4, 1, 2, 2, 8, TpOverlap::Blocking);
+  p.sequence_parallel = true;
+  const std::string e = error_of([&] { check_sequence_parallel_applies(p); });
+  EXPECT_NE(e.find("plan.sequence_parallel = true with tp = 1 is invalid"), std::string::npos) << e;
+  EXPECT_NE(e.find("allowed: --tp above 1, or no --sequence-parallel"), std::string::npos) << e;
+  p.tp = 2;
+  EXPECT_NO_THROW(check_sequence_parallel_applies(p));
 }
 
 TEST(TpOverlapCli, ModesAtTpOneAreRefusedBeforeAnyWork) {

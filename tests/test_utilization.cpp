@@ -4,12 +4,13 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/flops.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "helpers.h"
 #include "schedules/lower.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 
 namespace {
 ParallelPlan plan(int dp, int tp, int pp, int m, RecomputePolicy r) {

@@ -9,7 +9,7 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/flops.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/price.h"
 #include "costmodel/shape.h"
 #include "costmodel/stack.h"
@@ -19,6 +19,7 @@
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using test::error_of;
 
 namespace {

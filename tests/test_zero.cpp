@@ -9,13 +9,14 @@
 #include "costmodel/comm.h"
 #include "costmodel/estimate.h"
 #include "costmodel/memory.h"
-#include "costmodel/presets.h"
+#include "presets/load.h"
 #include "costmodel/topology.h"
 #include "helpers.h"
 #include "schedules/error.h"
 
 using namespace stagecraft;
 using namespace stagecraft::costmodel;
+using namespace stagecraft::presets;
 using test::error_of;
 
 namespace {

@@ -54,7 +54,7 @@ CLUSTERS = {"A100-SXM4-80GB": "dgx-a100-80gb.json",  # the GPU as published -> c
 NVL72 = ("GB200-NVL72-186GB", "GB300-NVL72-288GB")
 # The precisions a run can state and the flags that price them ("fp8": per-tensor scaling).
 PRECISIONS = {"bf16": [], "fp8": ["--fp8"]}
-# The attention backend a recipe runs -> the kernel set it names (costmodel/presets/stacks): TE's
+# The attention backend a recipe runs -> the kernel set it names (presets/stacks): TE's
 # flash backend (NVTE_FUSED_ATTN=0) is FlashAttention-2, its fused backend cuDNN's attention.
 STACKS = {"flash": "megatron-core-te-flash2", "cudnn-fused": "megatron-core-te", "sdpa-flash": "pytorch-eager"}
 RUN_CLUSTERS = {"bloom-176b-384gpu": "jean-zay-a100-80gb.json"}  # runs on another machine than Selene
@@ -86,7 +86,7 @@ def usable(run):
 
 
 def load_cluster(path):
-    """A cluster file with the preset it "extends" resolved (the program's rule, costmodel/presets.cpp)."""
+    """A cluster file with the preset it "extends" resolved (the program's rule, presets/load.cpp)."""
     with open(path) as f:
         cluster = json.load(f)
     base = cluster.pop("extends", None)
@@ -150,7 +150,7 @@ def estimate(binary, run, extra, tmp):
         # expert all-to-alls of one behind the other's compute (schedules/registry.h a2a_overlap)
         cmd += ["--param", "a2a_overlap=true"]
     experts = (run.get("model") or {}).get("num_experts") or 0
-    if run.get("sequence_parallel") or (run.get("sequence_parallel") is None and experts > 0 and run["tp"] > 1):
+    if run["tp"] > 1 and (run.get("sequence_parallel") or (run.get("sequence_parallel") is None and experts > 0)):
         # Megatron-Core requires sequence parallelism for experts under tensor parallelism (arguments.py)
         cmd.append("--sequence-parallel")
     if run.get("zero") == 3:  # FSDP: parameters sharded too, gathered per unit

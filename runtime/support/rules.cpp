@@ -1,4 +1,4 @@
-#include "costmodel/runtime_support.h"
+#include "runtime/support/rules.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -13,7 +13,10 @@
 #include "schedules/error.h"
 #include "schedules/tp_overlap.h"
 
-namespace stagecraft::costmodel {
+namespace stagecraft::runtime {
+// The rules read plans and models through the cost model's specs and accounting throughout.
+using namespace costmodel;
+
 namespace {
 
 using schedules::Action;
@@ -237,4 +240,4 @@ void check_runtime_memory(const ModelSpec& m, const ParallelPlan& p, double per_
                    "--zero 1 or 3) or a machine with more memory");
 }
 
-}  // namespace stagecraft::costmodel
+}  // namespace stagecraft::runtime

@@ -1,24 +1,14 @@
-#include "costmodel/presets.h"
+#include "presets/load.h"
+
+#include "presets/catalog.h"
 
 #include "schedules/error.h"
 #include "schedules/json_read.h"
 
-namespace stagecraft::costmodel {
+namespace stagecraft::presets {
 namespace {
 
 bool ends_with_json(const std::string& s) { return s.size() > 5 && s.substr(s.size() - 5) == ".json"; }
-
-std::string names_of(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& n : v) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
-const PresetEntry* find(const std::string& kind, const std::string& name) {
-  for (const auto& e : preset_entries())
-    if (e.kind == kind && e.name == name) return &e;
-  return nullptr;
-}
 
 // A cluster that names a preset in "extends" takes that preset's fields (resolved the same way)
 // and overrides them with its own: a GPU variant or a cluster size without copying the figures.
@@ -28,9 +18,9 @@ nlohmann::json resolve_cluster(nlohmann::json j, const std::string& what, int de
   if (!base_name.is_string())
     throw InputError(what + ": extends = " + base_name.dump() + " is invalid (allowed: the name of a cluster preset)");
   const std::string name = base_name.get<std::string>();
-  const PresetEntry* e = find("cluster", name);
+  const Entry* e = find("cluster", name);
   if (!e)
-    throw InputError(what + ": extends = \"" + name + "\" is not a cluster preset (presets: " + names_of(cluster_preset_names()) + ")");
+    throw InputError(what + ": extends = \"" + name + "\" is not a cluster preset (presets: " + joined(cluster_preset_names()) + ")");
   if (depth > 8) throw InputError(what + ": extends = \"" + name + "\" makes a chain longer than 8 (a cycle?)");
   nlohmann::json merged = resolve_cluster(schedules::parse_json(e->json, "cluster preset " + name), "cluster preset " + name, depth + 1);
   j.erase("extends");
@@ -40,33 +30,23 @@ nlohmann::json resolve_cluster(nlohmann::json j, const std::string& what, int de
 
 }  // namespace
 
-std::vector<std::string> model_preset_names() {
-  std::vector<std::string> out;
-  for (const auto& e : preset_entries())
-    if (e.kind == "model") out.push_back(e.name);
-  return out;
-}
+std::vector<std::string> model_preset_names() { return names("model"); }
 
-std::vector<std::string> cluster_preset_names() {
-  std::vector<std::string> out;
-  for (const auto& e : preset_entries())
-    if (e.kind == "cluster") out.push_back(e.name);
-  return out;
-}
+std::vector<std::string> cluster_preset_names() { return names("cluster"); }
 
 ModelSpec load_model(const std::string& name) {
-  if (const PresetEntry* e = find("model", name)) return model_from_json(schedules::parse_json(e->json, "model preset " + name));
-  if (ends_with_json(name)) return model_from_json(schedules::read_json_file(name, "model file"));
-  throw InputError("model '" + name + "' is not a preset (presets: " + names_of(model_preset_names()) +
+  if (const Entry* e = find("model", name)) return costmodel::model_from_json(schedules::parse_json(e->json, "model preset " + name));
+  if (ends_with_json(name)) return costmodel::model_from_json(schedules::read_json_file(name, "model file"));
+  throw InputError("model '" + name + "' is not a preset (presets: " + joined(model_preset_names()) +
                    ") nor a .json file");
 }
 
 ClusterSpec load_cluster(const std::string& name) {
-  if (const PresetEntry* e = find("cluster", name))
-    return cluster_from_json(resolve_cluster(schedules::parse_json(e->json, "cluster preset " + name), "cluster preset " + name));
+  if (const Entry* e = find("cluster", name))
+    return costmodel::cluster_from_json(resolve_cluster(schedules::parse_json(e->json, "cluster preset " + name), "cluster preset " + name));
   if (ends_with_json(name))
-    return cluster_from_json(resolve_cluster(schedules::read_json_file(name, "cluster file"), "cluster file " + name));
-  throw InputError("cluster '" + name + "' is not a preset (presets: " + names_of(cluster_preset_names()) +
+    return costmodel::cluster_from_json(resolve_cluster(schedules::read_json_file(name, "cluster file"), "cluster file " + name));
+  throw InputError("cluster '" + name + "' is not a preset (presets: " + joined(cluster_preset_names()) +
                    ") nor a .json file");
 }
 
@@ -76,7 +56,7 @@ ParallelPlan load_plan_file(const std::string& path) {
     j.erase("model");
     j.erase("cluster");
   }
-  return plan_from_json(j);
+  return costmodel::plan_from_json(j);
 }
 
 nlohmann::json plan_file_input(const std::string& path, const std::string& key) {
@@ -89,4 +69,4 @@ nlohmann::json plan_file_input(const std::string& path, const std::string& key) 
   return v;
 }
 
-}  // namespace stagecraft::costmodel
+}  // namespace stagecraft::presets

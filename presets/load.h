@@ -1,6 +1,6 @@
-// Named presets of models and clusters: the JSON files under costmodel/presets/, compiled into
-// the library so the program works from any directory. A name that is not a preset but ends
-// in .json is read as a file.
+// Models, clusters and plans as specs: a preset's name (presets/catalog.h) or the path of a JSON
+// file. A name that is not a preset but ends in .json is read as a file. Above the cost model,
+// whose specs they build.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,15 +9,12 @@
 
 #include "costmodel/specs.h"
 
-namespace stagecraft::costmodel {
+namespace stagecraft::presets {
 
-struct PresetEntry {
-  std::string kind;   // "model", "cluster" or "stack"
-  std::string name;   // file name without .json
-  std::string json;   // file contents
-};
+using costmodel::ClusterSpec;
+using costmodel::ModelSpec;
+using costmodel::ParallelPlan;
 
-const std::vector<PresetEntry>& preset_entries();
 std::vector<std::string> model_preset_names();
 std::vector<std::string> cluster_preset_names();
 
@@ -32,4 +29,4 @@ ParallelPlan load_plan_file(const std::string& path);
 // both.
 nlohmann::json plan_file_input(const std::string& path, const std::string& key);
 
-}  // namespace stagecraft::costmodel
+}  // namespace stagecraft::presets

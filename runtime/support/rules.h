@@ -1,6 +1,7 @@
 // What `stagecraft train` (runtime/) executes, as rules on a plan: one place for the runtime's
-// own preflight (runtime/plan.cpp) and for the planner's `plan --for-runtime`, which searches
-// only plans the runtime then trains. Torch-free. Each check throws InputError naming the field,
+// own preflight (runtime/plan.cpp), its executor's assertions, the notes of estimate and simulate,
+// and the planner's `plan --for-runtime`, which searches only plans the runtime then trains.
+// Torch-free: its own library (stagecraft_runtime_support), built with or without LibTorch. Each check throws InputError naming the field,
 // its value and what the runtime allows.
 #pragma once
 
@@ -9,7 +10,10 @@
 #include "costmodel/specs.h"
 #include "schedules/schedule.h"
 
-namespace stagecraft::costmodel {
+namespace stagecraft::runtime {
+
+using costmodel::ModelSpec;
+using costmodel::ParallelPlan;
 
 // The plan's own fields against the runtime: FP8, context parallelism, fully sharded data
 // parallelism, Transformer Engine's overlap and the sub-batches of the other overlap modes,
@@ -56,4 +60,4 @@ double runtime_static_bytes(const ModelSpec& m, const ParallelPlan& p);
 // memory shared by 2 local ranks"). InputError naming the model, the predicted bytes, the memory and what lowers it.
 void check_runtime_memory(const ModelSpec& m, const ParallelPlan& p, double per_rank_bytes, const std::string& memory);
 
-}  // namespace stagecraft::costmodel
+}  // namespace stagecraft::runtime
