@@ -11,6 +11,7 @@
 #include "costmodel/presets.h"
 #include "helpers.h"
 #include "schedules/error.h"
+#include "workbench/compare.h"
 #include "workbench/plan.h"
 #include "workbench/resolve.h"
 #include "workbench/route.h"
@@ -158,6 +159,31 @@ TEST(Workbench, FromWarningsGoToTheCaller) {
   // The file's world is left open: the cluster's 8 GPUs, dp 8, and 16 / (8 * 1) = 2 microbatches.
   EXPECT_EQ(in.plan.dp, 8);
   EXPECT_EQ(in.plan.num_microbatches, 2);
+}
+
+// compare's rows: schedules times modes, schedule-major, each plan with its schedule and mode and
+// only the schedule parameters its generator reads.
+TEST(Workbench, CompareRowsAreSchedulesTimesModes) {
+  workbench::PlanRequest r = gpt_request(2, 4);
+  r.params.waves = 2;  // hanayo's, not 1f1b's
+  const workbench::Inputs in = workbench::resolve(r);
+  const std::vector<workbench::CompareRow> rows = workbench::compare_rows("1f1b,hanayo", "blocking,merak", in.plan);
+  ASSERT_EQ(rows.size(), 4u);
+  const std::vector<std::string> labels = {"1f1b.blocking", "1f1b.merak", "hanayo.blocking", "hanayo.merak"};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].label, labels[i]);
+    EXPECT_EQ(rows[i].plan.schedule, rows[i].schedule);
+    EXPECT_EQ(rows[i].plan.tp_overlap, rows[i].mode);
+    EXPECT_EQ(rows[i].plan.dp, 8);
+  }
+  EXPECT_EQ(rows[1].mode, schedules::TpOverlap::Merak);
+  EXPECT_FALSE(rows[0].plan.schedule_params.contains("waves"));
+  EXPECT_EQ(rows[2].plan.schedule_params.at("waves"), 2);
+  // One mode: the labels are the schedules' names.
+  EXPECT_EQ(workbench::compare_rows("gpipe", "", in.plan).front().label, "gpipe");
+  const workbench::Inputs one = workbench::resolve(gpt_request(1, 4));
+  EXPECT_NE(error_of([&] { workbench::compare_rows("1f1b", "merak", one.plan); }).find("--tp-overlaps = 'merak' is invalid with tp = 1"),
+            std::string::npos);
 }
 
 // --gpus: counts, doubling ranges and auto (the cluster and its halvings, whole nodes).
