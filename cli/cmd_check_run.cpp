@@ -7,13 +7,14 @@
 #include "configs/import.h"
 #include "configs/run_log.h"
 #include "schedules/error.h"
+#include "workbench/route.h"
 
 namespace stagecraft::cli {
 namespace {
 
 struct CheckRunOpts {
   std::string log;    // the training log
-  PlanFlags plan;     // --from CONFIG and the flags that override it
+  PlanRequest plan;     // --from CONFIG and the flags that override it
   int warmup = 1;     // logged lines skipped at the start (warm-up, compilation)
   bool json = false;  // one JSON object
 };
@@ -46,12 +47,12 @@ std::vector<Row> rows_of(const configs::Measured& me, const costmodel::Estimate&
 
 void run_check(const CheckRunOpts& o) {
   if (o.plan.from.empty() && o.plan.model.empty()) throw InputError("--from CONFIG is required (the run's config; or --model and the plan flags)");
-  const Inputs in = resolve(o.plan);
+  const Inputs in = workbench::resolve(o.plan, print_warning);
   const std::string text = configs::read_config_text(o.log, "log");
   const configs::RunLog log = configs::read_run_log(text, "log '" + o.log + "'");
   costmodel::EstimateOptions eo;
   eo.profile = in.profile_ptr();
-  const costmodel::Estimate e = estimate_inputs(in, in.plan, eo);
+  const costmodel::Estimate e = workbench::estimate_inputs(in, in.plan, eo);
   const double tokens = static_cast<double>(in.plan.global_batch()) * in.model.seq_length;
   const configs::Measured me = configs::measure(log, o.warmup, tokens, in.plan.num_gpus());
   if (log.world_size > 0 && log.world_size != in.plan.num_gpus())

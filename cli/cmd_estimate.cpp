@@ -17,11 +17,9 @@
 #include "drawing/svg.h"
 #include "drawing/trace.h"
 #include "schedules/error.h"
-#include "schedules/registry.h"
 #include "schedules/tp_overlap.h"
-#ifdef STAGECRAFT_HAVE_SIM
-#include "sim/simulate.h"
-#endif
+#include "workbench/compare.h"
+#include "workbench/route.h"
 
 namespace stagecraft::cli {
 namespace {
@@ -39,7 +37,7 @@ std::string fit_verdict_line(const costmodel::Estimate& e) {
 }
 
 struct EstimateOpts {
-  PlanFlags plan;
+  PlanRequest plan;
   bool json = false;
   bool wide = false;  // tables however wide (default: within 100 columns)
   bool workload = false;  // --json also prints the plan's workload (costmodel/plan_workload.h)
@@ -48,7 +46,7 @@ struct EstimateOpts {
 };
 
 struct CompareOpts {
-  PlanFlags plan;
+  PlanRequest plan;
   bool wide = false;  // every column (default: the table within 100 columns)
   std::string schedules = "gpipe,1f1b,interleaved-1f1b,looped-bfs";
   bool json = false;
@@ -58,22 +56,6 @@ struct CompareOpts {
   std::string tp_overlaps;      // comma-separated tp overlap modes, one row each per schedule
                                 // (empty: the plan's --tp-overlap only)
 };
-
-// --engine checked before any row is priced: eval, or sim in a build with the simulator.
-void check_engine(const std::string& engine) {
-#ifdef STAGECRAFT_HAVE_SIM
-  if (engine == "eval" || engine == "sim") return;
-#else
-  if (engine == "eval") return;
-#endif
-  throw InputError("--engine = '" + engine + "' is not available (allowed: eval" +
-#ifdef STAGECRAFT_HAVE_SIM
-                   std::string(", sim") +
-#else
-                   std::string("; sim needs a build with STAGECRAFT_BUILD_SIM") +
-#endif
-                   ")");
-}
 
 // The GPU behind the prices: its catalog entry, the clock calibration and the figures it used
 // that are assumed rather than measured (issue 49), each wrapped to the 100 columns.
@@ -93,14 +75,6 @@ void print_gpu_lines(const costmodel::Estimate& e) {
   for (const auto& a : assumed)
     list += (list.empty() ? "" : ", ") + a.first + (values.contains(a.first) ? " " + values.at(a.first).dump() : "");
   put("assumed, not measured: ", list);
-}
-
-// The simulator as compare's engine (--engine sim, checked by check_engine).
-costmodel::Estimate with_engine(const costmodel::Estimate& e, const std::string& engine) {
-#ifdef STAGECRAFT_HAVE_SIM
-  if (engine == "sim") return sim::simulated_estimate(e);
-#endif
-  return e;
 }
 
 void print_estimate(const costmodel::Estimate& e, const std::string& runtime_note, bool wide) {
@@ -214,7 +188,7 @@ void print_fold3d_model(const costmodel::fold3d::Model& f, int paper_ns, double 
 
 void run_estimate(const EstimateOpts& o) {
   if (!o.trace.empty()) check_output_file("--trace", o.trace);
-  Inputs in = resolve(o.plan);
+  Inputs in = workbench::resolve(o.plan, print_warning);
   if (!o.emit.empty()) {
     std::cout << configs::emit(o.emit, in.model, in.plan, in.cluster.gpus_per_node, "--emit");
     return;
@@ -222,7 +196,7 @@ void run_estimate(const EstimateOpts& o) {
   costmodel::EstimateOptions eo;
   eo.eval.record = !o.trace.empty();
   eo.profile = in.profile_ptr();
-  costmodel::Estimate e = estimate_inputs(in, in.plan, eo);
+  costmodel::Estimate e = workbench::estimate_inputs(in, in.plan, eo);
   if (!o.trace.empty()) {
     drawing::TraceOptions to;
     to.title = e.model.name + " on " + e.cluster.name + ", " + e.schedule.name;
@@ -248,47 +222,6 @@ void run_estimate(const EstimateOpts& o) {
   }
   print_estimate(e, runtime_note, o.wide);
   if (aiao) print_fold3d_model(f, paper_ns, e.eval.iteration_time_s);
-}
-
-std::vector<std::string> schedule_list(const std::string& spec) {
-  std::vector<std::string> names;
-  if (spec == "all") {
-    for (const auto& g : schedules::generators()) names.push_back(g.name);
-    return names;
-  }
-  for (const std::string& n : split_list(spec)) names.push_back(schedules::find_generator(n).name);  // unknown: exit 2
-  if (names.empty()) throw InputError("--schedules is empty (give a comma-separated list or 'all')");
-  return names;
-}
-
-// The tp overlap modes of compare's rows: --tp-overlaps, or the plan's own mode.
-std::vector<schedules::TpOverlap> overlap_list(const std::string& spec, const costmodel::ParallelPlan& plan) {
-  if (spec.empty()) return {plan.tp_overlap};
-  std::vector<schedules::TpOverlap> modes;
-  for (const std::string& n : split_list(spec)) modes.push_back(schedules::parse_tp_overlap(n, "--tp-overlaps"));
-  if (modes.empty()) throw InputError("--tp-overlaps is empty (give a comma-separated list of blocking, merak, cross-pass, oases, te)");
-  for (schedules::TpOverlap m : modes)
-    if (!costmodel::tp_overlap_applies(m, plan.tp))
-      throw InputError("--tp-overlaps = '" + spec + "' is invalid with tp = " + std::to_string(plan.tp) + ": '" +
-                       std::string(schedules::tp_overlap_name(m)) +
-                       "' overlaps tensor-parallel collectives, and tp = 1 has none (allowed: blocking, or --tp above 1)");
-  return modes;
-}
-
-// One row per (schedule, tp overlap mode): the schedule's name, with the mode when several are compared.
-struct CompareRow {
-  std::string schedule;
-  schedules::TpOverlap mode = schedules::TpOverlap::Blocking;
-  std::string label;
-};
-
-std::vector<CompareRow> compare_rows(const CompareOpts& o, const costmodel::ParallelPlan& plan) {
-  std::vector<CompareRow> rows;
-  const auto modes = overlap_list(o.tp_overlaps, plan);
-  for (const std::string& name : schedule_list(o.schedules))
-    for (schedules::TpOverlap m : modes)
-      rows.push_back({name, m, modes.size() > 1 ? name + "." + std::string(schedules::tp_overlap_name(m)) : name});
-  return rows;
 }
 
 // compare's last line: the fastest row that fits in the usable memory, or that none does.
@@ -325,11 +258,11 @@ void print_compare_table(const std::vector<std::vector<std::string>>& rows, bool
 }
 
 void run_compare(const CompareOpts& o) {
-  check_engine(o.engine);
+  workbench::check_engine(o.engine);
   if (!o.trace_dir.empty()) check_output_dir("--trace-dir", o.trace_dir);
   if (!o.svg.empty()) check_output_file("--svg", o.svg);
-  Inputs in = resolve(o.plan);
-  std::vector<CompareRow> cases = compare_rows(o, in.plan);
+  Inputs in = workbench::resolve(o.plan, print_warning);
+  const std::vector<workbench::CompareRow> cases = workbench::compare_rows(o.schedules, o.tp_overlaps, in.plan);
   nlohmann::json all = nlohmann::json::array();
   std::vector<std::vector<std::string>> rows;
   std::vector<costmodel::Estimate> kept;  // for the SVG
@@ -342,19 +275,15 @@ void run_compare(const CompareOpts& o) {
   std::vector<RowFit> fitted;  // the rows priced
   bool host_memory = false;    // some row offloads to host memory
   int ok = 0;
-  for (const CompareRow& row : cases) {
+  for (const workbench::CompareRow& row : cases) {
     const std::string& name = row.label;
-    costmodel::ParallelPlan p = in.plan;
-    p.schedule = row.schedule;
-    p.schedule_params = params_for(row.schedule, in.plan.schedule_params);
-    p.tp_overlap = row.mode;
-    p.stage_tp_overlap.clear();  // the row's mode applies to every stage
+    const costmodel::ParallelPlan& p = row.plan;
     const std::string mode_name(schedules::tp_overlap_name(row.mode));
     try {
       costmodel::EstimateOptions eo;
       eo.eval.record = !o.trace_dir.empty() || !o.svg.empty();
       eo.profile = in.profile_ptr();
-      costmodel::Estimate e = with_engine(estimate_inputs(in, p, eo), o.engine);
+      costmodel::Estimate e = workbench::with_engine(workbench::estimate_inputs(in, p, eo), o.engine);
       ++ok;
       if (!o.trace_dir.empty()) {
         drawing::TraceOptions to;

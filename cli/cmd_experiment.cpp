@@ -9,9 +9,7 @@
 #include "reproduce/report.h"
 #include "reproduce/run.h"
 #include "schedules/error.h"
-#ifdef STAGECRAFT_HAVE_SIM
-#include "sim/simulate.h"
-#endif
+#include "workbench/route.h"
 
 namespace stagecraft::cli {
 namespace {
@@ -44,9 +42,7 @@ void run_experiments(const ExperimentOpts& o) {
   if (!o.report.empty()) check_output_file("--report", o.report);  // before any experiment is priced
   if (!o.out_dir.empty()) check_output_dir("--out-dir", o.out_dir);
   reproduce::RunOptions ro;
-#ifdef STAGECRAFT_HAVE_SIM
-  ro.simulate = [](const costmodel::Estimate& e) { return sim::simulated_estimate(e); };
-#endif
+  ro.simulate = workbench::simulator();  // empty without the simulator: a spec asking for it is refused
   std::vector<reproduce::Outcome> all;
   for (const std::string& dir : experiment_dirs(o.paths)) {
     reproduce::Outcome x{reproduce::load_spec(dir), {}, {}};

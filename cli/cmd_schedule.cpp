@@ -18,6 +18,7 @@
 #include "schedules/lower.h"
 #include "schedules/registry.h"
 #include "schedules/validate.h"
+#include "workbench/plan.h"
 
 namespace stagecraft::cli {
 namespace {
@@ -36,7 +37,7 @@ struct ScheduleOpts {
   bool list = false;
   bool verbose = false;
   bool wide = false;  // the grid on one line per rank, however wide (default: folded to 100 columns)
-  ScheduleParamFlags params;
+  ScheduleParams params;
 };
 
 void emit(const ScheduleOpts& o, const std::string& text) {
@@ -157,7 +158,7 @@ void run(const ScheduleOpts& o) {
     g.ranks = o.stages;
     g.microbatches = o.microbatches;
     g.chunks = o.chunks;
-    g.extra = schedule_params_json(o.params);
+    g.extra = workbench::schedule_params_json(o.params);
     const auto& info = schedules::find_generator(o.name);
     for (auto it = g.extra.begin(); it != g.extra.end(); ++it)
       if (std::find(info.params.begin(), info.params.end(), it.key()) == info.params.end())

@@ -1,24 +1,15 @@
 #include "cli/common.h"
 
-
-#include <cmath>
 #include <cstring>
 #include <cerrno>
 #include <unistd.h>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
-#include "configs/import.h"
-#include "costmodel/gpus.h"
-#include "presets/load.h"
 #include "costmodel/stack.h"
-#include "graphs/estimate.h"
-#include "schedules/registry.h"
 #include "schedules/error.h"
-#include "schedules/json_read.h"
 
 namespace stagecraft::cli {
 
@@ -91,12 +82,12 @@ void add_from_flags(CLI::App* app, std::string& from, std::string& format, std::
       ->needs(from_opt);
 }
 
-void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with_cluster) {
+void add_plan_flags(CLI::App* app, PlanRequest& f, bool single_schedule, bool with_cluster) {
   add_from_flags(app, f.from, f.from_format, f.hf_config);
   app->add_option("--model", f.model,
                   "model preset name (see `stagecraft presets`) or a model JSON file (default: the one the --plan or --from file "
                   "names)");
-  add_model_flags(app, f.model_flags);
+  add_model_flags(app, f.model_request);
   app->add_option("--stack", f.stack, stack_flag_help("kernel set that runs the plan"));
   if (with_cluster)
     app->add_option("--cluster", f.cluster, "cluster preset name or a cluster JSON file (default: the one the --plan file names)");
@@ -177,59 +168,14 @@ void add_plan_flags(CLI::App* app, PlanFlags& f, bool single_schedule, bool with
   add_schedule_param_flags(app, f.params);
 }
 
-void add_schedule_param_flags(CLI::App* app, ScheduleParamFlags& f) {
+void add_schedule_param_flags(CLI::App* app, ScheduleParams& f) {
   app->add_option("--waves", f.waves, "hanayo: waves W (2*W*P stages; default 2)");
   app->add_option("--segments", f.segments, "fold3d-aiao: segments ns, or auto (default: auto in estimate/compare, 2 in schedule)");
   app->add_option("--alpha1", f.alpha1, "merak: un-recomputed share of the first stage in [0, 1], or auto (the largest that fits)");
   app->add_option("--param", f.extra, "any generator parameter as KEY=VALUE, e.g. --param offload=false (repeatable)");
 }
 
-namespace {
-nlohmann::json scalar(const std::string& flag, const std::string& v) {
-  try {
-    nlohmann::json j = nlohmann::json::parse(v);
-    if (j.is_primitive()) return j;
-  } catch (const nlohmann::json::exception&) {
-  }
-  if (v.empty()) throw InputError(flag + " needs a value");
-  return v;  // a plain word such as auto
-}
-}  // namespace
-
-nlohmann::json schedule_params_json(const ScheduleParamFlags& f) {
-  nlohmann::json j = nlohmann::json::object();
-  if (f.waves) j["waves"] = *f.waves;
-  if (!f.segments.empty()) j["segments"] = scalar("--segments", f.segments);
-  if (!f.alpha1.empty()) j["alpha1"] = scalar("--alpha1", f.alpha1);
-  for (const std::string& kv : f.extra) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw InputError("--param '" + kv + "' is invalid (expected KEY=VALUE, e.g. --param offload=false)");
-    j[kv.substr(0, eq)] = scalar("--param " + kv.substr(0, eq), kv.substr(eq + 1));
-  }
-  return j;
-}
-
-nlohmann::json params_for(const std::string& schedule, const nlohmann::json& params) {
-  const auto& g = schedules::find_generator(schedule);
-  nlohmann::json out = nlohmann::json::object();
-  for (auto it = params.begin(); it != params.end(); ++it)
-    if (std::find(g.params.begin(), g.params.end(), it.key()) != g.params.end()) out[it.key()] = it.value();
-  return out;
-}
-
-std::vector<std::string> split_list(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream in(s);
-  while (std::getline(in, cur, sep))
-    if (!cur.empty()) out.push_back(cur);
-  return out;
-}
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
+void print_warning(const std::string& text) { std::cerr << "stagecraft: warning: " << text << "\n"; }
 
 bool is_torchscript(const std::string& model_arg) { return ends_with(model_arg, ".pt"); }
 
@@ -255,32 +201,13 @@ void add_memory_margin_flag(CLI::App* app, std::optional<double>& margin) {
                   "(default: the cluster's, else 0.15; docs/memory.md)");
 }
 
-void apply_memory_margin(costmodel::ClusterSpec& c, const std::optional<double>& margin) {
-  if (margin) costmodel::set_memory_margin(c, *margin, "--memory-margin");
-}
-
 void add_nodes_flag(CLI::App* app, std::optional<int>& nodes) {
   app->add_option("--nodes", nodes,
                   "nodes of the cluster, overriding its preset or file (e.g. 32 nodes of h100-nvl-ib-64: 256 GPUs); "
                   "each node and the network keep their figures");
 }
 
-void apply_nodes(costmodel::ClusterSpec& c, const std::optional<int>& nodes) {
-  if (nodes) costmodel::set_nodes(c, *nodes, "--nodes");
-}
-
-std::optional<graphs::Graph> graph_arg(const std::string& model_arg) {
-  if (!ends_with(model_arg, ".json")) return std::nullopt;
-  nlohmann::json j = schedules::read_json_file(model_arg, "--model");
-  if (!j.is_object() || j.value("format", "") != "stagecraft-graph") return std::nullopt;
-  return graphs::from_json(j, "graph '" + model_arg + "'");
-}
-
-costmodel::Estimate estimate_inputs(const Inputs& in, const costmodel::ParallelPlan& p, const costmodel::EstimateOptions& eo) {
-  return in.graph ? graphs::estimate_graph(*in.graph, in.cluster, p, eo) : costmodel::estimate(in.model, in.cluster, p, eo);
-}
-
-void add_model_flags(CLI::App* app, ModelFlags& f) {
+void add_model_flags(CLI::App* app, ModelRequest& f) {
   app->add_option("--attention-kernel", f.attention_kernel,
                   "the model's attention core: materialized (scores kept, Korthikanti; the presets') or fused (flash attention: "
                   "no s x s tensor kept; the runtime needs LibTorch 2.x)");
@@ -292,212 +219,6 @@ void add_model_flags(CLI::App* app, ModelFlags& f) {
                   "FP8 (as --fp8) with this scaling recipe: delayed (TE's default), current (tensor-wise), blockwise "
                   "(1x128 and 128x128 blocks) or mxfp8 (block 32; Blackwell); docs/costmodel.md \"FP8 recipes\"");
   app->add_option("--seq-length", f.seq_length, "tokens per sample, in place of the model's seq_length (e.g. 32768)");
-}
-
-void apply_model_flags(costmodel::ModelSpec& m, const ModelFlags& f) {
-  if (!f.attention_kernel.empty()) m.attention_kernel = costmodel::parse_attention_kernel(f.attention_kernel, "--attention-kernel");
-  if (f.no_dropout) m.dropout = false;
-  if (f.fp8) m.fp8 = true;
-  if (!f.fp8_recipe.empty()) {
-    m.fp8 = true;
-    m.fp8_recipe = costmodel::parse_fp8_recipe(f.fp8_recipe, "--fp8-recipe");
-  }
-  if (f.seq_length) m.seq_length = *f.seq_length;
-  costmodel::check(m);
-}
-
-void refuse_model_flags_for_graph(const std::string& model, const ModelFlags& f) {
-  if (!f.any()) return;
-  const char* flag = f.fp8 ? "--fp8" : !f.fp8_recipe.empty() ? "--fp8-recipe" : f.no_dropout ? "--no-dropout" : f.seq_length ? "--seq-length" : "--attention-kernel";
-  throw InputError(std::string(flag) + " with a graph (--model " + model +
-                   "): the graph's nodes say what they compute and keep (saved_bytes)");
-}
-
-namespace {
-// What the --plan file names for `key` ("model", "cluster") when the flag is not given; InputError
-// naming the flag when neither says.
-nlohmann::json plan_input(const PlanFlags& f, const std::string& key) {
-  const nlohmann::json v = f.plan_file.empty() ? nlohmann::json(nullptr) : presets::plan_file_input(f.plan_file, key);
-  if (v.is_null())
-    throw InputError("--" + key + " is required (a preset name or a JSON file; or a --plan file written by `plan --out`, which " +
-                     "names its " + key + ")" + (f.plan_file.empty() ? "" : "; plan file '" + f.plan_file + "' names none"));
-  return v;
-}
-}  // namespace
-
-costmodel::ModelSpec load_model_flags(const PlanFlags& f) {
-  costmodel::ModelSpec m;
-  if (!f.model.empty()) {
-    m = presets::load_model(f.model);
-  } else {
-    const nlohmann::json v = plan_input(f, "model");
-    m = v.is_string() ? presets::load_model(v.get<std::string>()) : costmodel::model_from_json(v);
-  }
-  apply_model_flags(m, f.model_flags);
-  return m;
-}
-
-costmodel::ModelSpec model_of(const PlanFlags& f, const std::optional<costmodel::ModelSpec>& from_model) {
-  if (f.model.empty() && from_model) {
-    costmodel::ModelSpec m = *from_model;
-    apply_model_flags(m, f.model_flags);
-    return m;
-  }
-  if (f.model.empty() && !f.from.empty()) throw InputError("--from " + f.from + " defines no model; give --model or --hf-config");
-  return load_model_flags(f);  // --model, or the --plan file's
-}
-
-namespace {
-
-// The cluster with the nodes a world of `world` GPUs fills (one node when fewer).
-void nodes_for_world(costmodel::ClusterSpec& c, int world, const std::string& from) {
-  const int per = c.gpus_per_node;
-  if (world % per != 0 && world > per)
-    throw InputError("--from " + from + ": world size " + std::to_string(world) + " is not a multiple of cluster '" + c.name + "''s " +
-                     std::to_string(per) + " GPUs per node (contradictory values; give --nodes)");
-  costmodel::set_nodes(c, world > per ? world / per : 1, "--from's world size");
-}
-
-}  // namespace
-
-std::optional<costmodel::ModelSpec> apply_from(PlanFlags& f, costmodel::ClusterSpec* cluster, int gpus) {
-  if (f.from.empty()) return std::nullopt;
-  if (!f.plan_file.empty()) throw InputError("--plan " + f.plan_file + " with --from " + f.from + " (allowed: one of them)");
-  configs::ImportOptions o;
-  o.hf_config = f.hf_config;
-  std::optional<configs::Format> fmt;
-  if (!f.from_format.empty()) fmt = configs::parse_format(f.from_format, "--from-format");
-  configs::Imported in = configs::import_file(f.from, fmt, o);
-  for (const configs::ReportEntry& u : in.report.unknown)
-    std::cerr << "stagecraft: warning: --from " << f.from << ": unknown field " << u.field << " (not understood; left out)\n";
-  if (!in.has_plan) return in.model;
-  if (cluster && !f.nodes && in.world_size > 0) nodes_for_world(*cluster, in.world_size, f.from);
-  if (in.plan.dp < 1 || in.world_size == 0 || in.plan.num_microbatches < 1)
-    configs::complete_plan(in, gpus > 0 ? gpus : cluster ? cluster->num_gpus() : 0, "--nodes or --cluster");
-  f.from_plan = in.plan;
-  f.from_global_batch = in.global_batch > 0 ? in.global_batch : 0;
-  f.from_world = in.world_size;
-  return in.model;
-}
-
-Inputs resolve(const PlanFlags& given) {
-  PlanFlags f = given;
-  if (f.model.empty() && f.from.empty() && plan_input(f, "model").is_string()) f.model = plan_input(f, "model").get<std::string>();
-  Inputs in;
-  in.graph = graph_arg(f.model);
-  if (in.graph) refuse_model_flags_for_graph(f.model, f.model_flags);
-  if (!f.cluster.empty()) {
-    in.cluster = presets::load_cluster(f.cluster);
-  } else {
-    const nlohmann::json v = plan_input(f, "cluster");
-    in.cluster = v.is_string() ? presets::load_cluster(v.get<std::string>()) : costmodel::cluster_from_json(v);
-  }
-  if (!f.gpu_calibration.empty())
-    costmodel::apply_gpu_calibration(in.cluster, schedules::read_json_file(f.gpu_calibration, "--gpu-calibration"),
-                                     f.gpu_calibration);
-  apply_memory_margin(in.cluster, f.memory_margin);
-  apply_nodes(in.cluster, f.nodes);
-  if (f.gpus_used_per_node) costmodel::set_gpus_used_per_node(in.cluster, *f.gpus_used_per_node, "--gpus-used-per-node");
-  const std::optional<costmodel::ModelSpec> from_model = apply_from(f, &in.cluster);
-  in.model = in.graph ? graphs::model_of(*in.graph) : model_of(f, from_model);
-  // The file's world, unless --nodes says how many GPUs the run has.
-  const int gpus = f.from_plan && f.from_world > 0 && !f.nodes ? f.from_world : in.cluster.num_gpus();
-  in.plan = resolve_plan(f, gpus, f.from_plan ? "GPUs of --from " + f.from : "GPUs of cluster '" + in.cluster.name + "'");
-  if (!in.graph) costmodel::check_fit(in.model, in.cluster, in.plan);  // a graph: graphs::estimate_graph checks its own
-  if (!f.profile.empty()) in.profile = costmodel::load_profile(f.profile);
-  return in;
-}
-
-double grad_bucket_bytes_of(double mb) {
-  if (!(mb > 0)) throw InputError("--grad-bucket-mb = " + std::to_string(mb) + " is invalid (must be greater than 0)");
-  return mb * 1024 * 1024;
-}
-
-namespace {
-
-// --from's global batch over dp * microbatch size (after the flags' overrides).
-int microbatches_of_batch(const PlanFlags& f, const costmodel::ParallelPlan& p) {
-  const long per = static_cast<long>(p.dp) * p.microbatch_size;
-  if (per < 1 || f.from_global_batch % per != 0)
-    throw InputError("the global batch of --from " + f.from + " = " + std::to_string(f.from_global_batch) + " is not a multiple of dp * " +
-                     "microbatch size = " + std::to_string(per) + " (contradictory values; give --microbatches)");
-  return static_cast<int>(f.from_global_batch / per);
-}
-
-}  // namespace
-
-costmodel::ParallelPlan resolve_plan(const PlanFlags& f, int gpus, const std::string& gpus_from) {
-  for (const auto& [name, v] : {std::pair{"dp", f.dp}, {"tp", f.tp}, {"pp", f.pp}, {"cp", f.cp}, {"ep", f.ep}, {"microbatch-size", f.microbatch_size},
-                                {"microbatches", f.microbatches}, {"chunks", f.chunks}})
-    if (v && *v < 1)
-      throw InputError(std::string("--") + name + " = " + std::to_string(*v) + " is invalid (" + name + " must be at least 1)");
-  costmodel::ParallelPlan p;
-  p.num_microbatches = 0;
-  if (f.from_plan) p = *f.from_plan;
-  else if (!f.plan_file.empty()) p = presets::load_plan_file(f.plan_file);
-  if (f.tp) p.tp = *f.tp;
-  if (f.pp) p.pp = *f.pp;
-  if (f.cp) p.cp = *f.cp;
-  if (f.ep) p.ep = *f.ep;
-  if (f.etp) p.etp = *f.etp;
-  if (f.moe_dispatcher) p.moe_dispatcher = *f.moe_dispatcher;
-  if (f.dp) {
-    p.dp = *f.dp;
-  } else if (f.plan_file.empty() || f.from_plan) {
-    const int other = p.tp * p.pp * p.cp;
-    if (p.tp < 1 || p.pp < 1 || p.cp < 1 || gpus % other != 0)
-      throw InputError("--dp not given and tp*pp" + std::string(p.cp > 1 ? "*cp" : "") + " = " + std::to_string(other) +
-                       " does not divide the " + std::to_string(gpus) + " " + gpus_from + "; give --dp");
-    p.dp = gpus / other;
-  }
-  if (f.microbatch_size) p.microbatch_size = *f.microbatch_size;
-  if (f.microbatches) p.num_microbatches = *f.microbatches;
-  else if (f.from_plan && f.from_global_batch > 0) p.num_microbatches = microbatches_of_batch(f, p);
-  if (p.num_microbatches == 0) p.num_microbatches = 4 * p.pp;
-  if (!f.schedule.empty()) p.schedule = f.schedule;
-  if (f.chunks) p.schedule_params["chunks"] = *f.chunks;
-  nlohmann::json given = schedule_params_json(f.params);
-  for (auto it = given.begin(); it != given.end(); ++it) p.schedule_params[it.key()] = it.value();
-  if (f.sequence_parallel) p.sequence_parallel = true;
-  if (!f.recompute.empty()) p.recompute = costmodel::parse_recompute(f.recompute);
-  if (!f.recompute_modules.empty()) p.recompute_modules = f.recompute_modules;
-  if (!f.cuda_graph_scope.empty()) p.cuda_graph_scope = f.cuda_graph_scope;
-  if (f.offload_layers) p.offload_layers = *f.offload_layers;
-  if (!f.rank_order.empty()) p.rank_order = f.rank_order;
-  if (!f.tp_overlap.empty()) p.tp_overlap = schedules::parse_tp_overlap(f.tp_overlap, "--tp-overlap");
-  if (f.zero) p.zero = *f.zero;
-  if (f.shard_group) p.shard_group = *f.shard_group;
-  if (f.no_reshard_after_forward) p.reshard_after_forward = false;
-  if (f.overlap_grad_reduce) p.overlap_grad_reduce = true;
-  if (f.overlap_param_gather) p.overlap_param_gather = true;
-  if (f.fp8_param_gather) p.fp8_param_gather = true;
-  if (!f.stack.empty()) p.stack = f.stack;
-  if (f.preemptive_comm) p.preemptive_comm = true;
-  if (!f.grad_reduce_at.empty()) p.grad_reduce_at = schedules::parse_grad_reduce_at(f.grad_reduce_at, "--grad-reduce-at");
-  if (f.grad_bucket_mb) p.grad_bucket_bytes = grad_bucket_bytes_of(*f.grad_bucket_mb);
-  if (!f.stage_layers.empty()) {
-    p.stage_layers.clear();
-    for (const std::string& tok : split_list(f.stage_layers)) {
-      const std::optional<int> v = to_int(tok);
-      if (!v) throw InputError("--stage-layers entry '" + tok + "' is invalid (expected comma-separated integers, e.g. 10,11,11,10)");
-      p.stage_layers.push_back(*v);
-    }
-  }
-  costmodel::check(p);
-  costmodel::check_tp_overlap(p);
-  costmodel::check_tp_overlap_applies(p);
-  costmodel::check_sequence_parallel_applies(p);
-  return p;
-}
-
-std::optional<int> to_int(const std::string& text) {
-  try {
-    size_t used = 0;
-    const int v = std::stoi(text, &used);
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
@@ -523,37 +244,6 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     fs::remove(tmp, ec);
     throw Error("cannot rename '" + tmp + "' to '" + path + "'");
   }
-}
-
-std::string fmt_num(double v, int precision) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", precision, v);
-  return buf;
-}
-
-std::string fmt_seconds(double s) {
-  char buf[64];
-  double a = std::fabs(s);
-  if (a >= 1 || a == 0) std::snprintf(buf, sizeof buf, "%.3f s", s);
-  else if (a >= 1e-3) std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
-  else std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
-  return buf;
-}
-
-std::string fmt_bytes(double b) {
-  char buf[64];
-  double gib = b / (1024.0 * 1024.0 * 1024.0);
-  if (gib >= 1) std::snprintf(buf, sizeof buf, "%.2f GiB", gib);
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024.0));
-  return buf;
-}
-
-std::string fmt_signed_bytes(double b) { return b < 0 ? "-" + fmt_bytes(-b) : fmt_bytes(b); }
-
-std::string fmt_percent(double fraction) {
-  std::string s = fmt_num(100 * fraction, 1);
-  if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
-  return s + "%";
 }
 
 std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {

@@ -8,6 +8,8 @@
 #include "presets/load.h"
 #include "runtime/train.h"
 #include "schedules/error.h"
+#include "workbench/model.h"
+#include "workbench/plan.h"
 
 namespace stagecraft::cli {
 
@@ -15,17 +17,17 @@ namespace {
 
 runtime::TrainOptions resolve_train(const TrainFlags& flags, int world) {
   runtime::TrainOptions o = flags.run;
-  TrainFlags f = flags;
+  const TrainFlags& f = flags;
   // --from: the file's model and plan, dp and microbatches re-derived for this world's ranks.
-  const std::optional<costmodel::ModelSpec> from_model = apply_from(f.plan, nullptr, world);
-  o.plan = resolve_plan(f.plan, world, "ranks of the world (--nproc or WORLD_SIZE)");
+  const workbench::FromConfig from = workbench::import_from(f.plan, nullptr, world, print_warning);
+  o.plan = workbench::resolve_plan(f.plan, from, world, "ranks of the world (--nproc or WORLD_SIZE)");
   if (!is_torchscript(f.plan.model)) {
     if (!f.example_shape.empty()) throw InputError("--example-shape is for a TorchScript model (--model FILE.pt); --model is " + f.plan.model);
-    o.model = model_of(f.plan, from_model);
+    o.model = workbench::model_of(f.plan, from);
     return o;
   }
-  if (!f.plan.model_flags.attention_kernel.empty() || f.plan.model_flags.fp8 || f.plan.model_flags.seq_length)
-    throw InputError(std::string(f.plan.model_flags.fp8 ? "--fp8" : f.plan.model_flags.seq_length ? "--seq-length" : "--attention-kernel") +
+  if (!f.plan.model_request.attention_kernel.empty() || f.plan.model_request.fp8 || f.plan.model_request.seq_length)
+    throw InputError(std::string(f.plan.model_request.fp8 ? "--fp8" : f.plan.model_request.seq_length ? "--seq-length" : "--attention-kernel") +
                      " is for the built-in decoders; --model " +
                      f.plan.model + " is TorchScript and runs its own layers");
   o.script_path = f.plan.model;

@@ -15,7 +15,7 @@
 namespace stagecraft::cli {
 
 struct TrainFlags {
-  PlanFlags plan;                  // model and cluster-independent plan flags
+  PlanRequest plan;                // model and cluster-independent plan flags
   int nproc = 0;                   // local ranks to start; 0 = this process is one rank
   runtime::TrainOptions run;       // steps, seed, lr, backend, outputs
   std::vector<std::string> example_shape;  // a TorchScript model: its input's and target's shapes
