@@ -458,7 +458,7 @@ TEST(ImportParsers, TruncatedAndMangledFilesFailAsBadInput) {
   configs::ImportOptions o;
   o.gpus = 8;
   o.hf_config = fixture("hf_llama3_8b.json");
-  int parsed = 0, refused = 0;
+  int parsed = 0, refused = 0, variants = 0;
   for (auto [file, format] : {std::pair{"megatron_llama3_8b.sh", configs::Format::Megatron}, {"megatron_deepseek_v3.sh", configs::Format::Megatron},
                               {"bridge_llama3_70b.yaml", configs::Format::Bridge}, {"nemo1_llama3_8b.yaml", configs::Format::Bridge},
                               {"torchtitan_llama3_8b.toml", configs::Format::Torchtitan}, {"deepspeed_zero3.json", configs::Format::Deepspeed},
@@ -466,6 +466,7 @@ TEST(ImportParsers, TruncatedAndMangledFilesFailAsBadInput) {
     const std::string text = read_text(fixture(file));
     for (size_t cut = 0; cut < text.size(); cut += 5) {
       for (const std::string& variant : {text.substr(0, cut), text.substr(0, cut) + "\x01:[{\"'=" + text.substr(cut)}) {
+        ++variants;
         try {
           configs::Imported in = configs::import_text(variant, format, o, file);
           if (in.has_plan) configs::complete_plan(in, 8, "--gpus");
@@ -478,7 +479,8 @@ TEST(ImportParsers, TruncatedAndMangledFilesFailAsBadInput) {
       }
     }
   }
-  EXPECT_GT(parsed, 0);
+  EXPECT_EQ(parsed + refused, variants);  // every variant parsed or refused as bad input
+  EXPECT_GT(parsed, 0);  // guards: both outcomes exercised
   EXPECT_GT(refused, 0);
 }
 
@@ -682,7 +684,7 @@ TEST(ImportCli, CheckRunNemoLog) {
   EXPECT_EQ(j["format"], "nemo");
   EXPECT_EQ(j["first_iteration"], 1);
   EXPECT_NEAR(j["metrics"][0]["measured"].get<double>(), 14.05, 1e-12);
-  EXPECT_GT(j["metrics"][0]["predicted"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j["metrics"][0]["predicted"].get<double>(), predicted_iteration_s(fixture("nemo1_llama3_8b.yaml")));
   const RunResult bad = check_run("hf_gpt2.json", "nemo1_llama3_8b.yaml");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("no iteration lines found"), std::string::npos) << bad.err;

@@ -114,7 +114,9 @@ TEST(MixtureOfExperts, LayerCommunicationCountsAndExposure) {
   EXPECT_EQ(l.all_to_alls_b, 2);
   EXPECT_DOUBLE_EQ(l.bytes.total_bytes, 4096 * 1.25 * 2 * 4096 * 2);
   // The alltoall dispatcher's probability all-to-all and, forward, its count all-gather besides.
-  EXPECT_GT(l.probs_s, 0);
+  // By hand: 5120 tokens' 2 fp32 probabilities, 8/16 of them across nodes, each GPU its own NIC
+  // (50 GB/s x 0.94, 5 us), slower than the 7/16 over NVLink (450 GB/s x 0.82, 2 us).
+  EXPECT_NEAR(l.probs_s, 5e-6 + 4096 * 1.25 * 2 * 4 * 8 / 16 / (50e9 * 0.94), 1e-15);
   EXPECT_LT(l.probs_s, l.all_to_all_s);
   EXPECT_DOUBLE_EQ(l.exposed_f_s, 2 * l.all_to_all_s + l.probs_s + l.counts_s);
   EXPECT_DOUBLE_EQ(l.exposed_b_s, 2 * l.all_to_all_s + l.probs_s);
@@ -148,7 +150,10 @@ TEST(MixtureOfExperts, WholeExpertsTakeTheirRanksFromTensorParallelToo) {
   const Estimate split = estimate(m, c, p);
   EXPECT_DOUBLE_EQ(whole.costs.stages[0].moe.expert_params, 2 * split.costs.stages[0].moe.expert_params);
   EXPECT_DOUBLE_EQ(whole.costs.stages[0].moe.layer.tp_s, 0);
-  EXPECT_GT(split.costs.stages[0].moe.layer.tp_s, 0);
+  // By hand (comm.h): all-gather and reduce-scatter over the 2 tp GPUs of the copies, (s k, h) at
+  // 16 bits, each 1/2 S / (450 GB/s x 0.82) + 2 us.
+  const double copies_bytes = 4096.0 * 2 * 4096 * 2;
+  EXPECT_NEAR(split.costs.stages[0].moe.layer.tp_s, 2 * (0.5 * copies_bytes / (450e9 * 0.82) + 2e-6), 1e-15);
   // Per sbh at 16 bits: the copies' inputs 2k whole on each rank (etp = t) or 2k / t (etp 1).
   const double sbh = 4096.0 * 4096;
   EXPECT_DOUBLE_EQ(memory::layer_activation_bytes(m, 1, 2, true, 2) - memory::layer_activation_bytes(m, 1, 2, true, 1),
@@ -195,7 +200,12 @@ TEST(MixtureOfExperts, ExpertGradientsOnTheirOwnGroups) {
   EXPECT_DOUBLE_EQ(s8.moe.expert_params * 8, s1.moe.expert_params);
   EXPECT_DOUBLE_EQ(s8.expert_grad_bytes, s8.moe.expert_params * grad_bytes_per_param(m));
   EXPECT_EQ(s8.moe.moe_layers, 32);
-  EXPECT_GT(s8.moe.exposed_f_s, 0);
+  // By hand: ep 8 is one node's 8 GPUs (450 GB/s x 0.82, 2 us a hop). Per layer forward: two
+  // token all-to-alls of 7/8 of (s k, h) at 16 bits, the probabilities' of 7/8 of (s k) fp32,
+  // and the counts' all-gather of E x 8 bytes x ep over the ring (comm.h); 32 layers.
+  const double B = 450e9 * 0.82, tokens_s = 2e-6 + 7.0 / 8 * 4096 * 2 * 4096 * 2 / B;
+  const double probs_s = 2e-6 + 7.0 / 8 * 4096 * 2 * 4 / B, counts_s = 7 * 2e-6 + 7.0 / 8 * 8 * 8 * 8 / B;
+  EXPECT_NEAR(s8.moe.exposed_f_s, 32 * (2 * tokens_s + probs_s + counts_s), 1e-12);
   EXPECT_DOUBLE_EQ(s1.moe.exposed_f_s, 0);  // ep 1: no all-to-all, tp 1: no gathers
   EXPECT_LT(e8.costs.static_bytes[0], e1.costs.static_bytes[0] / 4);
   ParallelPlan z = plan(64, 1, 1, 8, 4);

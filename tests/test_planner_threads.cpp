@@ -8,8 +8,10 @@
 #include <thread>
 
 #include "costmodel/memo.h"
+#include "planner/bounds.h"
 #include "presets/load.h"
 #include "planner/search.h"
+#include "planner/space.h"
 #include "tests/helpers.h"
 
 namespace stagecraft {
@@ -86,7 +88,20 @@ TEST(PlannerThreads, MemoryBoundChangesNoPlan) {
   const planner::SearchResult with = run(2, false, true), without = run(2, false, false);
   expect_same_plans(with, without);
   EXPECT_EQ(without.stats.pruned, 0);
-  EXPECT_GT(with.stats.pruned, 0);  // it pruned something
+  // Exactly the points whose memory lower bound exceeds the GPU's memory, at each precision.
+  const ModelSpec m = presets::load_model("gpt3-7.5b");
+  const ClusterSpec c = h100_nodes(2);
+  const PlanSpace s = small_space();
+  long over = 0;
+  for (bool fp8 : s.fp8)
+    for (costmodel::Fp8Recipe recipe : fp8 ? s.fp8_recipes : std::vector<costmodel::Fp8Recipe>{costmodel::Fp8Recipe::Delayed}) {
+      ModelSpec at = m;
+      at.fp8 = fp8;
+      at.fp8_recipe = recipe;
+      for (const costmodel::ParallelPlan& p : planner::enumerate(s, m, c)) over += planner::memory_lower_bound_bytes(at, p) > c.gpu_memory_bytes;
+    }
+  EXPECT_GT(over, 0);
+  EXPECT_EQ(with.stats.pruned, over);
 }
 
 // The threads' shared caches build each value once: a second thread asking for a key being built

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "costmodel/estimate.h"
 #include "tests/runtime_helpers.h"
 
 namespace stagecraft::test {
@@ -36,16 +37,17 @@ TEST(RuntimeMemory, CountedPeakWithParametersAndOptimizerStateAsTheModelCounts) 
   const nlohmann::json t = nlohmann::json::parse(read_text(trace));
   std::remove(trace.c_str());
   std::map<int, double> top;  // rank -> largest sample (MiB)
-  int samples = 0;
+  std::map<int, size_t> samples;  // rank -> samples
   for (const auto& ev : t["traceEvents"])
     if (ev["ph"] == "C" && ev["name"] == "memory") {
-      ++samples;
+      ++samples[ev["pid"].get<int>()];
       top[ev["pid"].get<int>()] = std::max(top[ev["pid"].get<int>()], ev["args"]["live tensors (MiB)"].get<double>());
     }
-  EXPECT_GT(samples, 0);
+  const schedules::Schedule s = costmodel::plan_schedule(plan_of(1, 1, 2, 4));  // the run's 1F1B
   for (const auto& r : run.summary["ranks"]) {
     const int g = r["rank"].get<int>();
     ASSERT_TRUE(top.count(g)) << "rank " << g;
+    EXPECT_EQ(samples[g], 3 * s.actions[r["pp"].get<size_t>()].size()) << "rank " << g;  // 3 steps
     EXPECT_LE(top[g] * 1024 * 1024, r["peak_memory_bytes"].get<double>() + 1) << "rank " << g;
   }
 }

@@ -10,6 +10,7 @@
 #include "runtime/support/rules.h"
 #include "runtime/executor.h"
 #include "runtime/preempt.h"
+#include "schedules/buckets.h"
 #include "schedules/error.h"
 #include "tests/runtime_helpers.h"
 
@@ -87,9 +88,18 @@ TEST(RuntimePreempt, TrainingUnchangedAndEveryRankChunks) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i;
   EXPECT_TRUE(pre.summary["plan"]["preemptive_comm"].get<bool>());
+  // Chunks by hand: a stage of tiny holds under 130,000 parameters, one bucket and one chunk of
+  // 2^20 bytes (256 Ki floats) a share. Each step reduces its shares that are not deferred; a
+  // deferred share is reduced in the next step (the last step's after the steps are counted).
+  const schedules::Schedule s = costmodel::plan_schedule(costmodel::plan_from_json(pre.summary["plan"]));
   for (const auto& r : pre.summary["ranks"]) {
     ASSERT_TRUE(r.contains("preempt")) << r.dump();
-    EXPECT_GT(r["preempt"]["chunks"].get<long>(), 0);
+    const auto& list = s.actions[r["pp"].get<size_t>()];
+    const std::vector<bool> deferred = schedules::deferred_reductions(list);
+    long shares = 0, later = 0;
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i].op == schedules::Op::REDUCE_GRAD) ++(deferred[i] ? later : shares);
+    EXPECT_EQ(r["preempt"]["chunks"].get<long>(), 4 * shares + 3 * later) << "rank " << r["rank"];
     EXPECT_GE(r["preempt"]["yields"].get<long>(), 0);
   }
   for (const auto& r : fair.summary["ranks"]) EXPECT_FALSE(r.contains("preempt"));

@@ -5,6 +5,7 @@
 // forward, the same AdamW and batches) to 1e-5, on several schedules and (dp, pp) grids.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 
@@ -120,7 +121,13 @@ TEST(RuntimeScript, ShardedLossesEqualTheUnshardedModule) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i])) << c.schedule << " dp " << c.dp << " pp " << c.pp << c.extra << " step " << i;
-    EXPECT_GT(r.summary["model_flops_per_s"].get<double>(), 0);
+    // The graph's FLOPs of a microbatch (16 rows), by hand: the products 2 x 16 x (16 x 32 +
+    // 4 x 32 x 32 + 32 x 8) = 155,648 and at most 6,017 elementwise (5 bias adds and 5 tanh of
+    // 512, the skip's add, the loss's subtractions, product and mean), the backward twice that.
+    const double per_microbatch = r.summary["model_flops_per_s"].get<double>() *
+                                  r.summary["mean_iteration_time_s"].get<double>() / (kMicrobatches * c.dp);
+    EXPECT_GE(per_microbatch, 3 * 155648.0 * (1 - 1e-12));
+    EXPECT_LE(per_microbatch, 3 * (155648.0 + 6017) * (1 + 1e-12));
   }
   std::remove(path.c_str());
 }
@@ -154,7 +161,9 @@ TEST(RuntimeScript, SubgraphProgramsPassOneTensor) {
 // nodes; the graph route then prices a stage's forward as the sum of its nodes' measured times.
 TEST(RuntimeScript, MeasuredSubgraphTimesPriceTheStages) {
   const std::string path = save_residual_stack("residual_measured.pt");
+  const auto t0 = std::chrono::steady_clock::now();
   const graphs::Graph g = runtime::import_torchscript_measured(path, kShapes, 3);
+  const double import_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double fwd = 0;
   for (const graphs::Node& n : g.nodes) {
     if (n.kind == "input") continue;
@@ -162,7 +171,9 @@ TEST(RuntimeScript, MeasuredSubgraphTimesPriceTheStages) {
     EXPECT_GE(n.bwd_s, 0) << n.name;
     fwd += n.fwd_s;
   }
+  // Measured, and within the wall time of the import that ran every subgraph at least once.
   EXPECT_GT(fwd, 0);
+  EXPECT_LT(fwd, import_s);
   EXPECT_DOUBLE_EQ(graphs::from_json(graphs::to_json(g)).nodes.back().fwd_s, g.nodes.back().fwd_s);
   const costmodel::ClusterSpec c = presets::load_cluster("h100-nvl-ib-64");
   costmodel::ParallelPlan p;

@@ -77,7 +77,9 @@ TEST(ScheduleIO, PyTorchZb1pImportsValidatesEvaluates) {
   EXPECT_EQ(to_text(s.actions[0][4]), "2I0");
   EXPECT_EQ(to_text(s.actions[0][5]), "2W0");
   costmodel::EvalResult r = unit_evaluation(s);
-  EXPECT_GT(r.iteration_time_s, 0);
+  // The file's grid of unit steps: 49 columns, each rank idle in one (rank 0 waiting for 1F1,
+  // rank 1 for 0F0) and busy in the other 48.
+  EXPECT_DOUBLE_EQ(r.iteration_time_s, 49);
   EXPECT_DOUBLE_EQ(r.compute_s[0], 8 * 2 * 3.0);  // 2 stages x 8 microbatches x (F + I + W)
 }
 

@@ -98,7 +98,8 @@ TEST(SimDualPipeAllToAll, FlowsOfAPairByHand) {
   ASSERT_EQ(moe.layer.all_to_alls_f, 2);
   ASSERT_EQ(moe.layer.all_to_alls_b, 2);
   const double per_a2a = moe.layer.bytes.intra_node_bytes + moe.layer.bytes.cross_node_bytes;
-  ASSERT_GT(moe.layer.bytes.cross_node_bytes, 0);
+  // s = 4096 tokens' 2 copies of h at 16 bits, half of them to the group's other node.
+  ASSERT_DOUBLE_EQ(moe.layer.bytes.cross_node_bytes, 4096.0 * 2 * 4096 * 2 / 2);
   const int ep = 8;
   const double pair_bytes = (2 + 2) * 2 * per_a2a;  // 4 all-to-alls x 2 layers
   // GPU 0 is rank 0's dp 0: its compute spans in the last iteration, by start.
@@ -198,10 +199,15 @@ TEST(SimDualPipeAllToAll, DataParallelReductionsOnTheAllToAllsNicsDelayThePairs)
   for (const costmodel::Span& sp : r.eval.spans)
     if (sp.rank == 1 && sp.iteration == 1 && sp.stream == costmodel::Stream::Collective)
       red_start = std::min(red_start, sp.start_s), red_end = std::max(red_end, sp.end_s);
-  int beside = 0;
-  for (const sim::NetSpan& a : r.net_spans)
-    beside += a.kind == sim::CommKind::ExpertParallel && a.src_gpu == 8 && a.dst_gpu >= 12 && a.start_s < red_end && a.end_s > red_start;
+  int beside = 0, crossing = 0;
+  for (const sim::NetSpan& a : r.net_spans) {
+    const bool out = a.kind == sim::CommKind::ExpertParallel && a.src_gpu == 8 && a.dst_gpu >= 12;
+    crossing += out;
+    beside += out && a.start_s < red_end && a.end_s > red_start;
+  }
+  // Some, and at most every one, of its cross-node flows (timing decides which).
   EXPECT_GT(beside, 0);
+  EXPECT_LE(beside, crossing);
   std::printf("[figures] %d cross-node all-to-all flows out of GPU 8 run beside its reductions (%.3f-%.3f s)\n", beside,
               red_start, red_end);
 }

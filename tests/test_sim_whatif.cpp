@@ -161,7 +161,14 @@ TEST(SimWhatIf, JitterDrawsHaveTheStatedMoments) {
     const double mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
     EXPECT_NEAR(mean, 1.0, 0.003) << sim::jitter_dist_name(d);
     EXPECT_NEAR(sd, 0.2, 0.003) << sim::jitter_dist_name(d);
-    EXPECT_GT(lo, 0) << sim::jitter_dist_name(d);
+    // The smallest of 200,000 draws lies in the tail: below 3.5 standard deviations (each draw
+    // there with probability 2.3e-4); normal draws are redrawn until positive, and a lognormal
+    // one, exp(mu + sigma z) with sigma^2 = ln(1 + 0.2^2), mu = -sigma^2/2, is above 6 sigma
+    // down (probability 2e-4 for any of them).
+    const double sigma = std::sqrt(std::log(1 + 0.2 * 0.2)), mu = -sigma * sigma / 2;
+    const bool normal = d == sim::JitterDist::Normal;
+    EXPECT_GT(lo, normal ? 0.0 : std::exp(mu - 6 * sigma)) << sim::jitter_dist_name(d);
+    EXPECT_LT(lo, normal ? 1 - 3.5 * 0.2 : std::exp(mu - 3.5 * sigma)) << sim::jitter_dist_name(d);
   }
   sim::JitterDraws none({sim::JitterDist::Lognormal, 0.0, 3}, 1);
   EXPECT_EQ(none.next(), 1.0);
