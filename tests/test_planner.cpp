@@ -367,6 +367,10 @@ TEST(PlannerCli, VerifiesTheTopPlansOnTheSimulator) {
     const double ev = c["iteration_time_s"], sm = c["simulated_iteration_time_s"];
     EXPECT_NEAR(sm, ev, 0.05 * ev);
   }
+  // One plan: no rank correlation to give (it needs two), the difference alone.
+  r = test::run_cli("plan --model gpt3-7.5b --cluster h100-nvl-ib-64 --gpus 8 --global-batch 16 --schedules 1f1b --top 1 --verify sim");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("simulator against evaluator over the top 1: largest difference"), std::string::npos) << r.out;
 }
 #endif
 
