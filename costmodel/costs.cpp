@@ -129,11 +129,8 @@ Link chain_reduce_link(const Schedule& s, int stage, const Topology& topo, const
   return link;
 }
 
-namespace {
-
-// Measured time of an all-reduce (or p2p) on an intra-node link, else the analytic one.
-double comm_s(const Profile* prof, const char* op, int ranks, double bytes, const Link& link, double analytic_s,
-              std::vector<std::string>& notes) {
+double measured_comm_s(const Profile* prof, const char* op, int ranks, double bytes, const Link& link, double analytic_s,
+                       std::vector<std::string>& notes) {
   if (!prof || link.kind == "inter-node" || link.kind == "self" || bytes <= 0 || ranks <= 1) return analytic_s;
   bool extra = false;
   double t = profiled_collective_s(*prof, op, ranks, bytes, &extra);
@@ -146,7 +143,10 @@ double comm_s(const Profile* prof, const char* op, int ranks, double bytes, cons
   return t;
 }
 
-}  // namespace
+double flow_scale(double measured_s, double analytic_s, double latency_s) {
+  if (measured_s == analytic_s || analytic_s <= latency_s) return 1;
+  return std::max(0.0, (measured_s - latency_s) / (analytic_s - latency_s));
+}
 
 int checkpoints_per_layer(schedules::TpOverlap mode, int t) { return schedules::tp_overlap_fine_grained(mode) && t > 1 ? 2 : 1; }
 
@@ -196,12 +196,16 @@ void set_boundary_transfers(StageCost& sc, const Schedule& s, int stage, const T
   if (int nx = s.next_stage(stage); nx >= 0) {
     const Link l = topo.p2p_link(s.rank_of(stage), s.rank_of(nx));
     sc.send_f_bytes = l.kind == "self" ? 0 : out_bytes;
-    sc.send_f_s = comm_s(prof, "p2p", 2, out_bytes, l, p2p_s(out_bytes, l), notes);
+    const double analytic_s = p2p_s(out_bytes, l);
+    sc.send_f_s = measured_comm_s(prof, "p2p", 2, out_bytes, l, analytic_s, notes);
+    sc.send_f_scale = flow_scale(sc.send_f_s, analytic_s, l.latency_s);
   }
   if (int pv = s.prev_stage(stage); pv >= 0) {
     const Link l = topo.p2p_link(s.rank_of(stage), s.rank_of(pv));
     sc.send_b_bytes = l.kind == "self" ? 0 : in_bytes;
-    sc.send_b_s = comm_s(prof, "p2p", 2, in_bytes, l, p2p_s(in_bytes, l), notes);
+    const double analytic_s = p2p_s(in_bytes, l);
+    sc.send_b_s = measured_comm_s(prof, "p2p", 2, in_bytes, l, analytic_s, notes);
+    sc.send_b_scale = flow_scale(sc.send_b_s, analytic_s, l.latency_s);
   }
 }
 
@@ -216,10 +220,10 @@ void add_expert_grad_reduction(StageCost& sc, const Topology& topo, const Parall
   if (bytes <= 0 || edp < 2) return;
   const AllReducePath path = topo.allreduce_path(expert_axis(p), edp, p.ep);
   if (p.zero >= 1) {
-    sc.reduce_grad_s += comm_s(prof, "reduce_scatter", edp, bytes, path.flat, reduce_scatter_s(bytes, path), notes);
+    sc.reduce_grad_s += measured_comm_s(prof, "reduce_scatter", edp, bytes, path.flat, reduce_scatter_s(bytes, path), notes);
     sc.reduce_grad_latency_s += allreduce_latency_s(bytes, path, /*tree_allowed=*/false) / 2;
   } else {
-    sc.reduce_grad_s += comm_s(prof, "all_reduce", edp, bytes, path.flat, allreduce_s(bytes, path), notes);
+    sc.reduce_grad_s += measured_comm_s(prof, "all_reduce", edp, bytes, path.flat, allreduce_s(bytes, path), notes);
     sc.reduce_grad_latency_s += allreduce_latency_s(bytes, path);
   }
 }
@@ -233,29 +237,35 @@ void set_grad_reduction(StageCost& sc, const Schedule& s, int stage, const Topol
   const Link dp_link = topo.group_link(kDpCp);
   const AllReducePath& dp_path = topo.allreduce_path(kDpCp);
   const int dp_ranks = topo.group_size(kDpCp);
+  double analytic_s = 0;  // the dense reduction's analytic time, for the simulator's flow_scale
   if (p.zero == 3) {
     // Fully sharded: each backward reduce-scatters its units (set_fsdp); hybrid sharding
     // all-reduces each shard once more over the copies that hold it.
     const int shard = shard_degree(p), copies = dp_ranks / shard;
     const AllReducePath replicas = topo.allreduce_path(kDpCp, copies, shard);
     const double shard_bytes = bytes / shard;
-    sc.reduce_grad_s = copies > 1 ? comm_s(prof, "all_reduce", copies, shard_bytes, replicas.flat, allreduce_s(shard_bytes, replicas), notes) : 0;
+    analytic_s = copies > 1 ? allreduce_s(shard_bytes, replicas) : 0;
+    sc.reduce_grad_s =
+        copies > 1 ? measured_comm_s(prof, "all_reduce", copies, shard_bytes, replicas.flat, analytic_s, notes) : 0;
     sc.reduce_grad_latency_s = copies > 1 ? allreduce_latency_s(shard_bytes, replicas) : 0;
   } else if (p.zero >= 1) {
     // Distributed optimizer: the gradients are reduce-scattered over the dp group (Megatron-LM
     // distributed optimizer; ZeRO, Rajbhandari et al. SC20), the parameters all-gathered after
     // the step (CostTable::param_gather_s).
-    sc.reduce_grad_s = comm_s(prof, "reduce_scatter", dp_ranks, bytes, dp_link, reduce_scatter_s(bytes, dp_path), notes);
+    analytic_s = reduce_scatter_s(bytes, dp_path);
+    sc.reduce_grad_s = measured_comm_s(prof, "reduce_scatter", dp_ranks, bytes, dp_link, analytic_s, notes);
     sc.reduce_grad_latency_s = allreduce_latency_s(bytes, dp_path, /*tree_allowed=*/false) / 2;
   } else if (s.num_chains == 1) {
-    sc.reduce_grad_s = comm_s(prof, "all_reduce", dp_ranks, bytes, dp_link, allreduce_s(bytes, dp_path), notes);
+    analytic_s = allreduce_s(bytes, dp_path);
+    sc.reduce_grad_s = measured_comm_s(prof, "all_reduce", dp_ranks, bytes, dp_link, analytic_s, notes);
     sc.reduce_grad_latency_s = allreduce_latency_s(bytes, dp_path);
   } else {
     const Link link = chain_reduce_link(s, stage, topo, dp_link);
     const int n = p.dp * s.num_chains;
-    sc.reduce_grad_s = ring_allreduce_s(bytes, n, link);
+    analytic_s = sc.reduce_grad_s = ring_allreduce_s(bytes, n, link);
     sc.reduce_grad_latency_s = sc.reduce_grad_s > 0 ? 2.0 * (n - 1) * link.latency_s : 0;
   }
+  sc.reduce_grad_scale = flow_scale(sc.reduce_grad_s, analytic_s, sc.reduce_grad_latency_s);
   add_expert_grad_reduction(sc, topo, p, prof, notes);
 }
 
@@ -281,10 +291,10 @@ void set_fsdp(StageCost& sc, const ModelSpec& m, const ClusterSpec& c, const Par
   const int shard = shard_degree(p);
   const AllReducePath path = topo.allreduce_path(kDpCp, shard, 1);
   auto gather = [&](double bytes) {
-    return shard > 1 ? comm_s(prof, "all_gather", shard, bytes, path.flat, all_gather_s(bytes, path), notes) : 0.0;
+    return shard > 1 ? measured_comm_s(prof, "all_gather", shard, bytes, path.flat, all_gather_s(bytes, path), notes) : 0.0;
   };
   auto scatter = [&](double bytes) {
-    return shard > 1 ? comm_s(prof, "reduce_scatter", shard, bytes, path.flat, reduce_scatter_s(bytes, path), notes) : 0.0;
+    return shard > 1 ? measured_comm_s(prof, "reduce_scatter", shard, bytes, path.flat, reduce_scatter_s(bytes, path), notes) : 0.0;
   };
   sc.fsdp = fsdp_stage(units, m, p.reshard_after_forward, gather, scatter, m.fp8 ? fp8_weight_copy_bytes(m, c) : 2);
   sc.f_s += sc.fsdp.exposed_f_s;
@@ -335,9 +345,9 @@ void set_rank_costs(CostTable& t, const ModelSpec& m, const ClusterSpec& c, cons
       const double expert_bytes = experts * per_param;  // the routed experts', over their own groups
       const AllReducePath expert_path = topo.allreduce_path(expert_axis(p), expert_data_parallel(p), p.ep);
       t.param_gather_bytes[r] = bytes + expert_bytes;
-      t.param_gather_s[r] = comm_s(prof, "all_gather", shard, bytes, topo.group_link(kDpCp), all_gather_s(bytes, topo.allreduce_path(kDpCp)), t.notes);
+      t.param_gather_s[r] = measured_comm_s(prof, "all_gather", shard, bytes, topo.group_link(kDpCp), all_gather_s(bytes, topo.allreduce_path(kDpCp)), t.notes);
       if (expert_shard > 1)
-        t.param_gather_s[r] += comm_s(prof, "all_gather", expert_shard, expert_bytes, expert_path.flat,
+        t.param_gather_s[r] += measured_comm_s(prof, "all_gather", expert_shard, expert_bytes, expert_path.flat,
                                       all_gather_s(expert_bytes, expert_path), t.notes);
       t.param_gather_head_share[r] = param_gather_head_share(p, t.params[r] * grad_bytes_per_param(m));
     }

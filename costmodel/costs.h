@@ -65,6 +65,10 @@ struct StageCost {        // one stage, one microbatch
   double tp_allreduce_bytes = 0;  // size of each: sbh activations, (b, s, h)
   double tp_comm_f_s = 0;         // time of F's all-reduces included in f_s (and r_s)
   double tp_comm_i_s = 0;         // time of I's all-reduces included in i_s (and b_s)
+  // flow_scale of the stage's sends, of its dense gradient reduction and of one tp collective (1
+  // without a profile): the simulator sizes those flows by them (sim/workload.h), so that a
+  // measured collective takes its measured time on an idle link there too.
+  double send_f_scale = 1, send_b_scale = 1, reduce_grad_scale = 1, tp_scale = 1;
   double weight = 1;      // share of a rank's layers, L_stage / (L / p): "microbatches held" unit
   int layers = 0;         // transformer layers in the stage (0 with unit costs)
   // The pieces f_s .. r_s were evaluated from (inner.h): per-block compute and per-collective
@@ -164,6 +168,17 @@ LayerSavedBytes layer_saved_bytes(const ModelSpec& m, int b, int t, bool sp, boo
 // gradient buckets' layout, each forward pre-hook waiting for its bucket: distributed_data_
 // parallel.py), grad_bucket_bytes of the rank's `grad_bytes`; else the whole gather, 1.
 double param_gather_head_share(const ParallelPlan& p, double grad_bytes);
+
+// The time of `op` ("p2p", "all_reduce", "all_gather", "reduce_scatter") of `bytes` over `ranks`
+// on `link`: the profile's measurement where it has one and the link is inside a node, else
+// `analytic_s`; extrapolations and missing ops go to `notes`.
+double measured_comm_s(const Profile* prof, const char* op, int ranks, double bytes, const Link& link, double analytic_s,
+                       std::vector<std::string>& notes);
+// What a collective's flows carry in the simulator so that it takes `measured_s` on an idle link
+// where the analytic price was `analytic_s`, of which `latency_s` is the latency the simulator pays
+// apart from the bytes: the bytes times (measured - latency) / (analytic - latency), at least 0;
+// exactly 1 when the two times are the same (analytic pricing).
+double flow_scale(double measured_s, double analytic_s, double latency_s);
 
 // The transfers at a stage's boundaries, out_bytes to the next stage and in_bytes back to the
 // previous one, on the link between their ranks (measured where the profile has it): send_f_s,

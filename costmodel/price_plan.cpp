@@ -106,11 +106,11 @@ PassKinds scaled_kinds(const PassKinds& shape, double duration_s, double comm_s,
 // al., MLSys 2023), measured ones where the profile has both.
 double tp_collective_s(Pricing& pr, double bytes) {
   const int t = pr.w.plan.tp;
-  const double ar = comm_s(pr.prof, "all_reduce", t, bytes, pr.tp_link, ring_allreduce_s(bytes, t, pr.tp_link), pr.notes);
+  const double ar = measured_comm_s(pr.prof, "all_reduce", t, bytes, pr.tp_link, ring_allreduce_s(bytes, t, pr.tp_link), pr.notes);
   if (!pr.w.plan.sequence_parallel) return ar;
   std::vector<std::string> sp_notes;
-  const double ag = comm_s(pr.prof, "all_gather", t, bytes, pr.tp_link, -1, sp_notes);
-  const double rs = comm_s(pr.prof, "reduce_scatter", t, bytes, pr.tp_link, -1, sp_notes);
+  const double ag = measured_comm_s(pr.prof, "all_gather", t, bytes, pr.tp_link, -1, sp_notes);
+  const double rs = measured_comm_s(pr.prof, "reduce_scatter", t, bytes, pr.tp_link, -1, sp_notes);
   if (ag < 0 || rs < 0) return ar;
   pr.notes.insert(pr.notes.end(), sp_notes.begin(), sp_notes.end());
   return ag + rs;
@@ -128,8 +128,8 @@ void add_vocab_parallel_ends(Pricing& pr, InnerCosts& ic, int bb) {
   const bool sp = pr.w.plan.sequence_parallel;
   const double rows_bytes = 4.0 * bb * pr.w.rank_model.seq_length;  // (bb s) fp32
   const double loss_s =
-      comm_s(pr.prof, "all_reduce", t, rows_bytes, pr.tp_link, ring_allreduce_s(rows_bytes, t, pr.tp_link), pr.notes) +
-      comm_s(pr.prof, "all_reduce", t, 2 * rows_bytes, pr.tp_link, ring_allreduce_s(2 * rows_bytes, t, pr.tp_link), pr.notes);
+      measured_comm_s(pr.prof, "all_reduce", t, rows_bytes, pr.tp_link, ring_allreduce_s(rows_bytes, t, pr.tp_link), pr.notes) +
+      measured_comm_s(pr.prof, "all_reduce", t, 2 * rows_bytes, pr.tp_link, ring_allreduce_s(2 * rows_bytes, t, pr.tp_link), pr.notes);
   const double part = sp ? ic.comm_s / 2 : ic.comm_s;
   if (ic.embedding) ic.embed_f_s += part;
   if (ic.head) {
@@ -245,6 +245,11 @@ void set_tp_pieces(Pricing& pr, StageCost& sc, const StageWorkload& w) {
   InnerCosts& ic = sc.inner;
   ic.comm_bytes = w.tp_collective_bytes;
   ic.comm_s = t > 1 ? tp_collective_s(pr, w.tp_collective_bytes) : 0;
+  // The simulator's ring carries a ring all-reduce's bytes (with sequence parallelism an all-gather
+  // and a reduce-scatter move the same) and pays its 2(t - 1) steps' latency apart.
+  if (t > 1)
+    sc.tp_scale = flow_scale(ic.comm_s, ring_allreduce_s(w.tp_collective_bytes, t, pr.tp_link),
+                             2.0 * (t - 1) * pr.tp_link.latency_s);
   if (w.mode == schedules::TpOverlap::Te) {
     ic.comm_chunks = t;
     const int k = pr.stack.tp_overlap_comm_sms;

@@ -29,16 +29,18 @@ Workload derive_workload(const schedules::Schedule& s, const costmodel::CostTabl
   const bool hybrid = p.zero == 3 && shard < p.dp;
   w.replica_stride = hybrid ? shard : 0;
   for (const costmodel::StageCost& sc : c.stages) {
-    w.send_f_bytes.push_back(sc.send_f_bytes);
-    w.send_b_bytes.push_back(sc.send_b_bytes);
+    // Measured collectives (a profile's) take their measured time on an idle link: their flows
+    // carry the bytes times measured over analytic time (StageCost's scales; 1 when analytic).
+    w.send_f_bytes.push_back(sc.send_f_scale * sc.send_f_bytes);
+    w.send_b_bytes.push_back(sc.send_b_scale * sc.send_b_bytes);
     // Zero 3 reduce-scatters inside each backward (in the stage's durations, costmodel/fsdp.h):
     // nothing is left for the iteration's end.
     const bool reduced = p.dp * s.num_chains > 1 && p.zero != 3;
-    w.reduce_bytes.push_back(reduced ? sc.grad_bytes - sc.expert_grad_bytes : 0.0);
+    w.reduce_bytes.push_back(reduced ? sc.reduce_grad_scale * (sc.grad_bytes - sc.expert_grad_bytes) : 0.0);
     w.expert_reduce_bytes.push_back(reduced ? sc.expert_grad_bytes : 0.0);
-    w.replica_reduce_bytes.push_back(hybrid ? (sc.grad_bytes - sc.expert_grad_bytes) / shard : 0.0);
+    w.replica_reduce_bytes.push_back(hybrid ? sc.reduce_grad_scale * (sc.grad_bytes - sc.expert_grad_bytes) / shard : 0.0);
     w.copy_bytes.push_back(sc.act_bytes);
-    w.tp_bytes.push_back(sc.tp_allreduces_f > 0 ? sc.tp_allreduce_bytes : 0.0);
+    w.tp_bytes.push_back(sc.tp_allreduces_f > 0 ? sc.tp_scale * sc.tp_allreduce_bytes : 0.0);
   }
   w.reduce_scatter = costmodel::gathers_after_step(p);
   w.gather_bytes.assign(static_cast<size_t>(s.num_ranks), 0.0);

@@ -1,7 +1,10 @@
 // What the simulator moves: the bytes of every flow, as the cost table carries them from the
 // workload (costmodel/workload.h, costs.h: send, gradient, gather, offload and tensor-parallel
 // bytes), never worked back out of seconds. A cost table without bytes (unit costs) moves
-// nothing: its transfers take no time in the simulator.
+// nothing: its transfers take no time in the simulator. Where a profile measured a send, the
+// dense gradient reduction or the tp collective, the flow carries its bytes times the measured
+// over the analytic time (StageCost::send_f_scale, ...), so that the measured time reaches the
+// simulator and contention still slows it as it would those bytes.
 #pragma once
 
 #include <vector>

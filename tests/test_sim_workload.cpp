@@ -7,8 +7,12 @@
 
 #include <string>
 
+#include "costmodel/comm.h"
 #include "costmodel/estimate.h"
+#include "costmodel/profile.h"
+#include "costmodel/topology.h"
 #include "presets/load.h"
+#include "sim/simulate.h"
 #include "sim/workload.h"
 #include "tests/helpers.h"
 
@@ -84,6 +88,45 @@ TEST(SimWorkload, ExpertAllToAllsAreTheWorkloads) {
   // Experts are the bulk of Mixtral's parameters: most of each stage's gradients are the
   // experts' (reduced over the expert-data-parallel group; with ep 4 of dp 4, a group of one).
   EXPECT_GT(e.workload->stages[0].expert_grad_bytes, 0.5 * e.workload->stages[0].grad_bytes);
+}
+
+// A profile's measured collectives reach the simulator (issue 51). The fixture's all-reduce made
+// three times slower, its p2p as measured: the tp collective's flows carry the bytes times
+// (measured - latency) / (analytic - latency) of the ring formula on the calibrated link, and the
+// simulator's iteration (tp collectives and sends as flows) agrees with the evaluator's within 1%.
+TEST(SimWorkload, MeasuredCollectivesReachTheSimulator) {
+  costmodel::Profile prof = costmodel::load_profile(test::data_path("profile/synthetic-tiny.json"));
+  for (costmodel::CollectiveProfile& c : prof.collectives)
+    if (c.op == "all_reduce") c.time.median_s *= 3;
+  costmodel::ClusterSpec two = presets::load_cluster("merak-3090-64");
+  two.nodes = 1;
+  two.gpus_per_node = 2;
+  costmodel::EstimateOptions opt;
+  opt.profile = &prof;
+  for (const int tp : {2, 1}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    costmodel::ParallelPlan p;
+    p.tp = tp;
+    p.pp = 2 / tp;
+    p.num_microbatches = 4;
+    const costmodel::Estimate e = costmodel::estimate(presets::load_model("tiny"), two, p, opt);
+    const costmodel::StageCost& st = e.costs.stages[0];
+    const sim::Workload w = sim_workload(e);
+    if (tp == 2) {
+      const costmodel::Link link = costmodel::Topology(e.cluster, e.plan).group_link(costmodel::kTp);
+      const double bytes = st.tp_allreduce_bytes;
+      const double measured_s = costmodel::profiled_collective_s(prof, "all_reduce", 2, bytes, nullptr);
+      const double latency_s = 2 * link.latency_s, analytic_s = bytes / link.bandwidth_Bps + latency_s;  // ring, t = 2
+      ASSERT_GT(measured_s, 2 * analytic_s);  // the guard: the scale is far from 1
+      EXPECT_NEAR(w.tp_bytes[0], bytes * (measured_s - latency_s) / (analytic_s - latency_s), 1e-9 * bytes * 100);
+    } else {
+      EXPECT_DOUBLE_EQ(w.send_f_bytes[0], st.send_f_scale * st.send_f_bytes);
+    }
+    sim::SimOptions o;
+    o.iterations = 2;
+    const sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, o);
+    EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.01 * e.eval.iteration_time_s);
+  }
 }
 
 }  // namespace
