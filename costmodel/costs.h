@@ -18,6 +18,8 @@
 
 namespace stagecraft::costmodel {
 
+struct Profile;  // profile.h: measured layers and collectives
+
 // One pass's seconds by kind (analytic pricing, price.h BlockKinds): the matrix products outside
 // the attention core, the attention core (its products or fused kernel and its score traffic),
 // the memory-bound kernels, and the communication the pass waits for inside it (exposed tensor-
