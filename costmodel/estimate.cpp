@@ -179,19 +179,21 @@ Estimate price_estimate(const ModelSpec& m, const ClusterSpec& c, const Parallel
   return e;
 }
 
-Estimate evaluate_estimate(Estimate e, schedules::Schedule lowered, const EvaluatorFor& evaluator_for) {
-  const ModelSpec& m = e.model;
-  const ParallelPlan& p = e.plan;
+void evaluate_costs(Estimate& e, schedules::Schedule lowered, const EvaluatorFor& evaluator_for) {
   std::string buckets;
-  if (p.overlap_grad_reduce) {
-    const std::vector<int> n = grad_buckets(e.costs, p);
+  if (e.plan.overlap_grad_reduce) {
+    const std::vector<int> n = grad_buckets(e.costs, e.plan);
     for (int x : n) buckets += "," + std::to_string(x);
     lowered = schedules::bucket_reductions(lowered, n);
   }
   e.schedule = std::move(lowered);
   e.eval = evaluator_for(e.schedule, buckets).evaluate(e.costs);
-  e.model_flops = flops::model_flops_per_iteration(m, p.global_batch());
-  e.hardware_flops = hardware_flops(e.schedule, m, p);
+}
+
+Estimate evaluate_estimate(Estimate e, schedules::Schedule lowered, const EvaluatorFor& evaluator_for) {
+  evaluate_costs(e, std::move(lowered), evaluator_for);
+  e.model_flops = flops::model_flops_per_iteration(e.model, e.plan.global_batch());
+  e.hardware_flops = hardware_flops(e.schedule, e.model, e.plan);
   set_rates(e);
   set_fit(e);
   return e;

@@ -112,6 +112,10 @@ Estimate assemble_estimate(const ModelSpec& m, const ClusterSpec& c, const Paral
 Estimate price_estimate(const ModelSpec& m, const ClusterSpec& c, const ParallelPlan& p, const schedules::Schedule& lowered,
                         const Profile* profile);
 Estimate evaluate_estimate(Estimate priced, schedules::Schedule lowered, const EvaluatorFor& evaluator_for);
+// Its first half, which every route shares (the graph route too, graphs/estimate.h, which counts
+// its FLOPs from its nodes): the schedule's gradient buckets (with overlap_grad_reduce) and the
+// evaluation of e.costs into e.schedule and e.eval.
+void evaluate_costs(Estimate& e, schedules::Schedule lowered, const EvaluatorFor& evaluator_for);
 
 // The segment numbers fold3d-aiao's search tries: 1 to num_layers / pp, at most 16.
 int fold3d_max_segments(const ModelSpec& m, const ParallelPlan& p);

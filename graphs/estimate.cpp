@@ -1,6 +1,7 @@
 #include "graphs/estimate.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "costmodel/comm.h"
 #include "costmodel/costs.h"
@@ -174,9 +175,11 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   if (measured > 0)
     t.notes.push_back(std::to_string(measured) + " of " + std::to_string(operators) +
                       " operators priced from their measured times (fwd_s, bwd_s), the rest from their FLOPs");
-  if (p.overlap_grad_reduce) e.schedule = schedules::bucket_reductions(e.schedule, costmodel::grad_buckets(e.costs, p));
-  costmodel::Evaluator ev(e.schedule, opt.eval);
-  e.eval = ev.evaluate(e.costs);
+  std::unique_ptr<costmodel::Evaluator> ev;
+  costmodel::evaluate_costs(e, e.schedule, [&](const schedules::Schedule& lowered, const std::string&) -> const costmodel::Evaluator& {
+    ev = std::make_unique<costmodel::Evaluator>(lowered, opt.eval);
+    return *ev;
+  });
   // FLOPs: every microbatch of every replica through the graph forward and backward; the
   // hardware count adds what the recompute actions repeat on every tp rank (their compute, the
   // all-reduces left out).
