@@ -42,26 +42,24 @@ struct Pricing {
 // Stage costs from its subgraphs [first, first + count) as one tp rank runs them: its nodes'
 // kernels priced (the input and weight gradients each from their own products) plus the
 // blocking tp all-reduces inside them (graphs/tp.h).
-costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePart& part, const Pricing& pr, bool recompute_input_only,
+costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const costmodel::StageWorkload& w, const Pricing& pr,
                                 int t, const costmodel::Link& tp_link) {
   costmodel::StageCost sc;
-  double act = 0, work = 0, ar_f = 0, ar_b = 0, bytes = 0, fwd_s = 0, bwd_s = 0, bwd_w_s = 0;
+  double ar_f = 0, ar_b = 0, fwd_s = 0, bwd_s = 0, bwd_w_s = 0;
   double shape_f = 0, shape_i = 0, shape_w = 0;  // the nodes' kernels: forward, input and weight gradients
   double end_f = 0;  // the forward of the model's ends (embedding, head and loss), which R does not repeat
   int n_f = 0, n_b = 0;
-  for (int i = part.first; i < part.first + part.count; ++i) {
+  for (int i = w.first_layer; i < w.first_layer + w.layers; ++i) {
     const TpSubgraph& s = ts[static_cast<size_t>(i)];
     fwd_s += s.fwd_s;
     bwd_s += s.bwd_s;
     bwd_w_s += s.bwd_w_s;
-    act += s.act_bytes;
-    work = std::max(work, s.act_bytes);  // a backward's working set: its largest subgraph's outputs
     double sub_f = 0;  // this subgraph's forward: compute and its all-reduces
     for (double x : s.fwd_allreduce_bytes) {
       const double ar = costmodel::ring_allreduce_s(x, t, tp_link);
-      ar_f += ar, sub_f += ar, bytes += x, ++n_f;
+      ar_f += ar, sub_f += ar, ++n_f;
     }
-    for (double x : s.bwd_allreduce_bytes) ar_b += costmodel::ring_allreduce_s(x, t, tp_link), bytes += x, ++n_b;
+    for (double x : s.bwd_allreduce_bytes) ar_b += costmodel::ring_allreduce_s(x, t, tp_link), ++n_b;
     double sub_shape_f = 0;
     for (const NodeWork& w : s.work) {
       sub_shape_f += costmodel::block_s(w.f, w.ctx, pr.cluster, pr.stack, pr.notes);
@@ -84,16 +82,43 @@ costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const StagePa
   sc.r_s = sc.f_s - end_f;
   sc.tp_allreduces_f = n_f;
   sc.tp_allreduces_i = n_b;
-  sc.tp_allreduce_bytes = n_f + n_b > 0 ? bytes / (n_f + n_b) : 0;
+  sc.tp_allreduce_bytes = w.tp_collective_bytes;
   sc.tp_comm_f_s = sc.tp_exposed_f_s = ar_f;
   sc.tp_comm_i_s = sc.tp_exposed_b_s = ar_b;
-  sc.act_bytes = act;
-  double input = 0;  // the cut's tensor the stage receives: its checkpoint under recomputation
-  if (part.first > 0) input = ts[static_cast<size_t>(part.first - 1)].boundary_bytes;
-  sc.ckpt_bytes = recompute_input_only ? std::min(act, input) : act;
-  sc.work_bytes = work;
-  sc.layers = part.count;
+  sc.act_bytes = w.act_bytes;
+  sc.ckpt_bytes = w.ckpt_bytes;
+  sc.work_bytes = w.work_bytes;
+  sc.layers = w.layers;
   return sc;
+}
+
+// One stage's workload from its subgraphs (the graph's counterpart of costmodel's
+// build_plan_workload; its `layers` are subgraphs): what it sends, holds, reduces and keeps.
+costmodel::StageWorkload stage_workload(const std::vector<TpSubgraph>& ts, const StagePart& part, const schedules::Schedule& s,
+                                        int st, bool recompute_input_only, double bytes_per_param) {
+  costmodel::StageWorkload w;
+  w.stage = st;
+  w.part = s.model_part(st);
+  w.first_layer = part.first;
+  w.layers = w.dense_layers = part.count;
+  w.first = s.is_first(st);
+  w.last = s.is_last(st);
+  double collective_bytes = 0;
+  int collectives = 0;
+  for (int i = part.first; i < part.first + part.count; ++i) {
+    const TpSubgraph& x = ts[static_cast<size_t>(i)];
+    w.act_bytes += x.act_bytes;
+    w.work_bytes = std::max(w.work_bytes, x.act_bytes);  // a backward's working set: its largest subgraph's outputs
+    w.grad_bytes += x.param_bytes;                       // this tp rank's, at the graph's parameter bytes
+    for (double b : x.fwd_allreduce_bytes) collective_bytes += b, ++collectives, ++w.tp_collectives_per_pass;
+    for (double b : x.bwd_allreduce_bytes) collective_bytes += b, ++collectives;
+  }
+  w.params = w.grad_bytes / bytes_per_param;
+  w.tp_collective_bytes = collectives > 0 ? collective_bytes / collectives : 0;  // their mean, the engines' one size
+  w.boundary_bytes = ts[static_cast<size_t>(part.first + part.count - 1)].boundary_bytes;
+  const double input = part.first > 0 ? ts[static_cast<size_t>(part.first - 1)].boundary_bytes : 0;  // the cut it receives
+  w.ckpt_bytes = recompute_input_only ? std::min(w.act_bytes, input) : w.act_bytes;  // its checkpoint under recomputation
+  return w;
 }
 
 }  // namespace
@@ -146,22 +171,26 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   t.params.assign(static_cast<size_t>(s.num_ranks), 0.0);
   double total_act = 0;
   for (const StagePart& sp : parts.stages) total_act += sp.act_bytes;
-  for (int st = 0; st < s.num_stages; ++st) {
-    const StagePart& part = parts.stages[static_cast<size_t>(s.model_part(st))];
-    costmodel::StageCost sc = stage_cost(ts, part, pricing, p.recompute == costmodel::RecomputePolicy::Full, p.tp, tp_link);
-    sc.weight = total_act > 0 ? part.act_bytes * s.num_ranks / total_act : 1;
-    const double out = ts[static_cast<size_t>(part.first + part.count - 1)].boundary_bytes;
-    const double in = part.first > 0 ? ts[static_cast<size_t>(part.first - 1)].boundary_bytes : 0;
-    costmodel::set_boundary_transfers(sc, s, st, topo, out, in, nullptr, t.notes);
-    double param_bytes = 0;  // this tp rank's
-    for (int i = part.first; i < part.first + part.count; ++i) param_bytes += ts[static_cast<size_t>(i)].param_bytes;
-    sc.grad_bytes = param_bytes;
-    costmodel::set_grad_reduction(sc, s, st, topo, p, nullptr, t.notes);
+  auto pw = std::make_shared<costmodel::PlanWorkload>();  // built once, then priced (as build_plan_workload's)
+  pw->model = pw->rank_model = e.model;
+  pw->plan = p;
+  for (int st = 0; st < s.num_stages; ++st)
+    pw->stages.push_back(stage_workload(ts, parts.stages[static_cast<size_t>(s.model_part(st))], s, st,
+                                        p.recompute == costmodel::RecomputePolicy::Full, e.model.bytes_per_param));
+  for (const costmodel::StageWorkload& w : pw->stages) {
+    costmodel::StageCost sc = stage_cost(ts, w, pricing, p.tp, tp_link);
+    sc.weight = total_act > 0 ? parts.stages[static_cast<size_t>(w.part)].act_bytes * s.num_ranks / total_act : 1;
+    const int prev = s.prev_stage(w.stage);
+    const double in = prev >= 0 ? pw->stages[static_cast<size_t>(prev)].boundary_bytes : 0;
+    costmodel::set_boundary_transfers(sc, s, w.stage, topo, w.boundary_bytes, in, nullptr, t.notes);
+    sc.grad_bytes = w.grad_bytes;
+    costmodel::set_grad_reduction(sc, s, w.stage, topo, p, nullptr, t.notes);
     sc.offload_s = c.host_link_bandwidth_Bps > 0 ? sc.act_bytes / c.host_link_bandwidth_Bps : 0;
     sc.reload_s = sc.offload_s;
-    t.params[static_cast<size_t>(s.rank_of(st))] += param_bytes / e.model.bytes_per_param;
+    t.params[static_cast<size_t>(s.rank_of(w.stage))] += w.params;
     t.stages.push_back(sc);
   }
+  e.workload = pw;
   costmodel::set_rank_costs(t, e.model, c, p, topo, nullptr);
   std::sort(notes.begin(), notes.end());
   notes.erase(std::unique(notes.begin(), notes.end()), notes.end());

@@ -237,6 +237,19 @@ TEST(Graphs, EstimateTakesAGraph) {
   EXPECT_EQ(graph.model.seq_length, m.seq_length);
   EXPECT_NEAR(graph.tokens_per_s * graph.eval.iteration_time_s, preset.tokens_per_s * preset.eval.iteration_time_s, 1e-6);
   EXPECT_EQ(graph.schedule.num_stages, 4);
+  // The graph route emits the workload type the preset route does, priced into its cost table:
+  // per stage the activation sent on, (b, s, h) = 2 x 1024 x 1536 at 2 bytes, as the preset's
+  // (the last stage's loss hands nothing on).
+  ASSERT_TRUE(graph.workload);
+  ASSERT_EQ(graph.workload->stages.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const costmodel::StageWorkload& w = graph.workload->stages[i];
+    EXPECT_DOUBLE_EQ(w.boundary_bytes, i < 3 ? 2.0 * 1024 * 1536 * 2 : 0.0);
+    if (i < 3) EXPECT_DOUBLE_EQ(w.boundary_bytes, preset.workload->stages[i].boundary_bytes);
+    EXPECT_DOUBLE_EQ(graph.costs.stages[i].send_f_bytes, i < 3 ? w.boundary_bytes : 0.0);
+    EXPECT_DOUBLE_EQ(graph.costs.stages[i].grad_bytes, w.grad_bytes);
+    EXPECT_DOUBLE_EQ(graph.costs.stages[i].act_bytes, w.act_bytes);
+  }
   // The same pipeline, priced at the flat GEMM rate: within 15% of the preset route's layers
   // priced by shape (docs/graphs.md).
   EXPECT_NEAR(graph.eval.iteration_time_s / preset.eval.iteration_time_s, 1.0, 0.15);
