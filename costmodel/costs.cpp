@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <numeric>
+#include <tuple>
 
 #include "costmodel/comm.h"
 #include "costmodel/shape.h"
@@ -191,22 +192,32 @@ double optimizer_step_s(const ModelSpec& m, const ClusterSpec& c, double params,
   return params * memory::optimizer_traffic_bytes_per_param(m) / c.gpu_memory_bandwidth_Bps / shard;
 }
 
+namespace {
+// One boundary message from `stage` to `peer` (none when there is no peer): its bytes (0 on the
+// same rank), its time on the link between their ranks (measured where profiled) and the
+// simulator's flow scale (flow_scale).
+struct Send {
+  double bytes = 0, time_s = 0, scale = 1;
+};
+Send price_send(const Schedule& s, int stage, int peer, const Topology& topo, double bytes, const Profile* prof,
+                std::vector<std::string>& notes) {
+  Send out;
+  if (peer < 0) return out;
+  const Link l = topo.p2p_link(s.rank_of(stage), s.rank_of(peer));
+  const double analytic_s = p2p_s(bytes, l);
+  out.bytes = l.kind == "self" ? 0 : bytes;
+  out.time_s = measured_comm_s(prof, "p2p", 2, bytes, l, analytic_s, notes);
+  out.scale = flow_scale(out.time_s, analytic_s, l.latency_s);
+  return out;
+}
+}  // namespace
+
 void set_boundary_transfers(StageCost& sc, const Schedule& s, int stage, const Topology& topo, double out_bytes, double in_bytes,
                             const Profile* prof, std::vector<std::string>& notes) {
-  if (int nx = s.next_stage(stage); nx >= 0) {
-    const Link l = topo.p2p_link(s.rank_of(stage), s.rank_of(nx));
-    sc.send_f_bytes = l.kind == "self" ? 0 : out_bytes;
-    const double analytic_s = p2p_s(out_bytes, l);
-    sc.send_f_s = measured_comm_s(prof, "p2p", 2, out_bytes, l, analytic_s, notes);
-    sc.send_f_scale = flow_scale(sc.send_f_s, analytic_s, l.latency_s);
-  }
-  if (int pv = s.prev_stage(stage); pv >= 0) {
-    const Link l = topo.p2p_link(s.rank_of(stage), s.rank_of(pv));
-    sc.send_b_bytes = l.kind == "self" ? 0 : in_bytes;
-    const double analytic_s = p2p_s(in_bytes, l);
-    sc.send_b_s = measured_comm_s(prof, "p2p", 2, in_bytes, l, analytic_s, notes);
-    sc.send_b_scale = flow_scale(sc.send_b_s, analytic_s, l.latency_s);
-  }
+  const Send f = price_send(s, stage, s.next_stage(stage), topo, out_bytes, prof, notes);
+  const Send b = price_send(s, stage, s.prev_stage(stage), topo, in_bytes, prof, notes);
+  std::tie(sc.send_f_bytes, sc.send_f_s, sc.send_f_scale) = std::tie(f.bytes, f.time_s, f.scale);
+  std::tie(sc.send_b_bytes, sc.send_b_s, sc.send_b_scale) = std::tie(b.bytes, b.time_s, b.scale);
 }
 
 namespace {
