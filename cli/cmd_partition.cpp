@@ -7,6 +7,7 @@
 #include "cli/common.h"
 #include "presets/load.h"
 #include "graphs/model_graph.h"
+#include "graphs/estimate.h"
 #include "graphs/partition.h"
 #include "schedules/json_read.h"
 #ifdef STAGECRAFT_WITH_RUNTIME
@@ -74,7 +75,12 @@ void run(const PartitionOpts& o) {
   po.stages = o.pp;
   po.full_recompute = o.recompute == "full";
   if (!o.cluster.empty()) cl = presets::load_cluster(o.cluster), po.cluster = &cl;
-  const graphs::Partition p = graphs::partition(sh, po);
+  // On a cluster, balanced by each subgraph's seconds as estimate prices them (one tp rank, the
+  // default stack); else by measured times or FLOPs.
+  costmodel::ParallelPlan plan;
+  plan.pp = o.pp;
+  plan.recompute = po.full_recompute ? costmodel::RecomputePolicy::Full : costmodel::RecomputePolicy::None;
+  const graphs::Partition p = po.cluster ? graphs::stage_partition(g, sh, cl, plan, o.pp) : graphs::partition(sh, po);
   if (!o.graph_out.empty()) write_file_atomic(o.graph_out, graphs::to_json(g).dump(1) + "\n");
   if (o.json) {
     nlohmann::json subs = nlohmann::json::array(), stages = nlohmann::json::array();

@@ -39,52 +39,53 @@ struct Pricing {
   std::vector<std::string>* notes;
 };
 
-// Stage costs from its subgraphs [first, first + count) as one tp rank runs them: its nodes'
-// kernels priced (the input and weight gradients each from their own products) plus the
-// blocking tp all-reduces inside them (graphs/tp.h).
+// One subgraph as one tp rank runs it: its nodes' kernels priced (price.h: by shape, or their
+// FLOPs at the flat rate), its measured nodes' times (a measured backward split by what its node
+// has parameters for: costmodel::weight_gradient_share) and its blocking tp all-reduces
+// (graphs/tp.h). Stage costs and stage balancing both price subgraphs here.
+struct SubgraphCost {
+  double f_s = 0;          // forward, its all-reduces included
+  double i_s = 0;          // input gradient, the backward's all-reduces included
+  double w_s = 0;          // weight gradient
+  double ar_f_s = 0, ar_b_s = 0;  // the all-reduces inside the forward, the backward
+  int ar_f = 0, ar_b = 0;  // how many
+};
+
+SubgraphCost price_subgraph(const TpSubgraph& s, const Pricing& pr, int t, const costmodel::Link& tp_link) {
+  SubgraphCost c;
+  for (double x : s.fwd_allreduce_bytes) c.ar_f_s += costmodel::ring_allreduce_s(x, t, tp_link), ++c.ar_f;
+  for (double x : s.bwd_allreduce_bytes) c.ar_b_s += costmodel::ring_allreduce_s(x, t, tp_link), ++c.ar_b;
+  double shape_f = 0, shape_i = 0, shape_w = 0;
+  for (const NodeWork& w : s.work) {
+    shape_f += costmodel::block_s(w.f, w.ctx, pr.cluster, pr.stack, pr.notes);
+    shape_i += costmodel::block_s(w.i, w.ctx, pr.cluster, pr.stack, pr.notes);
+    shape_w += costmodel::block_s(w.w, w.ctx, pr.cluster, pr.stack, pr.notes);
+  }
+  c.f_s = shape_f + s.fwd_s + c.ar_f_s;
+  c.i_s = shape_i + s.bwd_s - s.bwd_w_s + c.ar_b_s;
+  c.w_s = shape_w + s.bwd_w_s;
+  return c;
+}
+
+// Stage costs from its subgraphs (the workload's layers) as one tp rank runs them: the sums of
+// their prices; a recomputation repeats the forward but the model's ends' (embedding, head and
+// loss), as Megatron checkpoints layers only.
 costmodel::StageCost stage_cost(const std::vector<TpSubgraph>& ts, const costmodel::StageWorkload& w, const Pricing& pr,
                                 int t, const costmodel::Link& tp_link) {
   costmodel::StageCost sc;
-  double ar_f = 0, ar_b = 0, fwd_s = 0, bwd_s = 0, bwd_w_s = 0;
-  double shape_f = 0, shape_i = 0, shape_w = 0;  // the nodes' kernels: forward, input and weight gradients
-  double end_f = 0;  // the forward of the model's ends (embedding, head and loss), which R does not repeat
-  int n_f = 0, n_b = 0;
+  double end_f = 0;
   for (int i = w.first_layer; i < w.first_layer + w.layers; ++i) {
-    const TpSubgraph& s = ts[static_cast<size_t>(i)];
-    fwd_s += s.fwd_s;
-    bwd_s += s.bwd_s;
-    bwd_w_s += s.bwd_w_s;
-    double sub_f = 0;  // this subgraph's forward: compute and its all-reduces
-    for (double x : s.fwd_allreduce_bytes) {
-      const double ar = costmodel::ring_allreduce_s(x, t, tp_link);
-      ar_f += ar, sub_f += ar, ++n_f;
-    }
-    for (double x : s.bwd_allreduce_bytes) ar_b += costmodel::ring_allreduce_s(x, t, tp_link), ++n_b;
-    double sub_shape_f = 0;
-    for (const NodeWork& w : s.work) {
-      sub_shape_f += costmodel::block_s(w.f, w.ctx, pr.cluster, pr.stack, pr.notes);
-      shape_i += costmodel::block_s(w.i, w.ctx, pr.cluster, pr.stack, pr.notes);
-      shape_w += costmodel::block_s(w.w, w.ctx, pr.cluster, pr.stack, pr.notes);
-    }
-    shape_f += sub_shape_f;
-    sub_f += sub_shape_f + s.fwd_s;
-    if (s.end) end_f += sub_f;
+    const SubgraphCost c = price_subgraph(ts[static_cast<size_t>(i)], pr, t, tp_link);
+    sc.f_s += c.f_s, sc.i_s += c.i_s, sc.w_s += c.w_s;
+    sc.tp_comm_f_s += c.ar_f_s, sc.tp_comm_i_s += c.ar_b_s;
+    sc.tp_allreduces_f += c.ar_f, sc.tp_allreduces_i += c.ar_b;
+    if (ts[static_cast<size_t>(i)].end) end_f += c.f_s;
   }
-  // compute: the nodes' kernels priced (price.h: by shape, or their FLOPs at the flat rate), plus
-  // the measured nodes' times (a measured backward split by what its node has parameters for:
-  // costmodel::weight_gradient_share)
-  const double f = shape_f + fwd_s, b = shape_i + shape_w + bwd_s;
-  const double i = shape_i + bwd_s - bwd_w_s;
-  sc.f_s = f + ar_f;
-  sc.b_s = b + ar_b;
-  sc.i_s = i + ar_b;  // the input gradient's all-reduces are the I's
-  sc.w_s = b - i;
+  sc.b_s = sc.i_s + sc.w_s;
   sc.r_s = sc.f_s - end_f;
-  sc.tp_allreduces_f = n_f;
-  sc.tp_allreduces_i = n_b;
+  sc.tp_exposed_f_s = sc.tp_comm_f_s;
+  sc.tp_exposed_b_s = sc.tp_comm_i_s;
   sc.tp_allreduce_bytes = w.tp_collective_bytes;
-  sc.tp_comm_f_s = sc.tp_exposed_f_s = ar_f;
-  sc.tp_comm_i_s = sc.tp_exposed_b_s = ar_b;
   sc.act_bytes = w.act_bytes;
   sc.ckpt_bytes = w.ckpt_bytes;
   sc.work_bytes = w.work_bytes;
@@ -139,11 +140,38 @@ costmodel::ModelSpec model_of(const Graph& g) {
   return m;
 }
 
-Partition stage_partition(const Sharding& sh, const costmodel::ClusterSpec& c, const costmodel::ParallelPlan& p, int stages) {
+namespace {
+
+// Each subgraph's seconds of one microbatch as stage_cost prices it (the forward twice under full
+// recomputation, then the backward): what the stages are balanced by.
+std::vector<double> priced_subgraph_s(const std::vector<TpSubgraph>& ts, const costmodel::ClusterSpec& c,
+                                      const costmodel::ParallelPlan& p) {
+  std::vector<std::string> notes;  // the estimate's own pricing notes them
+  const Pricing pricing{c, costmodel::load_stack(p.stack), &notes};
+  const costmodel::Link tp_link = costmodel::Topology(c, p).group_link(costmodel::kTp);
+  const double rc = p.recompute == costmodel::RecomputePolicy::Full ? 2 : 1;
+  std::vector<double> out;
+  for (const TpSubgraph& s : ts) {
+    const SubgraphCost x = price_subgraph(s, pricing, p.tp, tp_link);
+    out.push_back((s.end ? 1 : rc) * x.f_s + x.i_s + x.w_s);
+  }
+  return out;
+}
+
+Partition partition_priced(const Sharding& sh, const std::vector<TpSubgraph>& ts, const costmodel::ClusterSpec& c,
+                           const costmodel::ParallelPlan& p, int stages) {
   PartitionOptions po;
   po.stages = stages;
   po.cluster = &c;
+  po.subgraph_s = priced_subgraph_s(ts, c, p);
   return partition(sh, po, p.stage_layers);
+}
+
+}  // namespace
+
+Partition stage_partition(const Graph& g, const Sharding& sh, const costmodel::ClusterSpec& c, const costmodel::ParallelPlan& p,
+                          int stages) {
+  return partition_priced(sh, tp_subgraphs(g, sh, p.tp, &costmodel::load_stack(p.stack)), c, p, stages);
 }
 
 costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec& c, const costmodel::ParallelPlan& p,
@@ -160,9 +188,9 @@ costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec&
   e.model.num_layers = static_cast<int>(sh.subgraphs.size());
   const int per_chain = s.stages_per_chain();
   const double rate = costmodel::flat_rate_flops_per_s(c);
-  const Partition parts = stage_partition(sh, c, p, per_chain);
   const costmodel::KernelStack& stack = costmodel::load_stack(p.stack);
   const std::vector<TpSubgraph> ts = tp_subgraphs(g, sh, p.tp, &stack);
+  const Partition parts = partition_priced(sh, ts, c, p, per_chain);
   std::vector<std::string> notes;
   const Pricing pricing{c, stack, &notes};
   costmodel::Topology topo(c, p);

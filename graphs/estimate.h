@@ -28,9 +28,10 @@ namespace stagecraft::graphs {
 costmodel::ModelSpec model_of(const Graph& g);
 
 // The `stages` stages (per pipeline chain) estimate_graph cuts the subgraph sequence into for
-// this plan: plan.stage_layers (counted in subgraphs) when given, else balanced at the
-// cluster's rate (partition.h).
-Partition stage_partition(const Sharding& sh, const costmodel::ClusterSpec& c, const costmodel::ParallelPlan& p, int stages);
+// this plan: plan.stage_layers (counted in subgraphs) when given, else balanced by each
+// subgraph's seconds as the estimate prices them on one tp rank of the plan (partition.h).
+Partition stage_partition(const Graph& g, const Sharding& sh, const costmodel::ClusterSpec& c, const costmodel::ParallelPlan& p,
+                          int stages);
 
 // The prediction; throws InputError for what the graph route does not price (above).
 costmodel::Estimate estimate_graph(const Graph& g, const costmodel::ClusterSpec& c, const costmodel::ParallelPlan& p,

@@ -18,15 +18,20 @@ Partition partition(const Sharding& sh, const PartitionOptions& opt, const std::
   const double rc = opt.full_recompute ? 2 : 1;  // the forward runs twice under full recomputation
   bool all_measured = true;
   for (const Subgraph& s : sh.subgraphs) all_measured = all_measured && s.unmeasured == 0;
-  const bool by_time = opt.cluster || all_measured;
-  // A subgraph's work: seconds (measured nodes by their times, the rest at the rate), else FLOPs.
-  auto work_of = [&](const Subgraph& s) {
+  if (!opt.subgraph_s.empty() && opt.subgraph_s.size() != n)
+    throw Error("partition: " + std::to_string(opt.subgraph_s.size()) + " priced subgraphs for " + std::to_string(n));
+  const bool by_time = opt.cluster || all_measured || !opt.subgraph_s.empty();
+  // A subgraph's work: the estimate's seconds, else seconds (measured nodes by their times, the
+  // rest at the rate), else FLOPs.
+  auto work_of = [&](size_t i) {
+    const Subgraph& s = sh.subgraphs[i];
+    if (!opt.subgraph_s.empty()) return opt.subgraph_s[i];
     if (!by_time) return s.fwd_flops * rc + s.bwd_flops;
     const double priced = (s.fwd_flops - s.measured_fwd_flops) * rc + (s.bwd_flops - s.measured_bwd_flops);
     return (opt.cluster ? priced / rate : 0.0) + s.fwd_s * rc + s.bwd_s;
   };
   std::vector<double> work(n);
-  for (size_t i = 0; i < n; ++i) work[i] = work_of(sh.subgraphs[i]);
+  for (size_t i = 0; i < n; ++i) work[i] = work_of(i);
   std::vector<int> counts = given;
   if (counts.empty()) {
     counts = planner::balance_sequence(work, opt.stages);

@@ -17,6 +17,8 @@ struct PartitionOptions {
   bool full_recompute = false;             // the backward repeats the forward (adds it to the work)
   double static_bytes_per_param_byte = 8;  // weights, gradients and Adam states per byte of 16-bit
                                            // weight: 16 bytes per parameter (costmodel/memory.h)
+  std::vector<double> subgraph_s;          // each subgraph's seconds as the estimate prices them
+                                           // (graphs/estimate.h); empty: FLOPs at the cluster's rate
 };
 
 struct StagePart {

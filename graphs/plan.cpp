@@ -43,7 +43,7 @@ planner::SearchResult search_graph(const Graph& g, const costmodel::ClusterSpec&
   const Sharding sh = shard(g, so);
   for (planner::Candidate& cand : res.best)
     if (cand.plan.pp > 1 && cand.plan.stage_layers.empty())
-      for (const StagePart& sp : stage_partition(sh, res.cluster, cand.plan, costmodel::plan_schedule(cand.plan).stages_per_chain()).stages)
+      for (const StagePart& sp : stage_partition(g, sh, res.cluster, cand.plan, costmodel::plan_schedule(cand.plan).stages_per_chain()).stages)
         cand.plan.stage_layers.push_back(sp.count);
   return res;
 }
