@@ -182,7 +182,7 @@ TEST(RuntimeScript, MeasuredSubgraphTimesPriceTheStages) {
   p.microbatch_size = static_cast<int>(kShapes[0][0]);
   const costmodel::Estimate e = graphs::estimate_graph(g, c, p);
   const graphs::Sharding sh = graphs::shard(g);
-  const int first_stage = graphs::stage_partition(sh, c, p, 2).stages[0].count;
+  const int first_stage = graphs::stage_partition(g, sh, c, p, 2).stages[0].count;
   double stage0 = 0;
   for (int i = 0; i < first_stage; ++i)
     for (int k : sh.subgraphs[static_cast<size_t>(i)].nodes) stage0 += g.nodes[static_cast<size_t>(k)].fwd_s;
