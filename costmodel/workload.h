@@ -1,9 +1,9 @@
 // The work of a plan as data, built once and priced separately (price.h): for one transformer
 // layer (and the head) on one tensor-parallel rank and one sub-batch, every matrix product with
-// its shape, the fused attention kernel with its FLOPs, and the memory-bound traffic, per pass;
-// for each stage, what it sends, reduces, keeps and gathers, in bytes (stage_workload in
-// costs.h). Every model and plan option changes the work here and only here: the attention
-// kernel, dropout, the activation, grouped-query attention, sequence parallelism, selective
+// its shape, the fused attention kernel with its FLOPs, and the memory-bound traffic, per pass.
+// A plan's stages hold it with what each sends, reduces, keeps and exchanges, in bytes
+// (plan_workload.h, StageWorkload). Every model and plan option changes the work here and only
+// here: the attention kernel, dropout, the activation, grouped-query attention, sequence parallelism, selective
 // recomputation, FP8 (the linear products at the FP8 rate, the casts of their inputs and
 // output gradients as memory-bound traffic) and context parallelism (s / cp tokens, the core
 // per key/value chunk). The evaluator, the simulator, the planner and the graph route all price what
