@@ -44,7 +44,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PRESETS = os.path.join("..", "..", "costmodel", "presets", "clusters")
+PRESETS = os.path.join("..", "..", "presets", "clusters")
 CLUSTERS = {"A100-SXM4-80GB": "dgx-a100-80gb.json",  # the GPU as published -> cluster file here
             "H100-SXM5-80GB": os.path.join(PRESETS, "h100-ib-1024.json"),
             "H100-HBM2e-96GB-500W": "grand-teton-h100-96gb.json",  # torchtitan's Grand Teton hosts
