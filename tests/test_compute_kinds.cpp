@@ -83,11 +83,17 @@ ByHand gpt_by_hand(const ModelSpec& m, const ClusterSpec& c) {
   return out;
 }
 
+// The compute passes this test prices: forwards, full backwards and recomputations.
+bool is_pass(const schedules::Action& a) {
+  return a.op == schedules::Op::F || a.op == schedules::Op::B || a.op == schedules::Op::R;
+}
+
 // A rank's passes by hand: F and B of each stage's layers (and the head on the last stage); an R
 // is the forward's kinds in the share of its time the layers take (compute_by_kind's rule).
 Kinds rank_by_hand(const Estimate& e, int r, const ByHand& h) {
   Kinds k;
   for (const schedules::Action& a : e.schedule.actions[static_cast<size_t>(r)]) {
+    if (!is_pass(a)) continue;  // sends, reductions and the optimizer step (stage -1) are not passes
     const double n = e.costs.stages[static_cast<size_t>(a.stage)].layers;
     const double head = a.stage == e.schedule.num_stages - 1 ? 1 : 0;
     Kinds f, b;
@@ -107,6 +113,7 @@ double rank_product_flops(const Estimate& e, int r) {
   const double layer = flops::layer_matmul_forward_flops(m, 4), head = flops::head_forward_flops(m, 4);
   double out = 0;
   for (const schedules::Action& a : e.schedule.actions[static_cast<size_t>(r)]) {
+    if (!is_pass(a)) continue;
     const double n = e.costs.stages[static_cast<size_t>(a.stage)].layers;
     const double pass = n * layer + (a.stage == e.schedule.num_stages - 1 ? head : 0);
     if (a.op == schedules::Op::F) out += pass;
