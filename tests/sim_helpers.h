@@ -26,6 +26,23 @@ inline costmodel::ClusterSpec h100_shaped(int gpus_per_node, int nics_per_node, 
   return shaped("h100-ib-1024", (gpus + gpus_per_node - 1) / gpus_per_node, gpus_per_node, nics_per_node);
 }
 
+// Mixtral 8x7B cut to 4 layers of 1,024 tokens: an MoE model the simulator runs in milliseconds.
+inline costmodel::ModelSpec small_mixtral() {
+  costmodel::ModelSpec m = presets::load_model("mixtral-8x7b");
+  m.num_layers = 4;
+  m.seq_length = 1024;
+  return m;
+}
+
+// An MoE plan of `dp` x tp 2 x `pp` with every dp rank an expert rank (ep = dp), sequence
+// parallel as experts under tp need, 4 microbatches.
+inline costmodel::ParallelPlan moe_plan(int dp, int pp) {
+  costmodel::ParallelPlan p = plan_of(dp, 2, pp, 4);
+  p.ep = dp;
+  p.sequence_parallel = true;
+  return p;
+}
+
 inline sim::SimOptions folded_tp() {
   sim::SimOptions o;
   o.tp_comm = sim::TpComm::Folded;

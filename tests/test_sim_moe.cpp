@@ -9,7 +9,7 @@
 #include "costmodel/estimate.h"
 #include "presets/load.h"
 #include "sim/simulate.h"
-#include "tests/helpers.h"
+#include "tests/sim_helpers.h"
 
 namespace stagecraft {
 namespace {
@@ -19,15 +19,10 @@ struct Case {
 };
 
 TEST(SimMoe, AllToAllFlowsCarryTheCostTablesBytesAndAgreeWithTheEvaluator) {
-  costmodel::ModelSpec m = presets::load_model("mixtral-8x7b");
-  m.num_layers = 4;
-  m.seq_length = 1024;
   for (const Case c : {Case{1, 4}, Case{2, 8}}) {
     SCOPED_TRACE("ep " + std::to_string(c.ep));
-    costmodel::ParallelPlan p = test::plan_of(c.ep, 2, 1, 4);
-    p.ep = c.ep;
-    p.sequence_parallel = true;
-    const costmodel::Estimate e = costmodel::estimate(m, test::cluster_of("h100-ib-1024", c.nodes), p);
+    const costmodel::Estimate e =
+        costmodel::estimate(test::small_mixtral(), test::cluster_of("h100-ib-1024", c.nodes), test::moe_plan(c.ep, 1));
     const costmodel::MoeStage& moe = e.costs.stages[0].moe;
     ASSERT_EQ(moe.moe_layers, 4);
     ASSERT_EQ(moe.layer.all_to_alls_f, 2);
@@ -61,13 +56,7 @@ TEST(SimMoe, AllToAllFlowsCarryTheCostTablesBytesAndAgreeWithTheEvaluator) {
 
 // Folded (--tp-comm folded), the all-to-alls stay inside the compute durations, as the evaluator.
 TEST(SimMoe, FoldedKeepsThemInCompute) {
-  costmodel::ModelSpec m = presets::load_model("mixtral-8x7b");
-  m.num_layers = 4;
-  m.seq_length = 1024;
-  costmodel::ParallelPlan p = test::plan_of(4, 2, 1, 4);
-  p.ep = 4;
-  p.sequence_parallel = true;
-  const costmodel::Estimate e = costmodel::estimate(m, test::cluster_of("h100-ib-1024", 1), p);
+  const costmodel::Estimate e = costmodel::estimate(test::small_mixtral(), test::cluster_of("h100-ib-1024", 1), test::moe_plan(4, 1));
   sim::SimOptions o;
   o.tp_comm = sim::TpComm::Folded;
   const sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, o);

@@ -14,7 +14,7 @@
 #include "presets/load.h"
 #include "sim/simulate.h"
 #include "sim/workload.h"
-#include "tests/helpers.h"
+#include "tests/sim_helpers.h"
 
 namespace stagecraft {
 namespace {
@@ -65,13 +65,7 @@ TEST(SimWorkload, ContextParallelRingAndSendsAreTheWorkloads) {
 }
 
 TEST(SimWorkload, ExpertAllToAllsAreTheWorkloads) {
-  costmodel::ModelSpec m = presets::load_model("mixtral-8x7b");
-  m.num_layers = 4;
-  m.seq_length = 1024;
-  costmodel::ParallelPlan p = test::plan_of(4, 2, 2, 4);
-  p.ep = 4;
-  p.sequence_parallel = true;
-  const costmodel::Estimate e = costmodel::estimate(m, test::cluster_of("h100-ib-1024", 2), p);
+  const costmodel::Estimate e = costmodel::estimate(test::small_mixtral(), test::cluster_of("h100-ib-1024", 2), test::moe_plan(4, 2));
   const sim::Workload w = sim_workload(e);
   expect_stage_bytes(e, w);
   ASSERT_EQ(w.a2a_intra_bytes.size(), 2u);
