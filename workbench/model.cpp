@@ -39,13 +39,7 @@ nlohmann::json plan_file_names(const PlanRequest& r, const std::string& key) {
 }
 
 costmodel::ModelSpec named_model(const PlanRequest& r) {
-  costmodel::ModelSpec m;
-  if (!r.model.empty()) {
-    m = presets::load_model(r.model);
-  } else {
-    const nlohmann::json v = plan_file_names(r, "model");
-    m = v.is_string() ? presets::load_model(v.get<std::string>()) : costmodel::model_from_json(v);
-  }
+  costmodel::ModelSpec m = named_spec(r.model, r, "model", &presets::load_model, &costmodel::model_from_json);
   apply_model_request(m, r.model_request);
   return m;
 }

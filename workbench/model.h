@@ -23,6 +23,15 @@ void refuse_model_request_for_graph(const std::string& model, const ModelRequest
 // What the --plan file names for `key` ("model", "cluster") when the flag is not given: a preset
 // name or the spec itself. InputError naming the flag when neither says.
 nlohmann::json plan_file_names(const PlanRequest& r, const std::string& key);
+// The spec `flag_value` names (a preset or a JSON file, through `load`), else the --plan file's
+// for `key` (a name, through `load`, or the object itself, through `from_json`).
+template <class Spec>
+Spec named_spec(const std::string& flag_value, const PlanRequest& r, const std::string& key,
+                Spec (*load)(const std::string&), Spec (*from_json)(const nlohmann::json&)) {
+  if (!flag_value.empty()) return load(flag_value);
+  const nlohmann::json v = plan_file_names(r, key);
+  return v.is_string() ? load(v.get<std::string>()) : from_json(v);
+}
 
 // The model as --model names it (else the --plan file's), with the model flags applied.
 costmodel::ModelSpec named_model(const PlanRequest& r);

@@ -14,13 +14,7 @@ namespace {
 // The cluster as --cluster (else the --plan file) names it, with the calibration, margin, nodes
 // and GPUs per node the request gives.
 costmodel::ClusterSpec cluster_of(const PlanRequest& r) {
-  costmodel::ClusterSpec c;
-  if (!r.cluster.empty()) {
-    c = presets::load_cluster(r.cluster);
-  } else {
-    const nlohmann::json v = plan_file_names(r, "cluster");
-    c = v.is_string() ? presets::load_cluster(v.get<std::string>()) : costmodel::cluster_from_json(v);
-  }
+  costmodel::ClusterSpec c = named_spec(r.cluster, r, "cluster", &presets::load_cluster, &costmodel::cluster_from_json);
   if (!r.gpu_calibration.empty())
     costmodel::apply_gpu_calibration(c, schedules::read_json_file(r.gpu_calibration, "--gpu-calibration"), r.gpu_calibration);
   apply_memory_margin(c, r.memory_margin);
@@ -33,8 +27,8 @@ costmodel::ClusterSpec cluster_of(const PlanRequest& r) {
 
 Inputs resolve(const PlanRequest& given, const WarnFn& warn) {
   PlanRequest r = given;
-  if (r.model.empty() && r.from.empty() && plan_file_names(r, "model").is_string())
-    r.model = plan_file_names(r, "model").get<std::string>();
+  if (r.model.empty() && r.from.empty())  // a plan file's model named by preset or file: resolved as --model
+    if (const nlohmann::json named = plan_file_names(r, "model"); named.is_string()) r.model = named.get<std::string>();
   Inputs in;
   in.graph = graph_arg(r.model);
   if (in.graph) refuse_model_request_for_graph(r.model, r.model_request);
