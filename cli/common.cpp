@@ -125,6 +125,13 @@ void add_plan_flags(CLI::App* app, PlanRequest& f, bool single_schedule, bool wi
                   "and the backward, copied beside the compute (Megatron-Core --cpu-offloading-num-layers)");
   app->add_option("--rank-order", f.rank_order, "rank numbering, fastest axis first (default tp-dp-pp)");
   app->add_option("--stage-layers", f.stage_layers, "layers per stage of one pipeline, comma-separated (default balanced)");
+  app->add_option("--pipeline-layout", f.pipeline_layout,
+                  "Megatron-Core's layout of the layers on the stages, e.g. 'Et*3|(tt|)*29m|L' "
+                  "(--pipeline-model-parallel-layout; docs/cli.md)");
+  app->add_flag("--account-for-embedding-in-pipeline-split", f.account_for_embedding,
+                "the embedding counts as one layer when the layers are split over the stages (Megatron-Core)");
+  app->add_flag("--account-for-loss-in-pipeline-split", f.account_for_loss,
+                "the loss counts as one layer when the layers are split over the stages (Megatron-Core)");
   app->add_flag("--sequence-parallel", f.sequence_parallel, "Megatron sequence parallelism (activations split t ways)");
   app->add_option("--tp-overlap", f.tp_overlap,
                   "tensor-parallel overlap: blocking, merak (sub-pipelined), cross-pass, oases, or te (Transformer Engine's chunked collectives, with --sequence-parallel; docs/tp-overlap.md)");

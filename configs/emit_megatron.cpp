@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include "configs/emit.h"
+#include "costmodel/pipeline_split.h"
 #include "schedules/error.h"
 
 namespace stagecraft::configs {
@@ -62,8 +63,17 @@ void plan_flags(Flags& f, const ParallelPlan& p, const ModelSpec& m) {
   if (p.cp > 1) f.push_back({"--context-parallel-size", std::to_string(p.cp)});
   if (p.ep > 1) f.push_back({"--expert-model-parallel-size", std::to_string(p.ep)});
   if (p.etp == 1) f.push_back({"--expert-tensor-parallel-size", "1"});
+  // A layout carries the virtual stages itself (Megatron-LM refuses both): the plan's, or its
+  // stage_layers written as one (costmodel/pipeline_split.h layout_of).
+  const std::string layout = !p.pipeline_layout.empty() ? p.pipeline_layout
+                             : !p.stage_layers.empty()   ? costmodel::layout_of(p.stage_layers, m.mtp_layers)
+                                                         : "";
+  if (!layout.empty()) f.push_back({"--pipeline-model-parallel-layout", "'" + layout + "'"});
+  if (p.account_for_embedding) f.push_back({"--account-for-embedding-in-pipeline-split", ""});
+  if (p.account_for_loss) f.push_back({"--account-for-loss-in-pipeline-split", ""});
   if (p.schedule == "interleaved-1f1b" && p.pp > 1) {
-    f.push_back({"--num-virtual-stages-per-pipeline-rank", p.schedule_params.value("chunks", nlohmann::json(2)).dump()});
+    if (layout.empty())
+      f.push_back({"--num-virtual-stages-per-pipeline-rank", p.schedule_params.value("chunks", nlohmann::json(2)).dump()});
     if (p.schedule_params.contains("microbatch_group_size_per_vp_stage"))
       f.push_back({"--microbatch-group-size-per-vp-stage", p.schedule_params["microbatch_group_size_per_vp_stage"].dump()});
   }
@@ -124,11 +134,6 @@ std::string emit_megatron(const ModelSpec& m, const ParallelPlan& p, int gpus_pe
 
 std::vector<std::string> stagecraft_only_fields(const ParallelPlan& p) {
   std::vector<std::string> out;
-  if (!p.stage_layers.empty()) {
-    std::string s;
-    for (int n : p.stage_layers) s += (s.empty() ? "" : ",") + std::to_string(n);
-    out.push_back("stage_layers " + s);
-  }
   if (p.tp_overlap != schedules::TpOverlap::Blocking && p.tp_overlap != schedules::TpOverlap::Te)
     out.push_back("tp_overlap " + std::string(schedules::tp_overlap_name(p.tp_overlap)));
   if (!p.stage_tp_overlap.empty()) out.push_back("stage_tp_overlap (per stage)");

@@ -162,11 +162,8 @@ void read_megatron_overlap(FlagReader& r, Imported& in) {
   const std::optional<int> offload = r.integer("cpu-offloading-num-layers", "offload_layers (with --cpu-offloading)");
   if (r.boolean("cpu-offloading", "offload_layers = --cpu-offloading-num-layers").value_or(false) && offload)
     p.offload_layers = *offload;
-  r.unmodelled("pipeline-model-parallel-layout", "layers balanced over the stages (stage_layers empty)");
   r.unmodelled("decoder-first-pipeline-num-layers", "layers balanced over the stages (stage_layers empty)");
   r.unmodelled("decoder-last-pipeline-num-layers", "layers balanced over the stages (stage_layers empty)");
-  r.unmodelled("account-for-embedding-in-pipeline-split", "layers balanced over the stages");
-  r.unmodelled("account-for-loss-in-pipeline-split", "layers balanced over the stages");
   r.unmodelled("cp-comm-type", "context parallelism priced as the key/value ring (p2p)");
   r.unmodelled("hierarchical-context-parallel-sizes", "context parallelism priced as one ring");
   r.unmodelled("use-precision-aware-optimizer", "optimizer states priced in fp32");

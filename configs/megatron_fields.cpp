@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "configs/megatron_fields.h"
+#include "costmodel/pipeline_split.h"
 #include "schedules/error.h"
 
 namespace stagecraft::configs {
@@ -62,6 +63,29 @@ void read_virtual_pipeline(FlagReader& r, Imported& in, int layers) {
   } else {
     p.schedule = "1f1b";
   }
+}
+
+// Megatron-Core's split of the layers over the stages (costmodel/pipeline_split.h): a layout,
+// whose entries / pp are the chunks (Megatron-LM's arguments.py derives them from it;
+// Megatron-Bridge sets both, which must then agree), or the embedding and loss counted as layers.
+void read_pipeline_split(FlagReader& r, Imported& in) {
+  ParallelPlan& p = in.plan;
+  if (const std::optional<std::string> l = r.text("pipeline-model-parallel-layout", "pipeline_layout")) {
+    const int stages = costmodel::layout_stage_count(*l);
+    if (stages % p.pp != 0)
+      throw InputError(r.where() + ": " + r.name("pipeline-model-parallel-layout") + " has " + s(stages) + " stages, not a multiple of " +
+                       r.name("pipeline-model-parallel-size") + " = " + s(p.pp) + " (allowed: pp x virtual stages entries)");
+    const int chunks = stages / p.pp, given = p.schedule == "interleaved-1f1b" ? p.schedule_params.value("chunks", 1) : 1;
+    if (given != chunks && (r.has("num-virtual-stages-per-pipeline-rank") || r.has("num-layers-per-virtual-pipeline-stage")))
+      throw InputError(r.where() + ": " + r.name("pipeline-model-parallel-layout") + " has " + s(chunks) +
+                       " stages per pipeline rank; the virtual pipeline flags give " + s(given) + " (contradictory values)");
+    p.pipeline_layout = *l;
+    p.schedule = p.pp > 1 && chunks > 1 ? "interleaved-1f1b" : "1f1b";
+    if (p.schedule == "interleaved-1f1b") p.schedule_params["chunks"] = chunks;
+    else p.schedule_params.erase("chunks");
+  }
+  p.account_for_embedding = r.boolean("account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split").value_or(false);
+  p.account_for_loss = r.boolean("account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split").value_or(false);
 }
 
 void read_precision(FlagReader& r, ModelSpec& m) {
@@ -246,6 +270,7 @@ void map_megatron_fields(FlagReader& r, Imported& in, const ImportOptions& o) {
   if (m.num_experts > 0) read_dispatcher(r, in.plan);
   read_mla(r, m);
   read_virtual_pipeline(r, in, m.num_layers);
+  read_pipeline_split(r, in);
   read_megatron_recompute(r, in.plan);
   read_megatron_cuda_graphs(r, in.plan);
   read_megatron_overlap(r, in);

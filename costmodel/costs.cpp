@@ -14,6 +14,7 @@
 #include "costmodel/shape.h"
 #include "costmodel/flops.h"
 #include "costmodel/memory.h"
+#include "costmodel/pipeline_split.h"
 #include "costmodel/profile.h"
 #include "costmodel/price.h"
 #include "costmodel/plan_workload.h"
@@ -73,6 +74,8 @@ CostTable unit_cost_table(const Schedule& s, const UnitCosts& u) {
 }
 
 std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int S) {
+  if (!p.pipeline_layout.empty()) return layout_stage_layers(p.pipeline_layout, m, S);
+  if (p.account_for_embedding || p.account_for_loss) return accounted_stage_layers(m, S, p.account_for_embedding, p.account_for_loss);
   if (!p.stage_layers.empty()) {
     if (static_cast<int>(p.stage_layers.size()) != S)
       throw InputError("plan.stage_layers has " + std::to_string(p.stage_layers.size()) + " entries; the schedule has " +

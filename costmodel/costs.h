@@ -121,9 +121,11 @@ struct UnitCosts {
 UnitCosts parse_unit_costs(const std::string& text);
 CostTable unit_cost_table(const schedules::Schedule& s, const UnitCosts& u);
 
-// Layers of each model part (stage within a chain): plan.stage_layers if given, else as even
-// as possible with the remainder on the middle stages (first and last also carry the
-// embedding and head). Throws InputError when there are fewer layers than stages.
+// Layers of each model part (stage within a chain): Megatron-Core's layout or its split with the
+// embedding and loss counted (pipeline_split.h; the first and last stage may then hold none),
+// plan.stage_layers if given, else as even as possible with the remainder on the middle stages
+// (first and last also carry the embedding and head). Throws InputError when there are fewer
+// layers than stages.
 std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int stages_per_chain);
 // With several chains (Chimera) a stage's gradients are reduced with its copies' in one ring
 // over dp x chains ranks, whose slowest hop is the slower of the dp link and the link between

@@ -1,4 +1,5 @@
 #include "costmodel/plan_workload.h"
+#include "costmodel/pipeline_split.h"
 
 #include <algorithm>
 #include <string>
@@ -42,12 +43,12 @@ void set_activation_bytes(StageWorkload& w, const ModelSpec& ms, const ParallelP
   const LayerSavedBytes layer = layer_saved_bytes(ms, bb, t, sp, selective, w.mode, 0, modules);
   const LayerSavedBytes moe = nm > 0 ? layer_saved_bytes(ms, bb, t, sp, selective, w.mode, et, modules) : LayerSavedBytes{};
   const double ends = (w.first ? memory::embedding_activation_bytes(ms, bb, t, sp) : 0) +
-                      (w.last ? w.head_passes * memory::head_activation_bytes(ms, bb, t, sp) : 0);
+                      w.head_passes * memory::head_activation_bytes(ms, bb, t, sp);
   w.act_bytes = sb * (nd * layer.act_bytes + nm * moe.act_bytes + ends);
   w.ckpt_bytes = sb * (nd * layer.ckpt_bytes + nm * moe.ckpt_bytes + ends);
   w.work_bytes = sb * std::max({nd > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp) : 0.0,
                                 nm > 0 ? memory::layer_backward_working_bytes(ms, bb, t, sp, et) : 0.0,
-                                w.last ? memory::head_backward_working_bytes(ms, bb, t, sp) : 0.0});
+                                w.head ? memory::head_backward_working_bytes(ms, bb, t, sp) : 0.0});
   // Offloaded layers: their kept bytes (the mean layer's) leave the GPU between the passes. More
   // than the stage holds is refused, never silently clamped (Megatron-Core also requires fewer
   // offloaded layers than the model chunk has).
@@ -64,7 +65,7 @@ void set_activation_bytes(StageWorkload& w, const ModelSpec& ms, const ParallelP
   }
   w.w_kept_bytes = sb * (nd * memory::layer_weight_kept_bytes(ms, bb, t, sp) +
                          nm * memory::layer_weight_kept_bytes(ms, bb, t, sp, et) +
-                         (w.last ? memory::head_weight_kept_bytes(ms, bb, t, sp) : 0));
+                         (w.head ? memory::head_weight_kept_bytes(ms, bb, t, sp) : 0));
 }
 
 // The parameters the stage's layers (and ends) put on one GPU, and the gradients it reduces.
@@ -78,7 +79,7 @@ void set_parameters(StageWorkload& w, const ModelSpec& m, const ParallelPlan& p,
     lp.linear += w.mtp_layers * (last.linear + projection);
   }
   w.params = lp.dense + (w.first ? memory::embedding_params_per_rank(m, p.tp) : 0) +
-             (w.last ? memory::head_params_per_rank(m, p.tp) : 0);
+             (w.head ? memory::head_params_per_rank(m, p.tp) : 0);
   w.expert_params = lp.experts;
   w.linear_params = m.fp8 ? lp.linear : 0;
   w.grad_bytes = w.params * grad_bytes_per_param(m);  // (params) one GPU's gradients
@@ -86,7 +87,7 @@ void set_parameters(StageWorkload& w, const ModelSpec& m, const ParallelPlan& p,
 }
 
 StageWorkload stage_workload(const PlanWorkload& pw, const Schedule& s, int st, const std::vector<int>& layers,
-                             const KernelStack& stack, const AllReducePath& ep_path) {
+                             int mtp_part, const KernelStack& stack, const AllReducePath& ep_path) {
   const ModelSpec &m = pw.model, &ms = pw.rank_model;
   const ParallelPlan& p = pw.plan;
   StageWorkload w;
@@ -98,12 +99,14 @@ StageWorkload stage_workload(const PlanWorkload& pw, const Schedule& s, int st, 
   w.dense_layers = w.layers - w.moe_layers;
   w.first = s.is_first(st);
   w.last = s.is_last(st);
-  if (w.last && m.mtp_layers > 0) {  // the modules after the last layer, on its stage (Megatron-Core)
+  w.head_passes = w.last ? 1 : 0;
+  if (m.mtp_layers > 0 && w.part == mtp_part) {  // the modules after the last layer, each with its head
     w.mtp_layers = m.mtp_layers;
-    w.head_passes = 1 + m.mtp_layers;
+    w.head_passes += m.mtp_layers;
     w.layers += m.mtp_layers;
     (is_moe_layer(m, m.num_layers - 1) ? w.moe_layers : w.dense_layers) += m.mtp_layers;
   }
+  w.head = w.head_passes > 0;
   w.mode = p.overlap_of(w.part);
   const int t = p.tp, et = expert_tp(p);
   w.sub_batches = t > 1 ? schedules::tp_overlap_sub_batches(w.mode) : 1;
@@ -136,7 +139,8 @@ PlanWorkload build_plan_workload(const ModelSpec& m, const ClusterSpec& c, const
   const KernelStack& stack = load_stack(p.stack);
   const AllReducePath ep_path = topo.allreduce_path(expert_axis(p), p.ep, 1);  // the expert-parallel groups (moe.h)
   pw.stages.reserve(static_cast<size_t>(s.num_stages));
-  for (int st = 0; st < s.num_stages; ++st) pw.stages.push_back(stage_workload(pw, s, st, layers, stack, ep_path));
+  const int mtp_part = mtp_model_part(m, p, s.stages_per_chain());
+  for (int st = 0; st < s.num_stages; ++st) pw.stages.push_back(stage_workload(pw, s, st, layers, mtp_part, stack, ep_path));
   return pw;
 }
 

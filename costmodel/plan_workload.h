@@ -30,10 +30,13 @@ struct StageWorkload {
   int layers = 0;            // transformer layers of the part
   int dense_layers = 0;      // of them, with a dense MLP
   int moe_layers = 0;        // of them, with experts (ModelSpec::num_experts)
-  int mtp_layers = 0;        // of them, multi-token prediction modules' (the last stage's; ModelSpec::mtp_layers)
-  int head_passes = 1;       // the head's logits and loss per microbatch: 1 + mtp_layers on the last stage
+  int mtp_layers = 0;        // of them, multi-token prediction modules' (ModelSpec::mtp_layers; the
+                             // last stage's, or the layout's stage: pipeline_split.h mtp_model_part)
+  int head_passes = 0;       // output heads (logits and loss) a microbatch: 1 on the last stage, plus
+                             // one per multi-token prediction module on their stage
   bool first = false;        // holds the embedding
   bool last = false;         // holds the head and the loss
+  bool head = false;         // holds an output head (head_passes > 0): the last stage, the modules' stage
   schedules::TpOverlap mode = schedules::TpOverlap::Blocking;  // the part's tp overlap mode
   int sub_batches = 1;       // sub-batches a microbatch is split in by that mode
   int sub_batch_samples = 1; // bb: samples of one sub-batch

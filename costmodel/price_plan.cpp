@@ -173,7 +173,7 @@ std::array<PassKinds, 2> price_analytic_compute(Pricing& pr, StageCost& sc, cons
   const bool selective = modules.core_attn;
   const double nd = w.dense_layers, nm = w.moe_layers, n = w.layers;
   InnerCosts& ic = sc.inner;
-  const double heads = w.last ? w.head_passes : 0;
+  const double heads = w.head_passes;
   const std::array<PassKinds, 2> shapes{layer_pass_kinds(lw, true, selective, nd, nm, heads, pr.c, pr.stack),
                                         layer_pass_kinds(lw, false, selective, nd, nm, heads, pr.c, pr.stack)};
   LayerTimes lt = price_layer(lw, pr.c, pr.stack, &pr.notes);
@@ -229,7 +229,7 @@ void price_measured_compute(Pricing& pr, StageCost& sc, const StageWorkload& w) 
   ic.mlp_w_s = layer_m.w_s * (1 - wa);
   ic.attn_r_s = layer_m.r_s * fa;
   ic.mlp_r_s = layer_m.r_s * (1 - fa);
-  const double heads = w.last ? w.head_passes : 0;
+  const double heads = w.head_passes;
   ic.head_f_s = heads * head_m.f_s;
   ic.head_i_s = heads * head_m.i_s;
   ic.head_w_s = heads * head_m.w_s;
@@ -314,17 +314,17 @@ void set_memory(Pricing& pr, StageCost& sc, const StageWorkload& w) {
     // Selective recomputation: the layer's bytes with its attention core recomputed.
     const double layer_x = selective ? layer_m.selective_activation_bytes : layer_m.activation_bytes;
     const double layer_work = selective ? layer_m.selective_backward_working_bytes : layer_m.backward_working_bytes;
-    const double head_x = w.last ? w.head_passes * head_m.activation_bytes : 0, embed_x = w.first ? embed_m.activation_bytes : 0;
+    const double head_x = w.head_passes * head_m.activation_bytes, embed_x = w.first ? embed_m.activation_bytes : 0;
     // A layer's measured bytes hold its output, not its input (the profiler's input existed
     // before): a stage's first layer reads the embedding's output, or else the received input,
     // one checkpoint's bytes, kept as well.
     const double input_x = w.first ? 0 : layer_m.checkpoint_bytes;
     sc.act_bytes = sb * (n * layer_x + head_x + embed_x + input_x);
     sc.ckpt_bytes = sb * (n * checkpoints_per_layer(w.mode, p.tp) * layer_m.checkpoint_bytes + head_x + embed_x);
-    if (layer_work > 0 && (!w.last || head_m.backward_working_bytes > 0))
-      sc.work_bytes = sb * std::max(n > 0 ? layer_work : 0.0, w.last ? head_m.backward_working_bytes : 0.0);
-    if (layer_m.weight_kept_bytes > 0 && (!w.last || head_m.weight_kept_bytes > 0))
-      sc.w_kept_bytes = sb * (n * layer_m.weight_kept_bytes + (w.last ? head_m.weight_kept_bytes : 0));
+    if (layer_work > 0 && (!w.head || head_m.backward_working_bytes > 0))
+      sc.work_bytes = sb * std::max(n > 0 ? layer_work : 0.0, w.head ? head_m.backward_working_bytes : 0.0);
+    if (layer_m.weight_kept_bytes > 0 && (!w.head || head_m.weight_kept_bytes > 0))
+      sc.w_kept_bytes = sb * (n * layer_m.weight_kept_bytes + (w.head ? head_m.weight_kept_bytes : 0));
   }
   sc.offload_s = sc.act_bytes / pr.c.host_link_bandwidth_Bps;
   sc.reload_s = sc.offload_s;
@@ -340,7 +340,7 @@ void price_stage(Pricing& pr, CostTable& table, const StageWorkload& w) {
   ic.sub_batches = w.sub_batches;
   ic.layers = sc.layers;
   ic.embedding = w.first;
-  ic.head = w.last;
+  ic.head = w.head;
   std::array<PassKinds, 2> shapes{};
   if (!pr.prof) shapes = price_analytic_compute(pr, sc, w);
   else price_measured_compute(pr, sc, w);
@@ -358,7 +358,7 @@ void price_stage(Pricing& pr, CostTable& table, const StageWorkload& w) {
   set_grad_reduction(sc, pr.s, w.stage, pr.topo, p, pr.prof, table.notes);
   set_memory(pr, sc, w);
   set_offload(sc, w, pr.c);
-  if (p.zero == 3) set_fsdp(sc, pr.w.model, pr.c, p, pr.topo, w.first, w.last, pr.prof, table.notes);
+  if (p.zero == 3) set_fsdp(sc, pr.w.model, pr.c, p, pr.topo, w.first, w.head, pr.prof, table.notes);
   set_overlapped_pair(sc, pr.c.gpu_sms);
 }
 

@@ -387,6 +387,9 @@ nlohmann::json to_json(const ParallelPlan& p) {
           {"stack", p.stack},
           {"zero", p.zero}};
   if (!p.layer_tp.empty()) j["layer_tp"] = p.layer_tp;
+  if (!p.pipeline_layout.empty()) j["pipeline_layout"] = p.pipeline_layout;
+  if (p.account_for_embedding) j["account_for_embedding_in_pipeline_split"] = true;
+  if (p.account_for_loss) j["account_for_loss_in_pipeline_split"] = true;
   if (p.cp > 1) j["cp"] = p.cp;
   if (p.ep > 1) j["ep"] = p.ep;
   if (p.etp != 0) j["etp"] = p.etp;
@@ -552,6 +555,9 @@ ParallelPlan plan_from_json(const nlohmann::json& j) {
   p.cuda_graph_scope = r.opt<std::vector<std::string>>("cuda_graph_scope", {});
   p.rank_order = r.opt<std::string>("rank_order", "tp-dp-pp");
   p.stage_layers = r.opt<std::vector<int>>("stage_layers", {});
+  p.pipeline_layout = r.opt<std::string>("pipeline_layout", "");
+  p.account_for_embedding = r.opt<bool>("account_for_embedding_in_pipeline_split", false);
+  p.account_for_loss = r.opt<bool>("account_for_loss_in_pipeline_split", false);
   p.sequence_parallel = r.opt<bool>("sequence_parallel", false);
   p.tp_overlap = schedules::parse_tp_overlap(r.opt<std::string>("tp_overlap", "blocking"), "plan.tp_overlap");
   auto per_stage = r.opt<std::vector<std::string>>("stage_tp_overlap", {});
@@ -791,6 +797,11 @@ void check(const ParallelPlan& p) {
         "a permutation of tp, dp, pp (or tp, cp, dp, pp) joined by '-', fastest first, e.g. tp-dp-pp or tp-cp-dp-pp");
   for (size_t i = 0; i < p.stage_layers.size(); ++i)
     if (p.stage_layers[i] < 1) bad(w, ("stage_layers[" + std::to_string(i) + "]").c_str(), std::to_string(p.stage_layers[i]), "must be at least 1");
+  const int splits = (p.stage_layers.empty() ? 0 : 1) + (p.pipeline_layout.empty() ? 0 : 1) +
+                     (p.account_for_embedding || p.account_for_loss ? 1 : 0);
+  if (splits > 1)
+    bad(w, "pipeline_layout", "\"" + p.pipeline_layout + "\"",
+        "one way of splitting the layers: stage_layers, pipeline_layout, or account_for_embedding/loss_in_pipeline_split");
   positive(w, "grad_bucket_bytes", p.grad_bucket_bytes);
   for (size_t i = 0; i < p.layer_tp.size(); ++i) {
     const int d = p.layer_tp[i];

@@ -293,6 +293,10 @@ struct ParallelPlan {
   std::string rank_order = "tp-dp-pp";  // fastest-varying first; any permutation of tp, dp, pp, or of
                                      // tp, cp, dp, pp (without cp: cp right after tp, topology.h)
   std::vector<int> stage_layers;     // layers per stage of one pipeline chain; empty = balanced
+  std::string pipeline_layout;       // Megatron-Core's layout string (pipeline_split.h), e.g.
+                                     // Et*3|(tt|)*29m|L; empty: none
+  bool account_for_embedding = false;  // Megatron-Core: the embedding counts as a layer in the split
+  bool account_for_loss = false;       // Megatron-Core: the loss counts as a layer in the split
   bool sequence_parallel = false;    // Megatron sequence parallelism: the activations outside the
                                      // tensor-parallel blocks split t ways too (Korthikanti et al.)
   schedules::TpOverlap tp_overlap = schedules::TpOverlap::Blocking;  // how tp collectives overlap

@@ -103,7 +103,8 @@ costmodel::StageWorkload stage_workload(const std::vector<TpSubgraph>& ts, const
   w.first_layer = part.first;
   w.layers = w.dense_layers = part.count;
   w.first = s.is_first(st);
-  w.last = s.is_last(st);
+  w.last = w.head = s.is_last(st);
+  w.head_passes = w.last ? 1 : 0;
   double collective_bytes = 0;
   int collectives = 0;
   for (int i = part.first; i < part.first + part.count; ++i) {

@@ -127,7 +127,7 @@ TEST(ImportMegatron, DeepSeekV3ScriptMoeMlaAndReport) {
   EXPECT_EQ(in.plan.recompute_modules, (std::vector<std::string>{"mla_up_proj", "mlp"}));
   EXPECT_EQ(in.plan.moe_dispatcher, "alltoall");
   EXPECT_TRUE(in.model->moe_layer_pattern.empty());  // ([0]*3+[1]*58): 3 dense layers, then all MoE
-  EXPECT_TRUE(listed(in.report.not_modelled, "--pipeline-model-parallel-layout"));
+  EXPECT_EQ(in.plan.pipeline_layout, "Et|(tt|)*30mL");  // with --num-virtual-stages-per-pipeline-rank 4: 32 entries
   EXPECT_EQ(in.model->mtp_layers, 1);  // --mtp-num-layers 1
   ASSERT_EQ(in.report.unknown.size(), 1u);
   EXPECT_EQ(in.report.unknown[0].field, "--made-up-flag");
@@ -437,8 +437,32 @@ TEST(ImportRoundTrip, NotExpressibleIsNamed) {
   p.schedule = "zb-h1";
   p.stage_layers = {7, 9, 9, 7};
   const std::string text = configs::emit("megatron", presets::load_model("llama3-8b"), p, 8, "--emit");
-  EXPECT_NE(text.find("# not expressible in Megatron-LM: stage_layers 7,9,9,7"), std::string::npos) << text;
+  EXPECT_NE(text.find("--pipeline-model-parallel-layout 'Et*7|(t*9|)*2t*7L'"), std::string::npos) << text;
   EXPECT_NE(text.find("# not expressible in Megatron-LM: schedule zb-h1"), std::string::npos) << text;
+}
+
+// Megatron-Core's layout (the chunks come from its entries, as Megatron-LM derives them) and its
+// split with the embedding and loss counted, written and read back (costmodel/pipeline_split.h).
+TEST(ImportRoundTrip, MegatronPipelineSplit) {
+  const ModelSpec m = presets::load_model("llama3-8b");  // 32 layers
+  ParallelPlan p = plan_of(1, 1, 2, 8);
+  p.schedule = "interleaved-1f1b";
+  p.schedule_params = {{"chunks", 2}};
+  p.pipeline_layout = "Et*7|(t*9|)*2t*7L";
+  expect_same_plan(p, round_trip("megatron", m, p));
+  ParallelPlan q = plan_of(1, 1, 2, 8);
+  q.account_for_embedding = q.account_for_loss = true;
+  expect_same_plan(q, round_trip("megatron", m, q));
+  const std::string e = error_of([] {
+    megatron_args("--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                  "--pipeline-model-parallel-layout 'Et*16|t*16L'");  // one stage per rank
+  });
+  EXPECT_NE(e.find("--pipeline-model-parallel-layout has 1 stages per pipeline rank; the virtual pipeline flags give 2"),
+            std::string::npos) << e;
+  const Imported a = megatron_args("--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'E|t*16|t*16|L'");
+  EXPECT_EQ(a.plan.pipeline_layout, "E|t*16|t*16|L");
+  EXPECT_EQ(a.plan.schedule, "interleaved-1f1b");
+  EXPECT_EQ(a.plan.schedule_params.value("chunks", 0), 2);
 }
 
 // ---- the parsers' subsets ---------------------------------------------------------------------
@@ -502,6 +526,9 @@ std::string flags_of(const ParallelPlan& p) {
   if (p.zero == 3 && p.shard_group) f += " --shard-group " + std::to_string(p.shard_group);
   f += " --moe-dispatcher " + p.moe_dispatcher;
   for (const std::string& m : p.recompute_modules) f += " --recompute-modules " + m;
+  if (!p.pipeline_layout.empty()) f += " --pipeline-layout '" + p.pipeline_layout + "'";
+  if (p.account_for_embedding) f += " --account-for-embedding-in-pipeline-split";
+  if (p.account_for_loss) f += " --account-for-loss-in-pipeline-split";
   return f;
 }
 

@@ -110,12 +110,17 @@ INSTANTIATE_TEST_SUITE_P(Grids, RuntimeParity,
                            return "dp" + std::to_string(g.dp) + "_tp" + std::to_string(g.tp) + "_pp" + std::to_string(g.pp);
                          });
 
-// Interleaved stages with recomputation, an explicit uneven layer split, and selective
-// recomputation (the attention core recomputed in its backward) with tp 2.
+// Interleaved stages with recomputation, an explicit uneven layer split (stagecraft's, and
+// Megatron-Core's layout and split with the embedding and the loss counted, whose first and last
+// stages hold no layer), and selective recomputation (the attention core recomputed in its
+// backward) with tp 2.
 TEST(RuntimeParity, RecomputeAndStageLayersMatch) {
   const std::vector<double> ref = reference(1);
   for (const std::string extra : {"--nproc 2 --schedule interleaved-1f1b --chunks 2 --recompute full",
                                   "--nproc 2 --schedule 1f1b --stage-layers 3,5",
+                                  "--nproc 2 --schedule 1f1b --pipeline-layout 'Et*2|t*6L'",
+                                  "--nproc 2 --schedule interleaved-1f1b --chunks 5 --account-for-embedding-in-pipeline-split "
+                                  "--account-for-loss-in-pipeline-split",
                                   "--nproc 4 --tp 2 --schedule 1f1b --recompute selective"}) {
     TrainRun r = train(common_flags() + " --pp 2 --microbatches 8 " + extra);
     ASSERT_EQ(r.cli.exit_code, 0) << extra << "\n" << r.cli.err;

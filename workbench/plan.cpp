@@ -76,6 +76,9 @@ void set_options(costmodel::ParallelPlan& p, const PlanRequest& r) {
   if (r.preemptive_comm) p.preemptive_comm = true;
   if (!r.grad_reduce_at.empty()) p.grad_reduce_at = schedules::parse_grad_reduce_at(r.grad_reduce_at, "--grad-reduce-at");
   if (r.grad_bucket_mb) p.grad_bucket_bytes = grad_bucket_bytes_of(*r.grad_bucket_mb);
+  if (!r.pipeline_layout.empty()) p.pipeline_layout = r.pipeline_layout;
+  if (r.account_for_embedding) p.account_for_embedding = true;
+  if (r.account_for_loss) p.account_for_loss = true;
   if (!r.stage_layers.empty()) {
     p.stage_layers.clear();
     for (const std::string& tok : split_list(r.stage_layers)) {

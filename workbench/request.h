@@ -61,6 +61,9 @@ struct PlanRequest {
   std::string recompute;          // --recompute: none | full | selective (default: the plan's, else none)
   std::string rank_order;         // --rank-order: e.g. tp-dp-pp
   std::string stage_layers;       // --stage-layers: comma-separated layers per stage
+  std::string pipeline_layout;    // --pipeline-layout: Megatron-Core's layout string
+  bool account_for_embedding = false;  // --account-for-embedding-in-pipeline-split
+  bool account_for_loss = false;       // --account-for-loss-in-pipeline-split
   bool sequence_parallel = false; // --sequence-parallel: Megatron sequence parallelism
   std::string tp_overlap;         // --tp-overlap: blocking | merak | cross-pass | oases | te (default: the plan's, else blocking)
   std::optional<int> zero;        // --zero: distributed optimizer stage 0 | 1 | 2 | 3 (default: the plan's, else 0)

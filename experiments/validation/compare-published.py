@@ -130,6 +130,14 @@ def estimate(binary, run, extra, tmp):
         if md.get(k) is not None:
             model[k] = md[k]
     model_features(md, model)
+    split = run.get("pipeline_split") or {}
+    if split.get("mtp_layers") is not None:  # the recipe's mtp_num_layers (the file's conventions)
+        model["mtp_layers"] = split["mtp_layers"]
+    layout = ((run.get("recipe") or {}).get("knobs") or {}).get("pp_layout") or split.get("layout") or ""
+    if layout and md.get("mtp") is None and "mtp_layers" not in model and "m" in layout:
+        # Megatron-Core refuses a layout whose 'm' count is not --mtp-num-layers
+        # (pipeline_parallel_layer_layout.py validate_layer_layout), so the layout says it
+        model["mtp_layers"] = layout.replace("m*", "m").count("m")
     paths = {}
     for name, obj in (("cluster", cluster), ("model", model)):
         paths[name] = os.path.join(tmp, f"{run['id']}-{name}.json")
@@ -145,6 +153,7 @@ def estimate(binary, run, extra, tmp):
     if knobs.get("cpu_offloading_num_layers"):  # Megatron-Core --cpu-offloading-num-layers
         cmd += ["--offload-layers", str(knobs["cpu_offloading_num_layers"])]
     cmd += ["--schedule", "interleaved-1f1b", "--chunks", str(vs)] if vs > 1 else ["--schedule", "1f1b"]
+    cmd += pipeline_split_flags(run, knobs)
     if knobs.get("moe_a2a_overlap") or knobs.get("overlap_moe_expert_parallel_comm"):
         # Megatron-Core's combined 1F1B: each steady-state forward paired with a backward, the
         # expert all-to-alls of one behind the other's compute (schedules/registry.h a2a_overlap)
@@ -254,6 +263,17 @@ def moe_flags(run):
 
 
 GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")  # what stagecraft prices (costmodel/host.h)
+
+
+def pipeline_split_flags(run, knobs):
+    """The recipe's split of the layers over the stages: its layout string (Megatron-Core
+    --pipeline-model-parallel-layout: recipe.knobs.pp_layout, else pipeline_split.layout) or the
+    embedding and loss counted as layers (pipeline_split); none: stagecraft's even split."""
+    split = run.get("pipeline_split") or {}
+    if knobs.get("pp_layout") or split.get("layout"):
+        return ["--pipeline-layout", knobs.get("pp_layout") or split["layout"]]
+    return ((["--account-for-embedding-in-pipeline-split"] if split.get("account_for_embedding") else []) +
+            (["--account-for-loss-in-pipeline-split"] if split.get("account_for_loss") else []))
 
 
 def cuda_graph_flags(run):
