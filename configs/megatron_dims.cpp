@@ -162,8 +162,6 @@ void read_megatron_overlap(FlagReader& r, Imported& in) {
   const std::optional<int> offload = r.integer("cpu-offloading-num-layers", "offload_layers (with --cpu-offloading)");
   if (r.boolean("cpu-offloading", "offload_layers = --cpu-offloading-num-layers").value_or(false) && offload)
     p.offload_layers = *offload;
-  r.unmodelled("decoder-first-pipeline-num-layers", "layers balanced over the stages (stage_layers empty)");
-  r.unmodelled("decoder-last-pipeline-num-layers", "layers balanced over the stages (stage_layers empty)");
   r.unmodelled("cp-comm-type", "context parallelism priced as the key/value ring (p2p)");
   r.unmodelled("hierarchical-context-parallel-sizes", "context parallelism priced as one ring");
   r.unmodelled("use-precision-aware-optimizer", "optimizer states priced in fp32");

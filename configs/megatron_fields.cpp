@@ -68,7 +68,7 @@ void read_virtual_pipeline(FlagReader& r, Imported& in, int layers) {
 // Megatron-Core's split of the layers over the stages (costmodel/pipeline_split.h): a layout,
 // whose entries / pp are the chunks (Megatron-LM's arguments.py derives them from it;
 // Megatron-Bridge sets both, which must then agree), or the embedding and loss counted as layers.
-void read_pipeline_split(FlagReader& r, Imported& in) {
+void read_pipeline_split(FlagReader& r, Imported& in, const ModelSpec& m) {
   ParallelPlan& p = in.plan;
   if (const std::optional<std::string> l = r.text("pipeline-model-parallel-layout", "pipeline_layout")) {
     const int stages = costmodel::layout_stage_count(*l);
@@ -83,6 +83,12 @@ void read_pipeline_split(FlagReader& r, Imported& in) {
     p.schedule = p.pp > 1 && chunks > 1 ? "interleaved-1f1b" : "1f1b";
     if (p.schedule == "interleaved-1f1b") p.schedule_params["chunks"] = chunks;
     else p.schedule_params.erase("chunks");
+  }
+  const std::optional<int> first = r.integer("decoder-first-pipeline-num-layers", "stage_layers (the first rank's layers)");
+  const std::optional<int> last = r.integer("decoder-last-pipeline-num-layers", "stage_layers (the last rank's layers)");
+  if ((first || last) && p.pipeline_layout.empty()) {
+    const int chunks = p.schedule == "interleaved-1f1b" ? p.schedule_params.value("chunks", 1) : 1;
+    p.stage_layers = costmodel::uneven_stage_layers(m, p.pp, chunks, first.value_or(-1), last.value_or(-1));
   }
   p.account_for_embedding = r.boolean("account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split").value_or(false);
   p.account_for_loss = r.boolean("account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split").value_or(false);
@@ -270,7 +276,7 @@ void map_megatron_fields(FlagReader& r, Imported& in, const ImportOptions& o) {
   if (m.num_experts > 0) read_dispatcher(r, in.plan);
   read_mla(r, m);
   read_virtual_pipeline(r, in, m.num_layers);
-  read_pipeline_split(r, in);
+  read_pipeline_split(r, in, m);
   read_megatron_recompute(r, in.plan);
   read_megatron_cuda_graphs(r, in.plan);
   read_megatron_overlap(r, in);

@@ -149,6 +149,29 @@ std::vector<int> accounted_stage_layers(const ModelSpec& m, int stages, bool emb
   return out;
 }
 
+std::vector<int> uneven_stage_layers(const ModelSpec& m, int pp, int chunks, int first, int last) {
+  const std::string what = "--decoder-first/last-pipeline-num-layers (" + std::to_string(first) + ", " + std::to_string(last) + ")";
+  std::vector<int> rank(static_cast<size_t>(pp), 0);
+  int rest = m.num_layers, others = pp;
+  if (first >= 0) rest -= first, --others;
+  if (last >= 0 && pp > 1) rest -= last, --others;
+  if (rest < 0 || (others > 0 && rest % others != 0) || (others == 0 && rest != 0))
+    throw InputError(what + ": model '" + m.name + "' has " + std::to_string(m.num_layers) + " layers; the other " +
+                     std::to_string(others) + " pipeline ranks get " + std::to_string(rest) +
+                     " (allowed: as Megatron-Core, a multiple of those ranks)");
+  for (int r = 0; r < pp; ++r) rank[static_cast<size_t>(r)] = others > 0 ? rest / others : 0;
+  if (first >= 0) rank.front() = first;
+  if (last >= 0 && pp > 1) rank.back() = last;
+  std::vector<int> out(static_cast<size_t>(pp * chunks), 0);
+  for (int r = 0; r < pp; ++r) {
+    if (rank[static_cast<size_t>(r)] % chunks != 0)
+      throw InputError(what + ": pipeline rank " + std::to_string(r) + " holds " + std::to_string(rank[static_cast<size_t>(r)]) +
+                       " layers, not a multiple of its " + std::to_string(chunks) + " virtual stages (allowed: as Megatron-Core)");
+    for (int v = 0; v < chunks; ++v) out[static_cast<size_t>(v * pp + r)] = rank[static_cast<size_t>(r)] / chunks;
+  }
+  return out;
+}
+
 std::string layout_of(const std::vector<int>& stage_layers, int mtp_layers) {
   const auto layers = [](int n) { return n == 0 ? std::string() : n == 1 ? std::string("t") : "t*" + std::to_string(n); };
   const size_t S = stage_layers.size();

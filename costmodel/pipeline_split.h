@@ -48,6 +48,13 @@ int mtp_model_part(const ModelSpec& m, const ParallelPlan& p, int stages);
 // when layers plus those do not divide into `stages` (as Megatron-Core refuses them).
 std::vector<int> accounted_stage_layers(const ModelSpec& m, int stages, bool embedding, bool loss);
 
+// Megatron-Core's uneven first and last pipeline ranks (--decoder-first-pipeline-num-layers,
+// --decoder-last-pipeline-num-layers; transformer_block.py get_num_layers_to_build): the first
+// (last) rank holds `first` (`last`) layers, -1 where not given, the other ranks the rest evenly,
+// each rank's layers split evenly over its `chunks` virtual stages; per virtual stage (entry
+// v x pp + r). Throws InputError where Megatron-Core's divisibility asserts would fail.
+std::vector<int> uneven_stage_layers(const ModelSpec& m, int pp, int chunks, int first, int last);
+
 // The layout string of a split (what --emit megatron writes): the embedding on the first stage,
 // the model's multi-token prediction layers and the loss on the last, "x*n" for runs.
 std::string layout_of(const std::vector<int>& stage_layers, int mtp_layers);

@@ -796,7 +796,9 @@ void check(const ParallelPlan& p) {
     bad(w, "rank_order", "\"" + p.rank_order + "\"",
         "a permutation of tp, dp, pp (or tp, cp, dp, pp) joined by '-', fastest first, e.g. tp-dp-pp or tp-cp-dp-pp");
   for (size_t i = 0; i < p.stage_layers.size(); ++i)
-    if (p.stage_layers[i] < 1) bad(w, ("stage_layers[" + std::to_string(i) + "]").c_str(), std::to_string(p.stage_layers[i]), "must be at least 1");
+    if (p.stage_layers[i] < (i == 0 || i + 1 == p.stage_layers.size() ? 0 : 1))
+      bad(w, ("stage_layers[" + std::to_string(i) + "]").c_str(), std::to_string(p.stage_layers[i]),
+          "must be at least 1 (0 on the first and last stage, which hold the embedding and the head)");
   const int splits = (p.stage_layers.empty() ? 0 : 1) + (p.pipeline_layout.empty() ? 0 : 1) +
                      (p.account_for_embedding || p.account_for_loss ? 1 : 0);
   if (splits > 1)

@@ -151,6 +151,10 @@ PLAN_FLAG_VALUES = [
     ("--stage-layers", "1,x", "not a number", ["--stage-layers", "'x'"]),
     ("--stage-layers", "1,1", "not adding up to the layers", ["stage_layers|schedule"]),
     ("--stage-layers", "-1,5", "negative layers", ["--stage-layers", "-1"]),
+    ("--pipeline-layout", "Et*2|x|L", "an unknown layer character", ["pipeline_layout", "'x'"]),
+    ("--pipeline-layout", "Et*4L", "one entry for two stages", ["pipeline_layout", "2 per pipeline"]),
+    ("--pipeline-layout", "E((t|)*2)*2L", "nested parentheses", ["pipeline_layout", "nested"]),
+    ("--pipeline-layout", "Et*9|t*9L", "more layers than the model's", ["pipeline_layout", "18 transformer layers"]),
     ("--tp-overlap", "sideways", "unknown tp overlap"),
     ("--zero", "4", "unknown ZeRO stage"), ("--zero", "-1", "negative"),
     ("--shard-group", "-1", "negative"),
@@ -225,6 +229,10 @@ case(f"{EST} --schedule 1f1b --chunks 2", ["--chunks"], "chunks for a schedule w
 case(f"{EST} --from-format megatron", ["--from-format", "--from"], "--from-format without --from")
 case(f"{EST} --hf-config {{fx}}/model.json", ["--hf-config", "--from"], "--hf-config without --from")
 case(f"{EST} --stage-layers 1,2,1", ["--stage-layers"], "three stages for pp 2")
+case(f"{EST} --account-for-embedding-in-pipeline-split", ["account_for_embedding_in_pipeline_split", "5"],
+     "4 layers and the embedding over 2 stages")
+case(f"{EST} --stage-layers 2,2 --pipeline-layout 'Et*2|t*2L'", ["pipeline_layout", "one way of splitting"],
+     "two ways of splitting the layers")
 case("estimate --cluster local-cpu-2", ["--model"], "no model and no --from")
 case("estimate --model tiny", ["--cluster"], "no cluster and no --plan naming one")
 case(f"{SIM} --tp-comm folded-twice", ["--tp-comm", "folded-twice"], "unknown tp-comm")

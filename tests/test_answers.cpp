@@ -359,7 +359,9 @@ TEST(Answers, EveryFlagTheDocsUseIsTheProgramsFlag) {
       }
       for (const std::string& f : flags) {
         if (f == "--help") continue;
-        EXPECT_NE(help[sub].find(f + " "), std::string::npos) << doc << ": `" << sub << " " << f << "` is not a flag: " << c;
+        // A flag longer than --help's name column ends its line.
+        const bool listed = help[sub].find(f + " ") != std::string::npos || help[sub].find(f + "\n") != std::string::npos;
+        EXPECT_TRUE(listed) << doc << ": `" << sub << " " << f << "` is not a flag: " << c;
         ++checked;
       }
     }

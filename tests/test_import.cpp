@@ -459,6 +459,9 @@ TEST(ImportRoundTrip, MegatronPipelineSplit) {
   });
   EXPECT_NE(e.find("--pipeline-model-parallel-layout has 1 stages per pipeline rank; the virtual pipeline flags give 2"),
             std::string::npos) << e;
+  const Imported u = megatron_args("--pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 5 "
+                                   "--decoder-last-pipeline-num-layers 3");
+  EXPECT_EQ(u.plan.stage_layers, (std::vector<int>{5, 12, 12, 3}));
   const Imported a = megatron_args("--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'E|t*16|t*16|L'");
   EXPECT_EQ(a.plan.pipeline_layout, "E|t*16|t*16|L");
   EXPECT_EQ(a.plan.schedule, "interleaved-1f1b");

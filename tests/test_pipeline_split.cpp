@@ -66,6 +66,20 @@ TEST(PipelineSplit, EmbeddingAndLossCountedAsLayers) {
   EXPECT_NE(e.find("128 with the embedding and loss counted, not a multiple of the schedule's 48 stages"), std::string::npos) << e;
 }
 
+// Megatron-Core's uneven first and last ranks: 34 layers on pp 4 x vp 2 with 6 on the first rank
+// and 4 on the last: the middle ranks hold (34 - 6 - 4) / 2 = 12, each rank's split over its two
+// chunks (3, 6, 6, 2 per chunk, in virtual-stage order). DeepSeek-V3's 61 layers on pp 16 with 4
+// first and 1 last: 56 / 14 = 4 each, the recipe's layout without its E, m and L.
+TEST(PipelineSplit, UnevenFirstAndLastRanks) {
+  EXPECT_EQ(costmodel::uneven_stage_layers(with_layers(34, 0), 4, 2, 6, 4), (std::vector<int>{3, 6, 6, 2, 3, 6, 6, 2}));
+  EXPECT_EQ(costmodel::uneven_stage_layers(with_layers(61, 0), 16, 1, 4, 1), repeated({4}, 4, 14, {1}));
+  EXPECT_EQ(costmodel::uneven_stage_layers(with_layers(32, 0), 4, 1, -1, 2), (std::vector<int>{10, 10, 10, 2}));
+  const std::string odd = error_of([] { costmodel::uneven_stage_layers(with_layers(32, 0), 4, 2, 6, 4); });
+  EXPECT_NE(odd.find("pipeline rank 1 holds 11 layers, not a multiple of its 2 virtual stages"), std::string::npos) << odd;
+  const std::string rest = error_of([] { costmodel::uneven_stage_layers(with_layers(32, 0), 4, 1, 5, 4); });
+  EXPECT_NE(rest.find("the other 2 pipeline ranks get 23"), std::string::npos) << rest;
+}
+
 // What --emit megatron writes: the recipe's own string back, and any split read back unchanged.
 TEST(PipelineSplit, LayoutWrittenBack) {
   EXPECT_EQ(costmodel::layout_of(repeated({}, 4, 15, {1}), 1), "Et*4|(t*4|)*14tmL");
