@@ -15,6 +15,7 @@
 #include "presets/load.h"
 #include "sim/simulate.h"
 #include "helpers.h"
+#include "sim_helpers.h"
 
 namespace stagecraft {
 namespace {
@@ -166,9 +167,7 @@ TEST(PipelineSplit, EvaluatorAndSimulatorAgreeWithEmptyEndStages) {
   p.account_for_embedding = p.account_for_loss = true;
   const costmodel::Estimate e = costmodel::estimate(with_layers(4, 0), test::cluster_of("h100-ib-1024", 1), p);
   EXPECT_EQ(e.costs.stages[0].layers, 0);
-  sim::SimOptions o;
-  o.iterations = 2;
-  const sim::SimResult r = sim::simulate(e.schedule, e.costs, e.cluster, e.plan, o);
+  const sim::SimResult r = test::simulate_estimate(e, sim::TpComm::Folded);
   EXPECT_NEAR(r.eval.iteration_time_s, e.eval.iteration_time_s, 0.01 * e.eval.iteration_time_s);
 }
 
