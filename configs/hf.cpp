@@ -153,6 +153,26 @@ void read_clamp(HfReader& h, ModelSpec& m) {
   if (const std::optional<double> c = h.num("swiglu_limit", "activation_clamp")) m.activation_clamp = *c;
 }
 
+// YaRN's rope_scaling as rope_mscale, the concentration factor on RoPE's cos and sin:
+// 0.1 ln(factor) + 1, or the ratio of that with mscale and with mscale_all_dim where both are
+// given (transformers' _compute_yarn_parameters; Megatron-Core yarn_rotary_pos_embedding.py).
+void read_rope(HfReader& h, ModelSpec& m) {
+  h.read.push_back("rope_scaling");
+  if (!h.has("rope_scaling") || !h.j["rope_scaling"].is_object()) return;
+  const nlohmann::json& r = h.j["rope_scaling"];
+  const std::string type = r.value("rope_type", r.value("type", std::string()));
+  if (type != "yarn") {
+    h.r.unmodelled("rope_scaling", json_text(r), "RoPE priced as fused; only YaRN's scaling changes that");
+    return;
+  }
+  const auto num = [&](const char* k) { return r.contains(k) && r[k].is_number() ? std::optional<double>(r[k].get<double>()) : std::nullopt; };
+  const double factor = num("factor").value_or(1);
+  const auto g = [&](double x) { return factor <= 1 ? 1.0 : 0.1 * x * std::log(factor) + 1; };
+  const std::optional<double> ms = num("mscale"), all = num("mscale_all_dim");
+  m.rope_mscale = ms && all ? g(*ms) / g(*all) : g(1);
+  h.r.map("rope_scaling", json_text(r), "rope_mscale " + std::to_string(m.rope_mscale) + (m.rope_mscale != 1 ? " (RoPE unfused)" : ""));
+}
+
 void read_precision(HfReader& h, ModelSpec& m) {
   h.read.push_back("torch_dtype");
   h.read.push_back("dtype");
@@ -203,8 +223,14 @@ ModelSpec import_hf_model(const nlohmann::json& j, ImportReport& report, const s
   if (const std::optional<int> mtp = h.integer("num_nextn_predict_layers", "mtp_layers")) m.mtp_layers = *mtp;
   read_window(h, m);
   read_clamp(h, m);
+  if (m.kv_lora_rank == 0) read_rope(h, m);
+  if (type == "gpt_oss") {  // its experts carry biases (the released checkpoint's *_bias tensors)
+    m.linear_bias = true;
+    report.map("model_type", type, "linear_bias (the experts' biases applied outside their products)");
+  }
   h.unmodelled("attention_bias", "the kind decides: biases for gpt, none for llama");
-  for (const char* k : {"rope_scaling", "max_window_layers"}) h.unmodelled(k, "positions and windows as the layer types say");
+  for (const char* k : {"rope_scaling", "max_window_layers"})
+    if (std::find(h.read.begin(), h.read.end(), k) == h.read.end()) h.unmodelled(k, "positions and windows as the layer types say");
   for (auto it = j.begin(); it != j.end(); ++it)
     if (std::find(h.read.begin(), h.read.end(), it.key()) == h.read.end()) report.ignore(it.key(), json_text(it.value()));
   costmodel::check(m);

@@ -291,6 +291,8 @@ nlohmann::json to_json(const ModelSpec& m) {
   if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
   if (!m.sliding_window_pattern.empty()) j["sliding_window_pattern"] = m.sliding_window_pattern;
   if (m.activation_clamp > 0) j["activation_clamp"] = m.activation_clamp;
+  if (m.rope_mscale != 1) j["rope_mscale"] = m.rope_mscale;
+  if (m.linear_bias) j["linear_bias"] = true;
   if (is_moe(m)) {
     j["num_experts"] = m.num_experts;
     j["experts_per_token"] = m.experts_per_token;
@@ -433,6 +435,8 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.sliding_window = r.opt<int>("sliding_window", 0);
   m.sliding_window_pattern = r.opt<std::vector<int>>("sliding_window_pattern", {});
   m.activation_clamp = r.opt<double>("activation_clamp", 0.0);
+  m.rope_mscale = r.opt<double>("rope_mscale", 1.0);
+  m.linear_bias = r.opt<bool>("linear_bias", false);
   m.num_experts = r.opt<int>("num_experts", 0);
   m.experts_per_token = r.opt<int>("experts_per_token", 0);
   m.expert_ffn_hidden_size = r.opt<int>("expert_ffn_hidden_size", 0);
@@ -619,6 +623,10 @@ void check_window(const std::string& w, const ModelSpec& m) {
   if (m.sliding_window < 0) bad(w, "sliding_window", std::to_string(m.sliding_window), "must be >= 0 (0: full attention)");
   if (!(m.activation_clamp >= 0) || !std::isfinite(m.activation_clamp))
     bad(w, "activation_clamp", num(m.activation_clamp), "must be >= 0 (0: no clamp)");
+  if (!(m.rope_mscale > 0) || !std::isfinite(m.rope_mscale))
+    bad(w, "rope_mscale", num(m.rope_mscale), "must be > 0 (1: RoPE's cos and sin unscaled)");
+  if (m.rope_mscale != 1 && m.kv_lora_rank > 0)
+    bad(w, "rope_mscale", num(m.rope_mscale), "1 with multi-latent attention (its rotary part is priced as fused)");
   if (m.activation_clamp > 0 && m.kind != ModelKind::Llama)
     bad(w, "activation_clamp", num(m.activation_clamp), "clamps a gated MLP's halves: kind llama only (0: no clamp)");
   const std::vector<int>& p = m.sliding_window_pattern;

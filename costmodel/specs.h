@@ -93,6 +93,13 @@ struct ModelSpec {
                                   // activation (gpt-oss: 7.0, its config's swiglu_limit); Megatron-Core
                                   // clamps them eagerly outside its fused activation
                                   // (MemoryTraffic::glu_clamp); 0: none
+  double rope_mscale = 1;         // YaRN's concentration factor on RoPE's cos and sin (Megatron-Core
+                                  // yarn_rotary_pos_embedding.py: 0.1 ln(factor) + 1 without an
+                                  // mscale; gpt-oss 1.3466); != 1 runs RoPE unfused on the queries
+                                  // and keys (rope_utils.py, MemoryTraffic::rope_unfused); 1: fused
+  bool linear_bias = false;       // biases on the linear layers (Megatron-Core add_bias_linear; gpt-oss):
+                                  // the routed experts' second bias is applied outside their products
+                                  // (moe/experts.py TEGroupedMLP._apply_bias, MemoryTraffic::expert_bias)
   // Mixture of experts (docs/costmodel.md "Mixture of experts"; Shazeer et al., ICLR 2017; GShard,
   // Lepikhin et al., ICLR 2021; DeepSeekMoE, Dai et al., arXiv 2401.06066): the MLP of each MoE
   // layer is a router and E experts of which each token takes k, plus shared experts that every

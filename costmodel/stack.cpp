@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "costmodel/json_reader.h"
 #include "presets/catalog.h"
@@ -13,29 +14,38 @@
 namespace stagecraft::costmodel {
 namespace {
 
+// Every field of MemoryTraffic by its name in a stack file: the one list that reading, writing and
+// checking use.
+constexpr std::pair<const char*, double MemoryTraffic::*> kTrafficFields[] = {
+    {"layer_norm", &MemoryTraffic::layer_norm},
+    {"bias_dropout_residual", &MemoryTraffic::bias_dropout_residual},
+    {"residual", &MemoryTraffic::residual},
+    {"softmax", &MemoryTraffic::softmax},
+    {"score_dropout", &MemoryTraffic::score_dropout},
+    {"gelu", &MemoryTraffic::gelu},
+    {"swiglu", &MemoryTraffic::swiglu},
+    {"glu_clamp", &MemoryTraffic::glu_clamp},
+    {"rope_unfused", &MemoryTraffic::rope_unfused},
+    {"rope_unfused_backward", &MemoryTraffic::rope_unfused_backward},
+    {"expert_bias", &MemoryTraffic::expert_bias},
+    {"expert_bias_backward", &MemoryTraffic::expert_bias_backward},
+    {"cross_entropy", &MemoryTraffic::cross_entropy},
+    {"cross_entropy_backward", &MemoryTraffic::cross_entropy_backward},
+    {"fp8_cast_transpose", &MemoryTraffic::fp8_cast_transpose},
+};
+
 // Fields not given keep `t`'s (the defaults, or the stack a stack extends).
 MemoryTraffic traffic_from_json(const nlohmann::json& j, MemoryTraffic t) {
   Reader r(j, "stack.memory_traffic");
-  t.layer_norm = r.opt<double>("layer_norm", t.layer_norm);
-  t.bias_dropout_residual = r.opt<double>("bias_dropout_residual", t.bias_dropout_residual);
-  t.residual = r.opt<double>("residual", t.residual);
-  t.softmax = r.opt<double>("softmax", t.softmax);
-  t.score_dropout = r.opt<double>("score_dropout", t.score_dropout);
-  t.gelu = r.opt<double>("gelu", t.gelu);
-  t.swiglu = r.opt<double>("swiglu", t.swiglu);
-  t.glu_clamp = r.opt<double>("glu_clamp", t.glu_clamp);
-  t.cross_entropy = r.opt<double>("cross_entropy", t.cross_entropy);
-  t.cross_entropy_backward = r.opt<double>("cross_entropy_backward", t.cross_entropy_backward);
-  t.fp8_cast_transpose = r.opt<double>("fp8_cast_transpose", t.fp8_cast_transpose);
+  for (const auto& [name, field] : kTrafficFields) t.*field = r.opt<double>(name, t.*field);
   r.done();
   return t;
 }
 
 nlohmann::json to_json(const MemoryTraffic& t) {
-  return {{"layer_norm", t.layer_norm}, {"bias_dropout_residual", t.bias_dropout_residual}, {"residual", t.residual},
-          {"softmax", t.softmax},       {"score_dropout", t.score_dropout},                 {"gelu", t.gelu},
-          {"swiglu", t.swiglu},         {"glu_clamp", t.glu_clamp}, {"cross_entropy", t.cross_entropy},
-          {"cross_entropy_backward", t.cross_entropy_backward}, {"fp8_cast_transpose", t.fp8_cast_transpose}};
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, field] : kTrafficFields) j[name] = t.*field;
+  return j;
 }
 
 FlashPoint point_from_json(const nlohmann::json& j, const std::string& what) {
@@ -168,20 +178,10 @@ void check(const KernelStack& k) {
   auto bad = [&](const std::string& field, double v, const std::string& allowed) {
     throw InputError("stack '" + k.name + "': " + field + " = " + std::to_string(v) + " is invalid (" + allowed + ")");
   };
-  const MemoryTraffic& t = k.traffic;
-  const std::pair<const char*, double> fields[] = {{"layer_norm", t.layer_norm},
-                                                   {"bias_dropout_residual", t.bias_dropout_residual},
-                                                   {"residual", t.residual},
-                                                   {"softmax", t.softmax},
-                                                   {"score_dropout", t.score_dropout},
-                                                   {"gelu", t.gelu},
-                                                   {"swiglu", t.swiglu},
-                                                   {"glu_clamp", t.glu_clamp},
-                                                   {"cross_entropy", t.cross_entropy},
-                                                   {"cross_entropy_backward", t.cross_entropy_backward},
-                                                   {"fp8_cast_transpose", t.fp8_cast_transpose}};
-  for (const auto& [name, v] : fields)
+  for (const auto& [name, field] : kTrafficFields) {
+    const double v = k.traffic.*field;
     if (!(v >= 0) || !std::isfinite(v)) bad(std::string("memory_traffic.") + name, v, "bytes per element, 0 or more");
+  }
   for (size_t i = 0; i < k.flash.size(); ++i) {
     const FlashPoint& p = k.flash[i];
     const std::string f = "flash[" + std::to_string(i) + "].";

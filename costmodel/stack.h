@@ -32,6 +32,21 @@ struct MemoryTraffic {
                                      // f: each half clamped (read, write) and the two concatenated again
                                      // (read, write), eagerly before the fused activation (Megatron-LM
                                      // d98e8a64 fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl)
+  // RoPE on the queries and keys where Megatron-Core runs it unfused (ModelSpec::rope_mscale != 1;
+  // rope_utils.py _apply_rotary_pos_emb_bshd, d98e8a64), per element of q and k: t * cos (read,
+  // write: 2), the rotate-half's negated half and concatenation (1 + 2), * sin (2), the sum (read 2,
+  // write 1: 3) and the concatenation with the non-rotary part (2): 12; backward: the two products'
+  // gradients (2 + 2), the negation's (1) and their sum (3): 8. A fused RoPE kernel is not priced.
+  double rope_unfused = 12;
+  double rope_unfused_backward = 8;
+  // The routed experts' second bias applied outside their products (ModelSpec::linear_bias;
+  // moe/experts.py TEGroupedMLP._apply_bias, d98e8a64), per element of the routed output, in units
+  // of 16 bits: the bias per token in fp32 (write 2), times the router probability (read 2, write
+  // 2), added to the output (read 1 + 2, write 2) and cast back (read 2, write 1): 14; backward:
+  // the cast (3), the gradients of the probability and the bias (4 + 4 + 2) and the output's cast
+  // to 16 bits (3): 16. Transformer Engine's fused grouped MLP scales the bias in its epilogue.
+  double expert_bias = 14;
+  double expert_bias_backward = 16;
   double cross_entropy = 3;          // logits in, softmax out, loss (V columns)
   double cross_entropy_backward = 2; // softmax minus one-hot, scaled (V columns)
   // FP8 (ModelSpec::fp8): Transformer Engine's fused cast-transpose of an FP8 product's input

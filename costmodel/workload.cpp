@@ -151,6 +151,10 @@ void moe_block_work(LayerWork& w, const ModelSpec& m, const KernelStack& k, doub
   const double permute = moe_permute_bytes(copies, h, e, local, ep * et);
   f.memory_bytes = Th_outside * e * (tr.layer_norm + resid) + act + route + permute;
   i.memory_bytes = backward_traffic_bytes(f.memory_bytes);
+  if (m.linear_bias && !k.fused_grouped_mlp) {  // the routed experts' second bias, outside their products
+    f.memory_bytes += copies * h * e * tr.expert_bias;
+    i.memory_bytes += copies * h * e * tr.expert_bias_backward;
+  }
   if (m.fp8) {  // the experts' inputs and output gradients cast to FP8 (`cast` bytes each), as the dense MLP's
     f.memory_bytes += cast * (copies * h + copies * fe / et);
     i.memory_bytes += cast * (up * copies * fe / et + copies * h);
@@ -247,6 +251,11 @@ LayerWork layer_work(const ModelSpec& m, const KernelStack& k, int bb, int t, bo
     const bool from_input = pr.in == h && !pr.row;
     w.attn_f.memory_bytes += cast * (from_input ? Th_outside : T * in);
     w.attn_i.memory_bytes += cast * (pr.row ? Th_outside : T * out);
+  }
+  if (m.rope_mscale != 1) {  // RoPE unfused on this rank's queries and keys (MemoryTraffic::rope_unfused)
+    const double rotary = T * (heads + std::max(1.0, static_cast<double>(kv_heads(m)) / t)) * d;
+    w.attn_f.memory_bytes += rotary * e * tr.rope_unfused;
+    w.attn_i.memory_bytes += rotary * e * tr.rope_unfused_backward;
   }
   w.attn_f.add(core_f);
   w.attn_i.add(core_i);

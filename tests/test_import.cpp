@@ -3,6 +3,8 @@
 // derived by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <array>
 #include <cstdio>
 
@@ -279,6 +281,9 @@ TEST(ImportHf, Gpt2AndGptOss) {
   EXPECT_EQ(o.model->sliding_window, 128);
   EXPECT_EQ(o.model->sliding_window_pattern, (std::vector<int>{1, 0}));  // sliding, full, sliding, ...
   EXPECT_EQ(o.model->activation_clamp, 7.0);  // swiglu_limit
+  EXPECT_DOUBLE_EQ(o.model->rope_mscale, 0.1 * std::log(32.0) + 1);  // YaRN, factor 32, no mscale
+  EXPECT_TRUE(o.model->linear_bias);
+  EXPECT_DOUBLE_EQ(import_of("hf_llama3_8b.json").model->rope_mscale, 1.0);
 }
 
 TEST(ImportTorchtitan, Llama3_8bJob) {

@@ -372,6 +372,46 @@ TEST(MixtureOfExperts, ClampedGatedMlpTrafficByHand) {
   EXPECT_NE(error_of([&] { check(gpt); }).find("kind llama only"), std::string::npos);
 }
 
+// gpt-oss's experts' second bias applied outside their products (linear_bias; Megatron-Core
+// TEGroupedMLP._apply_bias): per element of the routed output 14 units of 16 bits forward (the bias
+// per token in fp32, times the probability, added, cast back) and 16 backward. One 4,096-token
+// sample at ep 8: 16,384 routed copies of 2,880, 14 x 2 x 16,384 x 2,880 = 1,321,205,760 bytes
+// forward and 16 x 2 x 16,384 x 2,880 = 1,509,949,440 backward.
+TEST(MixtureOfExperts, ExpertBiasTrafficByHand) {
+  ModelSpec m = load_model("gpt-oss-120b");
+  EXPECT_TRUE(m.linear_bias);
+  const KernelStack& k = load_stack("megatron-core-te");
+  const LayerWork biased = layer_work(m, k, 1, 1, false, false, 1, 8);
+  m.linear_bias = false;
+  const LayerWork plain = layer_work(m, k, 1, 1, false, false, 1, 8);
+  EXPECT_DOUBLE_EQ(biased.moe_f.memory_bytes - plain.moe_f.memory_bytes, 1321205760.0);
+  EXPECT_DOUBLE_EQ(biased.moe_i.memory_bytes - plain.moe_i.memory_bytes, 1509949440.0);
+  EXPECT_DOUBLE_EQ(biased.attn_f.memory_bytes, plain.attn_f.memory_bytes);  // the dense biases are in the products
+}
+
+// YaRN's concentration factor (rope_mscale 0.1 ln 32 + 1 for gpt-oss) runs Megatron-Core's RoPE
+// unfused on the queries and keys: per element 12 units forward, 8 backward. gpt-oss at tp 2: 32
+// query heads and 4 key heads of 64 per rank, 4,096 tokens: 4,096 x 36 x 64 = 9,437,184 elements,
+// 12 x 2 bytes each forward (226,492,416) and 8 x 2 backward (150,994,944). At tp 16 the 8 key
+// heads are replicated, one a rank: 4,096 x (4 + 1) x 64 elements.
+TEST(MixtureOfExperts, UnfusedRopeTrafficByHand) {
+  ModelSpec m = load_model("gpt-oss-120b");
+  EXPECT_NEAR(m.rope_mscale, 0.1 * std::log(32.0) + 1, 1e-4);
+  const KernelStack& k = load_stack("megatron-core-te");
+  const LayerWork yarn = layer_work(m, k, 1, 2, false, false, 1, 8);
+  const LayerWork yarn16 = layer_work(m, k, 1, 16, false, false, 1, 8);
+  m.rope_mscale = 1;
+  const LayerWork fused = layer_work(m, k, 1, 2, false, false, 1, 8), fused16 = layer_work(m, k, 1, 16, false, false, 1, 8);
+  EXPECT_DOUBLE_EQ(yarn.attn_f.memory_bytes - fused.attn_f.memory_bytes, 226492416.0);
+  EXPECT_DOUBLE_EQ(yarn.attn_i.memory_bytes - fused.attn_i.memory_bytes, 150994944.0);
+  EXPECT_DOUBLE_EQ(yarn16.attn_f.memory_bytes - fused16.attn_f.memory_bytes, 4096.0 * 5 * 64 * 12 * 2);
+  m.rope_mscale = 0;
+  EXPECT_NE(error_of([&] { check(m); }).find("rope_mscale"), std::string::npos);
+  ModelSpec mla = load_model("deepseek-v3");
+  mla.rope_mscale = 1.2;
+  EXPECT_NE(error_of([&] { check(mla); }).find("multi-latent attention"), std::string::npos);
+}
+
 // Transformer Engine's fused grouped MLP (stack megatron-core-te-fused-mlp): the routed experts'
 // activation and clamp in their products' epilogue (no activation traffic for the routed copies),
 // one grouped kernel per matrix (no streams), and no per-expert launches for the host.
@@ -382,8 +422,9 @@ TEST(MixtureOfExperts, FusedGroupedMlpStack) {
   EXPECT_TRUE(fused.fused_grouped_mlp);
   EXPECT_EQ(fused.grouped_gemm_streams, 0);
   const LayerWork a = layer_work(m, eager, 1, 1, false, false, 1, 8), b = layer_work(m, fused, 1, 1, false, false, 1, 8);
-  // 16,384 copies of 2,880: (3 + 8) x 2 bytes each, forward.
-  EXPECT_DOUBLE_EQ(a.moe_f.memory_bytes - b.moe_f.memory_bytes, 11.0 * 2 * 16384 * 2880);
+  // 16,384 copies of 2,880: (3 + 8) x 2 bytes each forward, and the experts' bias (14), which the
+  // fused kernel scales in its epilogue.
+  EXPECT_DOUBLE_EQ(a.moe_f.memory_bytes - b.moe_f.memory_bytes, (11.0 + 14) * 2 * 16384 * 2880);
   for (const Gemm& g : b.moe_f.gemms)
     if (g.batch > 1) EXPECT_EQ(g.concurrent, 0.0);
   const HostLayer h = host_layer(fused.host, {}, 16, true);

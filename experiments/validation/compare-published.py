@@ -69,6 +69,7 @@ STRICT = True  # the older sets: a refused row stops the run; the newer sets (wi
 SPLIT = None  # --split dev|holdout: only the rows of that split (published-moe.json, published-blackwell.json)
 SHAPE_FIELDS = ("head_dim", "v_head_dim", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim")
 PRECISION_FIELDS = ("bytes_per_grad",)  # FSDP's reduce dtype (torchtitan reduces in fp32: 4)
+KERNEL_FIELDS = ("rope_mscale", "linear_bias")  # YaRN's unfused RoPE, the experts' biases (gpt-oss)
 
 
 def usable(run):
@@ -126,7 +127,7 @@ def estimate(binary, run, extra, tmp):
              "bytes_per_activation": 2, "source": run["source"] + ", " + run["where"]}
     if md.get("num_kv_heads"):
         model["num_kv_heads"] = md["num_kv_heads"]
-    for k in MOE_FIELDS + SHAPE_FIELDS + PRECISION_FIELDS:
+    for k in MOE_FIELDS + SHAPE_FIELDS + PRECISION_FIELDS + KERNEL_FIELDS:
         if md.get(k) is not None:
             model[k] = md[k]
     model_features(md, model)
