@@ -86,10 +86,16 @@ std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int
                        std::to_string(m.num_layers));
     return p.stage_layers;
   }
-  if (m.num_layers < S)
+  if (m.num_layers < S) {
+    // Megatron-Core's split with the embedding and the loss counted fits where L + 2 divides (pipeline_split.h).
+    const bool counted = (m.num_layers + 2) % S == 0 && m.num_layers + 2 >= S;
     throw InputError("model '" + m.name + "' has num_layers = " + std::to_string(m.num_layers) + ", fewer than the " +
                      std::to_string(S) + " stages of schedule '" + p.schedule +
-                     "' (each stage needs at least one layer: lower pp or chunks)");
+                     "' (each stage needs at least one layer: lower pp or chunks" +
+                     (counted ? ", or count the embedding and the loss as layers, as Megatron-Core's "
+                                "--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split do)"
+                              : ")"));
+  }
   std::vector<int> out(static_cast<size_t>(S), m.num_layers / S);
   int rem = m.num_layers % S;
   // Extra layers go to the middle stages, away from the embedding and the head.

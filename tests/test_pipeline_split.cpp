@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/costs.h"
 #include "costmodel/estimate.h"
 #include "costmodel/memory.h"
 #include "costmodel/pipeline_split.h"
@@ -125,6 +126,21 @@ TEST(PipelineSplit, OneWayOfSplittingAtATime) {
   const std::string e = error_of([&] { costmodel::check(p); });
   EXPECT_NE(e.find("pipeline_layout"), std::string::npos) << e;
   EXPECT_NE(e.find("one way of splitting the layers"), std::string::npos) << e;
+}
+
+// Too few layers for the stages: where counting the embedding and the loss would fit (126 + 2 on
+// 128), the refusal names Megatron-Core's flags; where it would not (126 + 2 on 127), it does not.
+TEST(PipelineSplit, RefusalNamesTheCountedSplitWhereItFits) {
+  costmodel::ParallelPlan p = test::plan_of(1, 1, 16, 32);
+  p.schedule = "interleaved-1f1b";
+  p.schedule_params["chunks"] = 8;
+  const std::string fits = error_of([&] { costmodel::partition_layers(with_layers(126, 0), p, 128); });
+  EXPECT_NE(fits.find("fewer than the 128 stages"), std::string::npos) << fits;
+  EXPECT_NE(fits.find("--account-for-embedding-in-pipeline-split"), std::string::npos) << fits;
+  const std::string other = error_of([&] { costmodel::partition_layers(with_layers(126, 0), p, 127); });
+  EXPECT_EQ(other.find("--account-for"), std::string::npos) << other;
+  p.account_for_embedding = p.account_for_loss = true;
+  EXPECT_EQ(costmodel::partition_layers(with_layers(126, 0), p, 128).front(), 0);
 }
 
 // The split reaches the workload: with the embedding and loss counted, tiny's 4 layers on 6
