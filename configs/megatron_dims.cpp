@@ -164,9 +164,6 @@ void read_megatron_overlap(FlagReader& r, Imported& in) {
     p.offload_layers = *offload;
   r.unmodelled("cp-comm-type", "context parallelism priced as the key/value ring (p2p)");
   r.unmodelled("hierarchical-context-parallel-sizes", "context parallelism priced as one ring");
-  r.unmodelled("use-precision-aware-optimizer", "optimizer states priced in fp32");
-  for (const char* k : {"main-grads-dtype", "main-params-dtype", "exp-avg-dtype", "exp-avg-sq-dtype"})
-    r.unmodelled(k, "optimizer states and main gradients priced in fp32");
   r.unmodelled("num-distributed-optimizer-instances", "one distributed optimizer over the whole dp group");
   r.unmodelled("overlap-param-gather-with-optimizer-step", "the gather follows the step");
   r.unmodelled("defer-embedding-wgrad-compute", "the embedding's weight gradient computed in line");

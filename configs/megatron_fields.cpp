@@ -125,6 +125,34 @@ void read_precision(FlagReader& r, ModelSpec& m) {
   m.dropout = att > 0 || hid > 0;
 }
 
+// Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer; arguments.py
+// --main-grads-dtype fp32|bf16, --main-params-dtype fp32|fp16, --exp-avg-dtype and
+// --exp-avg-sq-dtype fp32|fp16|bf16|fp8): the gradients', the master's and the moments' bytes.
+// Without it the dtypes have no effect, and are listed as such.
+void read_optimizer_states(FlagReader& r, ModelSpec& m) {
+  const char* keys[] = {"main-grads-dtype", "main-params-dtype", "exp-avg-dtype", "exp-avg-sq-dtype"};
+  if (!r.boolean("use-precision-aware-optimizer", "the optimizer's states in the dtypes below").value_or(false)) {
+    for (const char* k : keys) r.unmodelled(k, "no effect without --use-precision-aware-optimizer");
+    return;
+  }
+  const auto bytes = [&](const char* k, int fallback) {
+    const std::optional<std::string> v = r.text(k, "bytes of the optimizer's state");
+    if (!v) return fallback;
+    std::string t = v->substr(v->rfind('.') == std::string::npos ? 0 : v->rfind('.') + 1);  // torch.bfloat16
+    if (t == "fp32" || t == "float32") return 4;
+    if (t == "fp16" || t == "bf16" || t == "float16" || t == "bfloat16") return 2;
+    if (t == "fp8" || t == "uint8") return 1;
+    throw InputError(r.where() + ": " + r.name(k) + " = '" + *v + "' is invalid (allowed: fp32, fp16, bf16, fp8)");
+  };
+  if (r.has("main-grads-dtype") && m.bytes_per_param < 4) m.bytes_per_grad = bytes(keys[0], 4);
+  if (r.has("main-params-dtype") && m.bytes_per_param < 4) m.bytes_per_master = bytes(keys[1], 4);  // fp16: a 16-bit master
+  const int avg = bytes(keys[2], 4), sq = bytes(keys[3], 4);
+  if (avg != sq)
+    throw InputError(r.where() + ": " + r.name(keys[2]) + " and " + r.name(keys[3]) +
+                     " differ (not modelled: both moments at one width; allowed: the same dtype)");
+  m.bytes_per_moment = avg;
+}
+
 // --moe-layer-freq as a list of 0 (dense) and 1 (MoE) per layer: an integer N is Megatron-Core's
 // [1 if i % N == 0 else 0 for i in range(layers)], else a Python list expression such as
 // "([0]*3+[1]*58)" or "[0,1,1]" (megatron/training/arguments.py moe_freq_type).
@@ -272,6 +300,7 @@ void map_megatron_fields(FlagReader& r, Imported& in, const ImportOptions& o) {
   read_degrees(r, in);
   read_megatron_dims(r, m, in.plan.tp);
   read_precision(r, m);
+  read_optimizer_states(r, m);
   read_moe(r, m);
   if (m.num_experts > 0) read_dispatcher(r, in.plan);
   read_mla(r, m);

@@ -218,12 +218,13 @@ double head_params_per_rank(const ModelSpec& m, int t) {
 }
 
 double static_bytes_per_param(const ModelSpec& m, int zero, int dp) {
-  const double master = m.bytes_per_param < 4 ? 4.0 : 0.0;
-  const double weights = m.bytes_per_param, grads = grad_bytes_per_param(m), states = master + 8.0;
+  const double master = master_bytes_per_param(m), moments = moment_bytes_per_param(m);
+  const double weights = m.bytes_per_param, grads = grad_bytes_per_param(m), states = master + moments;
   const double shard = zero >= 1 ? dp : 1;
   // Zero 3 keeps the 16-bit copy only while a unit is gathered (FSDP's param_dtype cast of the
-  // gathered 32-bit shard), so what stays is the master shard and the rest.
-  if (zero == 3) return (master > 0 ? master : weights) / shard + grads / shard + 8.0 / shard;
+  // gathered 32-bit shard), so what stays is the master shard and the rest; a master of the
+  // 16 low bits (2) or none keeps the weights' shard beside it.
+  if (zero == 3) return (master >= 4 ? master : weights + master) / shard + grads / shard + moments / shard;
   return weights + (zero >= 2 ? grads / dp : grads) + states / shard;
 }
 
@@ -239,9 +240,9 @@ double static_lower_bound_bytes(const ModelSpec& m, const ParallelPlan& p) {
 }
 
 double optimizer_traffic_bytes_per_param(const ModelSpec& m) {
-  double master = m.bytes_per_param < 4 ? 4.0 : 0.0;
-  double in = m.bytes_per_param + grad_bytes_per_param(m) + master + 8.0;
-  double out = m.bytes_per_param + master + 8.0;
+  const double master = master_bytes_per_param(m), moments = moment_bytes_per_param(m);
+  const double in = m.bytes_per_param + grad_bytes_per_param(m) + master + moments;
+  const double out = m.bytes_per_param + master + moments;
   return in + out;
 }
 

@@ -106,8 +106,9 @@ double embedding_params_per_rank(const ModelSpec& m, int t);
 double head_params_per_rank(const ModelSpec& m, int t);
 
 // Bytes per parameter for weights, gradients and Adam states: weight in bytes_per_param, gradient
-// in grad_bytes_per_param (specs.h), a 32-bit master copy when weights are narrower, two 32-bit
-// moments. 16 bytes for mixed-precision Adam (ZeRO paper, Rajbhandari et al. SC20);
+// in grad_bytes_per_param (specs.h), the master copy and the two moments in master_bytes_per_param
+// and moment_bytes_per_param (by default a 32-bit master when weights are narrower, two 32-bit
+// moments; narrower states as the recipes set them). 16 bytes for mixed-precision Adam (ZeRO paper, Rajbhandari et al. SC20);
 // 18 for bf16 as Megatron-LM trains it (fp32 gradients).
 // With a distributed optimizer over dp ranks (ZeRO, Rajbhandari et al. SC20, Sec. 5.1; Megatron's
 // distributed optimizer for zero = 1): zero = 1 divides the master copy and the moments by dp

@@ -64,6 +64,10 @@ ModelKind parse_kind(const std::string& s) {
 }
 
 int grad_bytes_per_param(const ModelSpec& m) { return m.bytes_per_grad > 0 ? m.bytes_per_grad : m.bytes_per_param; }
+int master_bytes_per_param(const ModelSpec& m) {
+  return m.bytes_per_master >= 0 ? m.bytes_per_master : m.bytes_per_param < 4 ? 4 : 0;
+}
+int moment_bytes_per_param(const ModelSpec& m) { return 2 * m.bytes_per_moment; }
 
 std::string_view attention_kernel_name(AttentionKernel k) {
   return k == AttentionKernel::Fused ? "fused" : "materialized";
@@ -280,6 +284,8 @@ nlohmann::json to_json(const ModelSpec& m) {
           {"source", m.source}};
   if (m.num_kv_heads != 0) j["num_kv_heads"] = m.num_kv_heads;
   if (m.bytes_per_grad != 0) j["bytes_per_grad"] = m.bytes_per_grad;
+  if (m.bytes_per_master >= 0) j["bytes_per_master"] = m.bytes_per_master;
+  if (m.bytes_per_moment != 4) j["bytes_per_moment"] = m.bytes_per_moment;
   if (!m.dropout) j["dropout"] = false;
   if (m.fp8) j["fp8"] = true;
   if (m.fp8_recipe != Fp8Recipe::Delayed) j["fp8_recipe"] = fp8_recipe_name(m.fp8_recipe);
@@ -422,6 +428,8 @@ ModelSpec model_from_json(const nlohmann::json& j) {
   m.bytes_per_param = r.opt<int>("bytes_per_param", 2);
   m.bytes_per_activation = r.opt<int>("bytes_per_activation", 2);
   m.bytes_per_grad = r.opt<int>("bytes_per_grad", 0);
+  m.bytes_per_master = r.opt<int>("bytes_per_master", -1);
+  m.bytes_per_moment = r.opt<int>("bytes_per_moment", 4);
   m.dropout = r.opt<bool>("dropout", true);
   m.fp8 = r.opt<bool>("fp8", false);
   m.fp8_recipe = parse_fp8_recipe(r.opt<std::string>("fp8_recipe", "delayed"));
@@ -686,6 +694,12 @@ void check(const ModelSpec& m) {
     if (v != 1 && v != 2 && v != 4) bad(w, field, std::to_string(v), "allowed: 1, 2, 4");
   if (m.bytes_per_grad != 0 && m.bytes_per_grad != 2 && m.bytes_per_grad != 4)
     bad(w, "bytes_per_grad", std::to_string(m.bytes_per_grad), "allowed: 0 (as bytes_per_param), 2, 4");
+  if (m.bytes_per_master != -1 && m.bytes_per_master != 0 && m.bytes_per_master != 2 && m.bytes_per_master != 4)
+    bad(w, "bytes_per_master", std::to_string(m.bytes_per_master), "allowed: -1 (4 where the weights are narrower, else none), 0, 2, 4");
+  if (m.bytes_per_master == 2 && m.bytes_per_param != 2)
+    bad(w, "bytes_per_master", "2", "a 2-byte master (16 low bits, or a 16-bit copy) needs 16-bit weights (bytes_per_param 2)");
+  if (m.bytes_per_moment != 1 && m.bytes_per_moment != 2 && m.bytes_per_moment != 4)
+    bad(w, "bytes_per_moment", std::to_string(m.bytes_per_moment), "allowed: 1, 2, 4");
   check_attention_shape(w, m);
   check_moe(w, m);
   if (!m.fp8 && m.fp8_recipe != Fp8Recipe::Delayed)

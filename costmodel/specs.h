@@ -60,6 +60,15 @@ struct ModelSpec {
                                   // 4 for bf16 as Megatron-LM trains it ("bfloat16 requires
                                   // gradient accumulation and all-reduce to be done in fp32",
                                   // megatron/training/arguments.py), 2 for fp16 with loss scaling
+  int bytes_per_master = -1;      // the optimizer's copy of each weight: -1 the default, 4 (fp32) where
+                                  // the weights are narrower, else none; 4; 2 (the 16 low bits beside
+                                  // bf16 weights: Apex's and Transformer Engine's store_param_remainders,
+                                  // NeMo's distributed Adam with an fp32 state and bf16 weights; or a
+                                  // 16-bit master, Megatron-Core --main-params-dtype fp16); 0 (no
+                                  // copy: NeMo's distributed Adam with its state in the weights' dtype)
+  int bytes_per_moment = 4;       // each of Adam's two moments: 4 (fp32), 2 (bf16: Megatron-Core
+                                  // --exp-avg-dtype/--exp-avg-sq-dtype bf16, DeepSeek-V3's recipe; Apex
+                                  // dtype bf16), 1 (fp8)
   AttentionKernel attention_kernel = AttentionKernel::Materialized;  // what the core keeps
   bool dropout = true;            // hidden and attention dropout with p > 0: the layers keep their
                                   // masks (Korthikanti et al.); false: p = 0 or none (PyTorch's
@@ -421,6 +430,11 @@ std::string_view kind_name(ModelKind k);
 ModelKind parse_kind(const std::string& s);  // throws InputError
 // Bytes of one gradient: bytes_per_grad, or bytes_per_param when it is 0.
 int grad_bytes_per_param(const ModelSpec& m);
+// Bytes of the optimizer's copy of one weight (bytes_per_master; its default: 4 where the weights
+// are narrower, else 0) and of Adam's two moments together: the one rule for the optimizer's
+// memory (memory.h static_bytes_per_param) and its step's traffic.
+int master_bytes_per_param(const ModelSpec& m);
+int moment_bytes_per_param(const ModelSpec& m);
 std::string_view attention_kernel_name(AttentionKernel k);  // "materialized", "fused"
 // `field` names where the value came from in the error (InputError).
 AttentionKernel parse_attention_kernel(const std::string& s, const std::string& field = "attention_kernel");

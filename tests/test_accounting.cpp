@@ -92,6 +92,37 @@ TEST(Accounting, Collectives) {
   EXPECT_DOUBLE_EQ(allreduce_bus_bandwidth_Bps(1e9, 4, 0.1), 1e10 * 1.5);
 }
 
+// The optimizer's states as the recipes narrow them. NeMo's distributed Adam with its state in
+// bf16 beside bf16 weights keeps no master and bf16 moments (Nemotron-4 340B's recipe): 2 + 2 +
+// (0 + 2 + 2)/dp with bf16 gradients, 2 + 2 + 4/2 = 6 at dp 2 where the default is 2 + 2 + 12/2
+// = 10. Its fp32 state beside bf16 weights keeps the master's 16 low bits: 2 + 4 + (2 + 8)/dp.
+// DeepSeek-V3's bf16 moments beside an fp32 master: (4 + 4)/dp. The step reads and writes them.
+TEST(Accounting, OptimizerStatesAsTheRecipesNarrowThem) {
+  ModelSpec m = load_model("gpt-1.4b");  // 16-bit weights and gradients
+  EXPECT_EQ(master_bytes_per_param(m), 4);
+  EXPECT_EQ(moment_bytes_per_param(m), 8);
+  m.bytes_per_master = 0;
+  m.bytes_per_moment = 2;
+  EXPECT_DOUBLE_EQ(memory::static_bytes_per_param(m, 1, 2), 2 + 2 + 4.0 / 2);
+  EXPECT_DOUBLE_EQ(memory::optimizer_traffic_bytes_per_param(m), (2 + 2 + 0 + 4) + (2 + 0 + 4));
+  EXPECT_DOUBLE_EQ(memory::static_bytes_per_param(m, 3, 4), (2 + 0 + 2 + 4) / 4.0);  // the weights' shard kept
+  ModelSpec r = load_model("gpt-1.4b");
+  r.bytes_per_grad = 4;
+  r.bytes_per_master = 2;
+  EXPECT_DOUBLE_EQ(memory::static_bytes_per_param(r, 1, 4), 2 + 4 + (2 + 8.0) / 4);
+  ModelSpec d = load_model("gpt-1.4b");
+  d.bytes_per_moment = 2;
+  EXPECT_DOUBLE_EQ(memory::static_bytes_per_param(d, 1, 8), 2 + 2 + (4 + 4.0) / 8);
+  EXPECT_EQ(model_from_json(to_json(m)).bytes_per_master, 0);
+  EXPECT_EQ(model_from_json(to_json(m)).bytes_per_moment, 2);
+  EXPECT_FALSE(to_json(load_model("gpt-1.4b")).contains("bytes_per_master"));
+  for (const auto& [field, value] : {std::pair{"bytes_per_master", 3}, {"bytes_per_moment", 8}}) {
+    nlohmann::json bad = to_json(m);
+    bad[field] = value;
+    EXPECT_NE(stagecraft::test::error_of([&] { model_from_json(bad); }).find(field), std::string::npos) << field;
+  }
+}
+
 // bf16 as Megatron-LM trains it keeps and all-reduces gradients in fp32 (megatron/training/
 // arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32"):
 // 2 + 4 + 4 + 8 = 18 bytes per parameter, the distributed optimizer sharding the fp32 parts,

@@ -142,6 +142,21 @@ Imported megatron_args(const std::string& extra) {
   return configs::import_text(text, configs::Format::Megatron, {}, "args");
 }
 
+// Megatron-Core's precision-aware optimizer: DeepSeek-V3's bf16 moments and gradients beside an
+// fp32 master; the dtypes without --use-precision-aware-optimizer change nothing.
+TEST(ImportMegatron, PrecisionAwareOptimizerStates) {
+  const Imported a = megatron_args("--use-precision-aware-optimizer --main-grads-dtype bf16 --main-params-dtype fp32 "
+                                   "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16");
+  EXPECT_EQ(a.model->bytes_per_moment, 2);
+  EXPECT_EQ(a.model->bytes_per_grad, 2);
+  EXPECT_EQ(a.model->bytes_per_master, 4);
+  const Imported b = megatron_args("--exp-avg-dtype bf16");
+  EXPECT_EQ(b.model->bytes_per_moment, 4);
+  EXPECT_TRUE(listed(b.report.not_modelled, "--exp-avg-dtype"));
+  const std::string e = error_of([] { megatron_args("--use-precision-aware-optimizer --exp-avg-dtype fp8 --exp-avg-sq-dtype bf16"); });
+  EXPECT_NE(e.find("--exp-avg-dtype and --exp-avg-sq-dtype differ"), std::string::npos) << e;
+}
+
 TEST(ImportMegatron, FlagsOneByOne) {
   // $((N*4)) = 8 GPUs; pp 4 with 4 layers per virtual stage: 32 / (4 * 4) = 2 chunks.
   Imported a = megatron_args("--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 --global-batch-size 16");

@@ -68,7 +68,7 @@ SHOW_COMMANDS = False  # --show-commands DIR: print each row's estimate command 
 STRICT = True  # the older sets: a refused row stops the run; the newer sets (with a split) list it
 SPLIT = None  # --split dev|holdout: only the rows of that split (published-moe.json, published-blackwell.json)
 SHAPE_FIELDS = ("head_dim", "v_head_dim", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim")
-PRECISION_FIELDS = ("bytes_per_grad",)  # FSDP's reduce dtype (torchtitan reduces in fp32: 4)
+PRECISION_FIELDS = ("bytes_per_grad", "bytes_per_master", "bytes_per_moment")  # gradients' dtype (torchtitan reduces in fp32: 4); the optimizer's states
 KERNEL_FIELDS = ("rope_mscale", "linear_bias")  # YaRN's unfused RoPE, the experts' biases (gpt-oss)
 
 

@@ -136,6 +136,10 @@ void check_runtime_plan(const ModelSpec& m, const ParallelPlan& p, bool builtin_
   if (m.fp8)
     throw InputError("runtime: model.fp8 = true (--fp8) is not implemented by the runtime: its linear layers run in fp32 "
                      "or bf16 (allowed: --precision fp32 or bf16; FP8 products need torch._scaled_mm on an H100-class GPU)");
+  if (m.bytes_per_moment != 4 || m.bytes_per_master != -1)
+    throw InputError("runtime: model.bytes_per_moment = " + std::to_string(m.bytes_per_moment) + ", bytes_per_master = " +
+                     std::to_string(m.bytes_per_master) + ": narrower optimizer states are priced by estimate, compare, "
+                     "simulate and plan but not implemented by the runtime, whose Adam keeps fp32 states (allowed: 4 and -1)");
   if (!p.cuda_graph_scope.empty())
     throw InputError("runtime: plan.cuda_graph_scope is priced by estimate, compare, simulate and plan (the host's launches, "
                      "costmodel/host.h) but the runtime captures no CUDA graphs (allowed: none)");
@@ -222,6 +226,8 @@ double runtime_static_bytes(const ModelSpec& m, const ParallelPlan& p) {
   ModelSpec fp32 = m;  // as the runtime holds it: fp32 weights and gradients, whatever the model's training precision
   fp32.bytes_per_param = 4;
   fp32.bytes_per_grad = 4;
+  fp32.bytes_per_master = -1;  // and its Adam's fp32 states
+  fp32.bytes_per_moment = 4;
   return memory::static_lower_bound_bytes(fp32, p);
 }
 
