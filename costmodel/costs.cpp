@@ -87,8 +87,8 @@ std::vector<int> partition_layers(const ModelSpec& m, const ParallelPlan& p, int
     return p.stage_layers;
   }
   if (m.num_layers < S) {
-    // Megatron-Core's split with the embedding and the loss counted fits where L + 2 divides (pipeline_split.h).
-    const bool counted = (m.num_layers + 2) % S == 0 && m.num_layers + 2 >= S;
+    // Megatron-Core's split with the embedding and the loss counted fits where L + 2 is S (pipeline_split.h).
+    const bool counted = m.num_layers + 2 == S;
     throw InputError("model '" + m.name + "' has num_layers = " + std::to_string(m.num_layers) + ", fewer than the " +
                      std::to_string(S) + " stages of schedule '" + p.schedule +
                      "' (each stage needs at least one layer: lower pp or chunks" +

@@ -134,11 +134,6 @@ def estimate(binary, run, extra, tmp):
     split = run.get("pipeline_split") or {}
     if split.get("mtp_layers") is not None:  # the recipe's mtp_num_layers (the file's conventions)
         model["mtp_layers"] = split["mtp_layers"]
-    layout = ((run.get("recipe") or {}).get("knobs") or {}).get("pp_layout") or split.get("layout") or ""
-    if layout and md.get("mtp") is None and "mtp_layers" not in model and "m" in layout:
-        # Megatron-Core refuses a layout whose 'm' count is not --mtp-num-layers
-        # (pipeline_parallel_layer_layout.py validate_layer_layout), so the layout says it
-        model["mtp_layers"] = layout.replace("m*", "m").count("m")
     paths = {}
     for name, obj in (("cluster", cluster), ("model", model)):
         paths[name] = os.path.join(tmp, f"{run['id']}-{name}.json")
